@@ -1,0 +1,60 @@
+"""panstream: pan-private streaming density and distinct-count estimation.
+
+Keep only a randomized bit table over a public universe, never the data; publish noisy releases
+against a privacy budget. See README.md for the privacy model.
+
+>>> import panstream as ps
+>>> est = ps.DensityEstimator(ps.Universe.ipv4("10.0.0.0/24"), epsilon=1.0)
+>>> est.epsilon_state <= 1.0
+True
+"""
+
+from __future__ import annotations
+
+from panstream.calibration import calibrate, realized_epsilon
+from panstream.errors import (
+    BudgetExhaustedError,
+    ConfigurationError,
+    ItemError,
+    PanstreamError,
+    SourceError,
+    StateError,
+    UniverseError,
+)
+from panstream.estimator import DensityEstimator, Estimate, UpdateResult
+from panstream.ledger import PrivacyLedger
+from panstream.universe import IndexResult, Universe
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetExhaustedError",
+    "ConfigurationError",
+    "DensityEstimator",
+    "Estimate",
+    "IndexResult",
+    "ItemError",
+    "PanstreamError",
+    "PrivacyLedger",
+    "SourceError",
+    "StateError",
+    "Universe",
+    "UniverseError",
+    "UpdateResult",
+    "__version__",
+    "calibrate",
+    "realized_epsilon",
+]
+
+
+def __getattr__(name: str) -> object:
+    # Later stages (release, remap, snapshot) are imported lazily so the core stays light.
+    if name == "remap":
+        from panstream.remap import remap
+
+        return remap
+    if name == "Release":
+        from panstream.release import Release
+
+        return Release
+    raise AttributeError(f"module 'panstream' has no attribute {name!r}")

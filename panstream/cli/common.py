@@ -1,0 +1,89 @@
+"""Options and helpers shared by the subcommands.
+
+Every option has an explicit ``PANSTREAM_...`` environment variable, shown in ``--help``; a flag given
+on the command line wins over the environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from panstream.calibration import CALIBRATIONS, DEFAULT_CALIBRATION
+from panstream.errors import PanstreamError
+from panstream.universe import Universe
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def env(name: str) -> dict[str, Any]:
+    """``envvar=PANSTREAM_<NAME>`` with ``show_envvar`` for a click option."""
+    return {"envvar": f"PANSTREAM_{name}", "show_envvar": True}
+
+
+class UniverseParam(click.ParamType):
+    """A universe spec such as ``ipv4:10.0.0.0/16``, checked at parse time (exit 2 if bad)."""
+
+    name = "UNIVERSE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> Universe:
+        if isinstance(value, Universe):
+            return value
+        try:
+            return Universe.parse(str(value))
+        except PanstreamError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+UNIVERSE_HELP = ("The public universe of cells: ipv4:CIDR (e.g. ipv4:10.0.0.0/16), ipv6:CIDR@G "
+                 "(e.g. ipv6:2001:db8::/48@64, one cell per /64), range:N, or hashed:M (IDs hashed "
+                 "into M buckets).")
+
+
+def universe_option(required: bool = True, **kw: Any) -> Callable[[F], F]:
+    return click.option("-u", "--universe", type=UniverseParam(), required=required,
+                        help=UNIVERSE_HELP, **env("UNIVERSE"), **kw)
+
+
+def epsilon_option(name: str = "--epsilon", envname: str = "EPSILON", default: float | None = None,
+                   help: str = "State epsilon: privacy of a leaked table.") -> Callable[[F], F]:
+    return click.option(name, type=click.FloatRange(min=0, min_open=True), default=default,
+                        required=default is None, show_default=default is not None, help=help,
+                        **env(envname))
+
+
+def calibration_option() -> Callable[[F], F]:
+    return click.option("--calibration", type=click.Choice(CALIBRATIONS),
+                        default=DEFAULT_CALIBRATION, show_default=True,
+                        help="tight: p = 1 - e^-eps/2 (exactly eps-DP, most signal); "
+                             "paper: p = 1/2 + eps/4 (Dwork et al.).", **env("CALIBRATION"))
+
+
+def json_option() -> Callable[[F], F]:
+    return click.option("--json", "as_json", is_flag=True, default=False,
+                        help="Print one JSON object instead of a human summary.", **env("JSON"))
+
+
+def handle_errors(f: F) -> F:
+    """Turn a :class:`PanstreamError` raised by a command into one line on stderr and its exit code."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return f(*args, **kwargs)
+        except PanstreamError as exc:
+            click.echo(f"panstream: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def emit_json(obj: Any) -> None:
+    """Print ``obj`` as one line of JSON on stdout."""
+    click.echo(json.dumps(obj, sort_keys=True, default=str))

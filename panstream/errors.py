@@ -1,0 +1,42 @@
+"""The one exception hierarchy of panstream.
+
+Every error a user or operator can cause derives from :class:`PanstreamError`; its message says what
+happened and what to do about it. The command line turns these into one line on stderr and a non-zero
+exit code, never a traceback. Argument misuse in the Python API raises ``ValueError``/``TypeError``
+subclasses below so that plain Python callers can catch them the usual way.
+"""
+
+from __future__ import annotations
+
+
+class PanstreamError(Exception):
+    """Root of every panstream error. The message tells the operator what to do."""
+
+    exit_code: int = 1
+
+
+class ConfigurationError(PanstreamError, ValueError):
+    """A parameter (epsilon, universe spec, calibration, option) is invalid."""
+
+    exit_code = 2
+
+
+class UniverseError(ConfigurationError):
+    """A universe specification is malformed or out of the supported range."""
+
+
+class ItemError(PanstreamError, ValueError):
+    """An item is malformed or lies outside the universe (raised only in strict mode)."""
+
+
+class BudgetExhaustedError(PanstreamError):
+    """A release would spend more output epsilon than the state's budget has left."""
+
+
+class StateError(PanstreamError):
+    """A snapshot or state file is unreadable, corrupt, from an unknown version, or contradicts
+    the parameters asked for on resume."""
+
+
+class SourceError(PanstreamError):
+    """An input source (stdin, file, Kafka) failed in a way the operator must fix."""

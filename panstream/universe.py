@@ -1,0 +1,372 @@
+"""Universes: map stream items to cell indices ``0..size-1`` of the bit table.
+
+A universe is public: its specification is stored in snapshots and printed freely. It decides what one
+*cell* is (an IPv4 address, an IPv6 /64 subnet, an integer, a hash bucket of an identifier), and the
+privacy guarantee protects the presence of any one cell in the stream.
+
+Four kinds, each with a textual spec used by the command line and by snapshots:
+
+========================  =====================================  =======================================
+constructor               spec                                   cell
+========================  =====================================  =======================================
+``Universe.ipv4(cidr)``   ``ipv4:10.0.0.0/16``                   one IPv4 address inside the prefix
+``Universe.ipv6(p, g)``   ``ipv6:2001:db8::/48@64``              one /g subnet inside the prefix
+``Universe.range(n)``     ``range:1000000``                      an integer 0..n-1
+``Universe.hashed(m)``    ``hashed:1048576``                     a BLAKE2b bucket of any identifier
+========================  =====================================  =======================================
+
+Items outside the universe or malformed are never mapped to some cell: :meth:`Universe.indices`
+drops them and reports how many it dropped.
+
+>>> u = Universe.ipv4("10.0.0.0/30")
+>>> u.size, u.spec
+(4, 'ipv4:10.0.0.0/30')
+>>> r = u.indices(["10.0.0.3", "10.0.0.0", "10.0.1.0", "not an ip"])
+>>> r.indices.tolist(), r.outside, r.malformed
+([3, 0], 1, 1)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from panstream.errors import ItemError, UniverseError
+
+UniverseKind = Literal["ipv4", "ipv6", "range", "hashed"]
+
+#: Largest number of cells a universe may have: 2**32 (a bit table of 512 MiB).
+MAX_CELLS = 1 << 32
+
+_U64 = np.uint64
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    """Cell indices of the accepted items and the counts of rejected ones.
+
+    Attributes:
+        indices: ``intp`` array of cell indices of accepted items, in input order.
+        malformed: items that could not be parsed at all (wrong type, bad syntax).
+        outside: well-formed items that lie outside the universe.
+    """
+
+    indices: np.ndarray
+    malformed: int = 0
+    outside: int = 0
+
+    @property
+    def rejected(self) -> int:
+        """Items dropped for any reason."""
+        return self.malformed + self.outside
+
+
+def _hash_bytes(data: bytes, m: int) -> int:
+    """Map bytes to a bucket in ``0..m-1``: BLAKE2b-64, then Lemire's multiply-shift reduction."""
+    h = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+    return (h * m) >> 64
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 finalizer: a fixed, public bijection of 64-bit integers (vectorized)."""
+    z = x.astype(_U64, copy=True)
+    with np.errstate(over="ignore"):
+        z += _U64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
+        z ^= z >> _U64(31)
+    return z
+
+
+def _reduce64(h: np.ndarray, m: int) -> np.ndarray:
+    """Vectorized ``(h * m) >> 64`` for uint64 ``h`` and ``m <= 2**32``: split ``h`` in 32-bit halves."""
+    hi = h >> _U64(32)
+    lo = h & _U64(0xFFFFFFFF)
+    mm = _U64(m)
+    # (hi*2^32 + lo) * m >> 64 == (hi*m + ((lo*m) >> 32)) >> 32 ; no term overflows for m <= 2^32.
+    return ((hi * mm + ((lo * mm) >> _U64(32))) >> _U64(32)).astype(np.intp)
+
+
+class Universe:
+    """The public set X of cells a bit table ranges over. Build one with a classmethod or :meth:`parse`."""
+
+    __slots__ = ("_base", "_granularity", "_prefix", "kind", "size", "spec")
+
+    kind: UniverseKind
+    size: int
+    spec: str
+
+    def __init__(self, kind: UniverseKind, size: int, spec: str, base: int = 0, prefix: int = 0,
+                 granularity: int = 0) -> None:
+        # Private: use the classmethods. They validate everything before getting here.
+        self.kind = kind
+        self.size = size
+        self.spec = spec
+        self._base = base
+        self._prefix = prefix
+        self._granularity = granularity
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def ipv4(cls, cidr: str) -> Universe:
+        """All addresses of an IPv4 prefix, ``/0`` (2**32 cells) to ``/32`` (one cell).
+
+        Raises:
+            UniverseError: the prefix is malformed or has host bits set.
+        """
+        try:
+            net = ipaddress.IPv4Network(cidr, strict=True)
+        except (ValueError, TypeError) as exc:
+            msg = f"invalid IPv4 universe {cidr!r}: {exc}; expected a prefix such as 10.0.0.0/16"
+            raise UniverseError(msg) from None
+        return cls("ipv4", net.num_addresses, f"ipv4:{net.with_prefixlen}",
+                   base=int(net.network_address), prefix=net.prefixlen)
+
+    @classmethod
+    def ipv6(cls, cidr: str, granularity: int = 64) -> Universe:
+        """The ``/granularity`` subnets of an IPv6 prefix; at most 2**32 cells.
+
+        ``Universe.ipv6("2001:db8::/48", 64)`` has 2**16 cells, one per /64 (one per customer LAN).
+
+        Raises:
+            UniverseError: malformed prefix, granularity shorter than the prefix or over 128, or more
+                than 2**32 cells.
+        """
+        try:
+            net = ipaddress.IPv6Network(cidr, strict=True)
+        except (ValueError, TypeError) as exc:
+            msg = f"invalid IPv6 universe {cidr!r}: {exc}; expected a prefix such as 2001:db8::/48"
+            raise UniverseError(msg) from None
+        if not isinstance(granularity, int) or not net.prefixlen <= granularity <= 128:
+            msg = (f"IPv6 granularity /{granularity} must lie between the prefix length "
+                   f"/{net.prefixlen} and /128")
+            raise UniverseError(msg)
+        bits = granularity - net.prefixlen
+        if bits > 32:
+            msg = (f"ipv6 universe {net.with_prefixlen} at /{granularity} has 2**{bits} cells; at most "
+                   f"2**32 are supported: use a longer prefix or a coarser granularity "
+                   f"(e.g. @{net.prefixlen + 32})")
+            raise UniverseError(msg)
+        return cls("ipv6", 1 << bits, f"ipv6:{net.with_prefixlen}@{granularity}",
+                   base=int(net.network_address) >> (128 - granularity), prefix=net.prefixlen,
+                   granularity=granularity)
+
+    @classmethod
+    def range(cls, n: int) -> Universe:
+        """The integers ``0..n-1`` (1 <= n <= 2**32)."""
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= int(n) <= MAX_CELLS:
+            msg = f"range universe size must be an integer from 1 to 2**32, got {n!r}"
+            raise UniverseError(msg)
+        return cls("range", int(n), f"range:{int(n)}")
+
+    @classmethod
+    def hashed(cls, m: int) -> Universe:
+        """Arbitrary identifiers (str, bytes, int) hashed into ``m`` buckets (2 <= m <= 2**32).
+
+        Strings are hashed as their UTF-8 bytes with BLAKE2b-64; integers by the SplitMix64 mixer of
+        their 64-bit value. The hash is fixed and public (no key): the bit table is private with
+        respect to buckets, so it needs no secret. Collisions make the raw density undercount
+        distinct identifiers; the estimator corrects for that with linear counting.
+        """
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or not 2 <= int(m) <= MAX_CELLS:
+            msg = f"hashed universe size must be an integer from 2 to 2**32, got {m!r}"
+            raise UniverseError(msg)
+        return cls("hashed", int(m), f"hashed:{int(m)}")
+
+    @classmethod
+    def parse(cls, spec: str) -> Universe:
+        """Build a universe from its spec: ``ipv4:CIDR``, ``ipv6:CIDR@G``, ``range:N`` or ``hashed:M``.
+
+        >>> Universe.parse("ipv6:2001:db8::/48@64").size
+        65536
+        """
+        if not isinstance(spec, str) or ":" not in spec:
+            msg = (f"invalid universe spec {spec!r}: expected one of ipv4:10.0.0.0/16, "
+                   "ipv6:2001:db8::/48@64, range:1000000, hashed:1048576")
+            raise UniverseError(msg)
+        kind, _, arg = spec.strip().partition(":")
+        kind = kind.lower()
+        if kind == "ipv4":
+            return cls.ipv4(arg)
+        if kind == "ipv6":
+            prefix, at, g = arg.partition("@")
+            try:
+                gran = int(g) if at else 64
+            except ValueError:
+                msg = f"invalid IPv6 granularity {g!r} in {spec!r}: expected e.g. @64"
+                raise UniverseError(msg) from None
+            return cls.ipv6(prefix, gran)
+        if kind in ("range", "hashed"):
+            try:
+                n = int(arg.replace("_", ""), 0) if not arg.startswith("2**") else 2 ** int(arg[3:])
+            except ValueError:
+                msg = f"invalid size {arg!r} in universe spec {spec!r}: expected an integer"
+                raise UniverseError(msg) from None
+            return cls.range(n) if kind == "range" else cls.hashed(n)
+        msg = f"unknown universe kind {kind!r} in {spec!r}: use ipv4, ipv6, range or hashed"
+        raise UniverseError(msg)
+
+    # ------------------------------------------------------------------ mapping
+    def indices(self, items: Iterable[Any] | np.ndarray) -> IndexResult:
+        """Map items to cell indices, dropping (and counting) malformed and outside items.
+
+        Integer NumPy arrays take a vectorized path: for ``ipv4`` they hold addresses as integers,
+        for ``range`` the integers themselves, for ``hashed`` values to hash. Anything else is mapped
+        item by item: ``str`` or ASCII ``bytes`` text for addresses, ``int`` for integers and
+        addresses, any ``str``/``bytes``/``int`` for ``hashed``.
+        """
+        if isinstance(items, np.ndarray) and items.dtype.kind in "iu":
+            return self._indices_int_array(items)
+        return self._indices_objects(items)
+
+    def index_of(self, item: Any) -> int:
+        """The cell of one item.
+
+        Raises:
+            ItemError: the item is malformed or outside the universe.
+        """
+        result = self._indices_objects([item])
+        if result.indices.size:
+            return int(result.indices[0])
+        why = "is malformed" if result.malformed else "lies outside"
+        msg = f"item {why} for universe {self.spec}"
+        raise ItemError(msg)
+
+    def item_of(self, index: int) -> str:
+        """A representative item of a cell (the address or subnet, or the integer). Not for hashed."""
+        if not 0 <= index < self.size:
+            msg = f"cell index {index} outside 0..{self.size - 1}"
+            raise ValueError(msg)
+        if self.kind == "ipv4":
+            return str(ipaddress.IPv4Address(self._base + index))
+        if self.kind == "ipv6":
+            addr = (self._base + index) << (128 - self._granularity)
+            return f"{ipaddress.IPv6Address(addr)}/{self._granularity}"
+        if self.kind == "range":
+            return str(index)
+        msg = "a hashed universe cannot name the items of a bucket"
+        raise ValueError(msg)
+
+    def _indices_int_array(self, arr: np.ndarray) -> IndexResult:
+        n = arr.size
+        if self.kind == "hashed":
+            return IndexResult(_reduce64(_mix64(arr.astype(np.int64, copy=False).view(_U64)),
+                                         self.size))
+        if self.kind == "ipv6":
+            return self._indices_objects(arr.tolist())
+        if arr.dtype.kind == "u" and arr.dtype.itemsize == 8:
+            if n and int(arr.max()) >= (1 << 62):
+                arr = np.where(arr >= (1 << 62), _U64(1 << 62), arr)
+            arr = arr.astype(np.int64)
+        idx = arr.astype(np.intp, copy=True)
+        if self._base:
+            idx -= self._base
+        ok = (idx >= 0) & (idx < self.size)
+        if bool(ok.all()):
+            return IndexResult(idx)
+        kept = idx[ok]
+        bad = int(n - kept.size)
+        idx.fill(0)
+        if self.kind == "ipv4":
+            # Integers that are no IPv4 address at all are malformed; addresses elsewhere are outside.
+            a = arr[~ok]
+            malformed = int(((a < 0) | (a > 0xFFFFFFFF)).sum())
+            return IndexResult(kept, malformed=malformed, outside=bad - malformed)
+        return IndexResult(kept, outside=bad)
+
+    def _indices_objects(self, items: Iterable[Any]) -> IndexResult:
+        out: list[int] = []
+        malformed = outside = 0
+        conv = self._converter()
+        size = self.size
+        for item in items:
+            try:
+                v = conv(item)
+            except (ValueError, TypeError, OSError, UnicodeError, OverflowError):
+                malformed += 1
+                continue
+            if v is None or not 0 <= v < size:
+                outside += 1
+            else:
+                out.append(v)
+        idx = np.fromiter(out, dtype=np.intp, count=len(out))
+        out.clear()
+        return IndexResult(idx, malformed=malformed, outside=outside)
+
+    def _converter(self) -> Any:
+        kind, base = self.kind, self._base
+        if kind == "ipv4":
+            def ipv4(item: Any) -> int | None:
+                if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+                    if not 0 <= int(item) <= 0xFFFFFFFF:
+                        raise ValueError
+                    return int(item) - base
+                if isinstance(item, (bytes, bytearray, memoryview)):
+                    item = bytes(item).decode("ascii")
+                if not isinstance(item, str):
+                    raise TypeError
+                return int.from_bytes(socket.inet_pton(socket.AF_INET, item.strip()), "big") - base
+            return ipv4
+        if kind == "ipv6":
+            shift = 128 - self._granularity
+
+            def ipv6(item: Any) -> int | None:
+                if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+                    if not 0 <= int(item) < (1 << 128):
+                        raise ValueError
+                    a = int(item)
+                else:
+                    if isinstance(item, (bytes, bytearray, memoryview)):
+                        item = bytes(item).decode("ascii")
+                    if not isinstance(item, str):
+                        raise TypeError
+                    a = int.from_bytes(socket.inet_pton(socket.AF_INET6, item.strip()), "big")
+                return (a >> shift) - base
+            return ipv6
+        if kind == "range":
+            def rng(item: Any) -> int | None:
+                if isinstance(item, bool):
+                    raise TypeError
+                if isinstance(item, (int, np.integer)):
+                    return int(item)
+                if isinstance(item, (bytes, bytearray, memoryview)):
+                    item = bytes(item).decode("ascii")
+                if isinstance(item, str):
+                    s = item.strip()
+                    if not s.isdigit():
+                        raise ValueError
+                    return int(s)
+                raise TypeError
+            return rng
+        m = self.size
+
+        def hashed(item: Any) -> int:
+            if isinstance(item, str):
+                return _hash_bytes(item.encode("utf-8"), m)
+            if isinstance(item, (bytes, bytearray, memoryview)):
+                return _hash_bytes(bytes(item), m)
+            if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+                v = int(item)
+                if not -(1 << 63) <= v < (1 << 64):
+                    raise OverflowError
+                h = _mix64(np.array([v & _MASK64], dtype=_U64))
+                return int(_reduce64(h, m)[0])
+            raise TypeError
+        return hashed
+
+    # ------------------------------------------------------------------ dunder
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Universe) and other.spec == self.spec
+
+    def __hash__(self) -> int:
+        return hash(self.spec)
+
+    def __repr__(self) -> str:
+        return f"Universe.parse({self.spec!r})  # {self.size} cells"
