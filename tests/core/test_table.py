@@ -1,0 +1,100 @@
+"""The bit table's law: D0 = Bernoulli(1/2) at init, exactly one D1 = Bernoulli(p) draw per touched cell.
+
+Each binomial or chi-square check below has a false-failure probability of at most 1e-6 (stated at
+the check); sample sizes are fixed and nothing is retried. Both layouts are checked, and batches both
+below and above the size at which drawing is pipelined in a helper thread.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import panstream as ps
+from panstream.table import BitTable
+
+ALPHA = 1e-6
+LAYOUTS = ["bytes", "packed"]
+
+
+def binomial_ok(k: int, n: int, p: float, alpha: float = ALPHA) -> bool:
+    """Two-sided exact binomial test: False with probability <= alpha when k ~ Bin(n, p)."""
+    return bool(stats.binomtest(k, n, p).pvalue > alpha)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_init_bits_are_fair_coins_and_independent(layout: str) -> None:
+    """2**20 fresh cells: ones ~ Bin(n, 1/2) (alpha 5e-7) and the four patterns of adjacent
+    pairs are uniform (chi-square, alpha 5e-7): together at most 1e-6."""
+    n = 1 << 20
+    bits = BitTable.random(n, layout).bits()
+    assert bits.dtype == np.uint8 and set(np.unique(bits)) <= {0, 1}
+    assert binomial_ok(int(bits.sum()), n, 0.5, alpha=5e-7)
+    pairs = np.bincount(bits[0::2] * 2 + bits[1::2], minlength=4)
+    assert stats.chisquare(pairs).pvalue > 5e-7
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_padding_bits_are_zero_when_packed(layout: str) -> None:
+    t = BitTable.random(13, layout)
+    packed = t.to_packed()
+    assert len(packed) == 2 and packed[1] >> 5 == 0
+    assert BitTable.from_packed(13, packed, layout).bits().tolist() == t.bits().tolist()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("batch", [1 << 12, 1 << 19])
+def test_touched_cells_hold_d1_untouched_keep_d0(layout: str, batch: int) -> None:
+    """Touch every other cell once: touched ones ~ Bin(., p), untouched ~ Bin(., 1/2).
+    Two tests at alpha 5e-7 each: at most 1e-6 together."""
+    n = 1 << 20
+    est = ps.DensityEstimator(ps.Universe.range(n), epsilon=1.0, layout=layout)
+    touched = np.arange(0, n, 2)
+    for start in range(0, touched.size, batch):
+        est.update_indices(touched[start:start + batch].copy())
+    bits = est.bits()
+    p = float(est.p)
+    assert binomial_ok(int(bits[0::2].sum()), n // 2, p, alpha=5e-7)
+    assert binomial_ok(int(bits[1::2].sum()), n // 2, 0.5, alpha=5e-7)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_duplicates_in_a_batch_leave_exactly_one_d1_draw(layout: str) -> None:
+    """Each of 2**16 cells named 7 times in one shuffled batch (plus neighbours sharing its byte):
+    its bit is still Bernoulli(p). OR-ing the draws would give 1-(1-p)^7 ~ 0.99999, AND-ing p^7 ~ 0.24:
+    both fail the binomial test (alpha 1e-6) by hundreds of standard deviations."""
+    n = 1 << 16
+    est = ps.DensityEstimator(ps.Universe.range(n), epsilon=1.0, layout=layout)
+    idx = np.repeat(np.arange(n), 7)
+    np.random.default_rng(1).shuffle(idx)  # synthetic order only
+    est.update_indices(idx)
+    assert binomial_ok(est.count_ones(), n, float(est.p))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_many_batches_on_the_same_cells_still_one_d1_law(layout: str) -> None:
+    """Ten separate batches touching the same 2**16 cells: the final bits are Bin(n, p) (alpha 1e-6)."""
+    n = 1 << 16
+    est = ps.DensityEstimator(ps.Universe.range(n), epsilon=0.5, calibration="paper", layout=layout)
+    for _ in range(10):
+        est.update_indices(np.arange(n))
+    assert binomial_ok(est.count_ones(), n, float(est.p))
+
+
+def test_layouts_agree_on_serialization_and_count() -> None:
+    t = BitTable.random(1000, "bytes")
+    packed = t.to_packed()
+    u = BitTable.from_packed(1000, packed, "packed")
+    assert u.count_ones() == t.count_ones() == int(t.bits().sum())
+    np.testing.assert_array_equal(u.bits(), t.bits())
+    assert u.to_packed() == packed
+
+
+def test_auto_layout_packs_only_large_universes() -> None:
+    from panstream.table import AUTO_BYTES_MAX_CELLS, choose_layout
+
+    assert choose_layout(AUTO_BYTES_MAX_CELLS) == "bytes"
+    assert choose_layout(AUTO_BYTES_MAX_CELLS + 1) == "packed"
+    with pytest.raises(ValueError):
+        choose_layout(10, "sparse")
