@@ -71,4 +71,5 @@ def format_plain(addresses: np.ndarray) -> bytes:
     """Dotted-quad lines, one address per line."""
     a = addresses.astype(np.uint32)
     parts = [(a >> s) & 0xFF for s in (24, 16, 8, 0)]
-    return "".join(f"{w}.{x}.{y}.{z}\n" for w, x, y, z in zip(*(p.tolist() for p in parts))).encode()
+    quads = zip(*(p.tolist() for p in parts), strict=True)
+    return "".join(f"{w}.{x}.{y}.{z}\n" for w, x, y, z in quads).encode()

@@ -55,7 +55,7 @@ def fill_secure(buf: np.ndarray) -> np.ndarray:
     intermediate copy of the random bytes is left behind in freed memory. Falls back to
     :func:`os.urandom` where there is no such device.
     """
-    view = memoryview(buf).cast("B")
+    view = buf.data.cast("B")
     dev = _device()
     done, n = 0, len(view)
     while done < n:

@@ -7,8 +7,15 @@ import time
 import click
 import numpy as np
 
-from panstream.cli.common import calibration_option, emit_json, env, epsilon_option, json_option
-from panstream.cli.common import handle_errors, universe_option
+from panstream.cli.common import (
+    calibration_option,
+    emit_json,
+    env,
+    epsilon_option,
+    handle_errors,
+    json_option,
+    universe_option,
+)
 from panstream.demo import synthetic_ipv4_log
 from panstream.estimator import DensityEstimator
 from panstream.universe import Universe
@@ -51,8 +58,9 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
         rejected += r.rejected
     elapsed = time.perf_counter() - t0
     e = est.estimate()
-    out = {
-        "universe": universe.spec, "cells": universe.size, "lines": int(log.addresses.size),
+    lines_total = int(log.addresses.size)
+    out: dict[str, object] = {
+        "universe": universe.spec, "cells": universe.size, "lines": lines_total,
         "rejected_outside_universe": rejected, "true_distinct": log.distinct_inside,
         "estimated_distinct": e.distinct, "stderr_distinct": e.stderr_distinct,
         "true_density": log.distinct_inside / universe.size, "estimated_density": e.density,
@@ -64,14 +72,14 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
         emit_json(out)
         return
     z = (e.distinct - log.distinct_inside) / e.stderr_distinct
-    click.echo(f"panstream demo: {out['lines']:,} synthetic log lines over {universe.spec} "
+    click.echo(f"panstream demo: {lines_total:,} synthetic log lines over {universe.spec} "
                f"({universe.size:,} cells), {rejected:,} outside the universe skipped")
     click.echo(f"  true distinct clients    {log.distinct_inside:>12,}")
     click.echo(f"  estimated (noiseless)    {e.distinct:>12,.0f}  +- {1.96 * e.stderr_distinct:,.0f}"
                f" (95%)   z = {z:+.2f}")
-    click.echo(f"  density true/estimated   {out['true_density']:.4f} / {e.density:.4f}")
+    click.echo(f"  density true/estimated   {log.distinct_inside / universe.size:.4f} / {e.density:.4f}")
     click.echo(f"  state privacy            epsilon_state = {est.epsilon_state:.6f} realized "
                f"(asked {est.epsilon:g}, {est.calibration} calibration, p = {float(est.p):.6f})")
-    click.echo(f"  throughput               {out['lines'] / elapsed / 1e6:,.1f} M lines/s")
+    click.echo(f"  throughput               {lines_total / elapsed / 1e6:,.1f} M lines/s")
     click.echo("The table is all that was kept; a dump of it is epsilon_state-DP. Publish with "
                "'panstream release', which adds output noise and spends budget.")

@@ -42,7 +42,8 @@ class _LazyGroup(click.Group):
         path = _command_modules().get(cmd_name)
         if path is None:
             return None
-        return importlib.import_module(path).command  # type: ignore[no-any-return]
+        cmd: click.Command = importlib.import_module(path).command
+        return cmd
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
