@@ -36,9 +36,9 @@ class _LazyGroup(click.Group):
         return sorted(set(super().list_commands(ctx)) | set(_command_modules()))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        cmd = super().get_command(ctx, cmd_name)
-        if cmd is not None:
-            return cmd
+        builtin = super().get_command(ctx, cmd_name)
+        if builtin is not None:
+            return builtin
         path = _command_modules().get(cmd_name)
         if path is None:
             return None
