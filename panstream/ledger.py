@@ -1,6 +1,30 @@
 """Privacy budget ledger: sequential composition of output releases.
 
-(Minimal version from the core issue; the release-stage issue owns and extends it.)
+Pan-privacy charges two things (seed 001, "Pan-Privacy"): the state, which is ``epsilon_state``-DP
+against an intrusion whatever is released, and the outputs, which compose sequentially (seed 004,
+"Sequential composition"): ``t`` releases at ``epsilon_1 .. epsilon_t`` are together
+``sum(epsilon_i)``-DP. A state and all its releases are therefore
+
+    epsilon_total = epsilon_state + sum(epsilon_i)   pan-private,
+
+and ``k * epsilon_total`` for any group of ``k`` people (seed 004, "Group privacy"; seed 001).
+
+The ledger holds the *output* budget ``B`` and refuses a release that would take ``sum(epsilon_i)``
+above it (:class:`~panstream.errors.BudgetExhaustedError`, before any noise is drawn).
+
+Default budget: :data:`DEFAULT_BUDGET` = 1.0. With the default state epsilon of 1 it caps a state at
+``epsilon_total = 2``, the "2 epsilon-differentially pan-private" of the seed article with equal shares
+for the inside and the outside; one release at epsilon 1, or e.g. four at 0.25, spends it. Spend it
+on few releases: each release's noise scale is ``1/epsilon_i``. Past the budget, rotate to a new epoch
+(fresh table, fresh ledger) rather than raising the budget.
+
+The ledger is data-independent: an entry records only (epsilon, mechanism, time), never a released
+value, a count or the noise, so it may be stored in snapshots and printed freely.
+
+>>> led = PrivacyLedger(budget=1.0)
+>>> _ = led.charge(0.25, "laplace")
+>>> led.spent, led.remaining, led.epsilon_total(1.0), led.group_epsilon(3, 1.0)
+(0.25, 0.75, 1.25, 3.75)
 """
 
 from __future__ import annotations
@@ -10,34 +34,48 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from panstream.errors import BudgetExhaustedError, ConfigurationError
+from panstream.errors import BudgetExhaustedError, ConfigurationError, StateError
 
-#: Default total output epsilon a state may spend on releases.
+#: Default total output epsilon a state may spend on releases (see the module docstring).
 DEFAULT_BUDGET = 1.0
+
+#: Absolute slack when comparing a sum of float epsilons with the budget (10 x 0.1 fits in 1.0).
+_SLACK = 1e-12
 
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One recorded release: its output epsilon, mechanism and UNIX time."""
+    """One recorded release: its output epsilon, mechanism and UNIX time. Nothing else."""
 
     epsilon: float
     mechanism: str
     time: float
 
 
+def _finite_non_negative(x: object, what: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+        msg = f"{what} must be a finite non-negative number, got {x!r}"
+        raise ConfigurationError(msg)
+    return float(x)
+
+
 @dataclass
 class PrivacyLedger:
-    """Total output budget and the releases charged against it (data-independent)."""
+    """Total output budget and the releases charged against it (data-independent).
+
+    Attributes:
+        budget: total output epsilon that releases may spend.
+        entries: the releases recorded so far, oldest first.
+
+    Raises:
+        ConfigurationError: the budget is negative, infinite or not a number.
+    """
 
     budget: float = DEFAULT_BUDGET
     entries: list[LedgerEntry] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.budget, (int, float)) and math.isfinite(self.budget)
-                and self.budget >= 0):
-            msg = f"budget must be a finite non-negative number, got {self.budget!r}"
-            raise ConfigurationError(msg)
-        self.budget = float(self.budget)
+        self.budget = _finite_non_negative(self.budget, "budget")
 
     @property
     def spent(self) -> float:
@@ -49,19 +87,92 @@ class PrivacyLedger:
         """Output epsilon still available."""
         return max(0.0, self.budget - self.spent)
 
-    def charge(self, epsilon: float, mechanism: str) -> LedgerEntry:
-        """Record a release, or refuse it if it would exceed the budget."""
-        if epsilon > self.remaining + 1e-12:
-            msg = (f"release of epsilon {epsilon:g} refused: the budget of {self.budget:g} has "
-                   f"{self.remaining:g} left; release with a smaller epsilon or rotate to a new epoch")
+    @property
+    def releases(self) -> int:
+        """Number of releases recorded."""
+        return len(self.entries)
+
+    def check(self, epsilon: float) -> None:
+        """Raise if a release at ``epsilon`` would exceed the budget; record nothing.
+
+        Raises:
+            ConfigurationError: ``epsilon`` is not a positive finite number.
+            BudgetExhaustedError: the release does not fit; the message says what is left.
+        """
+        eps = _finite_non_negative(epsilon, "release epsilon")
+        if eps == 0:
+            raise ConfigurationError("release epsilon must be positive, got 0")
+        if eps > self.remaining + _SLACK:
+            msg = (f"release of epsilon {eps:g} refused: the output budget of {self.budget:g} has "
+                   f"{self.remaining:g} left after {self.releases} release(s); release with "
+                   f"epsilon <= {self.remaining:g}, or rotate to a new epoch (fresh state)")
             raise BudgetExhaustedError(msg)
-        entry = LedgerEntry(float(epsilon), mechanism, time.time())
+
+    def charge(self, epsilon: float, mechanism: str) -> LedgerEntry:
+        """Record a release, or refuse it if it would exceed the budget.
+
+        Args:
+            epsilon: the realized output epsilon of the release.
+            mechanism: its mechanism name.
+
+        Returns:
+            The entry recorded.
+
+        Raises:
+            BudgetExhaustedError: the release does not fit (nothing is recorded).
+            ConfigurationError: ``epsilon`` is not positive and finite.
+        """
+        self.check(epsilon)
+        entry = LedgerEntry(float(epsilon), str(mechanism), time.time())
         self.entries.append(entry)
         return entry
 
+    def epsilon_total(self, epsilon_state: float) -> float:
+        """Pan-private epsilon of a state with this ledger: ``epsilon_state + spent``."""
+        return float(epsilon_state) + self.spent
+
+    def group_epsilon(self, k: int, epsilon_state: float) -> float:
+        """Guarantee for a group of ``k`` people: ``k * (epsilon_state + spent)``.
+
+        Raises:
+            ValueError: ``k`` is not a positive integer.
+        """
+        return group_privacy(k, self.epsilon_total(epsilon_state))
+
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serializable, data-independent dict (budget and entries)."""
         return {"budget": self.budget, "entries": [asdict(e) for e in self.entries]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PrivacyLedger:
-        return cls(float(d["budget"]), [LedgerEntry(**e) for e in d.get("entries", [])])
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            StateError: the dict is not a ledger (missing or malformed fields).
+        """
+        try:
+            entries = []
+            for e in d.get("entries", []):
+                eps = _finite_non_negative(e["epsilon"], "ledger entry epsilon")
+                entries.append(LedgerEntry(eps, str(e["mechanism"]), float(e["time"])))
+            return cls(_finite_non_negative(d["budget"], "ledger budget"), entries)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            msg = (f"the privacy ledger in the state is malformed ({exc!s}); the state cannot be "
+                   "trusted: start a new epoch")
+            raise StateError(msg) from None
+
+
+def group_privacy(k: int, epsilon: float) -> float:
+    """Group privacy (seed 004): an epsilon-DP mechanism is ``k * epsilon``-DP for groups of ``k``.
+
+    Raises:
+        ValueError: ``k`` is not a positive integer.
+
+    Example:
+        >>> group_privacy(4, 0.5)
+        2.0
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        msg = f"group size k must be a positive integer, got {k!r}"
+        raise ValueError(msg)
+    return k * float(epsilon)

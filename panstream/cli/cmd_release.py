@@ -1,0 +1,40 @@
+"""``panstream release``: publish a noisy estimate from a state file and record it in its ledger."""
+
+from __future__ import annotations
+
+import click
+
+from panstream.cli.common import emit_json, env, handle_errors, json_option
+from panstream.estimator import DensityEstimator
+from panstream.noise import MECHANISMS
+from panstream.release import format_release
+
+
+@click.command()
+@click.option("--state", "state", type=click.Path(dir_okay=False), required=True,
+              help="State file written by 'panstream ingest' (its ledger records this release).",
+              **env("STATE"))
+@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), required=True,
+              help="Output epsilon of this release, spent from the state's output budget.",
+              **env("RELEASE_EPSILON"))
+@click.option("--mechanism", type=click.Choice(MECHANISMS), default="laplace", show_default=True,
+              help="laplace: discretized Laplace noise (unbiased); geometric: integer two-sided "
+                   "geometric noise, count clamped to [0, |X|] (for 'panstream.remap').",
+              **env("MECHANISM"))
+@json_option()
+@handle_errors
+def command(state: str, epsilon: float, mechanism: str, as_json: bool) -> None:
+    """Release the noisy density and distinct count of a state, spending output budget.
+
+    Loads the state, adds exact noise of scale 1/EPSILON to its count of ones, debiases, records
+    the release (epsilon, mechanism, time) in the state's privacy ledger and saves the state
+    atomically *before* printing anything. A release that would exceed the budget is refused and
+    nothing is drawn or written. The epsilon printed is the realized one.
+    """
+    est = DensityEstimator.load(state)
+    rel = est.release(epsilon, mechanism)
+    est.save(state)  # the ledger is durable before the number is shown
+    if as_json:
+        emit_json(rel.to_dict())
+    else:
+        click.echo(format_release(rel))
