@@ -40,6 +40,9 @@ from panstream.table import BitTable
 from panstream.universe import Universe
 
 if TYPE_CHECKING:  # pragma: no cover
+    from collections.abc import Mapping
+    from os import PathLike
+
     from panstream.release import Release
 
 
@@ -263,6 +266,53 @@ class DensityEstimator:
         return (f"DensityEstimator({self.universe.spec!r}, epsilon={self.epsilon:g}, "
                 f"calibration={self.calibration!r}, p={self.p}, "
                 f"epsilon_state={self.epsilon_state:.6g}, layout={self.layout!r})")
+
+    # ------------------------------------------------------------------ state (panstream.snapshot)
+    def snapshot(self) -> bytes:
+        """The state as snapshot bytes: public parameters, ledger and table only (see
+        :mod:`panstream.snapshot`; format in ``docs/snapshot-format.md``)."""
+        from panstream.snapshot import snapshot_of
+
+        return snapshot_of(self)
+
+    @classmethod
+    def restore(cls, data: bytes | bytearray | memoryview, *, expect: Mapping[str, Any] | None = None,
+                layout: str = "auto") -> DensityEstimator:
+        """Rebuild an estimator from :meth:`snapshot` bytes; future draws are fresh (no seed exists).
+
+        ``expect`` may name the ``universe``, ``epsilon`` and ``calibration`` the caller resumes with.
+        Raises :class:`~panstream.errors.StateError` (a subclass from :mod:`panstream.snapshot`) on
+        corrupt, truncated, foreign or future-version data, or on contradicting parameters.
+        """
+        from panstream.snapshot import restore
+
+        return restore(cls, data, expect=expect, layout=layout)
+
+    def save(self, path: str | PathLike[str]) -> None:
+        """Write :meth:`snapshot` to ``path`` atomically with mode 0600 (:mod:`panstream.storage`)."""
+        from panstream.storage import save_estimator
+
+        save_estimator(self, path)
+
+    @classmethod
+    def load(cls, path: str | PathLike[str], *, expect: Mapping[str, Any] | None = None,
+             layout: str = "auto") -> DensityEstimator:
+        """Read an estimator written by :meth:`save`; see :meth:`restore` for ``expect`` and errors."""
+        from panstream.storage import load_estimator
+
+        return load_estimator(cls, path, expect=expect, layout=layout)
+
+    def rotate(self) -> PrivacyLedger:
+        """Start a new epoch: wipe the table, draw a fresh D0 table and a fresh ledger (same budget).
+
+        Use it after an announced intrusion: later states are independent of the dumped one. Releases
+        of the old epoch stay valid; the old ledger is returned as their record. See
+        ``docs/threat-model.md``.
+        """
+        old, self.ledger = self.ledger, PrivacyLedger(self.ledger.budget)
+        self._table.wipe()
+        self._table = BitTable.random(self.size, self.layout)
+        return old
 
 
 def _wipe(buf: object) -> None:

@@ -1,0 +1,207 @@
+"""Atomic, owner-only snapshot files: at any moment only the latest snapshot exists on disk.
+
+:func:`atomic_write` is the one place where snapshot bytes reach the file system. Its steps, in order:
+
+1. remove a temporary file a crashed earlier save may have left (it would be a *second* snapshot on
+   disk, and two snapshots of one run reveal who arrived between them);
+2. create ``.<name>.panstream-tmp`` in the target's directory, exclusively, with mode 0600;
+3. write every piece, then ``fsync`` the file;
+4. ``rename`` it over the target (atomic: readers see the old or the new snapshot, never a mix);
+5. ``fsync`` the directory, so the rename itself is durable.
+
+If anything fails before step 4 the temporary file is removed and the old snapshot is untouched; no
+backup copy is ever made. One process at a time may write a given path.
+
+Reading (:func:`read_snapshot`, :func:`load_estimator`) checks the magic before reading the rest, so
+pointing ``--state`` at a large log file fails at once, and verifies the checksum before anything is
+built. Note that renaming over an old snapshot frees its disk blocks without erasing them: keep state
+directories on an encrypted file system (see ``docs/threat-model.md``).
+
+>>> import os, tempfile, panstream as ps
+>>> d = tempfile.mkdtemp()
+>>> est = ps.DensityEstimator("range:1024")
+>>> est.save(os.path.join(d, "s.pst"))
+>>> oct(os.stat(os.path.join(d, "s.pst")).st_mode & 0o777), os.listdir(d)
+('0o600', ['s.pst'])
+>>> ps.DensityEstimator.load(os.path.join(d, "s.pst")).size
+1024
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from panstream import snapshot as fmt
+from panstream.errors import StateError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from panstream.estimator import DensityEstimator
+
+    E = TypeVar("E", bound=DensityEstimator)
+
+PathLike = str | os.PathLike[str]
+
+#: Permissions of every snapshot file: read and write for the owner only.
+FILE_MODE = 0o600
+#: Suffix of the temporary file of an in-progress save (``.<name>.panstream-tmp``).
+TEMP_SUFFIX = ".panstream-tmp"
+
+_CHUNK = 1 << 26
+
+
+def temp_path(path: PathLike) -> str:
+    """The temporary file a save of ``path`` writes before renaming it into place."""
+    p = os.path.abspath(os.fspath(path))
+    return os.path.join(os.path.dirname(p), f".{os.path.basename(p)}{TEMP_SUFFIX}")
+
+
+def atomic_write(path: PathLike, data: fmt.Buffer | Iterable[fmt.Buffer]) -> None:
+    """Write ``data`` (bytes, or an iterable of byte pieces) to ``path`` atomically, mode 0600.
+
+    See the module docstring for the steps. ``path``'s directory must exist.
+
+    Raises:
+        StateError: the file could not be written or made durable; the message says what to check.
+            If it is raised, the previous content of ``path`` is unchanged (unless the failure was
+            the final directory fsync, which the message then says).
+
+    Example:
+        >>> import os, tempfile
+        >>> p = os.path.join(tempfile.mkdtemp(), "x")
+        >>> atomic_write(p, [b"ab", b"cd"]); open(p, "rb").read()
+        b'abcd'
+    """
+    final = os.path.abspath(os.fspath(path))
+    directory = os.path.dirname(final)
+    tmp = temp_path(final)
+    pieces = [data] if isinstance(data, (bytes, bytearray, memoryview)) else list(data)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)  # left by a crashed save: never keep two snapshots on disk
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+                     | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
+    except OSError as exc:
+        raise StateError(f"cannot create {tmp}: {exc.strerror}; check that the directory "
+                         f"{directory} exists and is writable") from None
+    try:
+        try:
+            os.fchmod(fd, FILE_MODE)  # independent of the umask
+            for piece in pieces:
+                _write_all(fd, memoryview(piece).cast("B"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise StateError(f"cannot write state file {final}: {exc.strerror}; the previous "
+                             "state is unchanged; free disk space or fix permissions and retry"
+                             ) from None
+        raise
+    try:
+        dfd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        raise StateError(f"state file {final} was replaced but its directory could not be synced "
+                         f"({exc.strerror}): after a power loss the old state may reappear") from None
+
+
+def _write_all(fd: int, mv: memoryview) -> None:
+    off, n = 0, len(mv)
+    while off < n:
+        off += os.write(fd, mv[off : off + _CHUNK])
+
+
+def _read_exact(f: Any, buf: memoryview, path: str) -> None:
+    off = 0
+    while off < len(buf):
+        got = f.readinto(buf[off : off + _CHUNK])
+        if not got:
+            raise fmt.CorruptSnapshotError(f"state file {path} shrank while being read: another "
+                                           "process is rewriting it; retry")
+        off += got
+
+
+def _open(path: PathLike) -> tuple[Any, str, int]:
+    p = os.fspath(path)
+    try:
+        f = open(p, "rb", buffering=0)  # noqa: SIM115 - closed by the callers
+    except FileNotFoundError:
+        raise StateError(f"state file {p} does not exist: check the path, or omit it to start "
+                         "a new state") from None
+    except OSError as exc:
+        raise StateError(f"cannot open state file {p}: {exc.strerror}") from None
+    return f, p, os.fstat(f.fileno()).st_size
+
+
+def _frame(f: Any, p: str, size: int) -> tuple[fmt.Frame, bytes]:
+    pre = f.read(fmt.PREAMBLE.size) or b""
+    frame = fmt.read_frame(pre)
+    fmt.check_length(frame, size)
+    return frame, pre
+
+
+def read_snapshot(path: PathLike) -> bytes:
+    """The bytes of the snapshot at ``path``, after checking its magic and length.
+
+    Pass them to :meth:`DensityEstimator.restore` (which verifies the checksum). For large tables
+    prefer :func:`load_estimator`, which reads the table straight into its final array.
+
+    Raises:
+        StateError: missing or unreadable file; NotASnapshotError, CorruptSnapshotError,
+            SnapshotVersionError from :mod:`panstream.snapshot`.
+    """
+    f, p, size = _open(path)
+    with f:
+        frame, pre = _frame(f, p, size)
+        buf = bytearray(frame.total)
+        buf[: len(pre)] = pre
+        _read_exact(f, memoryview(buf)[len(pre) :], p)
+    return bytes(buf)
+
+
+def save_estimator(est: DensityEstimator, path: PathLike) -> None:
+    """Snapshot ``est`` and write it atomically to ``path`` without copying a packed table."""
+    atomic_write(path, fmt.snapshot_parts(est))
+
+
+def load_estimator(cls: type[E], path: PathLike, *, expect: Mapping[str, Any] | None = None,
+                   layout: str = "auto") -> E:
+    """Read, verify and rebuild an estimator saved with :func:`save_estimator`.
+
+    The table is read directly into the array the estimator will own; the checksum and every field
+    are verified before the estimator exists, so a bad file never loads partially.
+
+    Raises:
+        StateError: see :func:`read_snapshot` and :func:`panstream.snapshot.decode`.
+    """
+    f, p, size = _open(path)
+    with f:
+        frame, pre = _frame(f, p, size)
+        rest = bytearray(frame.head_size - len(pre))
+        _read_exact(f, memoryview(rest), p)
+        head = pre + bytes(rest)
+        table = np.empty(frame.table_size, dtype=np.uint8)
+        try:
+            _read_exact(f, table.data.cast("B"), p)
+            digest = f.read(fmt.DIGEST_SIZE)
+            h = hashlib.sha256(head)
+            h.update(table.data)
+            fmt.check_digest(digest, h.digest())
+            params, ledger = fmt.parse_head(frame, head)
+            fmt.check_expect(params, expect)
+            return fmt.build(cls, params, ledger, table, layout)
+        except BaseException:
+            table.fill(0)
+            raise
