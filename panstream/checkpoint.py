@@ -1,0 +1,238 @@
+"""Checkpoints: make every shard's snapshot durable first, then commit the stream offsets.
+
+This module is the one place where state durability and offset commits meet (in the manner of
+quixstreams' ``checkpointing/checkpoint.py``). It imports nothing from Kafka: a source hands it an
+:class:`OffsetCommitter` (commit offsets for some partitions) and a :class:`ShardStore` (durable
+key -> bytes), both tiny protocols, so the order below can be tested without a broker.
+
+A *shard* is the bit table of one input partition (:class:`Shard`). A consumer owns one shard per
+assigned partition; shard and partition move together on a rebalance.
+
+:meth:`Checkpointer.checkpoint` runs these steps, in this order:
+
+1. **Select.** Take the shards that changed since their last durable snapshot ("dirty"). A clean
+   shard's newest snapshot is already durable and its offset already committed.
+2. **Serialize.** Snapshot each dirty shard's estimator (:meth:`DensityEstimator.snapshot`): the bit
+   table and public parameters only. No offset, no message count, no item goes into a snapshot.
+3. **Make durable.** Write each snapshot to the store and return only when it is durable: the
+   directory store writes a temporary file, fsyncs it, renames it over the old one and fsyncs the
+   directory; the topic store waits for ``acks=all``. Each store keeps only a shard's newest
+   snapshot (invariant 5: two snapshots of one run would reveal who arrived in between).
+4. **Commit.** Only when *every* write of step 3 succeeded, commit for every dirty shard the offset
+   of its last processed message + 1 (kafka-python's convention). If a write fails, nothing is
+   committed and the error propagates: the consumer stops with a one-line message.
+5. **Mark clean** and record the time of this durable checkpoint (served as a metric).
+
+A rebalance that revokes partitions runs the same steps for their shards: :meth:`Checkpointer.durable`
+(steps 1-3), then the source commits the returned offsets (kafka-python's rebalance listener must do
+that asynchronously, awaiting the commit), then the shards are wiped and handed over.
+
+What a crash at each point does on restart (restore the newest snapshot, resume from the committed
+offset):
+
+* before step 3 completes: the store holds the previous snapshot and the committed offsets are the
+  previous ones (or older): messages after them are processed again;
+* between steps 3 and 4: the store holds the new snapshot but the offsets are old: a few messages
+  whose arrivals the snapshot already contains are processed again;
+* after step 4: nothing is replayed.
+
+The order guarantees that a committed offset never runs ahead of the durable state, so no arrival
+is ever lost. Replays are harmless: an arrival of ``x`` only *overwrites* ``b[x]`` with a fresh draw
+of D1, so processing it twice leaves ``b[x] ~ D1`` exactly as processing it once would; the table's
+law depends only on the *set* of cells seen. At-least-once delivery therefore gives exact results
+(``tests/kafka/test_checkpoint.py`` checks this).
+
+Example:
+    >>> from panstream.estimator import DensityEstimator
+    >>> class Memory:                       # a ShardStore
+    ...     def __init__(self): self.data = {}
+    ...     def save(self, key, data): self.data[key] = bytes(data)
+    ...     def load(self, key): return self.data.get(key)
+    ...     def keys(self): return sorted(self.data)
+    >>> commits = []
+    >>> store = Memory()
+    >>> cp = Checkpointer(store, commits.append)
+    >>> shard = Shard("events/0", 0, DensityEstimator("range:64", epsilon=1.0))
+    >>> shard.applied(last_offset=41)       # messages up to offset 41 were applied
+    >>> cp.checkpoint([shard]).committed
+    {0: 42}
+    >>> list(store.data), commits
+    (['events/0'], [{0: 42}])
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from panstream.estimator import DensityEstimator
+
+
+class ShardStore(Protocol):
+    """Durable storage of shard snapshots, newest only, by key (e.g. ``"topic/3"``)."""
+
+    def save(self, key: str, data: bytes) -> None:
+        """Store ``data`` under ``key``, replacing the previous value; durable on return."""
+
+    def load(self, key: str) -> bytes | None:
+        """The newest value stored under ``key``, or ``None``."""
+
+    def keys(self) -> list[str]:
+        """All keys holding a snapshot."""
+
+
+class OffsetCommitter(Protocol):
+    """Commits ``{partition: next offset to read}`` to the stream (Kafka's consumer group)."""
+
+    def __call__(self, offsets: dict[Hashable, int], /) -> None: ...
+
+
+Encoder = Callable[[DensityEstimator], bytes]
+
+
+def _default_encoder(est: DensityEstimator) -> bytes:
+    from panstream.statestore import encode_shard
+
+    return encode_shard(est)
+
+
+@dataclass
+class Shard:
+    """The bit table of one input partition, and where this consumer is in that partition.
+
+    Attributes:
+        key: the store key of the shard's snapshot (``"<topic>/<partition>"``).
+        partition: the source's partition handle (a kafka ``TopicPartition``; opaque here).
+        estimator: the shard's estimator; its table is the only state.
+        next_offset: offset of the last message applied + 1, in memory only and never stored in
+            a snapshot (Kafka holds committed offsets itself); ``None`` before the first message.
+        dirty: the table changed since its last durable snapshot.
+    """
+
+    key: str
+    partition: Hashable
+    estimator: DensityEstimator
+    next_offset: int | None = None
+    dirty: bool = False
+
+    def applied(self, last_offset: int) -> None:
+        """Record that every message up to ``last_offset`` (inclusive) has been applied."""
+        self.next_offset = last_offset + 1
+        self.dirty = True
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    """What one checkpoint did: snapshot keys written and offsets committed (operational only)."""
+
+    saved: tuple[str, ...] = ()
+    committed: dict[Hashable, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+class Checkpointer:
+    """Owns the order "snapshots durable, then commit offsets" (see the module docstring).
+
+    Args:
+        store: where snapshots go (:class:`ShardStore`).
+        commit: the offset committer, called once per checkpoint with ``{partition: offset}``.
+        encode: estimator -> snapshot bytes (default :func:`panstream.statestore.encode_shard`).
+        clock: a monotonic clock (for tests).
+    """
+
+    def __init__(self, store: ShardStore, commit: OffsetCommitter, encode: Encoder | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self._commit = commit
+        self._encode = encode or _default_encoder
+        self._clock = clock
+        #: Monotonic time of the last durable checkpoint (start time until the first one).
+        self.last_durable = clock()
+        self.checkpoints = 0
+
+    def durable(self, shards: Iterable[Shard]) -> dict[Hashable, int]:
+        """Steps 1-3: make the dirty shards' snapshots durable; return the offsets to commit next.
+
+        The caller must commit the returned offsets only after this returns (the rebalance
+        listener does so asynchronously on revoke), then call :meth:`done`.
+        """
+        offsets: dict[Hashable, int] = {}
+        for shard in shards:
+            if not shard.dirty:                                         # step 1
+                continue
+            data = self._encode(shard.estimator)                        # step 2
+            try:
+                self.store.save(shard.key, data)                        # step 3
+            finally:
+                if isinstance(data, bytearray):
+                    data[:] = bytes(len(data))
+            if shard.next_offset is not None:
+                offsets[shard.partition] = shard.next_offset
+        return offsets
+
+    def done(self, shards: Iterable[Shard]) -> None:
+        """Step 5: mark the shards clean and record the time of this durable checkpoint."""
+        for shard in shards:
+            shard.dirty = False
+        self.last_durable = self._clock()
+        self.checkpoints += 1
+
+    def checkpoint(self, shards: Iterable[Shard]) -> CheckpointResult:
+        """Run steps 1-5 of the module docstring for ``shards``.
+
+        Returns:
+            The keys saved and the offsets committed (empty if nothing changed).
+
+        Raises:
+            StateError, SourceError or OSError: a snapshot could not be made durable (nothing is
+                committed then) or the commit failed (the snapshots stay; a replay follows).
+        """
+        t0 = self._clock()
+        shards = list(shards)
+        dirty = [s for s in shards if s.dirty]
+        offsets = self.durable(dirty)                                   # steps 1-3
+        if offsets:
+            self._commit(dict(offsets))                                 # step 4
+        self.done(dirty)                                                # step 5
+        return CheckpointResult(tuple(s.key for s in dirty), offsets, self._clock() - t0)
+
+    def due(self, interval: float) -> bool:
+        """Whether ``interval`` seconds have passed since the last durable checkpoint."""
+        return self._clock() - self.last_durable >= interval
+
+    def seconds_since_durable(self) -> float:
+        """Seconds since the last durable checkpoint (a metric)."""
+        return self._clock() - self.last_durable
+
+
+def restore_shard(store: ShardStore, key: str, partition: Hashable,
+                  fresh: Callable[[], DensityEstimator],
+                  decode: Callable[[bytes], DensityEstimator]) -> Shard:
+    """Build the shard of a newly assigned partition: its newest snapshot, or a fresh table.
+
+    Args:
+        store: the shard store.
+        key: the shard's store key.
+        partition: the source's partition handle.
+        fresh: makes a new estimator (fresh D0 table) with the configured parameters.
+        decode: snapshot bytes -> estimator, checked against the configured parameters.
+
+    Raises:
+        StateError: the stored snapshot is corrupt or contradicts the configured parameters.
+    """
+    data = store.load(key)
+    if data is None:
+        return Shard(key, partition, fresh())
+    return Shard(key, partition, decode(data))
+
+
+def shard_key(topic: str, partition: int) -> str:
+    """The store key of a partition's shard: ``"<topic>/<partition>"``."""
+    return f"{topic}/{partition}"
+
+
+def offsets_of(shards: Mapping[Hashable, Shard]) -> dict[Hashable, int]:
+    """``{partition: next_offset}`` of the shards that processed anything (for logs/metrics)."""
+    return {k: s.next_offset for k, s in shards.items() if s.next_offset is not None}

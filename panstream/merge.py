@@ -1,0 +1,215 @@
+"""Merge the shard tables of a consumer group into one estimate (pure: no I/O, no Kafka).
+
+A consumer group keeps one bit table per input partition (a *shard*). Two ways to combine them:
+
+**Sum of shard estimates** (:func:`merge_sum`). Each shard's table is a complete estimator over the
+whole universe X; shard ``j`` estimates the number of distinct cells *seen in partition j*. When
+every item lives in one partition (messages keyed by the item), these sets are disjoint and the sum
+of the shard estimates is an unbiased estimate of the distinct count. But every shard contributes the
+noise of a whole table of |X| coin flips, so the variance is ``K`` times that of one table:
+the standard error of the distinct count grows as ``sqrt(K)`` with the number of shards ``K``.
+(If the same item appears in several partitions the sum counts it several times: biased upward.)
+
+**Partition-aware merge** (:func:`merge_partitioned`). When messages are keyed by the item's text with
+Kafka's default partitioner, the partition of every cell is a public function of the cell:
+``(murmur2(key) & 0x7fffffff) % K``. Cell ``c`` can only have been seen in its owner partition, so
+the merged table takes ``b[c]`` from the owner's shard and ignores the other ``K - 1`` shards' coin
+flips for that cell. The merged table has exactly the law of one table fed the whole stream: its
+error does not grow with ``K``, and it is itself an estimator that can be released (sensitivity of
+its count of ones stays 1). Each merged bit is one shard bit, so the merged table is as private as
+a shard (``epsilon_state``).
+
+``docs/kafka.md`` shows both errors measured (``bench/merge_error.py``).
+
+>>> import numpy as np
+>>> from panstream.universe import Universe
+>>> owner = kafka_partitions_of_cells(Universe.range(8), 3)
+>>> owner.tolist() == [murmur2_partition(str(c).encode(), 3) for c in range(8)]
+True
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from panstream.errors import ConfigurationError, StateError
+from panstream.estimator import DensityEstimator
+from panstream.randomness import secure_bytes
+from panstream.table import BitTable
+from panstream.universe import Universe
+
+_SEED = np.uint32(0x9747B28C)
+_M = np.uint32(0x5BD1E995)
+
+
+@dataclass(frozen=True)
+class MergedEstimate:
+    """A noiseless merged estimate (diagnostics and tests; publish through a release).
+
+    Attributes:
+        method: ``"sum"`` or ``"partitioned"``.
+        shards: number of shard tables merged.
+        density, distinct: the merged estimates.
+        stderr_density, stderr_distinct: their binomial-model standard errors.
+        size: number of cells |X|.
+    """
+
+    method: str
+    shards: int
+    density: float
+    distinct: float
+    stderr_density: float
+    stderr_distinct: float
+    size: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check_compatible(estimators: Sequence[DensityEstimator]) -> DensityEstimator:
+    if not estimators:
+        msg = "no shard tables to merge: is the state directory/topic the right one?"
+        raise StateError(msg)
+    first = estimators[0]
+    for e in estimators[1:]:
+        if (e.universe != first.universe or e.p != first.p or e.calibration != first.calibration):
+            msg = (f"shard tables disagree (universe {e.universe.spec} p={e.p} vs "
+                   f"{first.universe.spec} p={first.p}): they were not made by one consumer group "
+                   "configuration; merge only shards of one group")
+            raise StateError(msg)
+    return first
+
+
+def merge_sum(estimators: Sequence[DensityEstimator]) -> MergedEstimate:
+    """Sum the shard estimates: unbiased when items are disjoint across shards; variance grows ~K.
+
+    Raises:
+        StateError: no shards, or shards with different universes or probabilities.
+    """
+    first = _check_compatible(estimators)
+    if first.universe.kind == "hashed":
+        msg = ("summing shard estimates of a hashed universe double-counts bucket collisions: "
+               "use the partition-aware merge or one table")
+        raise ConfigurationError(msg)
+    size = first.size
+    ests = [e.estimate() for e in estimators]
+    distinct = math.fsum(e.distinct for e in ests)
+    se_distinct = math.sqrt(math.fsum(e.stderr_distinct ** 2 for e in ests))
+    return MergedEstimate("sum", len(ests), distinct / size, distinct, se_distinct / size,
+                          se_distinct, size)
+
+
+def merge_partitioned(shards: Mapping[int, DensityEstimator], owner: np.ndarray
+                      ) -> DensityEstimator:
+    """One table from the shards: cell ``c`` takes its bit from shard ``owner[c]``.
+
+    A partition that has no shard was never consumed, so its cells were never seen: they get fresh
+    D0 bits (fair coins from the OS CSPRNG), which is their correct law.
+
+    Args:
+        shards: ``{partition: estimator}``.
+        owner: ``owner[c]`` is the partition of cell ``c`` (:func:`kafka_partitions_of_cells`).
+
+    Returns:
+        A new :class:`DensityEstimator` with the shards' parameters and a fresh ledger.
+
+    Raises:
+        StateError: no shards, incompatible shards, or ``owner`` of the wrong length.
+    """
+    ests = [shards[k] for k in sorted(shards)]
+    first = _check_compatible(ests)
+    size = first.size
+    if owner.shape != (size,):
+        msg = f"cell-owner map has {owner.size} entries for a universe of {size} cells"
+        raise StateError(msg)
+    merged = np.unpackbits(secure_bytes((size + 7) // 8), count=size, bitorder="little")
+    for part, est in shards.items():
+        cells = np.flatnonzero(owner == part)
+        bits = est.bits()
+        merged[cells] = bits[cells]
+        bits.fill(0)
+    packed = np.packbits(merged, bitorder="little").tobytes()
+    merged.fill(0)
+    table = BitTable.from_packed(size, packed, first.layout)
+    return DensityEstimator(first.universe, epsilon=first.epsilon, calibration=first.calibration,
+                            _table=table)
+
+
+def merged_estimate(est: DensityEstimator, shards: int) -> MergedEstimate:
+    """The :class:`MergedEstimate` view of a partition-aware merged table."""
+    e = est.estimate()
+    return MergedEstimate("partitioned", shards, e.density, e.distinct, e.stderr_density,
+                          e.stderr_distinct, e.size)
+
+
+# ---------------------------------------------------------------------- Kafka's default partitioner
+def murmur2_partition(key: bytes, partitions: int) -> int:
+    """Kafka's default partition of a keyed message: ``(murmur2(key) & 0x7fffffff) % partitions``."""
+    return int(_murmur2_rows(np.frombuffer(key, dtype=np.uint8).reshape(1, -1))[0]
+               & 0x7FFFFFFF) % partitions
+
+
+def _murmur2_rows(rows: np.ndarray) -> np.ndarray:
+    """Kafka's murmur2 (Java client ``Utils.murmur2``) of every row of an ``(n, L)`` uint8 matrix."""
+    n, length = rows.shape
+    with np.errstate(over="ignore"):
+        h = np.full(n, _SEED ^ np.uint32(length), dtype=np.uint32)
+        nblocks = length // 4
+        if nblocks:
+            blocks = np.ascontiguousarray(rows[:, : nblocks * 4]).view("<u4")
+            for i in range(nblocks):
+                k = blocks[:, i] * _M
+                k ^= k >> np.uint32(24)
+                k *= _M
+                h *= _M
+                h ^= k
+        tail = length & 3
+        base = nblocks * 4
+        if tail >= 3:
+            h ^= rows[:, base + 2].astype(np.uint32) << np.uint32(16)
+        if tail >= 2:
+            h ^= rows[:, base + 1].astype(np.uint32) << np.uint32(8)
+        if tail >= 1:
+            h ^= rows[:, base].astype(np.uint32)
+            h *= _M
+        h ^= h >> np.uint32(13)
+        h *= _M
+        h ^= h >> np.uint32(15)
+    return h
+
+
+def kafka_partitions_of_cells(universe: Universe, partitions: int) -> np.ndarray:
+    """The partition of every cell when messages are keyed by the item's text (default partitioner).
+
+    The key of a cell is its canonical text: the dotted IPv4 address, or the decimal integer of a
+    ``range`` universe (what producers send as the message key).
+
+    Raises:
+        ConfigurationError: for ``ipv6`` and ``hashed`` universes, whose cells do not determine
+            the message key (many addresses or identifiers share a cell): use :func:`merge_sum`.
+    """
+    if partitions < 1:
+        msg = f"partitions must be positive, got {partitions}"
+        raise ValueError(msg)
+    if universe.kind not in ("ipv4", "range"):
+        msg = (f"a partition-aware merge needs cells that determine the message key; {universe.kind} "
+               "universes do not: use the sum merge")
+        raise ConfigurationError(msg)
+    size = universe.size
+    keys = [universe.item_of(c).encode() for c in range(size)] if universe.kind == "ipv4" \
+        else [str(c).encode() for c in range(size)]
+    by_len: dict[int, list[int]] = defaultdict(list)
+    for c, k in enumerate(keys):
+        by_len[len(k)].append(c)
+    owner = np.empty(size, dtype=np.int64)
+    for length, cells in by_len.items():
+        rows = np.frombuffer(b"".join(keys[c] for c in cells), dtype=np.uint8).reshape(-1, length)
+        h = _murmur2_rows(rows)
+        owner[np.asarray(cells)] = (h & np.uint32(0x7FFFFFFF)).astype(np.int64) % partitions
+    return owner

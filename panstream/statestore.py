@@ -1,0 +1,274 @@
+"""Shard state stores: where the consumers of a group keep one snapshot per input partition.
+
+Two implementations of :class:`panstream.checkpoint.ShardStore`, both keeping only the *newest*
+snapshot of each shard (privacy invariant 5):
+
+* :class:`DirectoryStore` (default): one file per shard in a directory, ``<topic>@<partition>.shard``,
+  replaced atomically (temporary file, fsync, rename, fsync of the directory). Group members on
+  several hosts share it through a shared or persistent volume.
+* :class:`TopicStore`: a compacted Kafka topic, so members on different hosts need no shared disk.
+  Snapshots larger than the broker's message size limit are split into chunks (see the class).
+  It talks to Kafka through the tiny :class:`RecordLog` protocol; the Kafka implementation lives in
+  :mod:`panstream.sources.kafka`, the only module that imports kafka.
+
+A shard snapshot is exactly :meth:`DensityEstimator.snapshot`: the bit table and public parameters.
+The store adds nothing: no offset, no count, no timestamp of arrivals.
+
+Example:
+    >>> import tempfile
+    >>> from panstream.estimator import DensityEstimator
+    >>> store = DirectoryStore(tempfile.mkdtemp())
+    >>> est = DensityEstimator("range:1024", epsilon=1.0)
+    >>> store.save("events/0", encode_shard(est))
+    >>> store.keys()
+    ['events/0']
+    >>> back = decode_shard(store.load("events/0"), "range:1024", 1.0, "tight")
+    >>> bool((back.bits() == est.bits()).all())
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from panstream.errors import StateError
+from panstream.estimator import DensityEstimator
+from panstream.storage import atomic_write
+from panstream.universe import Universe
+
+#: Default largest chunk of a snapshot in one Kafka message: below the broker's default
+#: ``message.max.bytes`` (1 MiB) with room for the record overhead.
+DEFAULT_CHUNK_BYTES = 900_000
+
+_SUFFIX = ".shard"
+
+
+# ---------------------------------------------------------------------- snapshot codec
+def encode_shard(est: DensityEstimator) -> bytes:
+    """A shard's snapshot: :meth:`DensityEstimator.snapshot` (table and public parameters only)."""
+    return est.snapshot()
+
+
+def decode_shard(data: bytes, universe: Universe | str, epsilon: float, calibration: str
+                 ) -> DensityEstimator:
+    """Restore a shard snapshot, checking it matches the parameters this consumer runs with.
+
+    Raises:
+        StateError: the snapshot is corrupt, or its universe, epsilon or calibration differ from
+            the configured ones (the message names the stored values to resume with).
+    """
+    return DensityEstimator.restore(data, expect={"universe": universe, "epsilon": epsilon,
+                                                  "calibration": calibration})
+
+
+# ---------------------------------------------------------------------- directory store
+class DirectoryStore:
+    """Shard snapshots as files ``<dir>/<topic>@<partition>.shard``, replaced atomically.
+
+    Args:
+        directory: created if missing.
+
+    Raises:
+        StateError: the directory cannot be created or written.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            msg = f"cannot create state directory {self.directory}: {exc.strerror}; check the path"
+            raise StateError(msg) from None
+
+    def _path(self, key: str) -> Path:
+        """``<topic>@<partition>.shard``: '@' never occurs in a Kafka topic name."""
+        topic, _, part = key.rpartition("/")
+        if not topic or "@" in topic or os.sep in topic or not part.isdigit():
+            msg = f"invalid shard key {key!r}: expected '<topic>/<partition>'"
+            raise ValueError(msg)
+        return self.directory / f"{topic}@{part}{_SUFFIX}"
+
+    def save(self, key: str, data: bytes) -> None:
+        """Replace the snapshot of ``key`` atomically; durable on return."""
+        atomic_write(self._path(key), data)  # raises StateError; offsets are not committed then
+
+    def load(self, key: str) -> bytes | None:
+        """The snapshot of ``key``, or ``None`` if there is none."""
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            msg = f"cannot read shard snapshot {self._path(key)}: {exc.strerror}"
+            raise StateError(msg) from None
+
+    def keys(self) -> list[str]:
+        """Keys of all stored shards, sorted."""
+        out = []
+        for p in self.directory.glob(f"*{_SUFFIX}"):
+            topic, _, part = p.name[: -len(_SUFFIX)].rpartition("@")
+            if topic and part.isdigit():
+                out.append(f"{topic}/{part}")
+        return sorted(out, key=_key_order)
+
+    def __repr__(self) -> str:
+        return f"DirectoryStore({str(self.directory)!r})"
+
+
+def _key_order(key: str) -> tuple[str, int]:
+    topic, _, part = key.rpartition("/")
+    return (topic, int(part) if part.isdigit() else -1)
+
+
+# ---------------------------------------------------------------------- topic store
+class RecordLog(Protocol):
+    """An append-only keyed log, e.g. a compacted Kafka topic (one partition)."""
+
+    def append(self, key: bytes, value: bytes | None) -> None:
+        """Append a record; ``None`` is a tombstone (deletes ``key`` on compaction)."""
+
+    def flush(self) -> None:
+        """Return when every appended record is durable (``acks=all``)."""
+
+    def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
+        """Every record from the beginning of the log to its current end, in order."""
+
+
+_MANIFEST = b"PSTM1"
+
+
+@dataclass(frozen=True)
+class _Manifest:
+    version: str
+    chunks: int
+    length: int
+    sha256: str
+
+    def encode(self) -> bytes:
+        body = {"version": self.version, "chunks": self.chunks, "length": self.length,
+                "sha256": self.sha256}
+        return _MANIFEST + json.dumps(body, sort_keys=True).encode()
+
+    @classmethod
+    def decode(cls, key: str, raw: bytes) -> _Manifest:
+        if not raw.startswith(_MANIFEST):
+            msg = f"state topic record {key!r} is not a panstream shard manifest"
+            raise StateError(msg)
+        try:
+            d = json.loads(raw[len(_MANIFEST):])
+            return cls(str(d["version"]), int(d["chunks"]), int(d["length"]), str(d["sha256"]))
+        except (ValueError, KeyError, TypeError):
+            msg = f"state topic manifest {key!r} is corrupt: delete the state topic to start over"
+            raise StateError(msg) from None
+
+
+class TopicStore:
+    """Shard snapshots in a compacted topic, chunked below the broker's message size limit.
+
+    Layout (keys are UTF-8): a snapshot of shard ``K`` is written as chunk records
+    ``K#<version>#<i>`` (``i = 0..n-1``), then a manifest record ``K`` naming the version, the
+    chunk count, the length and a SHA-256 of the snapshot. The manifest is written only after every
+    chunk is durable, so a reader never sees a manifest whose chunks are missing. After the new
+    manifest is durable the previous version's chunks get tombstones, so compaction drops them.
+    ``version`` is a random 64-bit label (not a counter: it says nothing about how often a shard
+    was saved).
+
+    Until the broker compacts the topic, older snapshots stay readable in its log: configure the
+    state topic with ``cleanup.policy=compact`` and a short ``segment.ms`` and
+    ``min.cleanable.dirty.ratio`` so they go soon (docs/kafka.md, threat model).
+
+    Args:
+        log: the record log (see :class:`RecordLog`).
+        chunk_bytes: the largest chunk in one record.
+    """
+
+    def __init__(self, log: RecordLog, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
+        if chunk_bytes < 1:
+            msg = f"chunk_bytes must be positive, got {chunk_bytes}"
+            raise ValueError(msg)
+        self.log = log
+        self.chunk_bytes = chunk_bytes
+        # Live chunk keys of each shard as last seen by load() or written by save(), so save()
+        # can tombstone them without replaying the whole log each time.
+        self._live: dict[str, set[str]] | None = None
+
+    def _scan(self) -> tuple[dict[str, _Manifest], dict[str, bytes]]:
+        """Replay the log: newest manifest per shard and every live chunk record."""
+        manifests: dict[str, _Manifest] = {}
+        chunks: dict[str, bytes] = {}
+        live: dict[str, set[str]] = {}
+        for kb, value in self.log.read_all():
+            key = kb.decode("utf-8", "replace")
+            if "#" in key:
+                if value is None:
+                    chunks.pop(key, None)
+                else:
+                    chunks[key] = value
+            elif value is None:
+                manifests.pop(key, None)
+            else:
+                manifests[key] = _Manifest.decode(key, value)
+        for k in chunks:
+            live.setdefault(k.split("#", 1)[0], set()).add(k)
+        self._live = live
+        return manifests, chunks
+
+    def save(self, key: str, data: bytes) -> None:
+        """Write a new version of ``key``'s snapshot; durable on return. Old chunks get tombstones."""
+        if self._live is None:
+            self._scan()
+        live = self._live if self._live is not None else {}
+        version = secrets.token_hex(8)
+        view = memoryview(data)
+        n = max(1, -(-len(view) // self.chunk_bytes))
+        for i in range(n):
+            part = view[i * self.chunk_bytes:(i + 1) * self.chunk_bytes]
+            self.log.append(f"{key}#{version}#{i}".encode(), bytes(part))
+        self.log.flush()
+        man = _Manifest(version, n, len(view), hashlib.sha256(view).hexdigest())
+        self.log.append(key.encode(), man.encode())
+        self.log.flush()
+        stale = sorted(live.get(key, set()))
+        for k in stale:
+            self.log.append(k.encode(), None)
+        if stale:
+            self.log.flush()
+        live[key] = {f"{key}#{version}#{i}" for i in range(n)}
+
+    def load(self, key: str) -> bytes | None:
+        """The newest complete snapshot of ``key``, or ``None``.
+
+        Raises:
+            StateError: a chunk is missing or the snapshot does not match its checksum.
+        """
+        manifests, chunks = self._scan()
+        man = manifests.get(key)
+        if man is None:
+            return None
+        parts = []
+        for i in range(man.chunks):
+            part = chunks.get(f"{key}#{man.version}#{i}")
+            if part is None:
+                msg = (f"state topic is missing chunk {i} of {man.chunks} of shard {key!r}: the "
+                       "topic was truncated or compacted wrongly; delete it to start over")
+                raise StateError(msg)
+            parts.append(part)
+        data = b"".join(parts)
+        if len(data) != man.length or hashlib.sha256(data).hexdigest() != man.sha256:
+            msg = f"shard {key!r} in the state topic fails its checksum: delete it to start over"
+            raise StateError(msg)
+        return data
+
+    def keys(self) -> list[str]:
+        """Keys of all stored shards, sorted."""
+        return sorted(self._scan()[0], key=_key_order)
+
+    def __repr__(self) -> str:
+        return f"TopicStore({self.log!r}, chunk_bytes={self.chunk_bytes})"

