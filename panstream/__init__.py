@@ -23,6 +23,10 @@ from panstream.errors import (
 )
 from panstream.estimator import DensityEstimator, Estimate, UpdateResult
 from panstream.ledger import PrivacyLedger
+
+# Eager (NumPy only): a lazy export would be shadowed by the submodule panstream.remap as soon as
+# anything imports from it, making ``panstream.remap`` a module instead of the function.
+from panstream.remap import remap
 from panstream.universe import IndexResult, Universe
 
 __version__ = "0.1.0"
@@ -44,6 +48,7 @@ __all__ = [
     "__version__",
     "calibrate",
     "realized_epsilon",
+    "remap",
 ]
 
 
