@@ -1,0 +1,457 @@
+"""Strict, vectorized parsers of log lines held in byte buffers.
+
+The command line reads logs in chunks of about 2 MiB that end on a line boundary
+(:mod:`panstream.sources`) and hands each chunk to a :class:`LineParser`, which returns the cell indices
+of the accepted items and the counts of the rejected lines. Nothing here keeps a line, an item or a
+count beyond the call; the working arrays that hold addresses are overwritten with zeros before
+returning.
+
+Formats (``--format``):
+
+``plain``
+    One item per line; surrounding spaces, tabs and a trailing CR are tolerated.
+``clf``
+    Apache/nginx common or combined log: the item is the first field, up to the first space.
+``field:N``
+    The N-th whitespace-separated field (1-based, like awk's ``$N``). Per-line Python: slower.
+``auto``
+    ``plain`` or ``clf``, decided per input from its first lines (:func:`detect_format`).
+
+Strictness: an IPv4 address is accepted exactly when :class:`ipaddress.IPv4Address` accepts it: four
+decimal octets 0..255 of one to three ASCII digits, no leading zeros, nothing else (``inet_aton``'s
+``1``, ``0x7f.1`` and octal ``010.1.1.1`` are rejected). In an ``ipv4`` universe a well-formed IPv6
+address is counted as *outside* (a dual-stack log), anything else unparsable as *malformed*. Empty
+(or all-blank) lines are counted separately; lines longer than :data:`MAX_LINE` bytes are malformed.
+
+Fast path (``ipv4`` universes, ``plain`` and ``clf``): no Python work per line. The newline positions
+come from one ``flatnonzero`` over the chunk; the first 16 bytes of every line are gathered into an
+``n x 16`` matrix; the character classes of each row are packed into 16-bit masks; a 65536-entry
+table maps the mask of dots to the dot positions (or "not three well-placed dots"); the octets are
+read with three gathers of their last, middle and first digit. Other universes (``ipv6``, ``range``,
+``hashed``) and ``field:N`` split lines in Python and map tokens with :meth:`Universe.indices`.
+
+>>> from panstream.universe import Universe
+>>> p = LineParser(Universe.ipv4("10.0.0.0/8"), "plain")
+>>> r = p.parse(b"10.0.0.1\\n10.0.0.01\\n\\n192.168.0.1\\n 10.0.0.2 \\r\\n")
+>>> r.indices.tolist(), r.lines, r.malformed, r.empty, r.outside
+([1, 2], 5, 1, 1, 1)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from panstream.errors import ConfigurationError
+from panstream.universe import Universe
+
+#: Lines longer than this many bytes (without the newline) are counted as malformed and skipped.
+MAX_LINE = 4096
+
+#: Formats accepted by :func:`parse_format` (plus ``field:N``).
+FORMATS = ("plain", "clf", "auto")
+
+_W = 16  # window width: an IPv4 address has at most 15 characters, plus one terminator
+_WS = b" \t\r\v\f"
+_U8_WS = np.zeros(256, dtype=bool)
+_U8_WS[list(_WS)] = True
+
+
+def _build_dot_table() -> np.ndarray:
+    """For every 16-bit mask of dot positions: ``p1 | p2 << 4 | p3 << 8`` if the mask has exactly
+    three dots that leave 1..3 characters before, between and after them, else 0."""
+    m = np.arange(1 << 16, dtype=np.uint32)
+    bits = (m[:, None] >> np.arange(16, dtype=np.uint32)) & 1
+    three = bits.sum(axis=1) == 3
+    pos = np.zeros((m.size, 3), dtype=np.int64)
+    rows = np.flatnonzero(three)
+    pos[rows] = np.nonzero(bits[rows])[1].reshape(-1, 3)
+    p1, p2, p3 = pos[:, 0], pos[:, 1], pos[:, 2]
+    ok = three & (p1 >= 1) & (p1 <= 3) & (p2 - p1 >= 2) & (p2 - p1 <= 4) & (p3 - p2 >= 2)
+    ok &= p3 - p2 <= 4
+    return np.where(ok, p1 | p2 << 4 | p3 << 8, 0).astype(np.uint16)
+
+
+def _build_ctz_table() -> np.ndarray:
+    """Index of the lowest set bit of every 16-bit value (16 for zero)."""
+    m = np.arange(1 << 16, dtype=np.uint32)
+    out = np.full(m.size, 16, dtype=np.int16)
+    for k in range(15, -1, -1):
+        out[(m >> k) & 1 == 1] = k
+    return out
+
+
+_DOTS = _build_dot_table()
+_CTZ = _build_ctz_table()
+_LOWMASK = ((1 << np.arange(_W + 1, dtype=np.uint32)) - 1).astype(np.uint16)
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What one chunk contained. Operational counts only: never stored in a state.
+
+    Attributes:
+        indices: ``intp`` cell indices of the accepted items, in input order.
+        lines: lines seen (including empty and rejected ones).
+        empty: empty or all-blank lines.
+        malformed: lines whose item could not be parsed (binary junk, over-long lines, bad syntax).
+        outside: well-formed items outside the universe.
+    """
+
+    indices: np.ndarray
+    lines: int
+    empty: int = 0
+    malformed: int = 0
+    outside: int = 0
+
+    @property
+    def accepted(self) -> int:
+        """Items mapped to a cell."""
+        return int(self.indices.size)
+
+
+@dataclass(frozen=True)
+class Format:
+    """A parsed ``--format`` value: ``kind`` in plain/clf/auto/field and the 1-based field number."""
+
+    kind: str
+    field: int = 0
+
+    @property
+    def spec(self) -> str:
+        return f"field:{self.field}" if self.kind == "field" else self.kind
+
+
+def parse_format(spec: str) -> Format:
+    """Parse ``plain``, ``clf``, ``auto`` or ``field:N`` (N >= 1).
+
+    Raises:
+        ConfigurationError: anything else.
+
+    >>> parse_format("field:3")
+    Format(kind='field', field=3)
+    """
+    s = spec.strip().lower()
+    if s in FORMATS:
+        return Format(s)
+    if s.startswith("field:"):
+        try:
+            n = int(s[6:])
+        except ValueError:
+            n = 0
+        if n >= 1:
+            return Format("field", n)
+    msg = f"unknown log format {spec!r}: use plain, clf, auto or field:N (N >= 1)"
+    raise ConfigurationError(msg)
+
+
+def detect_format(sample: bytes | memoryview, max_lines: int = 64) -> str:
+    """Guess ``plain`` or ``clf`` from the first non-blank lines of an input.
+
+    ``clf`` if most of them hold more than one whitespace-separated field, else ``plain``.
+
+    >>> detect_format(b'10.0.0.1 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 2326\\n')
+    'clf'
+    >>> detect_format(b"10.0.0.1\\n10.0.0.2\\n")
+    'plain'
+    """
+    multi = total = 0
+    for line in bytes(sample[: 64 * MAX_LINE]).split(b"\n"):
+        fields = line.split(None, 1)
+        if not fields:
+            continue
+        total += 1
+        multi += len(fields) > 1
+        if total >= max_lines:
+            break
+    return "clf" if total and 2 * multi > total else "plain"
+
+
+# ---------------------------------------------------------------------------------------- core
+
+
+def _line_bounds(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (exclusive, before ``\\n``) of every line; a missing final newline is implied."""
+    ends = np.flatnonzero(b == 10)
+    if b.size and (ends.size == 0 or ends[-1] != b.size - 1):
+        ends = np.append(ends, b.size)
+    starts = np.empty_like(ends)
+    if ends.size:
+        starts[0] = 0
+        np.add(ends[:-1], 1, out=starts[1:])
+    return starts, ends
+
+
+def _windows(b: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The ``n x 16`` matrix of the 16 bytes from each start (zero-padded past the buffer's end)."""
+    n = b.size
+    if n < _W:
+        pad = np.zeros(2 * _W, dtype=np.uint8)
+        pad[:n] = b
+        w = sliding_window_view(pad, _W)[starts]
+        pad.fill(0)
+        return w
+    lim = n - _W
+    w = sliding_window_view(b, _W)[np.minimum(starts, lim)]
+    k = int(np.searchsorted(starts, lim, side="right"))
+    if k < starts.size:  # the last few lines start within 16 bytes of the end
+        pad = np.zeros(2 * _W, dtype=np.uint8)
+        pad[:_W] = b[lim:]
+        w[k:] = sliding_window_view(pad, _W)[starts[k:] - lim]
+        pad.fill(0)
+    return w
+
+
+def _mask16(rows: np.ndarray) -> np.ndarray:
+    """Pack each row of an ``n x 16`` boolean matrix into a ``uint16`` (column j = bit j)."""
+    return np.packbits(rows.reshape(-1), bitorder="little").view("<u2")
+
+
+def ipv4_from_windows(w: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Strictly parse the first ``length[i]`` bytes of each row of ``w`` as a dotted quad.
+
+    Args:
+        w: ``uint8`` matrix ``n x 16``, C-contiguous.
+        length: token lengths (``int`` array, any value; over 15 is never valid).
+
+    Returns:
+        ``(addresses, ok)``: ``uint32`` addresses (garbage where not ``ok``) and the boolean mask of
+        rows that hold exactly an address :class:`ipaddress.IPv4Address` accepts.
+    """
+    n = w.shape[0]
+    L = np.minimum(length, _W).astype(np.intp)
+    d = w - np.uint8(48)  # digit values; non-digits wrap to >= 10
+    isdig = d < 10
+    isdot = w == 46
+    dm = _mask16(isdot)
+    np.logical_or(isdig, isdot, out=isdig)
+    gm = _mask16(isdig)
+    low = _LOWMASK[L]
+    ok = (gm & low) == low
+    ok &= L <= 15
+    code = _DOTS[dm & low]
+    ok &= code != 0
+    ends = np.empty((n, 4), dtype=np.intp)
+    ends[:, 0] = code & 15
+    ends[:, 1] = (code >> 4) & 15
+    ends[:, 2] = code >> 8
+    ends[:, 3] = L
+    lens = np.empty((n, 4), dtype=np.intp)
+    lens[:, 0] = ends[:, 0]
+    np.subtract(ends[:, 1:], ends[:, :-1], out=lens[:, 1:])
+    lens[:, 1:] -= 1
+    last3 = lens[:, 3]
+    ok &= (last3 >= 1) & (last3 <= 3)
+    ends += (np.arange(n, dtype=np.intp) * _W)[:, None]
+    ends -= 1  # flat index of each octet's last digit
+    flat = d.reshape(-1)
+    ones = flat[ends].astype(np.uint16)
+    ends -= 1
+    tens = flat[ends].astype(np.uint16)
+    ends -= 1
+    hund = flat[ends].astype(np.uint16)
+    two = lens >= 2
+    three = lens >= 3
+    val = ones + np.where(two, tens * 10, 0) + np.where(three, hund * 100, 0)
+    bad = (val > 255) | (two & ~three & (tens == 0)) | (three & (hund == 0))
+    ok &= bad.view(np.uint32).ravel() == 0  # four bools per row as one word
+    v = val.astype(np.uint32)
+    addr = v[:, 0] << 24 | v[:, 1] << 16 | v[:, 2] << 8 | v[:, 3]
+    for a in (d, ones, tens, hund, val, v, ends):
+        a.fill(0)
+    return addr, ok
+
+
+def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "plain",
+               max_line: int = MAX_LINE) -> tuple[np.ndarray, int, int, int, int]:
+    """Parse IPv4 addresses from a buffer of lines (vectorized; ``fmt`` is ``plain`` or ``clf``).
+
+    Args:
+        data: complete lines (a final newline is implied if missing).
+        fmt: ``"plain"`` or ``"clf"``.
+        max_line: longer lines are malformed.
+
+    Returns:
+        ``(addresses, lines, empty, malformed, ipv6)``: accepted ``uint32`` addresses in input order,
+        the number of lines, empty lines, malformed lines, and well-formed IPv6 addresses (which an
+        IPv4 universe counts as outside).
+
+    >>> a, lines, empty, bad, v6 = parse_ipv4(b"1.2.3.4\\n1.2.3\\n::1\\n")
+    >>> [str(ipaddress.IPv4Address(int(x))) for x in a], lines, empty, bad, v6
+    (['1.2.3.4'], 3, 0, 1, 1)
+    """
+    b = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
+    starts, ends = _line_bounds(b)
+    nlines = int(starts.size)
+    if nlines == 0:
+        return np.zeros(0, dtype=np.uint32), 0, 0, 0, 0
+    # Drop one trailing CR per line.
+    nonempty = ends > starts
+    cr = np.zeros(nlines, dtype=bool)
+    cr[nonempty] = b[ends[nonempty] - 1] == 13
+    ends = ends - cr
+    length = ends - starts
+    w = _windows(b, starts)
+    if fmt == "clf":
+        term = (w == 32) | (w == 10) | (w == 9) | (w == 13)
+        tok = _CTZ[_mask16(term)]
+        tok = np.minimum(tok, length)
+    elif fmt == "plain":
+        tok = length
+    else:
+        msg = f"parse_ipv4 handles plain and clf, not {fmt!r}"
+        raise ValueError(msg)
+    addr, ok = ipv4_from_windows(w, tok)
+    w.fill(0)
+    ok &= length <= max_line
+    empty = length == 0
+    if bool(ok.all()):
+        return addr, nlines, 0, 0, 0
+    # Rejected lines: the rare ones go through Python (blank padding in plain, IPv6 in either).
+    rej = np.flatnonzero(~ok & ~empty & (length <= max_line))
+    n_empty = int(empty.sum())
+    extra: list[tuple[int, int]] = []
+    v6 = 0
+    if rej.size:
+        keep_ok = ok.copy()
+        for i in rej.tolist():
+            s, e = int(starts[i]), int(ends[i])
+            line = bytes(b[s:e])
+            fields = line.split() if fmt == "plain" else line.split(b" ", 1)[:1]
+            if fmt == "plain" and len(fields) == 0:
+                n_empty += 1
+                continue
+            if len(fields) != 1:
+                continue
+            token = fields[0]
+            got = _strict_ipv4(token)
+            if got is not None:
+                extra.append((i, got))
+                keep_ok[i] = True
+            elif b":" in token and _is_ipv6(token):
+                v6 += 1
+        if extra:
+            for i, a in extra:
+                addr[i] = a
+        ok = keep_ok
+    out = addr[ok]
+    addr.fill(0)
+    malformed = nlines - int(out.size) - n_empty - v6
+    return out, nlines, n_empty, malformed, v6
+
+
+def _strict_ipv4(token: bytes) -> int | None:
+    try:
+        return int(ipaddress.IPv4Address(token.decode("ascii")))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _is_ipv6(token: bytes) -> bool:
+    try:
+        ipaddress.IPv6Address(token.decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------- parser
+
+
+class LineParser:
+    """Turn chunks of log lines into cell indices of a universe.
+
+    Args:
+        universe: the universe the indices refer to.
+        fmt: ``plain``, ``clf``, ``field:N`` (a string or :class:`Format`); resolve ``auto`` first
+            with :func:`detect_format`.
+        max_line: lines longer than this (bytes, without the newline) are malformed.
+
+    Raises:
+        ConfigurationError: unknown format, or ``auto`` not resolved.
+
+    Example:
+        >>> p = LineParser(Universe.parse("ipv4:192.168.0.0/16"), "clf")
+        >>> p.parse(b'192.168.1.2 - - [01/Jan/2024:00:00:00 +0000] "GET /" 200 1\\n').indices.tolist()
+        [258]
+    """
+
+    def __init__(self, universe: Universe, fmt: str | Format = "plain", max_line: int = MAX_LINE
+                 ) -> None:
+        self.universe = universe
+        self.format = fmt if isinstance(fmt, Format) else parse_format(fmt)
+        if self.format.kind == "auto":
+            msg = "resolve the 'auto' format with detect_format() before building a LineParser"
+            raise ConfigurationError(msg)
+        self.max_line = int(max_line)
+        self._fast = universe.kind == "ipv4"
+        if self._fast:
+            self._base = int(ipaddress.IPv4Address(universe.item_of(0)))
+
+    def parse(self, data: bytes | bytearray | memoryview) -> ParseResult:
+        """Parse a buffer of complete lines; see the module docstring for what is accepted."""
+        if self._fast and self.format.kind in ("plain", "clf"):
+            addr, lines, empty, malformed, v6 = parse_ipv4(data, self.format.kind, self.max_line)
+            return self._to_cells(addr, lines, empty, malformed, v6)
+        tokens, lines, empty, malformed = self._tokens(data)
+        if self._fast:  # field:N over an ipv4 universe: validate the tokens with the fast parser
+            buf = bytearray(b"\n".join(tokens))
+            addr, n, _, bad, v6 = parse_ipv4(buf, "plain", self.max_line)
+            buf[:] = bytes(len(buf))
+            tokens.clear()
+            return self._to_cells(addr, lines, empty, malformed + bad, v6)
+        res = self.universe.indices(tokens)
+        tokens.clear()
+        return ParseResult(res.indices, lines, empty, malformed + res.malformed, res.outside)
+
+    def _to_cells(self, addr: np.ndarray, lines: int, empty: int, malformed: int, outside: int
+                  ) -> ParseResult:
+        size = self.universe.size
+        if self._base:
+            addr -= np.uint32(self._base)  # wraps: addresses below the prefix become large
+        if size >= 1 << 32:
+            idx = addr.astype(np.intp)
+        else:
+            inside = addr < size
+            idx = addr[inside].astype(np.intp)
+            outside += int(addr.size - idx.size)
+        addr.fill(0)
+        return ParseResult(idx, lines, empty, malformed, outside)
+
+    def _tokens(self, data: bytes | bytearray | memoryview) -> tuple[list[bytes], int, int, int]:
+        raw = bytes(data)
+        lines = raw.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        tokens: list[bytes] = []
+        empty = malformed = 0
+        kind, field = self.format.kind, self.format.field
+        for line in lines:
+            if len(line) > self.max_line:
+                malformed += 1
+                continue
+            if kind == "clf":
+                line = line.rstrip(b"\r")
+                if not line:
+                    empty += 1
+                    continue
+                tokens.append(line.split(b" ", 1)[0])
+                continue
+            fields = line.split()
+            if not fields:
+                empty += 1
+            elif kind == "plain":
+                if len(fields) == 1:
+                    tokens.append(fields[0])
+                else:
+                    malformed += 1
+            elif len(fields) >= field:
+                tokens.append(fields[field - 1])
+            else:
+                malformed += 1
+        n = len(lines)
+        lines.clear()
+        return tokens, n, empty, malformed

@@ -1,0 +1,18 @@
+"""Input sources: chunked readers that yield byte buffers of complete lines.
+
+Every reader yields ``memoryview`` chunks of its own reusable buffer, each ending with ``\\n``;
+the buffer is overwritten with zeros as soon as the consumer asks for the next chunk, so raw log
+lines do not linger in memory. A line longer than ``max_line`` bytes that does not fit a chunk is
+dropped and counted in :attr:`ChunkReader.overlong`. An empty chunk means "no data for a while"
+(an idle tick on a pipe or terminal), so that a consumer can checkpoint or stop.
+
+>>> import io
+>>> r = ChunkReader(io.BytesIO(b"a\\nbb\\nccc").readinto, name="example")
+>>> [bytes(c) for c in r]
+[b'a\\nbb\\nccc\\n']
+"""
+
+from panstream.sources.files import ChunkReader, open_input
+from panstream.sources.stdin import stdin_reader
+
+__all__ = ["ChunkReader", "open_input", "stdin_reader"]

@@ -1,0 +1,169 @@
+"""Chunked readers over files (plain or ``.gz``) and any ``readinto`` callable."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import select
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+from panstream.errors import SourceError
+
+#: Default chunk size: large enough to amortize NumPy's per-call cost, small enough to stay in cache.
+CHUNK_SIZE = 1 << 21
+#: Lines longer than this are dropped (and counted) when they span more than one chunk.
+MAX_LINE = 4096
+
+
+class ChunkReader:
+    """Yield buffers of complete lines read through ``readinto``.
+
+    Args:
+        readinto: ``f(memoryview) -> int`` reading at most ``len(view)`` bytes, 0 at end of input.
+        fd: a file descriptor to poll for readiness (pipes, terminals), or ``None`` for files.
+        chunk_size: target bytes per chunk.
+        max_line: lines longer than this many bytes are dropped when they span chunks.
+        idle: seconds to wait for data on ``fd`` before yielding an empty chunk.
+        name: how errors name the input.
+
+    Attributes:
+        overlong: over-long lines dropped so far (operational; never stored).
+        bytes_read: bytes read so far.
+    """
+
+    def __init__(self, readinto: Callable[[Any], int | None], fd: int | None = None, *,
+                 chunk_size: int = CHUNK_SIZE, max_line: int = MAX_LINE, idle: float = 0.2,
+                 name: str = "input") -> None:
+        if chunk_size < 2 * max_line:
+            msg = f"chunk_size {chunk_size} must be at least twice max_line {max_line}"
+            raise ValueError(msg)
+        self._readinto = readinto
+        self._fd = fd
+        self._chunk = chunk_size
+        self._max_line = max_line
+        self._idle = idle
+        self.name = name
+        self.overlong = 0
+        self.bytes_read = 0
+        self._poll: select.poll | None = None
+        if fd is not None:
+            self._poll = select.poll()
+            self._poll.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+
+    def _ready(self, timeout: float) -> bool:
+        if self._poll is None:
+            return True
+        return bool(self._poll.poll(int(timeout * 1000)))
+
+    def _read(self, view: memoryview) -> int:
+        try:
+            n = self._readinto(view)
+        except BlockingIOError:
+            return -1
+        except OSError as exc:
+            msg = f"cannot read {self.name}: {exc.strerror or exc}"
+            raise SourceError(msg) from None
+        except (EOFError, gzip.BadGzipFile) as exc:
+            msg = f"cannot read {self.name}: {exc}; is it a complete gzip file?"
+            raise SourceError(msg) from None
+        return -1 if n is None else n
+
+    def __iter__(self) -> Iterator[memoryview]:
+        cap = self._chunk + self._max_line + 1
+        buf = bytearray(cap)
+        view = memoryview(buf)
+        fill = 0  # valid bytes at the start of buf
+        skipping = False  # inside an over-long line: drop bytes up to the next newline
+        eof = False
+        try:
+            while not eof:
+                # Read until the chunk is full, the input is exhausted, or no more data is ready.
+                got_any = False
+                while fill < self._chunk:
+                    if self._poll is not None and not self._ready(0 if got_any else self._idle):
+                        break
+                    n = self._read(view[fill:self._chunk])
+                    if n == 0:
+                        eof = True
+                        break
+                    if n < 0:
+                        break
+                    got_any = True
+                    self.bytes_read += n
+                    if skipping:
+                        j = buf.find(b"\n", fill, fill + n)
+                        if j < 0:
+                            view[fill:fill + n] = bytes(n)
+                            continue
+                        skipping = False
+                        rest = fill + n - (j + 1)
+                        view[fill:fill + rest] = view[j + 1:fill + n]
+                        view[fill + rest:fill + n] = bytes(n - rest)
+                        n = rest
+                    fill += n
+                if eof and fill and not skipping and buf[fill - 1] != 10:
+                    buf[fill] = 10  # a last line without newline
+                    fill += 1
+                j = buf.rfind(b"\n", 0, fill) if fill else -1
+                if j < 0:
+                    if fill > self._max_line or (eof and fill):
+                        self.overlong += fill > self._max_line
+                        skipping = not eof
+                        view[:fill] = bytes(fill)
+                        fill = 0
+                    if not got_any and not eof:
+                        yield view[:0]  # idle tick
+                    continue
+                yield view[:j + 1]
+                rest = fill - (j + 1)
+                view[:rest] = view[j + 1:fill]
+                view[rest:fill] = bytes(fill - rest)
+                fill = rest
+                if fill > self._max_line:
+                    self.overlong += 1
+                    skipping = True
+                    view[:fill] = bytes(fill)
+                    fill = 0
+        finally:
+            view[:] = bytes(cap)
+            view.release()
+
+
+class _Input(AbstractContextManager["_Input"]):
+    """An opened input file and its reader; closes the file on exit."""
+
+    def __init__(self, path: str, chunk_size: int, max_line: int) -> None:
+        self.path = path
+        try:
+            if path.endswith(".gz"):
+                self._f: Any = gzip.open(path, "rb")
+            else:
+                self._f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed in __exit__
+        except OSError as exc:
+            msg = f"cannot open {path}: {exc.strerror or exc}; check the path and permissions"
+            raise SourceError(msg) from None
+        fd: int | None = None
+        if not path.endswith(".gz"):
+            st = os.fstat(self._f.fileno())
+            import stat
+
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or device: poll it
+                fd = self._f.fileno()
+        self.reader = ChunkReader(self._f.readinto, fd, chunk_size=chunk_size, max_line=max_line,
+                                  name=path)
+
+    def __exit__(self, *exc: object) -> None:
+        self._f.close()
+
+
+def open_input(path: str, chunk_size: int = CHUNK_SIZE, max_line: int = MAX_LINE) -> _Input:
+    """Open a log file (``.gz`` decompressed on the fly) for chunked reading.
+
+    Use as a context manager; its ``reader`` attribute is a :class:`ChunkReader`.
+
+    Raises:
+        SourceError: the file cannot be opened.
+    """
+    return _Input(path, chunk_size, max_line)
