@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from scipy import stats
@@ -159,6 +160,6 @@ def test_samplers_use_only_the_os_csprng(monkeypatch: pytest.MonkeyPatch) -> Non
     NoiseLaw.for_mechanism("laplace", 0.5).sample()
     NoiseLaw.for_mechanism("geometric", 0.5).sample()
     assert calls
-    src = open(noise.__file__).read()
+    src = Path(noise.__file__).read_text()
     for banned in ["random.", "default_rng", "np.random", "expovariate", "log("]:
         assert banned not in src.replace("panstream.randomness", "")
