@@ -247,8 +247,8 @@ class Ingestor:
                             self.checkpoint()
                             next_ckpt = now + (self.checkpoint_every or 0)
                         if next_rel is not None and self.release_every and now >= next_rel:
-                            self.release_now()
-                            next_rel = now + self.release_every
+                            self.release_now()  # may switch releases off (budget spent)
+                            next_rel = now + self.release_every if self.release_every else None
                         if self.on_progress and now >= next_prog:
                             self.stats.seconds = now - t0
                             self.on_progress(self.stats)

@@ -13,8 +13,15 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from panstream.cli.common import calibration_option, emit_json, env, epsilon_option
-from panstream.cli.common import handle_errors, json_option, universe_option
+from panstream.cli.common import (
+    calibration_option,
+    emit_json,
+    env,
+    epsilon_option,
+    handle_errors,
+    json_option,
+    universe_option,
+)
 from panstream.errors import ConfigurationError, PanstreamError
 from panstream.estimator import DensityEstimator
 from panstream.ingest import Ingestor, IngestStats, Input

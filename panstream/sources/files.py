@@ -138,7 +138,7 @@ class _Input(AbstractContextManager["_Input"]):
         self.path = path
         try:
             if path.endswith(".gz"):
-                self._f: Any = gzip.open(path, "rb")
+                self._f: Any = gzip.open(path, "rb")  # noqa: SIM115 - closed in __exit__
             else:
                 self._f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed in __exit__
         except OSError as exc:

@@ -1,0 +1,163 @@
+"""``panstream plan``: how accurate a universe and epsilon will be, before anyone ingests.
+
+The error model (explained in ``docs/cli.md``):
+
+* table noise: the debiased density has standard error ``stderr_density(f, p, m)`` (binomial model of
+  the randomized bits, :mod:`panstream.estimator`), the distinct count ``m`` times that (or, for a
+  hashed universe, the linear-counting delta method ``m * se / (1 - f)``);
+* output noise (with ``--release-epsilon``): Laplace noise of scale ``1/(eps_out m)`` on the fraction of
+  ones, i.e. standard deviation ``sqrt(2) / (eps_out m (p - 1/2))`` on the density;
+* hashed universes only, occupancy: ``N`` distinct IDs hashed into ``m`` buckets occupy a random
+  number of them; linear counting ``-m ln(1 - f)`` then has variance ``m (e^t - t - 1)`` and bias
+  ``(e^t - t - 1) / 2`` with ``t = N / m`` (Whang, Vander-Zanden and Taylor 1990). Without the
+  correction the raw count ``m f`` would miss ``N - m (1 - e^-t)``, about ``N^2 / 2m``.
+
+A bigger table shrinks the occupancy error but grows the table noise (``~ sqrt(m)``): the planner
+finds the ``m`` that minimizes the root-mean-square error of the distinct count.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import click
+
+from panstream.calibration import CALIBRATIONS, calibrate
+from panstream.cli.common import emit_json, env, epsilon_option, handle_errors, json_option, universe_option
+from panstream.errors import ConfigurationError
+from panstream.estimator import stderr_density, stderr_distinct
+from panstream.universe import MAX_CELLS, Universe
+
+
+def _occupancy(n: float, m: int) -> tuple[float, float, float]:
+    """Expected occupied fraction, linear-counting variance and bias for ``n`` IDs in ``m`` buckets."""
+    t = n / m
+    f = -math.expm1(-t)
+    g = math.expm1(t) - t if t < 200 else math.inf  # e^t - t - 1 (saturated table: infinite)
+    return f, m * g, g / 2
+
+
+def hashed_error(n: float, m: int, p: float, release_epsilon: float | None = None
+                 ) -> dict[str, float]:
+    """Error budget of the distinct count of ``n`` IDs in a hashed table of ``m`` buckets.
+
+    Returns:
+        ``{"density", "table_noise", "release_noise", "occupancy_sd", "bias", "rmse",
+        "uncorrected_bias"}`` (counts of distinct IDs).
+    """
+    f, var_occ, bias = _occupancy(n, m)
+    fc = min(f, 1 - 1 / m)
+    se = stderr_density(fc, p, m)
+    table = stderr_distinct(fc, se, m, True)
+    rel = 0.0
+    if release_epsilon:
+        rel = math.sqrt(2) / (release_epsilon * m * (p - 0.5)) * m / (1 - fc)
+    rmse = math.sqrt(table**2 + rel**2 + var_occ + bias**2) if math.isfinite(var_occ) else math.inf
+    return {"density": f, "table_noise": table, "release_noise": rel,
+            "occupancy_sd": math.sqrt(var_occ) if math.isfinite(var_occ) else math.inf,
+            "bias": bias, "rmse": rmse, "uncorrected_bias": n - m * f}
+
+
+def best_table_size(n: float, p: float, release_epsilon: float | None = None) -> tuple[int, int]:
+    """The bucket count (any integer, and the best power of two) minimizing the distinct-count RMSE.
+
+    >>> m, m2 = best_table_size(100_000, 0.8160602794)
+    >>> 100_000 < m < 10_000_000 and m2 & (m2 - 1) == 0
+    True
+    """
+    lo, hi = max(2.0, n / 50), float(MAX_CELLS)
+
+    def err(m: int) -> float:
+        return hashed_error(n, m, p, release_epsilon)["rmse"]
+
+    grid = sorted({int(round(lo * (hi / lo) ** (i / 600))) for i in range(601)})
+    best = min(grid, key=err)
+    # refine around the best grid point
+    a, b = max(2, int(best / 1.05)), min(MAX_CELLS, int(best * 1.05) + 1)
+    step = max(1, (b - a) // 400)
+    best = min(range(a, b + 1, step), key=err)
+    pow2 = min((1 << k for k in range(1, 33)), key=err)
+    return best, pow2
+
+
+def plan(universe: Universe, epsilon: float, expected: int | None,
+         release_epsilon: float | None) -> dict[str, Any]:
+    """Accuracy of ``universe`` at ``epsilon`` for both calibrations (and table sizing if hashed)."""
+    m = universe.size
+    hashed = universe.kind == "hashed"
+    if expected is not None and not hashed and expected > m:
+        msg = f"--expected-distinct {expected} exceeds the universe's {m} cells"
+        raise ConfigurationError(msg)
+    rows = []
+    for cal in CALIBRATIONS:
+        try:
+            c = calibrate(epsilon, cal)
+        except ConfigurationError as exc:
+            rows.append({"calibration": cal, "error": str(exc)})
+            continue
+        p = float(c.p)
+        row: dict[str, Any] = {"calibration": cal, "p": str(c.p), "p_float": p,
+                               "epsilon_state": c.epsilon_state}
+        if hashed and expected is not None:
+            row.update(hashed_error(expected, m, p, release_epsilon))
+            row["stderr_distinct"] = row["rmse"]
+            row["stderr_density"] = stderr_density(row["density"], p, m)
+            best, pow2 = best_table_size(expected, p, release_epsilon)
+            row["best_size"] = best
+            row["best_size_rmse"] = hashed_error(expected, best, p, release_epsilon)["rmse"]
+            row["best_power_of_two"] = pow2
+            row["best_power_of_two_rmse"] = hashed_error(expected, pow2, p, release_epsilon)["rmse"]
+        else:
+            f = 0.0 if expected is None else (expected / m if not hashed else -math.expm1(-expected / m))
+            se = stderr_density(f, p, m)
+            rel = math.sqrt(2) / (release_epsilon * m * (p - 0.5)) if release_epsilon else 0.0
+            sd = math.sqrt(se**2 + rel**2)
+            row.update({"density": f, "stderr_density": sd, "table_noise_density": se,
+                        "release_noise_density": rel,
+                        "stderr_distinct": stderr_distinct(f, sd, m, hashed)})
+        rows.append(row)
+    return {"universe": universe.spec, "cells": m, "epsilon": epsilon,
+            "expected_distinct": expected, "release_epsilon": release_epsilon, "calibrations": rows}
+
+
+@click.command()
+@universe_option()
+@epsilon_option()
+@click.option("-n", "--expected-distinct", type=click.IntRange(min=1), default=None,
+              help="Distinct items you expect; for hashed universes also sizes the table.",
+              **env("EXPECTED_DISTINCT"))
+@click.option("--release-epsilon", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Include the noise of one release at this output epsilon.",
+              **env("RELEASE_EPSILON"))
+@json_option()
+@handle_errors
+def command(universe: Universe, epsilon: float, expected_distinct: int | None,
+            release_epsilon: float | None, as_json: bool) -> None:
+    """How accurate will the density and distinct count be? Both calibrations, before ingesting.
+
+    Standard errors are 1-sigma (multiply by 1.96 for 95 %). Without --expected-distinct they are
+    given at density 0, where the table noise is largest. For hashed:M universes with
+    --expected-distinct N it also prints the table size minimizing the total error (collision /
+    occupancy error of linear counting against the table's binomial noise).
+    """
+    d = plan(universe, epsilon, expected_distinct, release_epsilon)
+    if as_json:
+        emit_json(d)
+        return
+    at = (f"at {expected_distinct:,} distinct" if expected_distinct is not None
+          else "at density 0 (worst case)")
+    click.echo(f"plan: {universe.spec} ({universe.size:,} cells), epsilon {epsilon:g}, {at}"
+               + (f", one release at epsilon {release_epsilon:g}" if release_epsilon else ""))
+    for r in d["calibrations"]:
+        if "error" in r:
+            click.echo(f"  {r['calibration']:<6} unavailable: {r['error']}")
+            continue
+        click.echo(f"  {r['calibration']:<6} p = {r['p_float']:.6f}  epsilon_state = "
+                   f"{r['epsilon_state']:.4f}  density +- {r['stderr_density']:.6f}  distinct +- "
+                   f"{r['stderr_distinct']:,.1f}")
+        if "best_size" in r:
+            click.echo(f"         occupancy sd {r['occupancy_sd']:,.1f}, table noise "
+                       f"{r['table_noise']:,.1f}, LC bias {r['bias']:,.2f}; best table: "
+                       f"hashed:{r['best_size']} (rmse {r['best_size_rmse']:,.1f}), power of two "
+                       f"hashed:{r['best_power_of_two']} (rmse {r['best_power_of_two_rmse']:,.1f})")

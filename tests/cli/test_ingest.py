@@ -1,0 +1,214 @@
+"""``panstream ingest``, ``inspect`` and ``plan`` from a user's point of view: options, env vars,
+errors, real pipelines, resume, crash and signals."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from panstream.cli.main import cli
+from panstream.estimator import DensityEstimator
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+U = "ipv4:10.0.0.0/16"
+
+
+def invoke(args: list[str], input: bytes | None = None, env: dict[str, str] | None = None):
+    return CliRunner().invoke(cli, args, input=input, env=env, catch_exceptions=False)
+
+
+def summary(out: str) -> dict:
+    lines = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+    return next(d["summary"] for d in lines if "summary" in d)
+
+
+# ------------------------------------------------------------------ options, env vars, errors
+def test_ingest_stdin_counts_and_creates_state(tmp_path: Path) -> None:
+    state = tmp_path / "s.pst"
+    data = b"10.0.77.1\n10.0.77.2\n11.0.0.1\nnot-an-ip\n\n10.0.0.01\n"
+    r = invoke(["ingest", "-u", U, "-s", str(state), "-f", "plain", "--json"], input=data)
+    assert r.exit_code == 0, r.output
+    s = summary(r.stdout)
+    assert (s["lines"], s["accepted"], s["outside"], s["malformed"], s["empty"]) == (6, 2, 1, 2, 1)
+    assert state.exists() and s["resumed"] is False and s["checkpoints"] == 1
+    saved = state.read_bytes()
+    assert b"10.0.77" not in saved and b"not-an-ip" not in saved  # only table and parameters
+
+
+def test_env_vars_configure_everything(tmp_path: Path) -> None:
+    state = tmp_path / "e.pst"
+    env = {"PANSTREAM_UNIVERSE": U, "PANSTREAM_STATE": str(state), "PANSTREAM_EPSILON": "0.5",
+           "PANSTREAM_CALIBRATION": "paper", "PANSTREAM_FORMAT": "clf", "PANSTREAM_JSON": "1"}
+    r = invoke(["ingest"], input=b'10.0.0.9 - - [x] "GET /" 200 1\n', env=env)
+    assert r.exit_code == 0, r.output
+    assert summary(r.stdout)["accepted"] == 1
+    est = DensityEstimator.load(state)
+    assert (est.epsilon, est.calibration) == (0.5, "paper")
+    # an explicit flag wins over the environment
+    r = invoke(["ingest", "--format", "plain"], input=b"10.0.0.9\n", env=env)
+    assert summary(r.stdout)["accepted"] == 1
+    assert "PANSTREAM_FORMAT" in invoke(["ingest", "--help"]).output
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["ingest", "-u", "ipv4:10.0.0.1/16"], "host bits"),
+    (["ingest", "-u", U, "--format", "xml"], "unknown log format"),
+    (["ingest", "-u", U, "--release-every", "5"], "--release-epsilon"),
+    (["ingest"], "--universe is required"),
+    (["plan", "-u", U], "Missing option '--epsilon'"),
+])
+def test_usage_errors_exit_2_with_one_line(args: list[str], needle: str) -> None:
+    r = invoke(args, input=b"")
+    assert r.exit_code == 2
+    assert needle in r.output and "Traceback" not in r.output
+
+
+def test_resume_with_contradicting_parameters_is_an_error(tmp_path: Path) -> None:
+    state = tmp_path / "s.pst"
+    assert invoke(["ingest", "-u", U, "-s", str(state)], input=b"10.0.0.1\n").exit_code == 0
+    before = state.read_bytes()
+    for extra in (["-u", "ipv4:10.0.0.0/24"], ["--epsilon", "2"], ["--calibration", "paper"]):
+        r = invoke(["ingest", "-s", str(state), *extra], input=b"10.0.0.1\n")
+        assert r.exit_code != 0 and r.output.count("\n") == 1 and "resume with" in r.output
+    assert state.read_bytes() == before
+    # no parameters: taken from the state
+    assert invoke(["ingest", "-s", str(state)], input=b"10.0.0.1\n").exit_code == 0
+
+
+def test_corrupt_state_is_one_line_runtime_error(tmp_path: Path) -> None:
+    state = tmp_path / "bad.pst"
+    state.write_bytes(b"10.0.0.1\n" * 100)
+    r = invoke(["ingest", "-u", U, "-s", str(state)], input=b"10.0.0.1\n")
+    assert r.exit_code == 1 and r.output.startswith("panstream: error:")
+    assert invoke(["inspect", "-s", str(tmp_path / "none.pst")]).exit_code == 1
+
+
+def test_missing_input_file_is_one_line_error(tmp_path: Path) -> None:
+    r = invoke(["ingest", "-u", U, str(tmp_path / "nope.log")])
+    assert r.exit_code == 1 and "cannot open" in r.output and "Traceback" not in r.output
+
+
+def test_inspect_shows_parameters_and_budget_never_the_estimate(tmp_path: Path) -> None:
+    state = tmp_path / "s.pst"
+    invoke(["ingest", "-u", U, "-s", str(state), "--budget", "2"], input=b"10.0.0.1\n")
+    r = invoke(["inspect", "-s", str(state), "--json"])
+    d = json.loads(r.stdout)
+    assert d["universe"] == U and d["budget"] == 2 and d["budget_spent"] == 0
+    assert d["format_version"] >= 1 and abs(d["epsilon_state"] - 1) < 1e-6
+    assert not {"density", "distinct", "ones", "theta"} & set(d)
+
+
+def test_plan_both_calibrations_and_hashed_sizing() -> None:
+    d = json.loads(invoke(["plan", "-u", U, "--epsilon", "1", "--json"]).stdout)
+    tight, paper = d["calibrations"]
+    assert tight["stderr_density"] < paper["stderr_density"]
+    assert abs(tight["stderr_distinct"] - 65536 * tight["stderr_density"]) < 1e-6
+    d = json.loads(invoke(["plan", "-u", "hashed:1048576", "--epsilon", "1",
+                           "--expected-distinct", "100000", "--json"]).stdout)
+    row = d["calibrations"][0]
+    assert row["best_size_rmse"] <= row["rmse"] and 100_000 < row["best_size"] < 1_048_576
+    assert row["best_power_of_two"] & (row["best_power_of_two"] - 1) == 0
+
+
+def test_periodic_releases_spend_budget_then_are_refused(tmp_path: Path, log_factory) -> None:
+    log = log_factory(lines=2000)
+    state = tmp_path / "r.pst"
+    # a fake clock: every chunk advances time, so a release is due at each chunk
+    r = invoke(["ingest", "-u", U, "-s", str(state), "--json", "--release-every", "0.000001",
+                "--release-epsilon", "0.4", str(log), str(log), str(log)])
+    assert r.exit_code == 0, r.output
+    rels = [json.loads(ln)["release"] for ln in r.stdout.splitlines() if '"release"' in ln]
+    s = summary(r.stdout)
+    assert len(rels) == 2 and s["releases"] == 2 and s["refused_releases"] == 1
+    assert "refused" in r.stderr
+    assert abs(DensityEstimator.load(state).ledger.spent - 0.8) < 1e-9
+
+
+# ------------------------------------------------------------------ real processes
+def test_pipeline_from_cat_matches_direct_file_and_gz(tmp_path: Path, log_factory, run_cli) -> None:
+    log = log_factory(lines=30_000, fmt="clf")
+    gz = tmp_path / "a.log.gz"
+    gz.write_bytes(gzip.compress(log.read_bytes()))
+    outs = []
+    for i, how in enumerate((f"cat {log} | panstream ingest", f"panstream ingest {log}",
+                             f"panstream ingest {gz}")):
+        r = run_cli(f"{how} -u {U} -s {tmp_path}/{i}.pst --json", shell=True)
+        assert r.returncode == 0, r.stderr
+        s = summary(r.stdout.decode())
+        outs.append((s["lines"], s["accepted"], s["outside"], s["malformed"]))
+    assert outs[0] == outs[1] == outs[2] and outs[0][0] == 30_000 and outs[0][3] == 0
+
+
+def test_binary_and_huge_line_input_never_crashes(tmp_path: Path, run_cli) -> None:
+    junk = os.urandom(3 << 20) + b"\n" + b"9" * (5 << 20) + b"\n10.0.0.7\n" + b"\xff\x00" * 1000
+    r = run_cli(["ingest", "-u", U, "-s", str(tmp_path / "j.pst"), "--json", "-f", "plain"],
+                stdin=junk)
+    assert r.returncode == 0, r.stderr
+    s = summary(r.stdout.decode())
+    assert s["accepted"] == 1 and s["malformed"] >= 2 and b"Traceback" not in r.stderr
+
+
+def _slow_feeder(path: Path) -> list[str]:
+    """An endless writer: the log again and again with short pauses, like ``tail -F``."""
+    return ["sh", "-c", f"while true; do cat {path}; sleep 0.05; done"]
+
+
+def _start_ingest(tmp_path: Path, log: Path, state: Path, *extra: str) -> subprocess.Popen:
+    feeder = subprocess.Popen(_slow_feeder(log), stdout=subprocess.PIPE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PANSTREAM_")}
+    proc = subprocess.Popen([sys.executable, "-m", "panstream", "ingest", "-u", U, "-s", str(state),
+                             "--json", *extra], stdin=feeder.stdout, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    assert feeder.stdout is not None
+    feeder.stdout.close()
+    proc.feeder = feeder  # type: ignore[attr-defined]
+    return proc
+
+
+def _wait_for(path: Path, timeout: float = 20) -> None:
+    t = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < t, "no checkpoint appeared"
+        time.sleep(0.05)
+
+
+def test_sigterm_writes_final_checkpoint_and_exits_cleanly(tmp_path: Path, log_factory) -> None:
+    log = log_factory(lines=5000)
+    state = tmp_path / "t.pst"
+    proc = _start_ingest(tmp_path, log, state, "--checkpoint-every", "0")
+    time.sleep(1.0)
+    assert not state.exists()  # no periodic checkpoints: only the final one can write it
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=20)
+    proc.feeder.kill()
+    proc.feeder.wait()
+    assert proc.returncode == 0, err
+    s = summary(out.decode())
+    assert s["interrupted"] and s["accepted"] > 0 and s["checkpoints"] == 1
+    DensityEstimator.load(state, expect={"universe": U})
+
+
+def test_kill_9_mid_ingest_then_resume_completes(tmp_path: Path, log_factory, run_cli) -> None:
+    log = log_factory(lines=5000)
+    state = tmp_path / "k.pst"
+    proc = _start_ingest(tmp_path, log, state, "--checkpoint-every", "0.1")
+    _wait_for(state)
+    time.sleep(0.5)  # several checkpoints later, kill at an arbitrary moment
+    proc.kill()
+    proc.wait(timeout=10)
+    proc.feeder.kill()
+    proc.feeder.wait()
+    DensityEstimator.load(state, expect={"universe": U})  # never corrupt
+    r = run_cli(["ingest", "-s", str(state), "--json", str(log)])
+    assert r.returncode == 0, r.stderr
+    s = summary(r.stdout.decode())
+    assert s["resumed"] and s["lines"] == 5000
