@@ -53,7 +53,9 @@ def universe_option(required: bool = True, **kw: Any) -> Callable[[F], F]:
 
 def epsilon_option(name: str = "--epsilon", envname: str = "EPSILON", default: float | None = None,
                    help: str = "State epsilon: privacy of a leaked table.") -> Callable[[F], F]:
-    return click.option(name, type=click.FloatRange(min=0, min_open=True), default=default,
+    # click >= 8.3 treats an explicit default=None as a value and skips the required check.
+    extra: dict[str, Any] = {} if default is None else {"default": default}
+    return click.option(name, type=click.FloatRange(min=0, min_open=True), **extra,
                         required=default is None, show_default=default is not None, help=help,
                         **env(envname))
 
