@@ -36,12 +36,16 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from panstream.errors import StateError
+from panstream.errors import ConfigurationError, StateError
 from panstream.estimator import DensityEstimator
+from panstream.ledger import PrivacyLedger
 from panstream.storage import atomic_write
 from panstream.universe import Universe
+
+if TYPE_CHECKING:  # pragma: no cover
+    from panstream.release import Release
 
 #: Default largest chunk of a snapshot in one Kafka message: below the broker's default
 #: ``message.max.bytes`` (1 MiB) with room for the record overhead.
@@ -198,6 +202,15 @@ class TopicStore:
         # Live chunk keys of each shard as last seen by load() or written by save(), so save()
         # can tombstone them without replaying the whole log each time.
         self._live: dict[str, set[str]] | None = None
+        self._cache: tuple[dict[str, _Manifest], dict[str, bytes]] | None = None
+
+    def refresh(self) -> None:
+        """Forget the last replay of the log: the next :meth:`load` reads it again.
+
+        Loads reuse one replay until then, so restoring several shards after a rebalance reads the
+        topic once; the consumer calls this before each batch of restores.
+        """
+        self._cache = None
 
     def _scan(self) -> tuple[dict[str, _Manifest], dict[str, bytes]]:
         """Replay the log: newest manifest per shard and every live chunk record."""
@@ -218,12 +231,14 @@ class TopicStore:
         for k in chunks:
             live.setdefault(k.split("#", 1)[0], set()).add(k)
         self._live = live
+        self._cache = (manifests, chunks)
         return manifests, chunks
 
     def save(self, key: str, data: bytes) -> None:
         """Write a new version of ``key``'s snapshot; durable on return. Old chunks get tombstones."""
         if self._live is None:
             self._scan()
+        self._cache = None
         live = self._live if self._live is not None else {}
         version = secrets.token_hex(8)
         view = memoryview(data)
@@ -248,7 +263,7 @@ class TopicStore:
         Raises:
             StateError: a chunk is missing or the snapshot does not match its checksum.
         """
-        manifests, chunks = self._scan()
+        manifests, chunks = self._cache or self._scan()
         man = manifests.get(key)
         if man is None:
             return None
@@ -272,3 +287,107 @@ class TopicStore:
 
     def __repr__(self) -> str:
         return f"TopicStore({self.log!r}, chunk_bytes={self.chunk_bytes})"
+
+
+# ---------------------------------------------------------------------- releasing a group's state
+#: File of a state directory holding the ledger of releases made from the merged shards. Only
+#: ``panstream release --state-dir`` writes it; consumers never do, so they cannot overwrite it.
+LEDGER_FILE = "release-ledger.json"
+
+MERGES = ("auto", "partitioned", "sum")
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """The shards of a state store, merged into one releasable estimator.
+
+    Attributes:
+        estimator: the merged estimator (its ledger is the state directory's release ledger).
+        method: ``"partitioned"`` or ``"sum"``; shards: number of shards; topics: their topics.
+        partitions: the partition count used by the partition-aware merge (0 for ``sum``).
+    """
+
+    estimator: DensityEstimator
+    method: str
+    shards: int
+    topics: tuple[str, ...]
+    partitions: int
+
+
+def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
+                partitions: int | None = None) -> GroupState:
+    """Load every shard of ``store`` and merge them (see :mod:`panstream.merge`).
+
+    Args:
+        store: the shard store.
+        merge: ``"partitioned"`` (messages keyed by the item's text, default partitioner),
+            ``"sum"`` (any keying that keeps each item in one partition), or ``"auto"``:
+            partitioned for one topic over an ``ipv4``/``range`` universe, else sum.
+        partitions: the topic's partition count (default: highest shard partition + 1).
+
+    Raises:
+        StateError: no shards, or shards that do not belong together.
+        ConfigurationError: ``partitioned`` asked for where it is impossible.
+    """
+    from panstream import merge as m
+
+    if merge not in MERGES:
+        msg = f"unknown merge {merge!r}: use one of {', '.join(MERGES)}"
+        raise ValueError(msg)
+    keys = store.keys()
+    if not keys:
+        msg = f"no shard snapshots in {store!r}: point at the consumers' --state-dir/--state-topic"
+        raise StateError(msg)
+    shards: dict[tuple[str, int], DensityEstimator] = {}
+    for key in keys:
+        data = store.load(key)
+        if data is not None:
+            topic, _, part = key.rpartition("/")
+            shards[(topic, int(part))] = DensityEstimator.restore(data)
+    topics = tuple(sorted({t for t, _ in shards}))
+    first = next(iter(shards.values()))
+    method = merge
+    if merge == "auto":
+        method = ("partitioned" if len(topics) == 1 and first.universe.kind in ("ipv4", "range")
+                  else "sum")
+    if method == "partitioned":
+        if len(topics) != 1:
+            msg = f"the partition-aware merge needs the shards of one topic, found {topics}"
+            raise ConfigurationError(msg)
+        k = partitions or (max(p for _, p in shards) + 1)
+        owner = m.kafka_partitions_of_cells(first.universe, k)
+        est = m.merge_partitioned({p: e for (_, p), e in shards.items()}, owner)
+    else:
+        k = 0
+        est = m.concatenate([shards[key] for key in sorted(shards)])
+    budget = first.ledger.budget
+    for e in shards.values():
+        e._table.wipe()
+    est.ledger = PrivacyLedger(budget)
+    return GroupState(est, method, len(shards), topics, k)
+
+
+def release_state_dir(directory: str | os.PathLike[str], epsilon: float,
+                      mechanism: str = "laplace", merge: str = "auto",
+                      partitions: int | None = None) -> tuple[Release, GroupState]:
+    """Merge a state directory's shards and release them, recording the release durably first.
+
+    The release is charged to the directory's release ledger (:data:`LEDGER_FILE`; created with
+    the shards' budget), which is written atomically *before* the release is returned.
+
+    Raises:
+        StateError, ConfigurationError: see :func:`merge_store`.
+        BudgetExhaustedError: the release would exceed the ledger's budget (nothing drawn).
+    """
+    store = DirectoryStore(directory)
+    group = merge_store(store, merge, partitions)
+    path = store.directory / LEDGER_FILE
+    if path.exists():
+        try:
+            group.estimator.ledger = PrivacyLedger.from_dict(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError):
+            msg = f"release ledger {path} is corrupt: restore it from a backup"
+            raise StateError(msg) from None
+    rel = group.estimator.release(epsilon, mechanism)
+    atomic_write(path, json.dumps(group.estimator.ledger.to_dict(), sort_keys=True).encode())
+    return rel, group

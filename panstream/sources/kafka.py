@@ -514,6 +514,9 @@ class KafkaTail:
     def _restore_pending(self) -> None:
         if not self._pending:
             return
+        refresh = getattr(self.config.store, "refresh", None)
+        if refresh is not None:
+            refresh()  # one replay of a state topic for the whole batch
         for tp in sorted(self._pending):
             self.shards[tp] = restore_shard(self.config.store, shard_key(tp.topic, tp.partition),
                                             tp, self._fresh, self._decode)
@@ -521,6 +524,7 @@ class KafkaTail:
         self._pending.clear()
         self.consumer.resume(*ready)
         self.metrics.assigned.set(len(self.shards))
+        self._last_activity = time.monotonic()  # idle time counts from when reading can start
 
     def _apply(self, records: Mapping[TopicPartition, list[Any]]) -> None:
         msgs = items = 0

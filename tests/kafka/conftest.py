@@ -25,36 +25,15 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytestmark = pytest.mark.kafka
-
-#: kafka-python settings for group members in tests (see the module docstring).
-GROUP_SETTINGS = {"session_timeout_ms": "6000", "heartbeat_interval_ms": "1000"}
+from _kafka_helpers import Broker, Producer, free_port
 
 _READY_TIMEOUT = 30.0
-
-
-@dataclass(frozen=True)
-class Broker:
-    """A running broker: ``bootstrap`` is ``127.0.0.1:PORT``; ``log`` is its output file."""
-
-    bootstrap: str
-    pid: int
-    log: Path
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def tansu_binary() -> Path:
@@ -93,7 +72,7 @@ def _wait_ready(bootstrap: str, proc: subprocess.Popen[bytes], log: Path) -> Non
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     """Start one Tansu broker for the session (in-memory storage, loopback only); stop it after."""
-    port = _free_port()
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("tansu") / "tansu.log"
     with open(log, "wb") as out:
@@ -152,47 +131,9 @@ def producer(kafka_broker: Broker) -> Iterator[Any]:
     p.close()
 
 
-class Producer:
-    """``produce(topic, values, keys=None)`` sends byte values (keyed if given) and flushes.
-
-    It remembers each partition's high-water mark from the broker's acknowledgements
-    (``produce.highwater[topic][partition]``), since Tansu answers ListOffsets LATEST wrongly.
-    """
-
-    def __init__(self, producer: Any) -> None:
-        self._p = producer
-        self.highwater: dict[str, dict[int, int]] = {}
-
-    def __call__(self, topic: str, values: Sequence[bytes],
-                 keys: Sequence[bytes | None] | None = None) -> dict[int, int]:
-        futures = [self._p.send(topic, value=v, key=None if keys is None else keys[i])
-                   for i, v in enumerate(values)]
-        self._p.flush()
-        hw = self.highwater.setdefault(topic, {})
-        for f in futures:
-            md = f.get(timeout=30)
-            hw[md.partition] = max(hw.get(md.partition, 0), md.offset + 1)
-        return dict(hw)
-
-
 @pytest.fixture
 def produce(producer: Any) -> Producer:
     """A :class:`Producer` bound to the session producer."""
     return Producer(producer)
 
 
-def committed_offsets(admin: Any, group: str) -> dict[int, int]:
-    """Committed offsets of a group by partition (``list_group_offsets``; describe_groups fails)."""
-    res = admin.list_group_offsets(group)
-    res = res.get(group, res)
-    out = {}
-    for tp, om in res.items():
-        off = om.offset if hasattr(om, "offset") else om[0]
-        if off is not None and off >= 0:
-            out[tp.partition] = off
-    return out
-
-
-def panstream_cmd(*args: str) -> list[str]:
-    """argv running the panstream CLI of this checkout in a subprocess."""
-    return [sys.executable, "-m", "panstream", *args]
