@@ -60,19 +60,43 @@ _U8_WS = np.zeros(256, dtype=bool)
 _U8_WS[list(_WS)] = True
 
 
-def _build_dot_table() -> np.ndarray:
-    """For every 16-bit mask of dot positions: ``p1 | p2 << 4 | p3 << 8`` if the mask has exactly
-    three dots that leave 1..3 characters before, between and after them, else 0."""
+def _build_structure_table() -> np.ndarray:
+    """For every 16-bit mask of separator positions (three dots and the terminator): 0 unless it has
+    exactly four separators leaving 1..3 characters before and between them. Else bit 63 is set and
+    the 16-bit field k (bits ``16 k ..``) holds ``(l_k - 1) << 12`` for the octet length ``l_k`` and,
+    for octets k = 1..3 ending at separator ``e_k``, the nibble shift ``4 (e_k - 3)`` in its low byte."""
     m = np.arange(1 << 16, dtype=np.uint32)
-    bits = (m[:, None] >> np.arange(16, dtype=np.uint32)) & 1
-    three = bits.sum(axis=1) == 3
-    pos = np.zeros((m.size, 3), dtype=np.int64)
-    rows = np.flatnonzero(three)
-    pos[rows] = np.nonzero(bits[rows])[1].reshape(-1, 3)
-    p1, p2, p3 = pos[:, 0], pos[:, 1], pos[:, 2]
-    ok = three & (p1 >= 1) & (p1 <= 3) & (p2 - p1 >= 2) & (p2 - p1 <= 4) & (p3 - p2 >= 2)
-    ok &= p3 - p2 <= 4
-    return np.where(ok, p1 | p2 << 4 | p3 << 8, 0).astype(np.uint16)
+    bits = ((m[:, None] >> np.arange(16, dtype=np.uint32)) & 1).astype(np.uint8)
+    four = bits.sum(axis=1) == 4
+    pos = np.zeros((m.size, 4), dtype=np.int64)
+    rows = np.flatnonzero(four)
+    pos[rows] = np.nonzero(bits[rows])[1].reshape(-1, 4)
+    lens = np.diff(np.concatenate([np.full((m.size, 1), -1), pos], axis=1), axis=1) - 1
+    ok = four & (lens >= 1).all(axis=1) & (lens <= 3).all(axis=1)
+    code = np.uint64(1 << 63) * ok.astype(np.uint64)
+    for k in range(4):
+        field = ((lens[:, k] - 1) << 12) | (4 * (pos[:, k] - 3) if k else 0)
+        code |= np.where(ok, field, 0).astype(np.uint64) << np.uint64(16 * k)
+    return np.where(ok, code, np.uint64(0))
+
+
+def _build_octet_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Octet values from 12-bit nibble keys plus ``(length - 1) << 12``; ``0x100`` marks invalid
+    (a non-digit, a leading zero, or a value over 255).
+
+    Right-aligned table (octets 1..3): nibbles of positions e-3, e-2, e-1 in bits 0, 4, 8. Left-aligned
+    table (octet 0): nibbles of positions 0, 1, 2 in bits 0, 4, 8.
+    """
+    key = np.arange(3 << 12)
+    ln = (key >> 12) + 1
+    x, y, z = key & 15, (key >> 4) & 15, (key >> 8) & 15
+    v = np.where(ln == 1, z, np.where(ln == 2, 10 * y + z, 100 * x + 10 * y + z))
+    bad = (z > 9) | ((ln >= 2) & (y > 9)) | ((ln == 3) & (x > 9)) | ((ln == 2) & (y == 0))
+    bad |= ((ln == 3) & (x == 0)) | (v > 255)
+    v0 = np.where(ln == 1, x, np.where(ln == 2, 10 * x + y, 100 * x + 10 * y + z))
+    bad0 = (x > 9) | ((ln >= 2) & (y > 9)) | ((ln == 3) & (z > 9)) | ((ln >= 2) & (x == 0))
+    bad0 |= v0 > 255
+    return (np.where(bad, 0x100, v).astype(np.uint16), np.where(bad0, 0x100, v0).astype(np.uint16))
 
 
 def _build_ctz_table() -> np.ndarray:
@@ -84,9 +108,20 @@ def _build_ctz_table() -> np.ndarray:
     return out
 
 
-_DOTS = _build_dot_table()
+_STRUCT = _build_structure_table()
+_VAL, _VAL0 = _build_octet_tables()
+_FIELD = np.uint64(0xFFFF)
+_SHIFT = np.uint64(0xFF)
+_LENBITS = np.uint64(0x3000)
+_KEY12 = np.uint64(0xFFF)
 _CTZ = _build_ctz_table()
+#: Mask of the first L positions; 0 for L = 16 (no terminator inside the window: never valid).
 _LOWMASK = ((1 << np.arange(_W + 1, dtype=np.uint32)) - 1).astype(np.uint16)
+_LOWMASK[_W] = 0
+_TERMBIT = np.zeros(_W + 1, dtype=np.uint16)
+_TERMBIT[:_W] = (1 << np.arange(_W, dtype=np.uint32)).astype(np.uint16)
+_NIBBLES = np.uint64(0x0F0F0F0F0F0F0F0F)
+_VALID = np.uint64(1 << 63)
 
 
 @dataclass(frozen=True)
@@ -170,6 +205,22 @@ def detect_format(sample: bytes | memoryview, max_lines: int = 64) -> str:
     return "clf" if total and 2 * multi > total else "plain"
 
 
+def tune_allocator() -> None:
+    """Ask glibc to keep freed large blocks in the heap (a process-wide setting; Linux only).
+
+    Every chunk allocates a few multi-MiB temporaries. By default glibc returns each one to the
+    kernel on free and the next chunk page-faults it back in, which costs about a third of the parse
+    time. The command line calls this once; library users may too. A no-op where unsupported.
+    """
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 256 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 512 << 20)  # M_TRIM_THRESHOLD
+
+
 # ---------------------------------------------------------------------------------------- core
 
 
@@ -210,8 +261,25 @@ def _mask16(rows: np.ndarray) -> np.ndarray:
     return np.packbits(rows.reshape(-1), bitorder="little").view("<u2")
 
 
+def _nibbles(w: np.ndarray) -> np.ndarray:
+    """The low nibbles of the 16 bytes of each row packed into one ``uint64`` (byte j -> bits 4j)."""
+    x = w.view("<u8") & _NIBBLES
+    x = (x | (x >> np.uint64(4))) & np.uint64(0x00FF00FF00FF00FF)
+    x = (x | (x >> np.uint64(8))) & np.uint64(0x0000FFFF0000FFFF)
+    x = (x | (x >> np.uint64(16))) & np.uint64(0x00000000FFFFFFFF)
+    out = x[:, 0] | (x[:, 1] << np.uint64(32))
+    x.fill(0)
+    return out
+
+
 def ipv4_from_windows(w: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Strictly parse the first ``length[i]`` bytes of each row of ``w`` as a dotted quad.
+
+    Steps (all vectorized): classify bytes (digit, dot) and pack each row's classes into 16-bit
+    masks; the dot mask plus a terminator bit at ``length`` indexes a table giving the structure
+    (exactly three dots, octets of 1..3 characters) and where each octet ends; each octet's nibbles,
+    shifted out of the row's packed nibbles, index a table of octet values that rejects leading zeros
+    and values over 255.
 
     Args:
         w: ``uint8`` matrix ``n x 16``, C-contiguous.
@@ -221,47 +289,38 @@ def ipv4_from_windows(w: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np
         ``(addresses, ok)``: ``uint32`` addresses (garbage where not ``ok``) and the boolean mask of
         rows that hold exactly an address :class:`ipaddress.IPv4Address` accepts.
     """
-    n = w.shape[0]
-    L = np.minimum(length, _W).astype(np.intp)
-    d = w - np.uint8(48)  # digit values; non-digits wrap to >= 10
-    isdig = d < 10
+    L = np.minimum(length, _W)
     isdot = w == 46
     dm = _mask16(isdot)
-    np.logical_or(isdig, isdot, out=isdig)
+    isdig = (w - np.uint8(48)) < 10
+    isdig |= isdot
     gm = _mask16(isdig)
     low = _LOWMASK[L]
     ok = (gm & low) == low
-    ok &= L <= 15
-    code = _DOTS[dm & low]
-    ok &= code != 0
-    ends = np.empty((n, 4), dtype=np.intp)
-    ends[:, 0] = code & 15
-    ends[:, 1] = (code >> 4) & 15
-    ends[:, 2] = code >> 8
-    ends[:, 3] = L
-    lens = np.empty((n, 4), dtype=np.intp)
-    lens[:, 0] = ends[:, 0]
-    np.subtract(ends[:, 1:], ends[:, :-1], out=lens[:, 1:])
-    lens[:, 1:] -= 1
-    last3 = lens[:, 3]
-    ok &= (last3 >= 1) & (last3 <= 3)
-    ends += (np.arange(n, dtype=np.intp) * _W)[:, None]
-    ends -= 1  # flat index of each octet's last digit
-    flat = d.reshape(-1)
-    ones = flat[ends].astype(np.uint16)
-    ends -= 1
-    tens = flat[ends].astype(np.uint16)
-    ends -= 1
-    hund = flat[ends].astype(np.uint16)
-    two = lens >= 2
-    three = lens >= 3
-    val = ones + np.where(two, tens * 10, 0) + np.where(three, hund * 100, 0)
-    bad = (val > 255) | (two & ~three & (tens == 0)) | (three & (hund == 0))
-    ok &= bad.view(np.uint32).ravel() == 0  # four bools per row as one word
-    v = val.astype(np.uint32)
-    addr = v[:, 0] << 24 | v[:, 1] << 16 | v[:, 2] << 8 | v[:, 3]
-    for a in (d, ones, tens, hund, val, v, ends):
-        a.fill(0)
+    key = dm & low
+    key |= _TERMBIT[L]
+    code = np.take(_STRUCT, key.astype(np.intp))
+    ok &= code >= _VALID
+    nb = _nibbles(w)
+    k0 = nb & _KEY12
+    k0 |= code & _LENBITS
+    v = np.take(_VAL0, k0.view(np.int64))
+    bad = v.copy()
+    addr = v.astype(np.uint32) << np.uint32(24)
+    for k in (1, 2, 3):
+        f = code >> np.uint64(16 * k)
+        kk = nb >> (f & _SHIFT)
+        kk &= _KEY12
+        f &= _LENBITS
+        kk |= f
+        v = np.take(_VAL, kk.view(np.int64))
+        bad |= v
+        addr |= v.astype(np.uint32) << np.uint32(8 * (3 - k))
+        v.fill(0)
+        kk.fill(0)
+    k0.fill(0)
+    ok &= bad < 0x100
+    nb.fill(0)
     return addr, ok
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import sys
@@ -26,7 +25,7 @@ from panstream.errors import ConfigurationError, PanstreamError
 from panstream.estimator import DensityEstimator
 from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.ledger import DEFAULT_BUDGET
-from panstream.parse import Format, parse_format
+from panstream.parse import Format, parse_format, tune_allocator
 from panstream.sources import open_input, stdin_reader
 from panstream.universe import Universe
 
@@ -42,15 +41,6 @@ class FormatParam(click.ParamType):
             return parse_format(str(value))
         except PanstreamError as exc:
             self.fail(str(exc), param, ctx)
-
-
-def _tune_malloc() -> None:
-    """Keep freed NumPy temporaries in the heap: without this, glibc returns every multi-MiB
-    temporary to the kernel and the next chunk page-faults it back in (about a third of parse time)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 256 << 20)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 512 << 20)  # M_TRIM_THRESHOLD
 
 
 @contextlib.contextmanager
@@ -162,7 +152,7 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     if not files and sys.stdin.isatty():
         raise click.UsageError("no FILE given and standard input is a terminal: pipe a log in, "
                                "e.g. tail -F access.log | panstream ingest ...")
-    _tune_malloc()
+    tune_allocator()
     est, resumed = _open_estimator(ctx, state, universe, epsilon, calibration, budget)
     show_progress = sys.stderr.isatty() if progress is None else progress
 

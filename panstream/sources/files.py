@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+import numpy as np
+
 from panstream.errors import SourceError
 
 #: Default chunk size: large enough to amortize NumPy's per-call cost, small enough to stay in cache.
@@ -74,6 +76,7 @@ class ChunkReader:
         cap = self._chunk + self._max_line + 1
         buf = bytearray(cap)
         view = memoryview(buf)
+        arr = np.frombuffer(buf, dtype=np.uint8)  # for memset/memmove without temporaries
         fill = 0  # valid bytes at the start of buf
         skipping = False  # inside an over-long line: drop bytes up to the next newline
         eof = False
@@ -95,12 +98,12 @@ class ChunkReader:
                     if skipping:
                         j = buf.find(b"\n", fill, fill + n)
                         if j < 0:
-                            view[fill:fill + n] = bytes(n)
+                            arr[fill:fill + n] = 0
                             continue
                         skipping = False
                         rest = fill + n - (j + 1)
-                        view[fill:fill + rest] = view[j + 1:fill + n]
-                        view[fill + rest:fill + n] = bytes(n - rest)
+                        arr[fill:fill + rest] = arr[j + 1:fill + n]
+                        arr[fill + rest:fill + n] = 0
                         n = rest
                     fill += n
                 if eof and fill and not skipping and buf[fill - 1] != 10:
@@ -111,23 +114,24 @@ class ChunkReader:
                     if fill > self._max_line or (eof and fill):
                         self.overlong += fill > self._max_line
                         skipping = not eof
-                        view[:fill] = bytes(fill)
+                        arr[:fill] = 0
                         fill = 0
                     if not got_any and not eof:
                         yield view[:0]  # idle tick
                     continue
                 yield view[:j + 1]
                 rest = fill - (j + 1)
-                view[:rest] = view[j + 1:fill]
-                view[rest:fill] = bytes(fill - rest)
+                arr[:rest] = arr[j + 1:fill]
+                arr[rest:fill] = 0
                 fill = rest
                 if fill > self._max_line:
                     self.overlong += 1
                     skipping = True
-                    view[:fill] = bytes(fill)
+                    arr[:fill] = 0
                     fill = 0
         finally:
-            view[:] = bytes(cap)
+            arr.fill(0)
+            del arr
             view.release()
 
 
