@@ -265,14 +265,16 @@ class AuditResult:
         return self.covered and self.exceeded
 
     def to_dict(self) -> dict[str, Any]:
+        """A JSON-serializable dict (infinite bounds as the string ``"inf"``)."""
         d = asdict(self)
-        d.update(exceeded=self.exceeded, violation=self.violation)
-        for k in ("empirical",):
-            d[k] = d[k] if math.isfinite(d[k]) else "inf"
+        d.update(exceeded=self.exceeded, violation=self.violation, empirical=_json_num(self.empirical))
         for e in d["evidence"]:
-            for k in ("lower", "point"):
-                e[k] = e[k] if math.isfinite(e[k]) else "inf"
+            e.update(lower=_json_num(e["lower"]), point=_json_num(e["point"]))
         return d
+
+
+def _json_num(x: float) -> float | str:
+    return x if math.isfinite(x) else "inf"
 
 
 def audit(run: Runner, worlds: Worlds, distinguishers: Mapping[str, Distinguisher], *,

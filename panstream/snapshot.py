@@ -78,7 +78,7 @@ DIGEST_SIZE = 32
 #: Keys accepted in ``expect=`` mappings.
 EXPECT_KEYS = ("universe", "epsilon", "calibration")
 
-_FIX = "move the file aside and start a new state, or restore the latest good copy"
+_FIX = "move the file aside and start a new state (a fresh table)"
 
 
 # ---------------------------------------------------------------------- errors

@@ -145,7 +145,7 @@ def _open(path: PathLike) -> tuple[Any, str, int]:
     return f, p, os.fstat(f.fileno()).st_size
 
 
-def _frame(f: Any, p: str, size: int) -> tuple[fmt.Frame, bytes]:
+def _frame(f: Any, size: int) -> tuple[fmt.Frame, bytes]:
     pre = f.read(fmt.PREAMBLE.size) or b""
     frame = fmt.read_frame(pre)
     fmt.check_length(frame, size)
@@ -164,7 +164,7 @@ def read_snapshot(path: PathLike) -> bytes:
     """
     f, p, size = _open(path)
     with f:
-        frame, pre = _frame(f, p, size)
+        frame, pre = _frame(f, size)
         buf = bytearray(frame.total)
         buf[: len(pre)] = pre
         _read_exact(f, memoryview(buf)[len(pre) :], p)
@@ -188,7 +188,7 @@ def load_estimator(cls: type[E], path: PathLike, *, expect: Mapping[str, Any] | 
     """
     f, p, size = _open(path)
     with f:
-        frame, pre = _frame(f, p, size)
+        frame, pre = _frame(f, size)
         rest = bytearray(frame.head_size - len(pre))
         _read_exact(f, memoryview(rest), p)
         head = pre + bytes(rest)
