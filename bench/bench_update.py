@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 import panstream as ps
-import panstream.table as _table_mod
+import panstream.randomness as _rand_mod
 
 HERE = Path(__file__).resolve().parent
 ZIPF_A = 1.2
@@ -69,19 +70,31 @@ def make_items(size: int, dist: str, n: int) -> np.ndarray:
 # ----------------------------------------------------------------------------- the insecure baseline
 @contextlib.contextmanager
 def insecure_pcg64_draws() -> Iterator[None]:
-    """Temporarily feed panstream's table with PCG64 draws. INSECURE: benchmark baseline only."""
-    rng = np.random.Generator(np.random.PCG64(DATA_SEED))
-    original = _table_mod.bernoulli
+    """Temporarily feed panstream's randomness with NumPy PCG64 bytes instead of the OS CSPRNG.
 
-    def pcg64_bernoulli(n: int, numerator: int, out: np.ndarray | None = None) -> np.ndarray:
-        u = rng.integers(0, 1 << 32, size=n, dtype=np.uint32)  # same exact dyadic p = num / 2**32
-        return np.less(u, numerator, out=out if out is not None else np.empty(n, dtype=bool))
+    INSECURE: a benchmark baseline only. Every random byte panstream reads goes through
+    ``panstream.randomness.fill_secure``; swapping that one function keeps the rest of the loop
+    (threads, comparisons, scatter) identical, so the difference is the cost of secure randomness.
+    """
+    bitgen = np.random.PCG64(DATA_SEED)
+    lock = threading.Lock()
+    original = _rand_mod.fill_secure
 
-    _table_mod.bernoulli = pcg64_bernoulli
+    def pcg64_fill(buf: np.ndarray) -> np.ndarray:
+        flat = buf.reshape(-1).view(np.uint8)
+        n8 = flat.size // 8
+        with lock:
+            if n8:
+                flat[: n8 * 8].view(np.uint64)[:] = bitgen.random_raw(n8)
+            if flat.size % 8:
+                flat[n8 * 8 :] = bitgen.random_raw(1).view(np.uint8)[: flat.size % 8]
+        return buf
+
+    _rand_mod.fill_secure = pcg64_fill
     try:
         yield
     finally:
-        _table_mod.bernoulli = original
+        _rand_mod.fill_secure = original
 
 
 # ----------------------------------------------------------------------------- timing
@@ -140,8 +153,15 @@ def peers() -> dict[str, Callable[[], object]]:
     return out
 
 
-def bench_config(size_log2: int, dist: str, batches: list[int], n_items: int, repeats: int,
-                 peer_items: int, peer_makers: dict[str, Callable[[], object]]) -> list[Row]:
+def bench_config(
+    size_log2: int,
+    dist: str,
+    batches: list[int],
+    n_items: int,
+    repeats: int,
+    peer_items: int,
+    peer_makers: dict[str, Callable[[], object]],
+) -> list[Row]:
     size = 1 << size_log2
     items = make_items(size, dist, n_items)
     est = ps.DensityEstimator(ps.Universe.range(size), epsilon=1.0)
@@ -205,15 +225,14 @@ for _ in range(n_batches):
 out["update_items_per_s"] = n_batches * batch / spent
 out["rss_after_updates_mib"] = rss_mib()
 out["vmhwm_after_updates_mib"] = hwm_mib()
-save = getattr(est, "save", None)
-load = getattr(type(est), "load", None)
-if save is not None and load is not None:
+cls = type(est)
+if hasattr(est, "save") and hasattr(cls, "load"):
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "state")
-        t0 = time.perf_counter(); save(path); out["save_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter(); est.save(path); out["save_s"] = time.perf_counter() - t0
         out["rss_after_save_mib"] = rss_mib()
         del est
-        t0 = time.perf_counter(); est = load(path); out["load_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter(); est = cls.load(path); out["load_s"] = time.perf_counter() - t0
         out["rss_after_load_mib"] = rss_mib()
         out["vmhwm_after_load_mib"] = hwm_mib()
 print(json.dumps(out))
@@ -221,8 +240,9 @@ print(json.dumps(out))
 
 
 def bench_2_32(n_batches: int) -> dict[str, object]:
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(n_batches)], capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(n_batches)], capture_output=True, text=True, check=False
+    )
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -241,16 +261,21 @@ def ratio(a: float | None, b: float | None) -> str:
 
 
 def header() -> list[str]:
-    return (["cells", "items", "batch", "layout"] + [f"{c} M/s" for c in COLS]
-            + ["vs limit", "vs insecure", "vs hll", "vs cpc", "vs set"])
+    return (
+        ["cells", "items", "batch", "layout"]
+        + [f"{c} M/s" for c in COLS]
+        + ["vs limit", "vs insecure", "vs hll", "vs cpc", "vs set"]
+    )
 
 
 def cells(row: Row) -> list[str]:
     r = row.rates
     p = r.get("panstream")
-    return ([f"2^{row.size_log2}", row.dist, f"2^{row.batch_log2}", row.layout]
-            + [fmt_rate(r.get(c)) for c in COLS]
-            + [ratio(p, r.get(c)) for c in ("limit", "insecure-pcg64", "ds-hll", "ds-cpc", "set")])
+    return (
+        [f"2^{row.size_log2}", row.dist, f"2^{row.batch_log2}", row.layout]
+        + [fmt_rate(r.get(c)) for c in COLS]
+        + [ratio(p, r.get(c)) for c in ("limit", "insecure-pcg64", "ds-hll", "ds-cpc", "set")]
+    )
 
 
 def format_row(row: Row) -> str:
@@ -267,41 +292,55 @@ def machine() -> dict[str, str]:
     ds_version = "not installed"
     with contextlib.suppress(Exception):
         from importlib.metadata import version
+
         ds_version = version("datasketches")
-    return {"nproc": str(os.cpu_count()), "cpu": model, "python": platform.python_version(),
-            "numpy": np.__version__, "datasketches": ds_version, "kernel": platform.release(),
-            "panstream commit": _git_commit()}
+    return {
+        "nproc": str(os.cpu_count()),
+        "cpu": model,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "datasketches": ds_version,
+        "kernel": platform.release(),
+        "panstream commit": _git_commit(),
+    }
 
 
 def _git_commit() -> str:
     with contextlib.suppress(Exception):
-        return subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     return "unknown"
 
 
-def markdown(rows: list[Row], big: dict[str, object] | None, args: argparse.Namespace,
-             elapsed: float) -> str:
+def markdown(rows: list[Row], big: dict[str, object] | None, args: argparse.Namespace, elapsed: float) -> str:
     m = machine()
-    lines = ["# panstream update-loop benchmark", "",
-             f"Command: `python bench/bench_update.py{' --quick' if args.quick else ''}` "
-             f"({elapsed:.0f} s). Machine: {m['nproc']} CPUs, {m['cpu']}, Linux {m['kernel']}; "
-             f"Python {m['python']}, NumPy {m['numpy']}, datasketches {m['datasketches']}; "
-             f"panstream {m['panstream commit']}.", "",
-             f"Items per configuration: {args.items:,} for the table updates (median of "
-             f"{args.repeats} interleaved repeats), {args.peer_items:,} for the peers (prebuilt "
-             "Python list, one `update` call per item; `set.update(list)` for the set). "
-             "Throughput in millions of items per second; ratios are panstream (secure) over the "
-             "column named. `insecure-pcg64` is the same loop fed by NumPy PCG64: NOT PRIVATE, a "
-             "baseline only. `limit` is a bare `t[idx] = v` scatter of precomputed values into a "
-             "byte table of the same memory size.", "",
-             "| " + " | ".join(header()) + " |",
-             "|" + "|".join("---:" for _ in header()) + "|"]
+    lines = [
+        "# panstream update-loop benchmark",
+        "",
+        f"Command: `python bench/bench_update.py{' --quick' if args.quick else ''}` "
+        f"({elapsed:.0f} s). Machine: {m['nproc']} CPUs, {m['cpu']}, Linux {m['kernel']}; "
+        f"Python {m['python']}, NumPy {m['numpy']}, datasketches {m['datasketches']}; "
+        f"panstream {m['panstream commit']}.",
+        "",
+        f"Items per configuration: {args.items:,} for the table updates (median of "
+        f"{args.repeats} interleaved repeats), {args.peer_items:,} for the peers (prebuilt "
+        "Python list, one `update` call per item; `set.update(list)` for the set). "
+        "Throughput in millions of items per second; ratios are panstream (secure) over the "
+        "column named. `insecure-pcg64` is the same loop fed by NumPy PCG64: NOT PRIVATE, a "
+        "baseline only. `limit` is a bare `t[idx] = v` scatter of precomputed values into a "
+        "byte table of the same memory size.",
+        "",
+        "| " + " | ".join(header()) + " |",
+        "|" + "|".join("---:" for _ in header()) + "|",
+    ]
     lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
     if big:
         lines += ["", "## 2^32 cells (ipv4:0.0.0.0/0, child process)", ""]
-        lines += [f"- {k}: {v:.3g}" if isinstance(v, float) else f"- {k}: {v}"
-                  for k, v in big.items()]
+        lines += [f"- {k}: {v:.3g}" if isinstance(v, float) else f"- {k}: {v}" for k, v in big.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -335,8 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     for sl in sizes:
         for d in dists:
-            rows += bench_config(sl, d, batches, args.items, args.repeats, args.peer_items,
-                                 peer_makers)
+            rows += bench_config(sl, d, batches, args.items, args.repeats, args.peer_items, peer_makers)
     elapsed = time.perf_counter() - start
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

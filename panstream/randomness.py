@@ -125,22 +125,45 @@ def bernoulli(n: int, numerator: int, out: np.ndarray | None = None) -> np.ndarr
         numerator: ``p * 2**P_BITS``, an integer in ``0..2**P_BITS``.
         out: optional ``bool`` array of length ``n`` to write into.
     """
+    return bernoulli_from_bytes(secure_bytes(n), numerator, out)
+
+
+def bernoulli_from_bytes(first: np.ndarray, numerator: int, out: np.ndarray | None = None) -> np.ndarray:
+    """Finish ``first.size`` Bernoulli(``numerator / 2**P_BITS``) draws whose first bytes are given.
+
+    ``first`` must be fresh uniform bytes from the OS CSPRNG (:func:`secure_bytes`) used for nothing
+    else; it is the most significant byte of each draw's ``U``. Ties with ``p``'s first byte read
+    further bytes here. ``first`` is overwritten with zeros before returning. This split lets a
+    caller read the bytes in another thread (the read releases the GIL) and compare them here.
+
+    Args:
+        first: ``uint8`` array of uniform CSPRNG bytes, one per draw (wiped).
+        numerator: ``p * 2**P_BITS``, an integer in ``0..2**P_BITS``.
+        out: optional ``bool`` array of length ``first.size`` to write into.
+
+    Returns:
+        The draws as a ``bool`` array (``out`` if given).
+    """
+    n = first.size
     if numerator >= _ONE:  # p == 1 exactly
+        first.fill(0)
         res = out if out is not None else np.empty(n, dtype=bool)
         res[:] = True
         return res
     thr = _threshold_bytes(numerator)
-    r = secure_bytes(n)
-    res = np.less(r, thr[0], out=out if out is not None else np.empty(n, dtype=bool))
-    ties = np.flatnonzero(r == thr[0])
-    r.fill(0)
+    res = np.less(first, thr[0], out=out if out is not None else np.empty(n, dtype=bool))
+    ties = np.flatnonzero(first == thr[0])
+    first.fill(0)
     for k in range(1, _P_BYTES):
         if ties.size == 0:
             break
         rk = secure_bytes(ties.size)
         res[ties] = rk < thr[k]
-        ties = ties[rk == thr[k]]
+        nxt = ties[rk == thr[k]]
+        ties.fill(0)
+        ties = nxt
         rk.fill(0)
+    ties.fill(0)
     # Ties on every byte mean U == p on all P_BITS bits, i.e. U >= p: the draw is 0, as set above.
     return res
 
