@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import click
-import numpy as np
 
 from panstream.cli.common import (
     calibration_option,
@@ -16,11 +15,13 @@ from panstream.cli.common import (
     json_option,
     universe_option,
 )
+from panstream.audit import AuditResult, audit_estimator, standard_scenarios
 from panstream.demo import synthetic_ipv4_log
 from panstream.estimator import DensityEstimator
+from panstream.parse import LineParser, format_ipv4_lines
 from panstream.universe import Universe
 
-_BATCH = 1 << 16
+_CHUNK = 1 << 21
 
 
 @click.command()
@@ -34,15 +35,22 @@ _BATCH = 1 << 16
 @click.option("--seed", type=int, default=None,
               help="Seed of the *synthetic data* generator (privacy draws are never seeded).",
               **env("DEMO_SEED"))
+@click.option("--release-epsilon", type=click.FloatRange(min=0, min_open=True), default=0.5,
+              show_default=True, help="Output epsilon of the demo's noisy release (laplace).",
+              **env("DEMO_RELEASE_EPSILON"))
+@click.option("--audit-trials", type=click.IntRange(min=0), default=3000, show_default=True,
+              help="Runs per world of the short subpoena simulation (0 skips it).",
+              **env("DEMO_AUDIT_TRIALS"))
 @json_option()
 @handle_errors
 def command(universe: Universe, epsilon: float, calibration: str, distinct: int, lines: int,
-            seed: int | None, as_json: bool) -> None:
+            seed: int | None, release_epsilon: float, audit_trials: int, as_json: bool) -> None:
     """Stream a synthetic IP log with a known truth through the estimator; print estimate vs truth.
 
     Generates LINES client addresses (DISTINCT of them inside the universe, Zipf-skewed load, 5 %
-    from outside), feeds them in batches, and compares the estimate with the exact truth, with the
-    realized epsilon of the table.
+    from outside), formats them as a plain text log, parses it with the same strict parser as
+    'panstream ingest' (2 MiB chunks), feeds the table, and compares the estimate with the exact
+    truth, with the realized epsilon of the table.
     """
     if universe.kind != "ipv4":
         raise click.UsageError("the demo generates IPv4 logs: give an ipv4:CIDR universe")
@@ -51,13 +59,25 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
     lines = max(lines, distinct)
     log = synthetic_ipv4_log(universe, distinct, lines, seed=seed)
     est = DensityEstimator(universe, epsilon=epsilon, calibration=calibration)
+    # The log as text, parsed the way 'panstream ingest' parses a plain log (2 MiB chunks).
+    text = bytearray(format_ipv4_lines(log.addresses))
+    parser = LineParser(universe, "plain")
     t0 = time.perf_counter()
     rejected = 0
-    for start in range(0, log.addresses.size, _BATCH):
-        r = est.update(np.array(log.addresses[start:start + _BATCH]))
-        rejected += r.rejected
+    view = memoryview(text)
+    start = 0
+    while start < len(text):
+        end = text.rfind(b"\n", start, start + _CHUNK) + 1 or len(text)
+        r = parser.parse(view[start:end])
+        est.update_indices(r.indices)
+        rejected += r.malformed + r.outside + r.empty
+        start = end
     elapsed = time.perf_counter() - t0
+    view.release()
+    text[:] = bytes(len(text))
     e = est.estimate()
+    rel = est.release(release_epsilon, "laplace")
+    audit = _short_audit(est.epsilon, est.calibration, audit_trials)
     lines_total = int(log.addresses.size)
     out: dict[str, object] = {
         "universe": universe.spec, "cells": universe.size, "lines": lines_total,
@@ -66,6 +86,7 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
         "true_density": log.distinct_inside / universe.size, "estimated_density": e.density,
         "epsilon_requested": est.epsilon, "epsilon_state": est.epsilon_state,
         "calibration": est.calibration, "p": str(est.p), "seconds": elapsed,
+        "release": rel.to_dict(), "audit": [r.to_dict() for r in audit],
     }
     log.addresses.fill(0)
     if as_json:
@@ -81,5 +102,21 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
     click.echo(f"  state privacy            epsilon_state = {est.epsilon_state:.6f} realized "
                f"(asked {est.epsilon:g}, {est.calibration} calibration, p = {float(est.p):.6f})")
     click.echo(f"  throughput               {lines_total / elapsed / 1e6:,.1f} M lines/s")
-    click.echo("The table is all that was kept; a dump of it is epsilon_state-DP. Publish with "
-               "'panstream release', which adds output noise and spends budget.")
+    click.echo(f"  noisy release            {rel.distinct:>12,.0f}  95% CI [{rel.distinct_low:,.0f}, "
+               f"{rel.distinct_high:,.0f}]  (laplace, output epsilon {rel.epsilon:g}; pan-private "
+               f"total {rel.epsilon_total:.6g})")
+    for r in audit:
+        verdict = "within the claim" if not r.exceeded else "REVEALS the target (not covered)"
+        click.echo(f"  subpoena simulation      {r.scenario}: empirical epsilon >= {r.empirical:.3f} "
+                   f"vs claimed {r.claimed:.3f} -> {verdict}")
+    click.echo("The table is all that was kept: a dump of it is epsilon_state-DP. Only the noisy "
+               "release is fit to publish (panstream release).")
+
+
+def _short_audit(epsilon: float, calibration: str, trials: int) -> list[AuditResult]:
+    """One dump (covered) and two dumps of one epoch (not covered), on a small universe."""
+    if trials == 0:
+        return []
+    scen = standard_scenarios(8)
+    return audit_estimator("range:64", epsilon, calibration, trials=trials,
+                           scenarios=(scen[0], scen[3]))
