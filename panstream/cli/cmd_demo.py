@@ -6,6 +6,7 @@ import time
 
 import click
 
+from panstream.audit import AuditResult, audit_estimator, standard_scenarios
 from panstream.cli.common import (
     calibration_option,
     emit_json,
@@ -15,7 +16,6 @@ from panstream.cli.common import (
     json_option,
     universe_option,
 )
-from panstream.audit import AuditResult, audit_estimator, standard_scenarios
 from panstream.demo import synthetic_ipv4_log
 from panstream.estimator import DensityEstimator
 from panstream.parse import LineParser, format_ipv4_lines
@@ -86,7 +86,7 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
         "true_density": log.distinct_inside / universe.size, "estimated_density": e.density,
         "epsilon_requested": est.epsilon, "epsilon_state": est.epsilon_state,
         "calibration": est.calibration, "p": str(est.p), "seconds": elapsed,
-        "release": rel.to_dict(), "audit": [r.to_dict() for r in audit],
+        "release": rel.to_dict(), "audit": [a.to_dict() for a in audit],
     }
     log.addresses.fill(0)
     if as_json:
@@ -105,10 +105,10 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
     click.echo(f"  noisy release            {rel.distinct:>12,.0f}  95% CI [{rel.distinct_low:,.0f}, "
                f"{rel.distinct_high:,.0f}]  (laplace, output epsilon {rel.epsilon:g}; pan-private "
                f"total {rel.epsilon_total:.6g})")
-    for r in audit:
-        verdict = "within the claim" if not r.exceeded else "REVEALS the target (not covered)"
-        click.echo(f"  subpoena simulation      {r.scenario}: empirical epsilon >= {r.empirical:.3f} "
-                   f"vs claimed {r.claimed:.3f} -> {verdict}")
+    for a in audit:
+        verdict = "within the claim" if not a.exceeded else "REVEALS the target (not covered)"
+        click.echo(f"  subpoena simulation      {a.scenario}: empirical epsilon >= {a.empirical:.3f} "
+                   f"vs claimed {a.claimed:.3f} -> {verdict}")
     click.echo("The table is all that was kept: a dump of it is epsilon_state-DP. Only the noisy "
                "release is fit to publish (panstream release).")
 
