@@ -6,6 +6,7 @@ import fcntl
 import os
 import stat
 import sys
+from typing import Any
 
 from panstream.sources.files import CHUNK_SIZE, MAX_LINE, ChunkReader
 
@@ -23,8 +24,9 @@ def stdin_reader(chunk_size: int = CHUNK_SIZE, max_line: int = MAX_LINE, idle: f
         try:
             fd = sys.stdin.fileno()
         except (AttributeError, OSError, ValueError):  # replaced stdin (tests): no descriptor
-            return ChunkReader(sys.stdin.buffer.readinto, None, chunk_size=chunk_size,
-                               max_line=max_line, idle=idle, name="standard input")
+            stream: Any = sys.stdin.buffer
+            return ChunkReader(stream.readinto, None, chunk_size=chunk_size, max_line=max_line,
+                               idle=idle, name="standard input")
     try:
         if stat.S_ISFIFO(os.fstat(fd).st_mode):
             fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)

@@ -156,3 +156,12 @@ def test_gzip_input(tmp_path) -> None:
         f.write(b"1.2.3.4\n5.6.7.8")
     with open_input(str(p)) as inp:
         assert b"".join(bytes(c) for c in inp.reader) == b"1.2.3.4\n5.6.7.8\n"
+
+
+def test_vectorized_formatter_matches_ipaddress_and_round_trips() -> None:
+    from panstream.parse import format_ipv4_lines
+
+    v = np.array([0, 1, 9, 10, 99, 100, 255, 0x0A0B0C0D, 2**32 - 1], dtype=np.uint32)
+    text = format_ipv4_lines(v)
+    assert text.decode().split() == [str(ipaddress.IPv4Address(int(x))) for x in v]
+    assert parse_ipv4(text)[0].tolist() == v.tolist()
