@@ -351,10 +351,11 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
     if nlines == 0:
         return np.zeros(0, dtype=np.uint32), 0, 0, 0, 0
     # Drop one trailing CR per line.
-    nonempty = ends > starts
-    cr = np.zeros(nlines, dtype=bool)
-    cr[nonempty] = b[ends[nonempty] - 1] == 13
-    ends = ends - cr
+    if bool((b == 13).any()):
+        nonempty = ends > starts
+        cr = np.zeros(nlines, dtype=bool)
+        cr[nonempty] = b[ends[nonempty] - 1] == 13
+        ends = ends - cr
     length = ends - starts
     w = _windows(b, starts)
     if fmt == "clf":
