@@ -1,0 +1,68 @@
+"""The ingest loop's ordering guarantees, with a fake clock (no sleeping)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from panstream.estimator import DensityEstimator
+from panstream.ingest import Ingestor, Input
+from panstream.parse import Format
+from panstream.sources import ChunkReader
+
+
+def chunks_of(data: bytes, size: int = 8192) -> ChunkReader:
+    return ChunkReader(io.BytesIO(data).readinto, chunk_size=size, max_line=1024)
+
+
+class Clock:
+    """Advances one second every time it is read."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 1.0
+        return self.t
+
+
+def test_periodic_checkpoints_progress_and_a_final_checkpoint(tmp_path: Path) -> None:
+    state = tmp_path / "s.pst"
+    data = b"".join(b"10.0.%d.%d\n" % (i // 256 % 256, i % 256) for i in range(20_000))
+    seen = []
+    ing = Ingestor(DensityEstimator("ipv4:10.0.0.0/16"), Format("plain"), state_path=str(state),
+                   checkpoint_every=2.5, on_progress=lambda s: seen.append(s.lines), clock=Clock())
+    s = ing.run([Input("a", chunks_of(data))])
+    assert s.lines == s.accepted == 20_000
+    assert s.checkpoints >= 3 and state.exists()
+    assert seen and seen == sorted(seen)
+
+
+def test_release_is_published_only_after_its_charge_is_durable(tmp_path: Path) -> None:
+    state = tmp_path / "r.pst"
+    on_disk = []
+
+    def publish(rel: dict) -> None:
+        on_disk.append(DensityEstimator.load(state).ledger.spent)
+
+    ing = Ingestor(DensityEstimator("ipv4:10.0.0.0/24", budget=1.0), Format("plain"),
+                   state_path=str(state), release_every=1.0, release_epsilon=0.3,
+                   on_release=publish, clock=Clock())
+    data = b"10.0.0.1\n" * 5000
+    s = ing.run([Input("a", chunks_of(data, 4096))])
+    assert s.releases == 3 and s.refused_releases == 1
+    assert [round(x, 9) for x in on_disk] == [0.3, 0.6, 0.9]  # each charge on disk before publication
+
+
+def test_stop_request_ends_after_the_current_chunk_with_a_checkpoint(tmp_path: Path) -> None:
+    state = tmp_path / "t.pst"
+    ing = Ingestor(DensityEstimator("ipv4:10.0.0.0/16"), Format("plain"), state_path=str(state))
+    reader = chunks_of(b"10.0.0.1\n" * 10_000, 4096)
+
+    def stop_after_first(s):
+        ing.request_stop()
+
+    ing.on_progress = stop_after_first
+    ing.progress_every = 0
+    s = ing.run([Input("a", reader), Input("b", chunks_of(b"10.0.0.2\n"))])
+    assert s.interrupted and 0 < s.lines < 10_000 and s.checkpoints == 1 and state.exists()
