@@ -80,6 +80,14 @@ def metric(port: int, name: str) -> float | None:
     return None
 
 
+def metric_values(port: int, prefix: str) -> list[float]:
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+    except OSError:
+        return []
+    return [float(line.split()[-1]) for line in text.splitlines() if line.startswith(prefix)]
+
+
 def all_committed(admin: Any, group: str, highwater: dict[int, int]) -> bool:
     return committed_offsets(admin, group) == highwater
 
@@ -173,18 +181,33 @@ def test_two_members_split_partitions_and_state_follows_a_leaver(
                             str(port_a)), tmp_path / "a.log")
     try:
         wait_for(lambda: metric(port_a, "panstream_kafka_assigned_partitions") == 4, 30, "A owns 4")
+        # B checkpoints only when its partitions are revoked or it stops (interval 1 hour).
         b = start(consumer_argv(kafka_broker, topic, "g-split", *common, "--metrics-port",
-                                str(port_b)), tmp_path / "b.log")
+                                str(port_b), "--checkpoint-interval", "3600"), tmp_path / "b.log")
         wait_for(lambda: metric(port_a, "panstream_kafka_assigned_partitions") == 2
                  and metric(port_b, "panstream_kafka_assigned_partitions") == 2, 30, "a 2/2 split")
         hw = produce(topic, ips(batches[1]), keys=ips(batches[1]))
-        wait_for(lambda: all_committed(admin, "g-split", hw), 30, "batch 2 committed")
+
+        def b_caught_up() -> bool:
+            lags = metric_values(port_b, "panstream_kafka_consumer_lag{")
+            return len(lags) == 2 and not any(lags)
+
+        def a_committed() -> bool:
+            done = committed_offsets(admin, "g-split")
+            return sum(done.get(p) == off for p, off in hw.items()) == 2
+
+        wait_for(a_committed, 30, "A's half of batch 2 committed")
+        time.sleep(2.0)  # B's lag gauge is refreshed every second from its fetch responses
+        wait_for(b_caught_up, 30, "B consumed batch 2")
+        assert committed_offsets(admin, "g-split") != hw  # B's half: applied, not committed yet
         text = urllib.request.urlopen(f"http://127.0.0.1:{port_b}/metrics").read().decode()
         assert "panstream_kafka_consumer_lag" in text and "10.0." not in text  # no items served
         b.send_signal(signal.SIGTERM)
         assert b.wait(timeout=30) == 0
         out_b = json.loads((tmp_path / "b.log").read_text().splitlines()[-1])
         assert out_b["stopped_by"] == "signal" and len(out_b["partitions_at_exit"]) == 2
+        # B committed its offsets itself on SIGTERM (A needs seconds to rejoin and take over).
+        assert committed_offsets(admin, "g-split") == hw
         wait_for(lambda: metric(port_a, "panstream_kafka_assigned_partitions") == 4, 30,
                  "A takes over")
         hw = produce(topic, ips(batches[2]), keys=ips(batches[2]))
