@@ -106,6 +106,8 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
           --universe ipv4:10.0.0.0/16 --epsilon 1 --state-dir /var/lib/panstream
     """
     logging.basicConfig(level=log_level.upper(), format="panstream: %(levelname)s: %(message)s")
+    if log_level in ("warning", "error"):  # kafka-python logs every reconnect attempt
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)
     from panstream.sources import kafka as src
     from panstream.statestore import DirectoryStore
 

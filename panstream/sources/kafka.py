@@ -47,7 +47,7 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
 from panstream.checkpoint import Checkpointer, Shard, ShardStore, restore_shard, shard_key
-from panstream.errors import ConfigurationError, SourceError
+from panstream.errors import ConfigurationError, PanstreamError, SourceError
 from panstream.estimator import DensityEstimator
 from panstream.parse import LineParser
 from panstream.statestore import DEFAULT_CHUNK_BYTES, TopicStore, decode_shard
@@ -627,6 +627,13 @@ class KafkaTail:
                 self.summary.stopped_by = "signal"
             self.checkpoint()  # final: snapshots durable, then commit
             self.summary.partitions = sorted(s.key for s in self.shards.values())
+        except KafkaError as exc:
+            cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+            if isinstance(cause, PanstreamError):
+                raise cause from None  # e.g. a shard could not be saved on revoke
+            msg = (f"Kafka consumer failed: {exc}; offsets after the last checkpoint were not "
+                   "committed, a restart replays them (harmless)")
+            raise SourceError(msg) from None
         finally:
             with contextlib.suppress(Exception):
                 self.consumer.close(autocommit=False)  # leaves the group; revoke finds nothing dirty

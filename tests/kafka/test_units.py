@@ -155,3 +155,21 @@ def test_both_merges_are_unbiased_for_keyed_streams() -> None:
     assert abs(part.distinct - seen.size) <= Z * part.stderr_distinct
     # The partition-aware error does not grow with the shard count: about sqrt(K) smaller.
     assert part.stderr_distinct < 0.6 * s.stderr_distinct
+
+
+# ------------------------------------------------------------------ command line
+def test_cli_rejects_unknown_consumer_setting_with_one_line(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from panstream.cli.main import cli
+
+    args = ["kafka", "-b", "127.0.0.1:1", "-t", "t", "-g", "g", "-u", "range:10", "--epsilon", "1",
+            "--state-dir", str(tmp_path), "-C", "fetch_max_byte=10"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2
+    assert "unknown Kafka consumer setting 'fetch_max_byte'" in res.output
+    assert "fetch_max_bytes" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(cli, args[:-4])  # neither --state-dir nor --state-topic
+    assert res.exit_code == 2 and "exactly one of --state-dir" in res.output
+    res = CliRunner().invoke(cli, ["kafka", "--help"])
+    assert "PANSTREAM_KAFKA_CONFIG" in res.output and "PANSTREAM_METRICS_PORT" in res.output
