@@ -282,6 +282,36 @@ def format_row(row: Row) -> str:
     return "  ".join(f"{c:>9}" for c in cells(row))
 
 
+def targets(rows: list[Row], big: dict[str, object] | None) -> list[str]:
+    """The issue-7 targets checked against this run (benchmarks, not tests: nothing fails)."""
+    out = []
+
+    def mark(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    for r in rows:
+        if r.size_log2 == 24 and r.batch_log2 == 20:
+            q = r.rates["panstream"] / r.rates["limit"]
+            out.append(
+                f"2^24 cells, batch 2^20, {r.dist}: {q:.2f} x the bare scatter (>= 0.5): {mark(q >= 0.5)}"
+            )
+        if r.size_log2 == 32 and r.batch_log2 == 20:
+            v = r.rates["panstream"] / 1e6
+            out.append(f"2^32 cells, batch 2^20, {r.dist}: {v:.1f} M items/s (>= 30): {mark(v >= 30)}")
+    if big and "error" not in big:
+        for key, limit, unit in (
+            ("vmhwm_after_updates_mib", 600, "MiB peak RSS after updates"),
+            ("vmhwm_after_load_mib", 600, "MiB peak RSS after save+load"),
+            ("init_s", 2, "s init"),
+            ("save_s", 2, "s snapshot save"),
+            ("load_s", 2, "s snapshot load"),
+        ):
+            val = big.get(key)
+            if isinstance(val, (int, float)):
+                out.append(f"2^32 cells: {val:.3g} {unit} (<= {limit}): {mark(val <= limit)}")
+    return out
+
+
 def machine() -> dict[str, str]:
     model = "unknown"
     with contextlib.suppress(OSError):
@@ -305,6 +335,13 @@ def machine() -> dict[str, str]:
     }
 
 
+def _loadavg() -> str:
+    """1-minute load average: above ~0.2 on a 2-CPU machine, other work shares the cores."""
+    with contextlib.suppress(OSError):
+        return Path("/proc/loadavg").read_text().split()[0]
+    return "unknown"
+
+
 def _git_commit() -> str:
     with contextlib.suppress(Exception):
         return subprocess.run(
@@ -321,10 +358,10 @@ def markdown(rows: list[Row], big: dict[str, object] | None, args: argparse.Name
     lines = [
         "# panstream update-loop benchmark",
         "",
-        f"Command: `python bench/bench_update.py{' --quick' if args.quick else ''}` "
+        f"Command: `{' '.join(['python bench/bench_update.py', *args.argv])}` "
         f"({elapsed:.0f} s). Machine: {m['nproc']} CPUs, {m['cpu']}, Linux {m['kernel']}; "
         f"Python {m['python']}, NumPy {m['numpy']}, datasketches {m['datasketches']}; "
-        f"panstream {m['panstream commit']}.",
+        f"panstream {m['panstream commit']}. Load average: {args.load}.",
         "",
         f"Items per configuration: {args.items:,} for the table updates (median of "
         f"{args.repeats} interleaved repeats), {args.peer_items:,} for the peers (prebuilt "
@@ -338,6 +375,7 @@ def markdown(rows: list[Row], big: dict[str, object] | None, args: argparse.Name
         "|" + "|".join("---:" for _ in header()) + "|",
     ]
     lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
+    lines += ["", "## Issue 7 targets", ""] + [f"- {t}" for t in targets(rows, big)]
     if big:
         lines += ["", "## 2^32 cells (ipv4:0.0.0.0/0, child process)", ""]
         lines += [f"- {k}: {v:.3g}" if isinstance(v, float) else f"- {k}: {v}" for k, v in big.items()]
@@ -357,14 +395,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-child", action="store_true", help="skip the 2^32 init/RSS/snapshot child")
     ap.add_argument("--out", default=str(HERE / "results" / "latest.md"))
     args = ap.parse_args(argv)
-    args.items = args.items or (1 << 21 if args.quick else 1 << 24)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    args.items = args.items or (1 << 21 if args.quick else 1 << 25)
     args.peer_items = args.peer_items or (1 << 19 if args.quick else 1 << 22)
-    args.repeats = args.repeats or (1 if args.quick else 3)
+    args.repeats = args.repeats or (1 if args.quick else 5)
     sizes = [int(s) for s in args.sizes.split(",")]
     batches = [int(b) for b in args.batches.split(",")]
     dists = args.dists.split(",")
     peer_makers = {} if args.no_peers else peers()
     start = time.perf_counter()
+    load_before = _loadavg()
     big = None
     if 32 in sizes and not args.no_child:
         # First, while this process is small: Linux carries ru_maxrss across fork+exec.
@@ -378,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    args.load = f"{load_before} at start, {_loadavg()} at end"
     text = markdown(rows, big, args, elapsed)
     with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as f:
         f.write(text)
