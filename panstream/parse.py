@@ -46,7 +46,6 @@ import ipaddress
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from panstream.errors import ConfigurationError
 from panstream.universe import Universe
@@ -63,68 +62,91 @@ _U8_WS = np.zeros(256, dtype=bool)
 _U8_WS[list(_WS)] = True
 
 
+_DOT_NIBBLE = 0xE  # low nibble of "." (digits have 0..9)
+
+
 def _build_structure_table() -> np.ndarray:
-    """For every 16-bit mask of separator positions (three dots and the terminator): 0 unless it has
-    exactly four separators leaving 1..3 characters before and between them. Else bit 63 is set and
-    the 16-bit field k (bits ``16 k ..``) holds ``(l_k - 1) << 12`` for the octet length ``l_k`` and,
-    for octets k = 1..3 ending at separator ``e_k``, the nibble shift ``4 (e_k - 3)`` in its low byte."""
-    m = np.arange(1 << 16, dtype=np.uint32)
-    bits = ((m[:, None] >> np.arange(16, dtype=np.uint32)) & 1).astype(np.uint8)
-    four = bits.sum(axis=1) == 4
+    """For every 17-bit mask of separator positions (three dots, then the terminator at the token
+    length; bit 16 set means the token fills the whole window): 0 unless it has exactly four
+    separators leaving 1..3 characters before and between them. Else bit 63 is set and byte k - 1
+    (k = 1..3) holds the nibble shift ``4 (e_k - 3)`` that brings the three characters before the
+    separator ``e_k`` ending octet k to the bottom of the row's packed nibbles."""
+    m = np.arange(1 << 17, dtype=np.uint32)
+    bits = ((m[:, None] >> np.arange(17, dtype=np.uint32)) & 1).astype(np.uint8)
+    four = (bits.sum(axis=1) == 4) & (bits[:, 16] == 0)
     pos = np.zeros((m.size, 4), dtype=np.int64)
     rows = np.flatnonzero(four)
     pos[rows] = np.nonzero(bits[rows])[1].reshape(-1, 4)
     lens = np.diff(np.concatenate([np.full((m.size, 1), -1), pos], axis=1), axis=1) - 1
     ok = four & (lens >= 1).all(axis=1) & (lens <= 3).all(axis=1)
     code = np.uint64(1 << 63) * ok.astype(np.uint64)
-    for k in range(4):
-        field = ((lens[:, k] - 1) << 12) | (4 * (pos[:, k] - 3) if k else 0)
-        code |= np.where(ok, field, 0).astype(np.uint64) << np.uint64(16 * k)
+    for k in (1, 2, 3):
+        code |= np.where(ok, 4 * (pos[:, k] - 3), 0).astype(np.uint64) << np.uint64(8 * (k - 1))
     return np.where(ok, code, np.uint64(0))
 
 
-def _build_octet_tables() -> tuple[np.ndarray, np.ndarray]:
-    """Octet values from 12-bit nibble keys plus ``(length - 1) << 12``; ``0x100`` marks invalid
-    (a non-digit, a leading zero, or a value over 255).
+def _build_octet_tables() -> list[np.ndarray]:
+    """Per octet k = 0..3, a table from 12-bit keys of three nibbles to the octet's value already
+    shifted to its place in the address, with bit 40 set where the octet is invalid (a leading zero,
+    a value over 255, or a character that is neither a digit nor the dot's nibble ``0xE``).
 
-    Right-aligned table (octets 1..3): nibbles of positions e-3, e-2, e-1 in bits 0, 4, 8. Left-aligned
-    table (octet 0): nibbles of positions 0, 1, 2 in bits 0, 4, 8.
+    The keys are self-delimiting: within a structurally valid row (dots exactly where the structure
+    table put them, every other character a digit or ``/``), the dot's nibble ``0xE`` marks where the
+    octet starts. Octets 1..3 are right-aligned (nibbles of positions e-3, e-2, e-1 in bits 0, 4, 8,
+    e the separator after the octet); octet 0 is left-aligned (positions 0, 1, 2). ``/`` (nibble
+    ``0xF``) passes the row's character check but is rejected here.
     """
-    key = np.arange(3 << 12)
-    ln = (key >> 12) + 1
+    e = _DOT_NIBBLE
+    key = np.arange(1 << 12)
     x, y, z = key & 15, (key >> 4) & 15, (key >> 8) & 15
-    v = np.where(ln == 1, z, np.where(ln == 2, 10 * y + z, 100 * x + 10 * y + z))
-    bad = (z > 9) | ((ln >= 2) & (y > 9)) | ((ln == 3) & (x > 9)) | ((ln == 2) & (y == 0))
-    bad |= ((ln == 3) & (x == 0)) | (v > 255)
-    v0 = np.where(ln == 1, x, np.where(ln == 2, 10 * x + y, 100 * x + 10 * y + z))
-    bad0 = (x > 9) | ((ln >= 2) & (y > 9)) | ((ln == 3) & (z > 9)) | ((ln >= 2) & (x == 0))
-    bad0 |= v0 > 255
-    return (np.where(bad, 0x100, v).astype(np.uint16), np.where(bad0, 0x100, v0).astype(np.uint16))
+    one, two = y == e, (y != e) & (x == e)
+    three = (y != e) & (x != e)
+    v = np.where(one, z, np.where(two, 10 * y + z, 100 * x + 10 * y + z))
+    bad = (z > 9) | (~one & (y > 9)) | (three & (x > 9))
+    bad |= (two & (y == 0)) | (three & ((x == 0) | (v > 255)))
+    one0, two0 = y == e, (y != e) & (z == e)
+    three0 = (y != e) & (z != e)
+    v0 = np.where(one0, x, np.where(two0, 10 * x + y, 100 * x + 10 * y + z))
+    bad0 = (x > 9) | (~one0 & (y > 9)) | (three0 & (z > 9))
+    bad0 |= (~one0 & (x == 0)) | (three0 & (v0 > 255))
+    out = []
+    for k, (val, inv) in enumerate(((v0, bad0), (v, bad), (v, bad), (v, bad))):
+        t = np.where(inv, 0, val).astype(np.uint64) << np.uint64(8 * (3 - k))
+        t |= inv.astype(np.uint64) << np.uint64(40)
+        out.append(t)
+    return out
 
 
 def _build_ctz_table() -> np.ndarray:
     """Index of the lowest set bit of every 16-bit value (16 for zero)."""
     m = np.arange(1 << 16, dtype=np.uint32)
-    out = np.full(m.size, 16, dtype=np.int16)
+    out = np.full(m.size, 16, dtype=np.intp)
     for k in range(15, -1, -1):
         out[(m >> k) & 1 == 1] = k
     return out
 
 
+def _build_bytemask_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every 8-bit mask: its popcount, the index of each set bit (row padded with 0), and the
+    index of its only set bit (-1 unless exactly one bit is set)."""
+    pop = np.array([bin(i).count("1") for i in range(256)], dtype=np.intp)
+    pos = np.zeros((256, 8), dtype=np.intp)
+    for m in range(256):
+        bs = [i for i in range(8) if m >> i & 1]
+        pos[m, : len(bs)] = bs
+    return pop, pos, np.where(pop == 1, pos[:, 0], -1)
+
+
 _STRUCT = _build_structure_table()
-_VAL, _VAL0 = _build_octet_tables()
-_FIELD = np.uint64(0xFFFF)
-_SHIFT = np.uint64(0xFF)
-_LENBITS = np.uint64(0x3000)
-_KEY12 = np.uint64(0xFFF)
+_OCTET = _build_octet_tables()
 _CTZ = _build_ctz_table()
-#: Mask of the first L positions; 0 for L = 16 (no terminator inside the window: never valid).
-_LOWMASK = ((1 << np.arange(_W + 1, dtype=np.uint32)) - 1).astype(np.uint16)
-_LOWMASK[_W] = 0
-_TERMBIT = np.zeros(_W + 1, dtype=np.uint16)
-_TERMBIT[:_W] = (1 << np.arange(_W, dtype=np.uint32)).astype(np.uint16)
+_POP8, _BITPOS8, _ONEBIT8 = _build_bytemask_tables()
+_MOVEMASK = np.uint64(0x0102040810204080)  # bytes of 0/1 -> bits of the top byte
 _NIBBLES = np.uint64(0x0F0F0F0F0F0F0F0F)
 _VALID = np.uint64(1 << 63)
+_KEY12 = np.uint64(0xFFF)
+_BYTE = np.uint64(0xFF)
+_BAD = np.uint64(1 << 32)
 
 
 @dataclass(frozen=True)
@@ -227,9 +249,38 @@ def tune_allocator() -> None:
 # ---------------------------------------------------------------------------------------- core
 
 
+def _newlines(b: np.ndarray) -> np.ndarray:
+    """Positions of every ``\\n`` in ``b``, in order.
+
+    Cheaper than ``flatnonzero(b == 10)``: the equality flags are viewed as 64-bit words, only the
+    nonzero words are located, and a multiply moves each word's flags into one byte whose set bits
+    are looked up in a table (one newline per word is the common case; more are expanded)."""
+    n = b.size
+    eq = np.zeros(n + (-n) % 8, dtype=bool)
+    np.equal(b, 10, out=eq[:n])
+    words = eq.view(np.uint64)
+    hit = np.flatnonzero(words != 0)
+    m = words[hit]
+    m *= _MOVEMASK
+    m >>= np.uint64(56)
+    mi = m.view(np.intp)
+    one = _ONEBIT8[mi]
+    if bool((one >= 0).all()):
+        hit <<= 3
+        hit += one
+        return hit
+    cnt = _POP8[mi]
+    rep = np.repeat(np.arange(hit.size), cnt)
+    rank = np.arange(rep.size) - (np.cumsum(cnt) - cnt)[rep]
+    out = hit[rep]
+    out <<= 3
+    out += _BITPOS8[mi[rep], rank]
+    return out
+
+
 def _line_bounds(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (exclusive, before ``\\n``) of every line; a missing final newline is implied."""
-    ends = np.flatnonzero(b == 10)
+    ends = _newlines(b)
     if b.size and (ends.size == 0 or ends[-1] != b.size - 1):
         ends = np.append(ends, b.size)
     starts = np.empty_like(ends)
@@ -239,22 +290,28 @@ def _line_bounds(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, ends
 
 
+def _v16(b: np.ndarray, count: int) -> np.ndarray:
+    """Overlapping 16-byte items starting at every byte of ``b`` (a strided view, no copy): one
+    fancy-index gather copies whole windows, about twice as fast as a 2-D ``sliding_window_view``."""
+    return np.ndarray((count,), dtype="V16", buffer=b, strides=(1,))
+
+
 def _windows(b: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """The ``n x 16`` matrix of the 16 bytes from each start (zero-padded past the buffer's end)."""
     n = b.size
     if n < _W:
         pad = np.zeros(2 * _W, dtype=np.uint8)
         pad[:n] = b
-        w = sliding_window_view(pad, _W)[starts]
+        w = _v16(pad, _W + 1)[starts].view(np.uint8).reshape(-1, _W)
         pad.fill(0)
         return w
     lim = n - _W
-    w = sliding_window_view(b, _W)[np.minimum(starts, lim)]
+    w = _v16(b, lim + 1)[np.minimum(starts, lim)].view(np.uint8).reshape(-1, _W)
     k = int(np.searchsorted(starts, lim, side="right"))
     if k < starts.size:  # the last few lines start within 16 bytes of the end
         pad = np.zeros(2 * _W, dtype=np.uint8)
         pad[:_W] = b[lim:]
-        w[k:] = sliding_window_view(pad, _W)[starts[k:] - lim]
+        w[k:] = _v16(pad, _W + 1)[starts[k:] - lim].view(np.uint8).reshape(-1, _W)
         pad.fill(0)
     return w
 
@@ -267,63 +324,75 @@ def _mask16(rows: np.ndarray) -> np.ndarray:
 def _nibbles(w: np.ndarray) -> np.ndarray:
     """The low nibbles of the 16 bytes of each row packed into one ``uint64`` (byte j -> bits 4j)."""
     x = w.view("<u8") & _NIBBLES
-    x = (x | (x >> np.uint64(4))) & np.uint64(0x00FF00FF00FF00FF)
-    x = (x | (x >> np.uint64(8))) & np.uint64(0x0000FFFF0000FFFF)
-    x = (x | (x >> np.uint64(16))) & np.uint64(0x00000000FFFFFFFF)
-    out = x[:, 0] | (x[:, 1] << np.uint64(32))
+    y = x >> np.uint64(4)
+    x |= y  # the low byte of every 16-bit lane now holds two nibbles
+    y.fill(0)
+    out = x.view("<u2").astype(np.uint8).view("<u8").reshape(-1)
     x.fill(0)
     return out
 
 
-def ipv4_from_windows(w: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Strictly parse the first ``length[i]`` bytes of each row of ``w`` as a dotted quad.
+def ipv4_from_windows(w: np.ndarray, length: np.ndarray, clf: bool = False
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Strictly parse the token at the start of each row of ``w`` as a dotted quad.
 
-    Steps (all vectorized): classify bytes (digit, dot) and pack each row's classes into 16-bit
-    masks; the dot mask plus a terminator bit at ``length`` indexes a table giving the structure
-    (exactly three dots, octets of 1..3 characters) and where each octet ends; each octet's nibbles,
-    shifted out of the row's packed nibbles, index a table of octet values that rejects leading zeros
-    and values over 255.
+    The token is the first ``length[i]`` bytes (``clf=False``), or (``clf=True``) the bytes before
+    the first space, tab or CR within them. Steps (all vectorized, a few passes over the ``n x 16``
+    matrix, then passes over ``n``-element arrays): byte classes (dot; dot, ``/`` or digit) packed
+    into 16-bit masks; the dot mask plus a terminator bit at the token length indexes a table giving
+    the structure (exactly three dots, octets of 1..3 characters) and where each octet ends; the
+    row's 16 nibbles packed into a ``uint64``; per octet, three nibbles shifted out of it index a
+    table of shifted octet values that rejects leading zeros, values over 255 and ``/``.
 
     Args:
         w: ``uint8`` matrix ``n x 16``, C-contiguous.
-        length: token lengths (``int`` array, any value; over 15 is never valid).
+        length: line lengths (``int`` array, any value; a token over 15 bytes is never valid).
+        clf: the token ends at the first space, tab or CR (else it is the whole line).
 
     Returns:
         ``(addresses, ok)``: ``uint32`` addresses (garbage where not ``ok``) and the boolean mask of
         rows that hold exactly an address :class:`ipaddress.IPv4Address` accepts.
     """
-    L = np.minimum(length, _W)
+    n = w.shape[0]
     isdot = w == 46
     dm = _mask16(isdot)
-    isdig = (w - np.uint8(48)) < 10
-    isdig |= isdot
-    gm = _mask16(isdig)
-    low = _LOWMASK[L]
-    ok = (gm & low) == low
+    t = w - np.uint8(46)
+    isok = np.less(t, 12, out=isdot)  # '.', '/' or a digit
+    t.fill(0)
+    gm = _mask16(isok)
+    if clf:
+        p = _CTZ[~gm]  # first byte that is not '.', '/' or a digit
+        tok = np.minimum(p, length)
+        ch = w.reshape(-1)[np.arange(0, _W * n, _W) + np.minimum(p, _W - 1)]
+        term = (ch == 32) | (ch == 9) | (ch == 13) | (p >= length)
+        ch.fill(0)
+    else:
+        tok = length
+    bit = np.left_shift(np.uint32(1), np.minimum(tok, _W).astype(np.uint32))
+    low = bit - np.uint32(1)
+    ok = (gm | ~low.astype(np.uint16)) == 0xFFFF
     key = dm & low
-    key |= _TERMBIT[L]
-    code = np.take(_STRUCT, key.astype(np.intp))
+    key |= bit
+    code = _STRUCT[key.astype(np.intp)]
     ok &= code >= _VALID
+    if clf:
+        ok &= term
     nb = _nibbles(w)
-    k0 = nb & _KEY12
-    k0 |= code & _LENBITS
-    v = np.take(_VAL0, k0.view(np.int64))
-    bad = v.copy()
-    addr = v.astype(np.uint32) << np.uint32(24)
+    kk = nb & _KEY12
+    acc = np.take(_OCTET[0], kk.view(np.intp))
+    sh = np.empty_like(code)
+    tmp = np.empty_like(code)
     for k in (1, 2, 3):
-        f = code >> np.uint64(16 * k)
-        kk = nb >> (f & _SHIFT)
+        np.right_shift(code, np.uint64(8 * (k - 1)), out=sh)
+        sh &= _BYTE
+        np.right_shift(nb, sh, out=kk)
         kk &= _KEY12
-        f &= _LENBITS
-        kk |= f
-        v = np.take(_VAL, kk.view(np.int64))
-        bad |= v
-        addr |= v.astype(np.uint32) << np.uint32(8 * (3 - k))
-        v.fill(0)
-        kk.fill(0)
-    k0.fill(0)
-    ok &= bad < 0x100
-    nb.fill(0)
+        np.take(_OCTET[k], kk.view(np.intp), out=tmp, mode="clip")
+        acc |= tmp
+    ok &= acc < _BAD
+    addr = acc.astype(np.uint32)
+    for a in (acc, tmp, kk, nb):
+        a.fill(0)
     return addr, ok
 
 
@@ -345,6 +414,9 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
     >>> [str(ipaddress.IPv4Address(int(x))) for x in a], lines, empty, bad, v6
     (['1.2.3.4'], 3, 0, 1, 1)
     """
+    if fmt not in ("plain", "clf"):
+        msg = f"parse_ipv4 handles plain and clf, not {fmt!r}"
+        raise ValueError(msg)
     b = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
     starts, ends = _line_bounds(b)
     nlines = int(starts.size)
@@ -358,16 +430,7 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
         ends = ends - cr
     length = ends - starts
     w = _windows(b, starts)
-    if fmt == "clf":
-        term = (w == 32) | (w == 10) | (w == 9) | (w == 13)
-        tok = _CTZ[_mask16(term)]
-        tok = np.minimum(tok, length)
-    elif fmt == "plain":
-        tok = length
-    else:
-        msg = f"parse_ipv4 handles plain and clf, not {fmt!r}"
-        raise ValueError(msg)
-    addr, ok = ipv4_from_windows(w, tok)
+    addr, ok = ipv4_from_windows(w, length, fmt == "clf")
     w.fill(0)
     ok &= length <= max_line
     empty = length == 0

@@ -39,6 +39,10 @@ ADVERSARIAL = [
     "1234.1.1.1", "1.1.1.1234", "999.999.999.999", "100.100.100.100", "١.٢.٣.٤", "1.2.3.4\x00",
     "12.34.56.78", "9.99.199.249", "1.2.3.a", "a.b.c.d", "", "...", "1.2.3.4:80", "::1",
     "1.2.3.00", "1.2.3.0", "200.250.255.249", "260.0.0.0", "25.5.25.5",
+    # '/' shares the digits' byte range and ':' '>' share nibbles with digits or the dot
+    "1/2.3.4", "1.2/.3.4", "/.1.2.3", "1.2.3./", "1.2.3.4/", "12/.1.1.1", "1.2.3.4>", "1>2.3.4.5",
+    "1.>.3.4", "1.2.3.:", "1.2.3.4:", "\x00.1.2.3", "1.2.3.\x0e", "1.2.3.\x0f", "9.9.9.>9",
+    "111.222.233.244", "255.255.255.2550", "1.2.3.4\x00\x00\x00\x00\x00\x00\x00\x00",
 ]
 
 
@@ -85,6 +89,35 @@ def test_every_address_round_trips_plain_and_clf(values: list[int]) -> None:
     clf = "".join(f'{t} - - [01/Jan/2024:00:00:00 +0000] "GET / HTTP/1.1" 200 5\r\n' for t in text)
     assert parse_ipv4(plain)[0].tolist() == values
     assert parse_ipv4(clf.encode(), "clf")[0].tolist() == values
+
+
+clf_token = st.one_of(dotted, junk.filter(lambda t: " " not in t and "\t" not in t))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(clf_token, st.sampled_from([" - - x", "\t- x", " ", "", "\x00 x"])),
+                min_size=1, max_size=40))
+def test_clf_first_field_matches_ipaddress_in_one_buffer(rows: list[tuple[str, str]]) -> None:
+    """The CLF item ends at the first space or tab; everything else on the line is ignored."""
+    lines = [(t + rest).encode("utf-8", "surrogatepass") for t, rest in rows]
+    buf = b"".join(line + b"\n" for line in lines)
+    addr, n, empty, bad, v6 = parse_ipv4(buf, "clf")
+    want = []
+    for t, rest in rows:
+        token = t if not rest or rest[0] in " \t" else t + rest.split(" ", 1)[0]
+        if reference(token) is not None:
+            want.append(reference(token))
+    assert n == len(rows)
+    assert addr.tolist() == want
+    assert addr.size + empty + bad + v6 == n
+
+
+def test_newline_finder_handles_runs_of_short_lines() -> None:
+    from panstream.parse import _newlines
+
+    for data in (b"\n" * 37, b"1\n22\n\n333\n4444\n" * 50 + b"x", b"", b"abc", b"1.2.3.4\n" * 9):
+        b = np.frombuffer(data, dtype=np.uint8)
+        assert _newlines(b).tolist() == np.flatnonzero(b == 10).tolist()
 
 
 def test_large_random_sample_vectorized() -> None:
