@@ -8,7 +8,9 @@ every item lives in one partition (messages keyed by the item), these sets are d
 of the shard estimates is an unbiased estimate of the distinct count. But every shard contributes the
 noise of a whole table of |X| coin flips, so the variance is ``K`` times that of one table:
 the standard error of the distinct count grows as ``sqrt(K)`` with the number of shards ``K``.
-(If the same item appears in several partitions the sum counts it several times: biased upward.)
+(If the same item appears in several partitions the sum counts it several times: biased upward,
+and one person then changes the summed count of ones by up to ``K``: a release must scale its noise
+to that, see :func:`panstream.statestore.merge_store`.)
 
 **Partition-aware merge** (:func:`merge_partitioned`). When messages are keyed by the item's text with
 Kafka's default partitioner, the partition of every cell is a public function of the cell:
@@ -16,8 +18,9 @@ Kafka's default partitioner, the partition of every cell is a public function of
 the merged table takes ``b[c]`` from the owner's shard and ignores the other ``K - 1`` shards' coin
 flips for that cell. The merged table has exactly the law of one table fed the whole stream: its
 error does not grow with ``K``, and it is itself an estimator that can be released (sensitivity of
-its count of ones stays 1). Each merged bit is one shard bit, so the merged table is as private as
-a shard (``epsilon_state``).
+its count of ones stays 1, whatever the keying). Each merged bit is one shard bit, so the merged
+table is as private as a shard (``epsilon_state``); the shard *files* are not, if an item's messages
+reach several partitions (each holds a redrawn bit of its cell: ``K x epsilon_state``).
 
 ``docs/kafka.md`` shows both errors measured (``bench/merge_error.py``).
 

@@ -40,7 +40,7 @@ from panstream.calibration import validate_epsilon
 from panstream.errors import ConfigurationError
 from panstream.estimator import distinct_from_density, stderr_density
 from panstream.ledger import group_privacy
-from panstream.noise import MECHANISMS, NoiseLaw
+from panstream.noise import MECHANISMS, NoiseLaw, exact_epsilon
 
 if TYPE_CHECKING:  # pragma: no cover
     from panstream.estimator import DensityEstimator
@@ -76,6 +76,12 @@ class Release:
         noise_granularity: lattice step of the release noise in counts (1 or 2**-10).
         budget, budget_remaining: the output budget and what is left after this release.
         time: UNIX time of the release (as recorded in the ledger).
+        sensitivity: how much one person can change the released count of ones (1 for one table;
+            more for a sum merge of shards an item may reach several of); the noise is scaled to it,
+            so ``epsilon`` holds whatever it is.
+        state_tables: how many stored tables one person's arrivals can change (1 for one table; the
+            number of shards when one item's messages may reach several partitions). The reported
+            ``epsilon_state`` already includes this factor (group privacy over the tables).
     """
 
     density: float
@@ -98,6 +104,8 @@ class Release:
     budget: float
     budget_remaining: float
     time: float
+    sensitivity: int = 1
+    state_tables: int = 1
 
     def group_privacy(self, k: int) -> float:
         """Pan-private guarantee for a group of ``k`` people: ``k * epsilon_total``.
@@ -183,7 +191,8 @@ def _normal_laplace_survival(h: float, sigma: float, b: float) -> float:
 
 
 def release(est: DensityEstimator, epsilon: float, mechanism: str = "laplace", *,
-            confidence: float = DEFAULT_CONFIDENCE) -> Release:
+            confidence: float = DEFAULT_CONFIDENCE, sensitivity: int = 1,
+            state_tables: int = 1) -> Release:
     """Publish a noisy density and distinct count of ``est``, charged to ``est.ledger``.
 
     Steps, in this order: validate; charge the ledger (refusing, before any noise is drawn, if the
@@ -195,6 +204,12 @@ def release(est: DensityEstimator, epsilon: float, mechanism: str = "laplace", *
         epsilon: output epsilon of this release (realized exactly by the samplers).
         mechanism: ``"laplace"`` or ``"geometric"``.
         confidence: level of the reported interval, in (0, 1).
+        sensitivity: bound on how much one person changes ``est``'s count of ones (1 for a table
+            fed a stream; ``K`` for shards laid end to end when an item may reach ``K`` of them).
+            The noise is calibrated to it (scale ``sensitivity/epsilon``), so the release stays
+            ``epsilon``-DP and the ledger is charged ``epsilon``.
+        state_tables: how many stored tables one person can change; the reported state epsilon is
+            ``state_tables * est.epsilon_state`` (group privacy over independent tables).
 
     Returns:
         The :class:`Release`.
@@ -219,12 +234,20 @@ def release(est: DensityEstimator, epsilon: float, mechanism: str = "laplace", *
     if not (isinstance(confidence, (int, float)) and 0 < confidence < 1):
         msg = f"confidence must lie strictly between 0 and 1, got {confidence!r}"
         raise ConfigurationError(msg)
+    for name, k in (("sensitivity", sensitivity), ("state_tables", state_tables)):
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            msg = f"{name} must be a positive integer, got {k!r}"
+            raise ConfigurationError(msg)
     try:
-        law = NoiseLaw.for_mechanism(mechanism, eps)
+        # Noise for sensitivity s at epsilon: the sensitivity-1 law at epsilon/s (exact rational),
+        # whose pmf ratio over a shift of s lattice counts is exp(epsilon).
+        law = NoiseLaw.for_mechanism(mechanism, exact_epsilon(eps) / sensitivity)
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from None
+    eps_out = float(law.epsilon_exact * sensitivity)  # == eps exactly (a float is dyadic)
+    eps_state = est.epsilon_state * state_tables
 
-    entry = est.ledger.charge(law.epsilon, mechanism)  # raises before any noise is drawn
+    entry = est.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
     size = est.size
     noisy = est.count_ones() + law.sample()  # exact Fraction; the noise is not kept
     if mechanism == "geometric":
@@ -247,9 +270,9 @@ def release(est: DensityEstimator, epsilon: float, mechanism: str = "laplace", *
         density=density,
         distinct=distinct_from_density(density, size, hashed),
         noisy_ones=noisy_ones,
-        epsilon=law.epsilon,
-        epsilon_state=est.epsilon_state,
-        epsilon_total=est.ledger.epsilon_total(est.epsilon_state),
+        epsilon=eps_out,
+        epsilon_state=eps_state,
+        epsilon_total=est.ledger.epsilon_total(eps_state),
         mechanism=mechanism,
         confidence=float(confidence),
         density_low=lo,
@@ -264,6 +287,8 @@ def release(est: DensityEstimator, epsilon: float, mechanism: str = "laplace", *
         budget=est.ledger.budget,
         budget_remaining=est.ledger.remaining,
         time=entry.time,
+        sensitivity=sensitivity,
+        state_tables=state_tables,
     )
 
 
@@ -288,6 +313,10 @@ def format_release(r: Release) -> str:
         f"  privacy               output epsilon {r.epsilon:g} + state epsilon "
         f"{r.epsilon_state:.6g} -> pan-private epsilon_total {r.epsilon_total:.6g}",
         f"  group of k people     k x {r.epsilon_total:.6g} (e.g. k = 2: {r.group_privacy(2):.6g})",
+        *([f"  merged shards         one person changes up to {r.state_tables} stored table(s) "
+           f"(state epsilon counted {r.state_tables}x) and the count of ones by up to "
+           f"{r.sensitivity} (noise scaled to it)"] if r.sensitivity > 1 or r.state_tables > 1
+          else []),
         f"  output budget         {r.budget - r.budget_remaining:g} of {r.budget:g} spent, "
         f"{r.budget_remaining:g} left",
     ]

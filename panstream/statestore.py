@@ -305,6 +305,13 @@ class GroupState:
         estimator: the merged estimator (its ledger is the state directory's release ledger).
         method: ``"partitioned"`` or ``"sum"``; shards: number of shards; topics: their topics.
         partitions: the partition count used by the partition-aware merge (0 for ``sum``).
+        keyed: whether the operator asserted that messages are keyed by the item (default
+            partitioner), so an item's messages reach one partition per topic.
+        sensitivity: how much one person can change the merged count of ones: 1 for the
+            partition-aware merge (one bit per cell); for the sum merge the number of shards an item
+            can reach (its topics if keyed, every shard if not).
+        state_tables: how many stored shard tables one person's arrivals can change (the same
+            bound for the shards on disk), which multiplies the state epsilon.
     """
 
     estimator: DensityEstimator
@@ -312,10 +319,13 @@ class GroupState:
     shards: int
     topics: tuple[str, ...]
     partitions: int
+    keyed: bool = False
+    sensitivity: int = 1
+    state_tables: int = 1
 
 
 def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
-                partitions: int | None = None) -> GroupState:
+                partitions: int | None = None, keyed: bool = False) -> GroupState:
     """Load every shard of ``store`` and merge them (see :mod:`panstream.merge`).
 
     Args:
@@ -324,6 +334,11 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
             ``"sum"`` (any keying that keeps each item in one partition), or ``"auto"``:
             partitioned for one topic over an ``ipv4``/``range`` universe, else sum.
         partitions: the topic's partition count (default: highest shard partition + 1).
+        keyed: the operator asserts that every message is keyed by its item with the default
+            partitioner, so one item reaches one partition per topic. Without it the privacy
+            accounting assumes the worst case: one person's item may be in every shard, changing
+            every shard table (state epsilon times the shard count) and, for the sum merge, the
+            summed count of ones by up to the shard count (noise scaled to it).
 
     Raises:
         StateError: no shards, or shards that do not belong together.
@@ -364,30 +379,43 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
     for e in shards.values():
         e._table.wipe()
     est.ledger = PrivacyLedger(budget)
-    return GroupState(est, method, len(shards), topics, k)
+    reach = len(topics) if keyed else len(shards)  # shards one person's item can change
+    sensitivity = 1 if method == "partitioned" else reach
+    return GroupState(est, method, len(shards), topics, k, keyed, sensitivity, reach)
 
 
 def release_state_dir(directory: str | os.PathLike[str], epsilon: float,
                       mechanism: str = "laplace", merge: str = "auto",
-                      partitions: int | None = None) -> tuple[Release, GroupState]:
+                      partitions: int | None = None, keyed: bool = False
+                      ) -> tuple[Release, GroupState]:
     """Merge a state directory's shards and release them, recording the release durably first.
 
     The release is charged to the directory's release ledger (:data:`LEDGER_FILE`; created with
-    the shards' budget), which is written atomically *before* the release is returned.
+    the shards' budget), which is written atomically *before* the release is returned. Its noise is
+    scaled to the merge's sensitivity and its state epsilon counts every shard one person can
+    change (see :func:`merge_store`, ``keyed``).
 
     Raises:
         StateError, ConfigurationError: see :func:`merge_store`.
         BudgetExhaustedError: the release would exceed the ledger's budget (nothing drawn).
     """
     store = DirectoryStore(directory)
-    group = merge_store(store, merge, partitions)
+    group = merge_store(store, merge, partitions, keyed)
     path = store.directory / LEDGER_FILE
-    if path.exists():
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raw = None
+    except OSError as exc:
+        msg = f"cannot read release ledger {path}: {exc.strerror}; check the path and permissions"
+        raise StateError(msg) from None
+    if raw is not None:
         try:
-            group.estimator.ledger = PrivacyLedger.from_dict(json.loads(path.read_text()))
+            group.estimator.ledger = PrivacyLedger.from_dict(json.loads(raw))
         except (ValueError, KeyError, TypeError):
             msg = f"release ledger {path} is corrupt: restore it from a backup"
             raise StateError(msg) from None
-    rel = group.estimator.release(epsilon, mechanism)
+    rel = group.estimator.release(epsilon, mechanism, sensitivity=group.sensitivity,
+                                  state_tables=group.state_tables)
     atomic_write(path, json.dumps(group.estimator.ledger.to_dict(), sort_keys=True).encode())
     return rel, group

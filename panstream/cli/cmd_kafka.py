@@ -161,4 +161,5 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
                f"{summary.outside:,} outside {universe.spec}")
     click.echo(f"  checkpoints / rebalances  {summary.checkpoints} / {summary.rebalances}")
     click.echo(f"  state privacy             epsilon_state = {out['epsilon_state']:.6f} realized "
-               f"per shard table")
+               f"per shard table (times the number of shards one item's messages reach: 1 if "
+               f"keyed by the item, every partition if not)")

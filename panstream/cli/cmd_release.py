@@ -26,6 +26,12 @@ from panstream.release import format_release
 @click.option("--partitions", type=click.IntRange(min=1), default=None,
               help="With --merge partitioned: the topic's partition count (default: highest "
                    "shard partition + 1).", **env("RELEASE_PARTITIONS"))
+@click.option("--keyed/--unkeyed", default=False, show_default=True,
+              help="With --state-dir: assert that every message is keyed by its item (default "
+                   "partitioner), so one item reaches one partition per topic. Without it the "
+                   "privacy accounting assumes an item may be in every shard: the state epsilon "
+                   "counts every shard and the sum merge's noise is scaled to the shard count.",
+              **env("RELEASE_KEYED"))
 @click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), required=True,
               help="Output epsilon of this release, spent from the state's output budget.",
               **env("RELEASE_EPSILON"))
@@ -36,7 +42,7 @@ from panstream.release import format_release
 @json_option()
 @handle_errors
 def command(state: str | None, state_dir: str | None, merge: str, partitions: int | None,
-            epsilon: float, mechanism: str, as_json: bool) -> None:
+            keyed: bool, epsilon: float, mechanism: str, as_json: bool) -> None:
     """Release the noisy density and distinct count of a state, spending output budget.
 
     Loads the state, adds exact noise of scale 1/EPSILON to its count of ones, debiases, records
@@ -49,7 +55,7 @@ def command(state: str | None, state_dir: str | None, merge: str, partitions: in
     if state_dir is not None:  # shards of 'panstream kafka' (panstream.statestore)
         from panstream.statestore import release_state_dir
 
-        rel, _ = release_state_dir(state_dir, epsilon, mechanism, merge, partitions)
+        rel, _ = release_state_dir(state_dir, epsilon, mechanism, merge, partitions, keyed)
     else:
         assert state is not None
         est = DensityEstimator.load(state)

@@ -218,7 +218,7 @@ def test_two_members_split_partitions_and_state_follows_a_leaver(
         assert a.wait(timeout=30) == 0
     assert_nothing_lost(DirectoryStore(state), topic, cells)
     rel = subprocess.run(panstream_cmd("release", "--state-dir", str(state), "--epsilon", "0.5",
-                                       "--json"), capture_output=True, timeout=60)
+                                       "--keyed", "--json"), capture_output=True, timeout=60)
     assert rel.returncode == 0, rel.stderr.decode()
     r = json.loads(rel.stdout)
     assert r["epsilon_state"] == pytest.approx(calibrate(30).epsilon_state)
