@@ -207,8 +207,9 @@ class Decoder:
 
     def _items(self, values: list[bytes | None]) -> Decoded:
         if self.universe.kind == "ipv4" and None not in values:
-            buf = bytearray(b"\n".join(values))  # type: ignore[arg-type]
-            buf += b"\n"
+            # bytearray.join builds the mutable buffer directly (no immutable copy of the items
+            # left behind); the trailing b"" gives the final newline without a reallocation.
+            buf = bytearray(b"\n").join([*values, b""])  # type: ignore[list-item]
             try:
                 if buf.count(b"\n") == len(values):  # no value holds a newline of its own
                     r = self._parser.parse(buf)
@@ -239,8 +240,7 @@ class Decoder:
         return Decoded(idx, malformed, outside)
 
     def _parse_joined(self, parts: list[bytes]) -> Any:
-        buf = bytearray(b"\n".join(parts))
-        buf += b"\n"
+        buf = bytearray(b"\n").join([*parts, b""])  # mutable from the start, wiped below
         try:
             return self._parser.parse(buf)
         finally:
