@@ -23,14 +23,15 @@ decimal octets 0..255 of one to three ASCII digits, no leading zeros, nothing el
 address is counted as *outside* (a dual-stack log), anything else unparsable as *malformed*. Empty
 (or all-blank) lines are counted separately; lines longer than :data:`MAX_LINE` bytes are malformed.
 
-Fast path (``ipv4`` universes, ``plain`` and ``clf``): no Python work per line. The newline positions
-come from one ``flatnonzero`` over the chunk; the first 16 bytes of every line are gathered into an
-``n x 16`` matrix; each row's byte classes (digit, dot, field terminator) are packed into 16-bit
-masks; a 65536-entry table maps the dot mask plus a terminator bit to the structure (exactly three
-dots, octets of one to three characters) and the position of each octet; each octet's digit nibbles,
-shifted out of the row's packed nibbles, index a table of octet values that rejects leading zeros and
-values over 255. Rejected lines (rare in real logs) get a second look in Python, only to tell blank
-padding, empty lines and IPv6 addresses apart from junk. Other universes (``ipv6``, ``range``,
+Fast path (``ipv4`` universes, ``plain`` and ``clf``): no Python work per line. Newline positions
+come from a ``flatnonzero`` over the chunk's newline flags viewed as 64-bit words; the first 16 bytes
+of every line are gathered into an ``n x 16`` matrix in one fancy index of 16-byte items; each row's
+byte classes (dot; digit, dot or ``/``) are packed into 16-bit masks; a table indexed by the dot mask
+plus a terminator bit gives the structure (exactly three dots, octets of one to three characters)
+and where each octet ends; three nibbles per octet, shifted out of the row's packed nibbles, index
+tables of octet values that reject leading zeros, values over 255 and ``/``. Rejected lines (rare
+in real logs) get a second look in Python, only to tell blank padding, empty lines and IPv6
+addresses apart from junk. Other universes (``ipv6``, ``range``,
 ``hashed``) and ``field:N`` split lines in Python and map tokens with :meth:`Universe.indices`.
 
 >>> from panstream.universe import Universe
