@@ -73,10 +73,10 @@ from panstream.estimator import DensityEstimator
 class ShardStore(Protocol):
     """Durable storage of shard snapshots, newest only, by key (e.g. ``"topic/3"``)."""
 
-    def save(self, key: str, data: bytes) -> None:
+    def save(self, key: str, data: bytes | bytearray) -> None:
         """Store ``data`` under ``key``, replacing the previous value; durable on return."""
 
-    def load(self, key: str) -> bytes | None:
+    def load(self, key: str) -> bytes | bytearray | None:
         """The newest value stored under ``key``, or ``None``."""
 
     def keys(self) -> list[str]:
@@ -89,10 +89,10 @@ class OffsetCommitter(Protocol):
     def __call__(self, offsets: dict[Hashable, int], /) -> None: ...
 
 
-Encoder = Callable[[DensityEstimator], bytes]
+Encoder = Callable[[DensityEstimator], bytes | bytearray]
 
 
-def _default_encoder(est: DensityEstimator) -> bytes:
+def _default_encoder(est: DensityEstimator) -> bytearray:
     from panstream.statestore import encode_shard
 
     return encode_shard(est)
@@ -209,7 +209,7 @@ class Checkpointer:
 
 def restore_shard(store: ShardStore, key: str, partition: Hashable,
                   fresh: Callable[[], DensityEstimator],
-                  decode: Callable[[bytes], DensityEstimator]) -> Shard:
+                  decode: Callable[[bytes | bytearray], DensityEstimator]) -> Shard:
     """Build the shard of a newly assigned partition: its newest snapshot, or a fresh table.
 
     Args:
@@ -225,7 +225,11 @@ def restore_shard(store: ShardStore, key: str, partition: Hashable,
     data = store.load(key)
     if data is None:
         return Shard(key, partition, fresh())
-    return Shard(key, partition, decode(data))
+    try:
+        return Shard(key, partition, decode(data))
+    finally:
+        if isinstance(data, bytearray):  # no copy of the restored table left in freed memory
+            data[:] = bytes(len(data))
 
 
 def shard_key(topic: str, partition: int) -> str:

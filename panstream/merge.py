@@ -123,11 +123,16 @@ def concatenate(shards: Sequence[DensityEstimator]) -> DensityEstimator:
         msg = (f"{len(shards)} shards of {first.size} cells exceed 2**32 cells: release the shards "
                "separately or use the partition-aware merge")
         raise StateError(msg)
-    bits = np.concatenate([e.bits() for e in shards])
-    packed = np.packbits(bits, bitorder="little").tobytes()
+    bits = np.empty(total, dtype=np.uint8)
+    for i, e in enumerate(shards):
+        b = e.bits()
+        bits[i * first.size:(i + 1) * first.size] = b
+        b.fill(0)  # no stray copies of a shard table in freed memory
+    packed = np.packbits(bits, bitorder="little")
     bits.fill(0)
     kind = Universe.hashed if first.universe.kind == "hashed" else Universe.range
-    table = BitTable.from_packed(total, packed)
+    table = BitTable.from_packed(total, packed.data)
+    packed.fill(0)
     return DensityEstimator(kind(total), epsilon=first.epsilon, calibration=first.calibration,
                             _table=table)
 
@@ -161,9 +166,10 @@ def merge_partitioned(shards: Mapping[int, DensityEstimator], owner: np.ndarray
         bits = est.bits()
         merged[cells] = bits[cells]
         bits.fill(0)
-    packed = np.packbits(merged, bitorder="little").tobytes()
+    packed = np.packbits(merged, bitorder="little")
     merged.fill(0)
-    table = BitTable.from_packed(size, packed, first.layout)
+    table = BitTable.from_packed(size, packed.data, first.layout)
+    packed.fill(0)
     return DensityEstimator(first.universe, epsilon=first.epsilon, calibration=first.calibration,
                             _table=table)
 

@@ -400,21 +400,51 @@ def params_of(est: DensityEstimator) -> StateParams:
 
 
 def table_view(est: DensityEstimator) -> memoryview:
-    """The estimator's table in packed form, without copying it when it is already packed."""
+    """The estimator's table in packed form, without copying it when it is already packed.
+
+    For a byte-per-cell table the view is of a fresh packed *copy* (a NumPy array, so it can be
+    wiped): pass it to :func:`wipe_table_copy` once written. A copy of an old table left in freed
+    memory would let one later memory read see two tables of one run (who arrived in between).
+    """
     table = est._table
     if table.layout == "packed":
         return table._t.data.cast("B")  # zero-copy: a 2**32-cell table is 512 MiB
-    return memoryview(table.to_packed())
+    return np.packbits(table._t, bitorder="little").data.cast("B")
+
+
+def wipe_table_copy(est: DensityEstimator, view: memoryview) -> None:
+    """Zero ``view`` if it is a packed copy made by :func:`table_view` (never the live table)."""
+    if est._table.layout != "packed" and not view.readonly:
+        np.frombuffer(view, dtype=np.uint8).fill(0)
 
 
 def snapshot_parts(est: DensityEstimator) -> tuple[bytes, memoryview, bytes]:
-    """:func:`encode_parts` of an estimator (the table part may be a view of its live table)."""
+    """:func:`encode_parts` of an estimator (the table part may be a view of its live table).
+
+    Call :func:`wipe_table_copy` on the middle part once it has been written.
+    """
     return encode_parts(params_of(est), est.ledger.to_dict(), table_view(est))
 
 
+def snapshot_buffer(est: DensityEstimator) -> bytearray:
+    """The snapshot of an estimator as a ``bytearray`` the caller can wipe after writing it.
+
+    No other copy of the table is left behind: the packed temporary is zeroed here.
+    """
+    parts = snapshot_parts(est)
+    try:
+        return bytearray().join(parts)
+    finally:
+        wipe_table_copy(est, parts[1])
+
+
 def snapshot_of(est: DensityEstimator) -> bytes:
-    """The snapshot of an estimator as bytes."""
-    return b"".join(snapshot_parts(est))
+    """The snapshot of an estimator as bytes (immutable: prefer :func:`snapshot_buffer`)."""
+    buf = snapshot_buffer(est)
+    try:
+        return bytes(buf)
+    finally:
+        buf[:] = bytes(len(buf))
 
 
 def build(cls: type[E], params: StateParams, ledger: Mapping[str, Any], table: np.ndarray,

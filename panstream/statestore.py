@@ -55,12 +55,18 @@ _SUFFIX = ".shard"
 
 
 # ---------------------------------------------------------------------- snapshot codec
-def encode_shard(est: DensityEstimator) -> bytes:
-    """A shard's snapshot: :meth:`DensityEstimator.snapshot` (table and public parameters only)."""
-    return est.snapshot()
+def encode_shard(est: DensityEstimator) -> bytearray:
+    """A shard's snapshot: :meth:`DensityEstimator.snapshot` (table and public parameters only).
+
+    Returned as a ``bytearray`` that the checkpointer zeroes once it is durable, so no copy of an
+    old shard table stays in freed memory next to the live one.
+    """
+    from panstream.snapshot import snapshot_buffer
+
+    return snapshot_buffer(est)
 
 
-def decode_shard(data: bytes, universe: Universe | str, epsilon: float, calibration: str
+def decode_shard(data: bytes | bytearray, universe: Universe | str, epsilon: float, calibration: str
                  ) -> DensityEstimator:
     """Restore a shard snapshot, checking it matches the parameters this consumer runs with.
 
@@ -99,14 +105,25 @@ class DirectoryStore:
             raise ValueError(msg)
         return self.directory / f"{topic}@{part}{_SUFFIX}"
 
-    def save(self, key: str, data: bytes) -> None:
+    def save(self, key: str, data: bytes | bytearray) -> None:
         """Replace the snapshot of ``key`` atomically; durable on return."""
         atomic_write(self._path(key), data)  # raises StateError; offsets are not committed then
 
-    def load(self, key: str) -> bytes | None:
-        """The snapshot of ``key``, or ``None`` if there is none."""
+    def load(self, key: str) -> bytearray | None:
+        """The snapshot of ``key``, or ``None`` if there is none.
+
+        Returned as a ``bytearray`` (wiped by :func:`panstream.checkpoint.restore_shard` once the
+        table is rebuilt from it).
+        """
         try:
-            return self._path(key).read_bytes()
+            with open(self._path(key), "rb", buffering=0) as f:
+                buf = bytearray(os.fstat(f.fileno()).st_size)
+                got = f.readinto(buf) if buf else 0
+                if got != len(buf):
+                    buf[:] = bytes(len(buf))
+                    msg = f"shard snapshot {self._path(key)} shrank while being read; retry"
+                    raise StateError(msg)
+                return buf
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -234,7 +251,7 @@ class TopicStore:
         self._cache = (manifests, chunks)
         return manifests, chunks
 
-    def save(self, key: str, data: bytes) -> None:
+    def save(self, key: str, data: bytes | bytearray) -> None:
         """Write a new version of ``key``'s snapshot; durable on return. Old chunks get tombstones."""
         if self._live is None:
             self._scan()
@@ -257,8 +274,11 @@ class TopicStore:
             self.log.flush()
         live[key] = {f"{key}#{version}#{i}" for i in range(n)}
 
-    def load(self, key: str) -> bytes | None:
-        """The newest complete snapshot of ``key``, or ``None``.
+    def load(self, key: str) -> bytearray | None:
+        """The newest complete snapshot of ``key``, or ``None`` (a ``bytearray`` the caller wipes).
+
+        The chunk records themselves are immutable ``bytes`` held by kafka-python and this store's
+        cache until :meth:`refresh`: they cannot be wiped (see docs/threat-model.md).
 
         Raises:
             StateError: a chunk is missing or the snapshot does not match its checksum.
@@ -275,7 +295,7 @@ class TopicStore:
                        "topic was truncated or compacted wrongly; delete it to start over")
                 raise StateError(msg)
             parts.append(part)
-        data = b"".join(parts)
+        data = bytearray().join(parts)
         if len(data) != man.length or hashlib.sha256(data).hexdigest() != man.sha256:
             msg = f"shard {key!r} in the state topic fails its checksum: delete it to start over"
             raise StateError(msg)
@@ -358,7 +378,11 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
         data = store.load(key)
         if data is not None:
             topic, _, part = key.rpartition("/")
-            shards[(topic, int(part))] = DensityEstimator.restore(data)
+            try:
+                shards[(topic, int(part))] = DensityEstimator.restore(data)
+            finally:
+                if isinstance(data, bytearray):
+                    data[:] = bytes(len(data))
     topics = tuple(sorted({t for t, _ in shards}))
     first = next(iter(shards.values()))
     method = merge

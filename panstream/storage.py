@@ -172,8 +172,17 @@ def read_snapshot(path: PathLike) -> bytes:
 
 
 def save_estimator(est: DensityEstimator, path: PathLike) -> None:
-    """Snapshot ``est`` and write it atomically to ``path`` without copying a packed table."""
-    atomic_write(path, fmt.snapshot_parts(est))
+    """Snapshot ``est`` and write it atomically to ``path`` without copying a packed table.
+
+    A byte-per-cell table is packed into a temporary that is zeroed once written, so no copy of
+    this checkpoint's table outlives the save in freed memory (threat model: one memory read must
+    not see two tables of one run).
+    """
+    parts = fmt.snapshot_parts(est)
+    try:
+        atomic_write(path, parts)
+    finally:
+        fmt.wipe_table_copy(est, parts[1])
 
 
 def load_estimator(cls: type[E], path: PathLike, *, expect: Mapping[str, Any] | None = None,

@@ -485,7 +485,7 @@ class KafkaTail:
         return DensityEstimator(self.config.universe, epsilon=self.config.epsilon,
                                 calibration=self.config.calibration, budget=self.config.budget)
 
-    def _decode(self, data: bytes) -> DensityEstimator:
+    def _decode(self, data: bytes | bytearray) -> DensityEstimator:
         return decode_shard(data, self.config.universe, self.config.epsilon,
                             self.config.calibration)
 
