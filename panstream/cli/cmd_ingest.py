@@ -21,7 +21,7 @@ from panstream.cli.common import (
     json_option,
     universe_option,
 )
-from panstream.errors import ConfigurationError, PanstreamError
+from panstream.errors import ConfigurationError, PanstreamError, SourceError
 from panstream.estimator import DensityEstimator
 from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.ledger import DEFAULT_BUDGET
@@ -152,6 +152,7 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     if not files and sys.stdin.isatty():
         raise click.UsageError("no FILE given and standard input is a terminal: pipe a log in, "
                                "e.g. tail -F access.log | panstream ingest ...")
+    _check_inputs(files)  # before a new state file is created for a run that cannot start
     tune_allocator()
     est, resumed = _open_estimator(ctx, state, universe, epsilon, calibration, budget)
     show_progress = sys.stderr.isatty() if progress is None else progress
@@ -205,3 +206,18 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     click.echo(f"panstream ingest: {where}; epsilon_state = {est.epsilon_state:.6f} realized; "
                f"{stats.checkpoints} checkpoint(s), {stats.releases} release(s)"
                + (" [interrupted]" if stats.interrupted else ""), err=True)
+
+
+def _check_inputs(files: tuple[str, ...]) -> None:
+    """Fail with one line if an input file cannot be opened, before any state is created or read.
+
+    Raises:
+        SourceError: the first input that cannot be opened (same message as when reading it).
+    """
+    for path in files:
+        try:
+            with open(path, "rb", buffering=0):
+                pass
+        except OSError as exc:
+            msg = f"cannot open {path}: {exc.strerror or exc}; check the path and permissions"
+            raise SourceError(msg) from None
