@@ -452,7 +452,8 @@ def build(cls: type[E], params: StateParams, ledger: Mapping[str, Any], table: n
     """An estimator of class ``cls`` around a verified table (a writable ``uint8`` array it adopts).
 
     Raises:
-        CorruptSnapshotError: the ledger cannot be rebuilt by this version's ``PrivacyLedger``.
+        CorruptSnapshotError: the ledger cannot be rebuilt by this version's ``PrivacyLedger``,
+            or padding bits after the last cell are set.
     """
     from panstream.ledger import PrivacyLedger
     from panstream.table import BitTable, choose_layout
@@ -461,6 +462,9 @@ def build(cls: type[E], params: StateParams, ledger: Mapping[str, Any], table: n
         led = PrivacyLedger.from_dict(dict(ledger))
     except (PanstreamError, KeyError, TypeError, ValueError) as exc:
         raise _bad(f"the ledger cannot be read by this panstream ({exc})") from None
+    tail = params.cells % 8
+    if tail and table.size and int(table[-1]) >> tail:
+        raise _bad("padding bits after the last cell are set (the format requires 0)")
     # Adopt the array instead of BitTable.from_packed(), which would copy up to 512 MiB once more.
     tab = BitTable._from_packed_array(params.cells, table, choose_layout(params.cells, layout))
     est = cls(params.universe, params.epsilon, params.calibration, led.budget, layout,
