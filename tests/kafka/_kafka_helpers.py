@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import sys
 from collections.abc import Sequence
@@ -22,8 +23,37 @@ class Broker:
     log: Path
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux default; IANA's dynamic range starts at 49152
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    """A loopback port that is free now and that no outgoing connection will take before a
+    subprocess binds it.
+
+    ``bind(("127.0.0.1", 0))`` hands out a port from the kernel's *ephemeral* range, the same range
+    every client ``connect()`` draws its local port from: between closing the probe socket and the
+    subprocess binding the port (a second or more), one of the many Kafka client connections the
+    suite opens could take it, and the subprocess would then exit with "address in use". Ports
+    below the ephemeral range are only ever taken by an explicit ``bind``.
+    """
+    low, _ = _ephemeral_range()
+    lo = 20000 if low > 21000 else 1024
+    hi = max(lo + 1000, min(low, 32768))
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(lo, hi)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # pragma: no cover - crowded host
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
