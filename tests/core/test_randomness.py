@@ -72,6 +72,8 @@ def test_secure_bytes_are_uniform() -> None:
 
 
 def test_secure_uniform_below_covers_the_range_without_bias() -> None:
-    """6,000 draws below 6: chi-square at alpha = 1e-6."""
+    """6,000 draws below 6: chi-square at a nominal 5e-7. With 1,000 expected per bin the real tail
+    is 1.08x the asymptotic one (exact Poisson convolution): false failure 5.4e-7 (at a nominal
+    1e-6 it was 1.1e-6). The 2**22-byte test above has 16,384 per bin: real = nominal = 1e-6."""
     counts = np.bincount([randomness.secure_uniform_below(6) for _ in range(6000)], minlength=6)
-    assert stats.chisquare(counts).pvalue > ALPHA
+    assert stats.chisquare(counts).pvalue > ALPHA / 2

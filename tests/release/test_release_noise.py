@@ -1,8 +1,11 @@
 """The release samplers draw exactly the law they claim.
 
 Each statistical test uses a fixed number of samples and a threshold whose false-failure probability
-is at most 1e-6 (chi-square upper quantile at 1e-6 / exact binomial quantiles at 5e-7 per side);
-nothing retries.
+is at most 1e-6; nothing retries. Binomial checks use exact quantiles (5e-7 per side). Chi-square
+checks use the asymptotic quantile at a *nominal* 5e-7: with tail bins of only 20-40 expected
+samples the real tail is heavier than the chi-square law. Convolving the exact Poisson laws of the
+bin counts gives a real false failure of about 1.3 x nominal for these bins (1.3e-6 at a nominal
+1e-6, hence the halving): 6.4e-7 to 6.8e-7 for the tests below.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def chi_square_check(samples: list[int], law: NoiseLaw, edges: list[int]) -> Non
     assert min(expected) >= 20, "bins too thin for the chi-square approximation"
     assert math.isclose(sum(probs), 1.0, abs_tol=1e-12)
     chi2 = sum((c - e) ** 2 / e for c, e in zip(counts, expected, strict=True))
-    threshold = stats.chi2.isf(ALPHA, len(probs) - 1)
+    threshold = stats.chi2.isf(ALPHA / 2, len(probs) - 1)  # real tail ~1.3x nominal: see above
     assert chi2 < threshold, (chi2, threshold, counts, expected)
 
 
