@@ -39,6 +39,9 @@ from panstream.sources.files import ChunkReader
 #: a 2 MiB chunk of plain addresses holds about 150,000 lines, so it goes straight to the table).
 BATCH = 1 << 17
 
+#: A chunk shorter than this means the reader drained its input: flush pending indices.
+DRAINED_BELOW = 1 << 20
+
 
 @dataclass
 class IngestStats:
@@ -243,6 +246,10 @@ class Ingestor:
                                 kind = detect_format(chunk)
                                 self.stats.formats.append(f"{inp.name}: {kind}")
                             self._ingest_chunk(kind, chunk)
+                        if len(chunk) < DRAINED_BELOW:
+                            # The input is drained (a short chunk or an idle tick): apply what is
+                            # pending now, so recent items never wait in memory for more traffic.
+                            self.flush()
                         now = self.clock()
                         if next_ckpt is not None and now >= next_ckpt:
                             self.checkpoint()

@@ -66,3 +66,26 @@ def test_stop_request_ends_after_the_current_chunk_with_a_checkpoint(tmp_path: P
     ing.progress_every = 0
     s = ing.run([Input("a", reader), Input("b", chunks_of(b"10.0.0.2\n"))])
     assert s.interrupted and 0 < s.lines < 10_000 and s.checkpoints == 1 and state.exists()
+
+
+def test_a_drained_input_applies_pending_items_at_once(tmp_path: Path) -> None:
+    """On a quiet host (``tail -F`` with little traffic) items must not wait in memory for a full
+    batch: whenever the reader returns a short chunk or an idle tick, pending indices are applied
+    (and wiped) before the next read."""
+    est = DensityEstimator("range:1000", epsilon=1.0)
+    ing = Ingestor(est, Format("plain"))
+    pending_after_each_chunk = []
+
+    class Trickle:
+        """Two lines, then idle ticks, like a pipe with nothing new."""
+
+        overlong = 0
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            for chunk in (b"7\n777\n", b"", b""):
+                yield memoryview(chunk)
+                pending_after_each_chunk.append(ing._npending if ing._pending else 0)
+
+    s = ing.run([Input("trickle", Trickle())])  # type: ignore[arg-type]
+    assert s.accepted == 2
+    assert pending_after_each_chunk == [0, 0, 0]
