@@ -157,13 +157,16 @@ def test_binary_and_huge_line_input_never_crashes(tmp_path: Path, run_cli) -> No
     assert s["accepted"] == 1 and s["malformed"] >= 2 and b"Traceback" not in r.stderr
 
 
-def _slow_feeder(path: Path) -> list[str]:
-    """An endless writer: the log again and again with short pauses, like ``tail -F``."""
-    return ["sh", "-c", f"while true; do cat {path}; sleep 0.05; done"]
+def _slow_feeder(path: Path, marker: Path | None = None) -> list[str]:
+    """An endless writer: the log again and again with short pauses, like ``tail -F``. With
+    ``marker``, the file is created once the first copy of the log has gone into the pipe."""
+    first = f"cat {path}; touch {marker}; " if marker is not None else ""
+    return ["sh", "-c", f"{first}while true; do cat {path}; sleep 0.05; done"]
 
 
-def _start_ingest(tmp_path: Path, log: Path, state: Path, *extra: str) -> subprocess.Popen:
-    feeder = subprocess.Popen(_slow_feeder(log), stdout=subprocess.PIPE)
+def _start_ingest(tmp_path: Path, log: Path, state: Path, *extra: str,
+                  marker: Path | None = None) -> subprocess.Popen:
+    feeder = subprocess.Popen(_slow_feeder(log, marker), stdout=subprocess.PIPE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PANSTREAM_")}
     proc = subprocess.Popen([sys.executable, "-m", "panstream", "ingest", "-u", U, "-s", str(state),
                              "--json", *extra], stdin=feeder.stdout, stdout=subprocess.PIPE,
@@ -177,15 +180,19 @@ def _start_ingest(tmp_path: Path, log: Path, state: Path, *extra: str) -> subpro
 def _wait_for(path: Path, timeout: float = 20) -> None:
     t = time.monotonic() + timeout
     while not path.exists():
-        assert time.monotonic() < t, "no checkpoint appeared"
+        assert time.monotonic() < t, f"{path.name} did not appear within {timeout} s"
         time.sleep(0.05)
 
 
 def test_sigterm_writes_final_checkpoint_and_exits_cleanly(tmp_path: Path, log_factory) -> None:
-    log = log_factory(lines=5000)
+    """SIGTERM once ingest is reading: the marker appears only after the feeder pushed a 1.4 MB log
+    through a 64 KiB pipe, so ingest has installed its signal handlers and read (hence applies)
+    data, however slow its start-up was. A fixed sleep could signal it before either."""
+    log = log_factory(lines=100_000)
     state = tmp_path / "t.pst"
-    proc = _start_ingest(tmp_path, log, state, "--checkpoint-every", "0")
-    time.sleep(1.0)
+    marker = tmp_path / "fed"
+    proc = _start_ingest(tmp_path, log, state, "--checkpoint-every", "0", marker=marker)
+    _wait_for(marker, timeout=60)
     assert not state.exists()  # no periodic checkpoints: only the final one can write it
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=20)
