@@ -548,7 +548,7 @@ class LineParser:
             return self._to_cells(addr, lines, empty, malformed, v6)
         tokens, lines, empty, malformed = self._tokens(data)
         if self._fast:  # field:N over an ipv4 universe: validate the tokens with the fast parser
-            buf = bytearray(b"\n".join(tokens))
+            buf = bytearray(b"\n").join([*tokens, b""])  # no immutable copy of the joined items
             addr, n, _, bad, v6 = parse_ipv4(buf, "plain", self.max_line)
             buf[:] = bytes(len(buf))
             tokens.clear()
@@ -568,6 +568,7 @@ class LineParser:
             inside = addr < size
             idx = addr[inside].astype(np.intp)
             outside += int(addr.size - idx.size)
+            inside.fill(False)
         addr.fill(0)
         return ParseResult(idx, lines, empty, malformed, outside)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import select
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
@@ -64,11 +65,12 @@ class ChunkReader:
             n = self._readinto(view)
         except BlockingIOError:
             return -1
+        except (EOFError, gzip.BadGzipFile, zlib.error):
+            # gzip's own message may quote bytes of the file: say what is wrong without them.
+            msg = f"cannot read {self.name}: not a complete, valid gzip file (truncated or corrupt?)"
+            raise SourceError(msg) from None
         except OSError as exc:
             msg = f"cannot read {self.name}: {exc.strerror or exc}"
-            raise SourceError(msg) from None
-        except (EOFError, gzip.BadGzipFile) as exc:
-            msg = f"cannot read {self.name}: {exc}; is it a complete gzip file?"
             raise SourceError(msg) from None
         return -1 if n is None else n
 
