@@ -408,10 +408,27 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
     return GroupState(est, method, len(shards), topics, k, keyed, sensitivity, reach)
 
 
+def ensure_ledger(store: DirectoryStore, budget: float) -> bool:
+    """Create the directory's release ledger (empty, with ``budget``) if the directory has no shards.
+
+    Consumers call this when they start, so a release ledger exists from the first shard on. A
+    directory that already holds shards but no ledger is left alone: the ledger was lost, and
+    :func:`release_state_dir` refuses to start a new one silently (that would reset the budget).
+
+    Returns:
+        Whether a new ledger was written.
+    """
+    path = store.directory / LEDGER_FILE
+    if path.exists() or store.keys():
+        return False
+    atomic_write(path, json.dumps(PrivacyLedger(budget).to_dict(), sort_keys=True).encode())
+    return True
+
+
 def release_state_dir(directory: str | os.PathLike[str], epsilon: float,
                       mechanism: str = "laplace", merge: str = "auto",
-                      partitions: int | None = None, keyed: bool = False
-                      ) -> tuple[Release, GroupState]:
+                      partitions: int | None = None, keyed: bool = False,
+                      new_ledger: bool = False) -> tuple[Release, GroupState]:
     """Merge a state directory's shards and release them, recording the release durably first.
 
     The release is charged to the directory's release ledger (:data:`LEDGER_FILE`; created with
@@ -419,8 +436,12 @@ def release_state_dir(directory: str | os.PathLike[str], epsilon: float,
     scaled to the merge's sensitivity and its state epsilon counts every shard one person can
     change (see :func:`merge_store`, ``keyed``).
 
+    A directory with shards but no ledger is refused unless ``new_ledger`` is set: the consumers
+    create the ledger with the first shard (:func:`ensure_ledger`), so a missing one was deleted or
+    lost, and starting over would silently reset the budget already spent on these tables.
+
     Raises:
-        StateError, ConfigurationError: see :func:`merge_store`.
+        StateError, ConfigurationError: see :func:`merge_store`; or the ledger is missing.
         BudgetExhaustedError: the release would exceed the ledger's budget (nothing drawn).
     """
     store = DirectoryStore(directory)
@@ -429,6 +450,12 @@ def release_state_dir(directory: str | os.PathLike[str], epsilon: float,
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
+        if not new_ledger:
+            msg = (f"release ledger {path} is missing although the directory holds shards: the "
+                   "releases already charged to these tables would be forgotten and the budget "
+                   "reset. Restore the ledger file; only if no release was ever made from this "
+                   "directory, pass --new-ledger")
+            raise StateError(msg) from None
         raw = None
     except OSError as exc:
         msg = f"cannot read release ledger {path}: {exc.strerror}; check the path and permissions"

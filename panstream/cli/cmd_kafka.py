@@ -108,8 +108,9 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
     logging.basicConfig(level=log_level.upper(), format="panstream: %(levelname)s: %(message)s")
     if log_level in ("warning", "error"):  # kafka-python logs every reconnect attempt
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    from panstream.ledger import DEFAULT_BUDGET
     from panstream.sources import kafka as src
-    from panstream.statestore import DirectoryStore
+    from panstream.statestore import DirectoryStore, ensure_ledger
 
     if (state_dir is None) == (state_topic is None):
         msg = "give exactly one of --state-dir DIR or --state-topic TOPIC (where shards are kept)"
@@ -122,6 +123,7 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
     cfg = src.consumer_config(bootstrap, group, src.parse_overrides(overrides), security)
     if state_dir is not None:
         store: Any = DirectoryStore(state_dir)
+        ensure_ledger(store, DEFAULT_BUDGET)  # the group's release ledger lives beside the shards
         where = f"directory {state_dir}"
     else:
         assert state_topic is not None

@@ -32,6 +32,10 @@ from panstream.release import format_release
                    "privacy accounting assumes an item may be in every shard: the state epsilon "
                    "counts every shard and the sum merge's noise is scaled to the shard count.",
               **env("RELEASE_KEYED"))
+@click.option("--new-ledger", is_flag=True, default=False,
+              help="With --state-dir: start a new release ledger although shards exist (only if no "
+                   "release was ever made from them; a lost ledger would otherwise reset the "
+                   "budget silently).", **env("RELEASE_NEW_LEDGER"))
 @click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), required=True,
               help="Output epsilon of this release, spent from the state's output budget.",
               **env("RELEASE_EPSILON"))
@@ -42,7 +46,7 @@ from panstream.release import format_release
 @json_option()
 @handle_errors
 def command(state: str | None, state_dir: str | None, merge: str, partitions: int | None,
-            keyed: bool, epsilon: float, mechanism: str, as_json: bool) -> None:
+            keyed: bool, new_ledger: bool, epsilon: float, mechanism: str, as_json: bool) -> None:
     """Release the noisy density and distinct count of a state, spending output budget.
 
     Loads the state, adds exact noise of scale 1/EPSILON to its count of ones, debiases, records
@@ -55,7 +59,8 @@ def command(state: str | None, state_dir: str | None, merge: str, partitions: in
     if state_dir is not None:  # shards of 'panstream kafka' (panstream.statestore)
         from panstream.statestore import release_state_dir
 
-        rel, _ = release_state_dir(state_dir, epsilon, mechanism, merge, partitions, keyed)
+        rel, _ = release_state_dir(state_dir, epsilon, mechanism, merge, partitions, keyed,
+                                   new_ledger)
     else:
         assert state is not None
         est = DensityEstimator.load(state)

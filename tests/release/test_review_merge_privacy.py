@@ -22,7 +22,7 @@ import panstream.release as release_mod
 from panstream.cli.main import cli
 from panstream.noise import NoiseLaw
 from panstream.release import format_release
-from panstream.statestore import LEDGER_FILE, DirectoryStore, release_state_dir
+from panstream.statestore import LEDGER_FILE, DirectoryStore, ensure_ledger, release_state_dir
 
 K = 4
 
@@ -31,6 +31,7 @@ def shard_dir(tmp_path: Path, universe: str, topics: tuple[str, ...] = ("t",)) -
     """A state directory with K shards per topic, each fed a few cells."""
     d = tmp_path / "state"
     store = DirectoryStore(d)
+    assert ensure_ledger(store, 10.0)  # as 'panstream kafka' does when it starts
     for topic in topics:
         for part in range(K):
             est = ps.DensityEstimator(universe, epsilon=1.0, budget=10.0)
@@ -131,7 +132,20 @@ def test_release_rejects_a_bad_sensitivity() -> None:
 def test_unreadable_release_ledger_is_one_line(tmp_path: Path) -> None:
     """A directory where the ledger file should be: a one-line error, not a traceback."""
     d = shard_dir(tmp_path, "range:1024")
+    (d / LEDGER_FILE).unlink()
     (d / LEDGER_FILE).mkdir()
     out = CliRunner().invoke(cli, ["release", "--state-dir", str(d), "--epsilon", "0.25"])
     assert out.exit_code == 1 and isinstance(out.exception, SystemExit)
     assert "cannot read release ledger" in out.output and "Traceback" not in out.output
+
+
+def test_a_lost_ledger_is_not_silently_replaced(tmp_path: Path) -> None:
+    """Deleting the group's release ledger must not reset the budget spent on the same tables."""
+    d = shard_dir(tmp_path, "range:1024")
+    release_state_dir(d, 0.5, "laplace", keyed=True)
+    (d / LEDGER_FILE).unlink()
+    with pytest.raises(ps.StateError, match="--new-ledger"):
+        release_state_dir(d, 0.5, "laplace", keyed=True)
+    assert not ensure_ledger(DirectoryStore(d), 10.0)  # a restarted consumer does not recreate it
+    rel, _ = release_state_dir(d, 0.5, "laplace", keyed=True, new_ledger=True)  # explicit choice
+    assert rel.epsilon == 0.5
