@@ -11,7 +11,7 @@ from panstream.release import format_release
 
 
 @click.command()
-@click.option("--state", "state", type=click.Path(dir_okay=False), default=None,
+@click.option("-s", "--state", "state", type=click.Path(dir_okay=False), default=None,
               help="State file written by 'panstream ingest' (its ledger records this release).",
               **env("STATE"))
 @click.option("--state-dir", type=click.Path(file_okay=False, exists=True), default=None,
