@@ -138,8 +138,8 @@ def _open(path: PathLike) -> tuple[Any, str, int]:
     try:
         f = open(p, "rb", buffering=0)  # noqa: SIM115 - closed by the callers
     except FileNotFoundError:
-        raise StateError(f"state file {p} does not exist: check the path, or omit it to start "
-                         "a new state") from None
+        raise StateError(f"state file {p} does not exist: check the path ('panstream ingest "
+                         "--state PATH' creates one on its first run)") from None
     except OSError as exc:
         raise StateError(f"cannot open state file {p}: {exc.strerror}") from None
     return f, p, os.fstat(f.fileno()).st_size
