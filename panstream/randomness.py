@@ -4,7 +4,7 @@ All draws come from the operating system's CSPRNG through :func:`os.urandom` (``
 Linux). The kernel generator is forward-secure: reading this process's memory, or the kernel state
 later, does not reveal bytes that were already handed out. No seed, key or generator state exists in
 panstream, so a leaked dump cannot be used to recompute the initial D0 table and so learn which cells
-were redrawn (who arrived). NumPy's PCG64/Philox never appear here: their state, once read, replays
+were redrawn (who arrived). NumPy's seeded bit generators never appear here: their state, once read, replays
 every past draw.
 
 Bernoulli draws are exact: probabilities are dyadic rationals ``numerator / 2**P_BITS`` and a draw
