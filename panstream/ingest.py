@@ -162,9 +162,12 @@ class Ingestor:
         """Apply pending indices to the table (step 2)."""
         if not self._pending:
             return
-        idx = self._pending[0] if len(self._pending) == 1 else np.concatenate(self._pending)
-        for a in self._pending:
-            a.fill(0)
+        if len(self._pending) == 1:
+            idx = self._pending[0]  # update_indices wipes it after use
+        else:
+            idx = np.concatenate(self._pending)
+            for a in self._pending:  # wipe the parts; the joined copy is wiped by update_indices
+                a.fill(0)
         self._pending.clear()
         self._npending = 0
         self.est.update_indices(idx)  # wipes idx
