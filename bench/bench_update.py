@@ -393,8 +393,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--no-child", action="store_true", help="skip the 2^32 init/RSS/snapshot child")
-    ap.add_argument("--out", default=str(HERE / "results" / "latest.md"))
+    ap.add_argument("--out", default=None,
+                    help="results file (default: bench/results/latest.md; with --quick, "
+                         "bench/results/quick.md, so a smoke run never replaces the full results)")
     args = ap.parse_args(argv)
+    args.out = args.out or str(HERE / "results" / ("quick.md" if args.quick else "latest.md"))
     args.argv = list(sys.argv[1:] if argv is None else argv)
     args.items = args.items or (1 << 21 if args.quick else 1 << 25)
     args.peer_items = args.peer_items or (1 << 19 if args.quick else 1 << 22)
