@@ -10,6 +10,7 @@ import click
 
 from panstream.audit import AuditResult, audit_estimator, standard_scenarios
 from panstream.cli.common import (
+    FiniteFloatRange,
     calibration_option,
     emit_json,
     env,
@@ -37,7 +38,7 @@ def _fmt(x: float) -> str:
 @click.option("--occurrences", type=click.IntRange(min=1), default=16, show_default=True,
               help="Arrivals of the target in world B for the 'many times' scenarios.",
               **env("AUDIT_OCCURRENCES"))
-@click.option("--alpha", type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+@click.option("--alpha", type=FiniteFloatRange(min=0, max=1, min_open=True, max_open=True),
               default=1e-6, show_default=True,
               help="Error probability of each empirical bound (confidence 1 - alpha).",
               **env("AUDIT_ALPHA"))
@@ -58,6 +59,11 @@ def command(universe: Universe, epsilon: float, calibration: str, trials: int, o
     scenario's certified lower bound exceeds the claim); 2 bad parameters.
     Two dumps of one epoch are shown but not covered: they reveal who arrived in between
     (see docs/threat-model.md); rotate the epoch after a dump.
+
+    \b
+    Examples:
+      panstream audit                                  # range:64, epsilon 1, about 10 s
+      panstream audit --epsilon 0.5 --calibration paper --trials 2000
     """
     t0 = time.perf_counter()
     results = audit_estimator(universe, epsilon, calibration, trials=trials, alpha=alpha,

@@ -8,6 +8,7 @@ import click
 
 from panstream.audit import AuditResult, audit_estimator, standard_scenarios
 from panstream.cli.common import (
+    FiniteFloatRange,
     calibration_option,
     emit_json,
     env,
@@ -35,7 +36,7 @@ _CHUNK = 1 << 21
 @click.option("--seed", type=int, default=None,
               help="Seed of the *synthetic data* generator (privacy draws are never seeded).",
               **env("DEMO_SEED"))
-@click.option("--release-epsilon", type=click.FloatRange(min=0, min_open=True), default=0.5,
+@click.option("--release-epsilon", type=FiniteFloatRange(min=0, min_open=True), default=0.5,
               show_default=True, help="Output epsilon of the demo's noisy release (laplace).",
               **env("DEMO_RELEASE_EPSILON"))
 @click.option("--audit-trials", type=click.IntRange(min=0), default=3000, show_default=True,
@@ -50,7 +51,13 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
     Generates LINES client addresses (DISTINCT of them inside the universe, Zipf-skewed load, 5 %
     from outside), formats them as a plain text log, parses it with the same strict parser as
     'panstream ingest' (2 MiB chunks), feeds the table, and compares the estimate with the exact
-    truth, with the realized epsilon of the table.
+    truth, with the realized epsilon of the table. It then publishes one noisy release and runs a
+    short subpoena simulation (see 'panstream audit').
+
+    \b
+    Examples:
+      panstream demo
+      panstream demo --distinct 5000 --lines 200000 --epsilon 0.5 --audit-trials 0
     """
     if universe.kind != "ipv4":
         raise click.UsageError("the demo generates IPv4 logs: give an ipv4:CIDR universe")

@@ -13,6 +13,7 @@ import click
 from click.core import ParameterSource
 
 from panstream.cli.common import (
+    FiniteFloatRange,
     calibration_option,
     emit_json,
     env,
@@ -111,17 +112,17 @@ def _progress_printer(tty: bool) -> Any:
               help="plain (one item per line), clf (Apache/nginx log, client first), "
                    "field:N (N-th whitespace-separated field), or auto (plain or clf, detected per "
                    "input).", **env("FORMAT"))
-@click.option("--checkpoint-every", type=click.FloatRange(min=0), default=60.0, show_default=True,
+@click.option("--checkpoint-every", type=FiniteFloatRange(min=0), default=60.0, show_default=True,
               metavar="SECONDS", help="Save the state this often (0: only at exit). A crash loses "
               "at most this much input.", **env("CHECKPOINT_EVERY"))
-@click.option("--release-every", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--release-every", type=FiniteFloatRange(min=0, min_open=True), default=None,
               metavar="SECONDS", help="Publish a noisy release this often (JSON lines on stdout); "
               "each spends --release-epsilon of the budget.", **env("RELEASE_EVERY"))
-@click.option("--release-epsilon", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--release-epsilon", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="Output epsilon of each periodic release.", **env("RELEASE_EPSILON"))
 @click.option("--release-mechanism", type=click.Choice(["laplace", "geometric"]), default="laplace",
               show_default=True, help="Noise of periodic releases.", **env("RELEASE_MECHANISM"))
-@click.option("--budget", type=click.FloatRange(min=0), default=DEFAULT_BUDGET, show_default=True,
+@click.option("--budget", type=FiniteFloatRange(min=0), default=DEFAULT_BUDGET, show_default=True,
               help="Total output epsilon releases may spend (new states only).", **env("BUDGET"))
 @click.option("--progress/--no-progress", default=None,
               help="Progress on stderr (default: when stderr is a terminal).", **env("PROGRESS"))

@@ -44,6 +44,11 @@ def command(state: str, as_json: bool) -> None:
 
     It never shows the estimate: reading it out is a release and spends budget (use 'panstream
     release').
+
+    \b
+    Example:
+      panstream inspect -s web.pst
+      panstream inspect -s web.pst --json
     """
     d = describe(state)
     if as_json:

@@ -24,7 +24,15 @@ from typing import Any
 import click
 
 from panstream.calibration import CALIBRATIONS, calibrate
-from panstream.cli.common import emit_json, env, epsilon_option, handle_errors, json_option, universe_option
+from panstream.cli.common import (
+    FiniteFloatRange,
+    emit_json,
+    env,
+    epsilon_option,
+    handle_errors,
+    json_option,
+    universe_option,
+)
 from panstream.errors import ConfigurationError
 from panstream.estimator import stderr_density, stderr_distinct
 from panstream.universe import MAX_CELLS, Universe
@@ -127,7 +135,7 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
 @click.option("-n", "--expected-distinct", type=click.IntRange(min=1), default=None,
               help="Distinct items you expect; for hashed universes also sizes the table.",
               **env("EXPECTED_DISTINCT"))
-@click.option("--release-epsilon", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--release-epsilon", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="Include the noise of one release at this output epsilon.",
               **env("RELEASE_EPSILON"))
 @json_option()
@@ -140,6 +148,12 @@ def command(universe: Universe, epsilon: float, expected_distinct: int | None,
     given at density 0, where the table noise is largest. For hashed:M universes with
     --expected-distinct N it also prints the table size minimizing the total error (collision /
     occupancy error of linear counting against the table's binomial noise).
+
+    \b
+    Examples:
+      panstream plan -u ipv4:10.0.0.0/16 --epsilon 1
+      panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 -n 20000 --release-epsilon 0.5
+      panstream plan -u hashed:1048576 --epsilon 1 -n 100000     # also the best table size
     """
     d = plan(universe, epsilon, expected_distinct, release_epsilon)
     if as_json:

@@ -5,17 +5,17 @@ from __future__ import annotations
 import click
 
 from panstream.calibration import CALIBRATIONS
-from panstream.cli.common import UniverseParam, emit_json, env, handle_errors, json_option
+from panstream.cli.common import FiniteFloatRange, UniverseParam, emit_json, env, handle_errors, json_option
 from panstream.estimator import DensityEstimator
 from panstream.universe import Universe
 
 
 @click.command()
-@click.option("--state", "state", type=click.Path(dir_okay=False), required=True,
+@click.option("-s", "--state", "state", type=click.Path(dir_okay=False), required=True,
               help="State file to rotate (written by 'panstream ingest').", **env("STATE"))
 @click.option("-u", "--universe", type=UniverseParam(), default=None,
               help="If given, refuse unless the state's universe is this one.", **env("UNIVERSE"))
-@click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--epsilon", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="If given, refuse unless the state's epsilon is this one.", **env("EPSILON"))
 @click.option("--calibration", type=click.Choice(CALIBRATIONS), default=None,
               help="If given, refuse unless the state's calibration is this one.",
@@ -31,8 +31,13 @@ def command(state: str, universe: Universe | None, epsilon: float | None, calibr
     who arrived in between. The parameters stay; the new epoch gets a fresh privacy ledger with the
     same output budget. Releases already published from the old epoch stay valid.
 
-    Stop any consumer that writes STATE first (or use its own rotation option): a running consumer
-    would overwrite the new epoch with the old table at its next checkpoint.
+    Stop any consumer that writes STATE first: a running consumer would overwrite the new epoch
+    with the old table at its next checkpoint.
+
+    \b
+    Example (release the old epoch's figures first if you need them):
+      panstream release -s web.pst --epsilon 0.5
+      panstream rotate -s web.pst
     """
     est = DensityEstimator.load(state, expect={"universe": universe, "epsilon": epsilon,
                                                "calibration": calibration})

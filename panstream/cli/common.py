@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -41,6 +42,17 @@ class UniverseParam(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class FiniteFloatRange(click.FloatRange):
+    """A ``click.FloatRange`` that also refuses ``nan`` and ``inf`` (which compare past any bound)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{rv} is not a finite number.", param, ctx)
+        return rv
+
+
 UNIVERSE_HELP = ("The public universe of cells: ipv4:CIDR (e.g. ipv4:10.0.0.0/16), ipv6:CIDR@G "
                  "(e.g. ipv6:2001:db8::/48@64, one cell per /64), range:N, or hashed:M (IDs hashed "
                  "into M buckets).")
@@ -55,7 +67,7 @@ def epsilon_option(name: str = "--epsilon", envname: str = "EPSILON", default: f
                    help: str = "State epsilon: privacy of a leaked table.") -> Callable[[F], F]:
     # click >= 8.3 treats an explicit default=None as a value and skips the required check.
     extra: dict[str, Any] = {} if default is None else {"default": default}
-    return click.option(name, type=click.FloatRange(min=0, min_open=True), **extra,
+    return click.option(name, type=FiniteFloatRange(min=0, min_open=True), **extra,
                         required=default is None, show_default=default is not None, help=help,
                         **env(envname))
 

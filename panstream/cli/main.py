@@ -53,8 +53,8 @@ def cli() -> None:
     """Pan-private stream measurement: count distinct clients without keeping who they were.
 
     panstream keeps only a randomized bit table over a public universe (an IPv4/IPv6 prefix, an
-    integer range, or hash buckets of IDs). A leaked, stolen or subpoenaed table is epsilon-
-    differentially private; published numbers carry their own noise and spend a privacy budget.
+    integer range, or hash buckets of IDs). A leaked, stolen or subpoenaed table is
+    epsilon-differentially private; published numbers carry their own noise and spend a privacy budget.
 
     \b
     Start here:
