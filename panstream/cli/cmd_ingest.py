@@ -116,8 +116,8 @@ def _progress_printer(tty: bool) -> Any:
               metavar="SECONDS", help="Save the state this often (0: only at exit). A crash loses "
               "at most this much input.", **env("CHECKPOINT_EVERY"))
 @click.option("--release-every", type=FiniteFloatRange(min=0, min_open=True), default=None,
-              metavar="SECONDS", help="Publish a noisy release this often (JSON lines on stdout); "
-              "each spends --release-epsilon of the budget.", **env("RELEASE_EVERY"))
+              metavar="SECONDS", help="Publish a noisy release this often (one line on stdout, JSON with "
+              "--json); each spends --release-epsilon of the budget.", **env("RELEASE_EVERY"))
 @click.option("--release-epsilon", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="Output epsilon of each periodic release.", **env("RELEASE_EPSILON"))
 @click.option("--release-mechanism", type=click.Choice(["laplace", "geometric"]), default="laplace",
