@@ -139,6 +139,35 @@ class DirectoryStore:
                 out.append(f"{topic}/{part}")
         return sorted(out, key=_key_order)
 
+    # Release ledger hook (see :func:`release_store`): the file :data:`LEDGER_FILE`.
+    def ledger_where(self) -> str:
+        """Where the release ledger lives, for messages."""
+        return str(self.directory / LEDGER_FILE)
+
+    def read_ledger(self) -> bytes | None:
+        """The release ledger (JSON), or ``None`` if there is none.
+
+        Raises:
+            StateError: it exists but cannot be read.
+        """
+        path = self.directory / LEDGER_FILE
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            msg = (f"cannot read release ledger {path}: {exc.strerror}; check the path and "
+                   "permissions")
+            raise StateError(msg) from None
+
+    def write_ledger(self, data: bytes) -> None:
+        """Replace the release ledger atomically (``panstream release`` only); durable on return."""
+        atomic_write(self.directory / LEDGER_FILE, data)
+
+    def create_ledger(self, data: bytes) -> None:
+        """Write the initial empty ledger (consumers, through :func:`ensure_ledger`)."""
+        atomic_write(self.directory / LEDGER_FILE, data)
+
     def __repr__(self) -> str:
         return f"DirectoryStore({str(self.directory)!r})"
 
@@ -190,6 +219,19 @@ class _Manifest:
             raise StateError(msg) from None
 
 
+#: Record key of a state topic's release ledger, written only by ``panstream release``. Shard keys
+#: are ``<topic>/<partition>`` (a Kafka topic name has no ``#``) and chunk keys ``<shard>#...``, so a
+#: key starting with ``#`` is never shard data.
+LEDGER_KEY = "#release-ledger"
+
+#: Record key of the empty ledger that consumers write when they find a state topic without shards
+#: (:func:`ensure_ledger`). A separate key, so a consumer can never overwrite the ledger that
+#: releases charge: a release reads :data:`LEDGER_KEY` and falls back to this one.
+INITIAL_LEDGER_KEY = "#release-ledger-initial"
+
+_LEDGER_KEYS = (LEDGER_KEY, INITIAL_LEDGER_KEY)
+
+
 class TopicStore:
     """Shard snapshots in a compacted topic, chunked below the broker's message size limit.
 
@@ -204,6 +246,10 @@ class TopicStore:
     Until the broker compacts the topic, older snapshots stay readable in its log: configure the
     state topic with ``cleanup.policy=compact`` and a short ``segment.ms`` and
     ``min.cleanable.dirty.ratio`` so they go soon (docs/kafka.md, threat model).
+
+    The group's release ledger is one more record of the same topic, under :data:`LEDGER_KEY`
+    (written by releases only; compaction keeps its newest value, it never gets a tombstone) or,
+    before the first release, :data:`INITIAL_LEDGER_KEY` (the empty ledger consumers create).
 
     Args:
         log: the record log (see :class:`RecordLog`).
@@ -220,6 +266,7 @@ class TopicStore:
         # can tombstone them without replaying the whole log each time.
         self._live: dict[str, set[str]] | None = None
         self._cache: tuple[dict[str, _Manifest], dict[str, bytes]] | None = None
+        self._ledgers: dict[str, bytes] = {}
 
     def refresh(self) -> None:
         """Forget the last replay of the log: the next :meth:`load` reads it again.
@@ -234,9 +281,15 @@ class TopicStore:
         manifests: dict[str, _Manifest] = {}
         chunks: dict[str, bytes] = {}
         live: dict[str, set[str]] = {}
+        ledgers: dict[str, bytes] = {}
         for kb, value in self.log.read_all():
             key = kb.decode("utf-8", "replace")
-            if "#" in key:
+            if key in _LEDGER_KEYS:
+                if value is None:
+                    ledgers.pop(key, None)
+                else:
+                    ledgers[key] = value
+            elif "#" in key:
                 if value is None:
                     chunks.pop(key, None)
                 else:
@@ -248,6 +301,7 @@ class TopicStore:
         for k in chunks:
             live.setdefault(k.split("#", 1)[0], set()).add(k)
         self._live = live
+        self._ledgers = ledgers
         self._cache = (manifests, chunks)
         return manifests, chunks
 
@@ -305,13 +359,40 @@ class TopicStore:
         """Keys of all stored shards, sorted."""
         return sorted(self._scan()[0], key=_key_order)
 
+    # Release ledger hook (see :func:`release_store`): records LEDGER_KEY / INITIAL_LEDGER_KEY.
+    def ledger_where(self) -> str:
+        """Where the release ledger lives, for messages."""
+        return f"record {LEDGER_KEY!r} of {self.log!r}"
+
+    def read_ledger(self) -> bytes | None:
+        """The release ledger (JSON) as of the last replay of the log (the one that loaded the
+        shards, if any; a new replay otherwise), or ``None`` if the topic holds none."""
+        if self._cache is None:
+            self._scan()
+        return self._ledgers.get(LEDGER_KEY, self._ledgers.get(INITIAL_LEDGER_KEY))
+
+    def write_ledger(self, data: bytes) -> None:
+        """Append the release ledger under :data:`LEDGER_KEY` (``panstream release`` only);
+        durable (``acks=all``) on return."""
+        self.log.append(LEDGER_KEY.encode(), bytes(data))
+        self.log.flush()
+        self._ledgers[LEDGER_KEY] = bytes(data)
+
+    def create_ledger(self, data: bytes) -> None:
+        """Append the initial empty ledger under :data:`INITIAL_LEDGER_KEY` (consumers, through
+        :func:`ensure_ledger`); never the key releases charge, so it cannot reset a budget."""
+        self.log.append(INITIAL_LEDGER_KEY.encode(), bytes(data))
+        self.log.flush()
+        self._ledgers[INITIAL_LEDGER_KEY] = bytes(data)
+
     def __repr__(self) -> str:
         return f"TopicStore({self.log!r}, chunk_bytes={self.chunk_bytes})"
 
 
 # ---------------------------------------------------------------------- releasing a group's state
 #: File of a state directory holding the ledger of releases made from the merged shards. Only
-#: ``panstream release --state-dir`` writes it; consumers never do, so they cannot overwrite it.
+#: ``panstream release --state-dir`` writes it; consumers only create it, empty, in a directory
+#: without shards (:func:`ensure_ledger`), so a running group cannot overwrite it.
 LEDGER_FILE = "release-ledger.json"
 
 MERGES = ("auto", "partitioned", "sum")
@@ -408,65 +489,84 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
     return GroupState(est, method, len(shards), topics, k, keyed, sensitivity, reach)
 
 
-def ensure_ledger(store: DirectoryStore, budget: float) -> bool:
-    """Create the directory's release ledger (empty, with ``budget``) if the directory has no shards.
+def ensure_ledger(store: DirectoryStore | TopicStore, budget: float) -> bool:
+    """Create the store's release ledger (empty, with ``budget``) if the store has no shards.
 
     Consumers call this when they start, so a release ledger exists from the first shard on. A
-    directory that already holds shards but no ledger is left alone: the ledger was lost, and
-    :func:`release_state_dir` refuses to start a new one silently (that would reset the budget).
+    store that already holds shards but no ledger is left alone: the ledger was lost, and
+    :func:`release_store` refuses to start a new one silently (that would reset the budget).
+    A directory keeps it in :data:`LEDGER_FILE`; a state topic in the record
+    :data:`INITIAL_LEDGER_KEY`, which releases read but never write (they write
+    :data:`LEDGER_KEY`), so a consumer racing a release cannot overwrite a charged ledger.
 
     Returns:
         Whether a new ledger was written.
+
+    Raises:
+        StateError: the store cannot be read or written.
     """
-    path = store.directory / LEDGER_FILE
-    if path.exists() or store.keys():
+    if store.keys() or store.read_ledger() is not None:
         return False
-    atomic_write(path, json.dumps(PrivacyLedger(budget).to_dict(), sort_keys=True).encode())
+    store.create_ledger(json.dumps(PrivacyLedger(budget).to_dict(), sort_keys=True).encode())
     return True
+
+
+def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism: str = "laplace",
+                  merge: str = "auto", partitions: int | None = None, keyed: bool = False,
+                  new_ledger: bool = False) -> tuple[Release, GroupState]:
+    """Merge a shard store and release it, recording the release in its ledger durably first.
+
+    The release is charged to the store's release ledger (a directory's :data:`LEDGER_FILE`, a
+    state topic's :data:`LEDGER_KEY` record), which is written (atomically / with ``acks=all``)
+    *before* the release is returned. Its noise is scaled to the merge's sensitivity and its state
+    epsilon counts every shard one person can change (see :func:`merge_store`, ``keyed``).
+
+    A store with shards but no ledger is refused unless ``new_ledger`` is set (the new ledger gets
+    the shards' budget): the consumers create the ledger with the first shard
+    (:func:`ensure_ledger`), so a missing one was deleted or lost, and starting over would
+    silently reset the budget already spent on these tables.
+
+    Raises:
+        StateError, ConfigurationError: see :func:`merge_store`; or the ledger is missing,
+            unreadable or corrupt.
+        BudgetExhaustedError: the release would exceed the ledger's budget (nothing drawn or
+            written).
+
+    Example:
+        >>> import tempfile
+        >>> store = DirectoryStore(tempfile.mkdtemp())
+        >>> ensure_ledger(store, 1.0)
+        True
+        >>> store.save("events/0", encode_shard(DensityEstimator("range:1024")))
+        >>> rel, group = release_store(store, 0.25, keyed=True)
+        >>> (group.method, rel.budget_remaining)
+        ('partitioned', 0.75)
+    """
+    group = merge_store(store, merge, partitions, keyed)
+    raw = store.read_ledger()
+    where = store.ledger_where()
+    if raw is None and not new_ledger:
+        msg = (f"release ledger ({where}) is missing although the store holds shards: the "
+               "releases already charged to these tables would be forgotten and the budget "
+               "reset. Restore the ledger; only if no release was ever made from these shards, "
+               "pass --new-ledger")
+        raise StateError(msg)
+    if raw is not None:
+        try:
+            group.estimator.ledger = PrivacyLedger.from_dict(json.loads(raw))
+        except (ValueError, KeyError, TypeError):
+            msg = f"release ledger ({where}) is corrupt: restore it from a backup"
+            raise StateError(msg) from None
+    rel = group.estimator.release(epsilon, mechanism, sensitivity=group.sensitivity,
+                                  state_tables=group.state_tables)
+    store.write_ledger(json.dumps(group.estimator.ledger.to_dict(), sort_keys=True).encode())
+    return rel, group
 
 
 def release_state_dir(directory: str | os.PathLike[str], epsilon: float,
                       mechanism: str = "laplace", merge: str = "auto",
                       partitions: int | None = None, keyed: bool = False,
                       new_ledger: bool = False) -> tuple[Release, GroupState]:
-    """Merge a state directory's shards and release them, recording the release durably first.
-
-    The release is charged to the directory's release ledger (:data:`LEDGER_FILE`; created with
-    the shards' budget), which is written atomically *before* the release is returned. Its noise is
-    scaled to the merge's sensitivity and its state epsilon counts every shard one person can
-    change (see :func:`merge_store`, ``keyed``).
-
-    A directory with shards but no ledger is refused unless ``new_ledger`` is set: the consumers
-    create the ledger with the first shard (:func:`ensure_ledger`), so a missing one was deleted or
-    lost, and starting over would silently reset the budget already spent on these tables.
-
-    Raises:
-        StateError, ConfigurationError: see :func:`merge_store`; or the ledger is missing.
-        BudgetExhaustedError: the release would exceed the ledger's budget (nothing drawn).
-    """
-    store = DirectoryStore(directory)
-    group = merge_store(store, merge, partitions, keyed)
-    path = store.directory / LEDGER_FILE
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        if not new_ledger:
-            msg = (f"release ledger {path} is missing although the directory holds shards: the "
-                   "releases already charged to these tables would be forgotten and the budget "
-                   "reset. Restore the ledger file; only if no release was ever made from this "
-                   "directory, pass --new-ledger")
-            raise StateError(msg) from None
-        raw = None
-    except OSError as exc:
-        msg = f"cannot read release ledger {path}: {exc.strerror}; check the path and permissions"
-        raise StateError(msg) from None
-    if raw is not None:
-        try:
-            group.estimator.ledger = PrivacyLedger.from_dict(json.loads(raw))
-        except (ValueError, KeyError, TypeError):
-            msg = f"release ledger {path} is corrupt: restore it from a backup"
-            raise StateError(msg) from None
-    rel = group.estimator.release(epsilon, mechanism, sensitivity=group.sensitivity,
-                                  state_tables=group.state_tables)
-    atomic_write(path, json.dumps(group.estimator.ledger.to_dict(), sort_keys=True).encode())
-    return rel, group
+    """:func:`release_store` on the :class:`DirectoryStore` ``directory``."""
+    return release_store(DirectoryStore(directory), epsilon, mechanism, merge, partitions, keyed,
+                         new_ledger)

@@ -20,13 +20,13 @@ from panstream.cli.common import (
     json_option,
     universe_option,
 )
+from panstream.cli.kafka_options import bootstrap_option, connection_options
 from panstream.errors import ConfigurationError
 from panstream.universe import Universe
 
 
 @click.command()
-@click.option("-b", "--bootstrap-server", "bootstrap", required=True, metavar="HOST:PORT[,...]",
-              help="Kafka bootstrap servers.", **env("KAFKA_BOOTSTRAP"))
+@bootstrap_option()
 @click.option("-t", "--topic", "topics", required=True, multiple=True,
               help="Topic to tail (repeat for several; the env var takes space-separated names).",
               **env("KAFKA_TOPIC"))
@@ -53,26 +53,9 @@ from panstream.universe import Universe
 @click.option("--idle-timeout", type=click.FloatRange(min=0.0), default=None,
               help="Exit cleanly (final checkpoint and commit) after this many seconds without "
                    "new messages. Default: run until SIGTERM/SIGINT.", **env("KAFKA_IDLE_TIMEOUT"))
-@click.option("-C", "--consumer-config", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="kafka-python KafkaConsumer setting, e.g. -C session_timeout_ms=6000 (repeat; "
-                   "unknown keys are an error).", **env("KAFKA_CONFIG"))
-@click.option("--security-protocol", type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT",
-                                                        "SASL_SSL"]), default=None,
-              help="Kafka security protocol.", **env("KAFKA_SECURITY_PROTOCOL"))
-@click.option("--sasl-mechanism", type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512",
-                                                     "GSSAPI", "OAUTHBEARER"]), default=None,
-              help="SASL mechanism.", **env("KAFKA_SASL_MECHANISM"))
-@click.option("--sasl-username", default=None, help="SASL username.", **env("KAFKA_SASL_USERNAME"))
-@click.option("--sasl-password", default=None, help="SASL password (prefer the env var).",
-              **env("KAFKA_SASL_PASSWORD"))
-@click.option("--ssl-cafile", type=click.Path(dir_okay=False), default=None,
-              help="CA bundle to verify the brokers.", **env("KAFKA_SSL_CAFILE"))
-@click.option("--ssl-certfile", type=click.Path(dir_okay=False), default=None,
-              help="Client certificate (mutual TLS).", **env("KAFKA_SSL_CERTFILE"))
-@click.option("--ssl-keyfile", type=click.Path(dir_okay=False), default=None,
-              help="Client private key (mutual TLS).", **env("KAFKA_SSL_KEYFILE"))
-@click.option("--ssl-password", default=None, help="Password of the client key.",
-              **env("KAFKA_SSL_PASSWORD"))
+@connection_options("kafka-python KafkaConsumer setting, e.g. -C session_timeout_ms=6000 "
+                    "(repeat; unknown keys are an error; connection and security keys also reach "
+                    "the state-topic clients).")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
               help="Serve Prometheus metrics on this port (operational figures only).",
               **env("METRICS_PORT"))
@@ -86,11 +69,8 @@ from panstream.universe import Universe
 def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Universe,
             epsilon: float, calibration: str, state_dir: str | None, state_topic: str | None,
             state_chunk_bytes: int, value_format: str, checkpoint_interval: float,
-            idle_timeout: float | None, overrides: tuple[str, ...], security_protocol: str | None,
-            sasl_mechanism: str | None, sasl_username: str | None, sasl_password: str | None,
-            ssl_cafile: str | None, ssl_certfile: str | None, ssl_keyfile: str | None,
-            ssl_password: str | None, metrics_port: int | None, metrics_host: str,
-            log_level: str, as_json: bool) -> None:
+            idle_timeout: float | None, overrides: tuple[str, ...], security: dict[str, Any],
+            metrics_port: int | None, metrics_host: str, log_level: str, as_json: bool) -> None:
     """Tail Kafka topics in a consumer group; keep one pan-private table per partition.
 
     Each assigned partition gets its own bit table (a shard), restored from the state store on
@@ -98,7 +78,7 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
     it away: snapshots are made durable first, then offsets are committed (auto-commit is off).
     A crash replays a few messages, which leaves the tables' law unchanged. SIGTERM/SIGINT make a
     final checkpoint and commit, leave the group and exit 0. Publish with
-    'panstream release --state-dir DIR', which merges the shards.
+    'panstream release --state-dir DIR' (or '--state-topic TOPIC -b ...'), which merges the shards.
 
     \b
     Example:
@@ -116,19 +96,15 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
         msg = "give exactly one of --state-dir DIR or --state-topic TOPIC (where shards are kept)"
         raise ConfigurationError(msg)
     topic_list = [t for arg in topics for t in arg.split() if t]
-    security = {"security_protocol": security_protocol, "sasl_mechanism": sasl_mechanism,
-                "sasl_plain_username": sasl_username, "sasl_plain_password": sasl_password,
-                "ssl_cafile": ssl_cafile, "ssl_certfile": ssl_certfile,
-                "ssl_keyfile": ssl_keyfile, "ssl_password": ssl_password}
     cfg = src.consumer_config(bootstrap, group, src.parse_overrides(overrides), security)
     if state_dir is not None:
         store: Any = DirectoryStore(state_dir)
-        ensure_ledger(store, DEFAULT_BUDGET)  # the group's release ledger lives beside the shards
         where = f"directory {state_dir}"
     else:
         assert state_topic is not None
         store = src.topic_store(state_topic, src.client_config(cfg), state_chunk_bytes)
         where = f"topic {state_topic}"
+    ensure_ledger(store, DEFAULT_BUDGET)  # the group's release ledger lives beside the shards
     metrics = src.Metrics(metrics_port, metrics_host)
     tail = src.KafkaTail(src.TailConfig(cfg, topic_list, universe, epsilon, calibration, store,
                                         value_format, checkpoint_interval, idle_timeout),

@@ -1,13 +1,19 @@
-"""``panstream release``: publish a noisy estimate from a state file and record it in its ledger."""
+"""``panstream release``: publish a noisy estimate from a state (a file, or the shards of a Kafka
+consumer group in a directory or a state topic) and record it in its ledger."""
 
 from __future__ import annotations
+
+import logging
+from typing import Any
 
 import click
 
 from panstream.cli.common import emit_json, env, handle_errors, json_option
+from panstream.cli.kafka_options import bootstrap_option, connection_options
+from panstream.errors import ConfigurationError
 from panstream.estimator import DensityEstimator
 from panstream.noise import MECHANISMS
-from panstream.release import format_release
+from panstream.release import Release, format_release
 
 
 @click.command()
@@ -18,24 +24,33 @@ from panstream.release import format_release
               help="Instead of --state: the shard directory of 'panstream kafka'; all shards are "
                    "merged (see --merge) and the release is recorded in its release ledger.",
               **env("STATE_DIR"))
+@click.option("--state-topic", default=None,
+              help="Instead of --state: the compacted state topic of 'panstream kafka "
+                   "--state-topic' (needs -b); all shards are merged (see --merge) and the release "
+                   "is recorded in the topic's release ledger record. The topic is never created.",
+              **env("KAFKA_STATE_TOPIC"))
+@bootstrap_option(required=False, help="With --state-topic: Kafka bootstrap servers.")
+@connection_options("With --state-topic: kafka-python client setting, as for 'panstream kafka' "
+                    "(e.g. -C request_timeout_ms=60000; repeat; unknown keys are an error; "
+                    "connection and security keys reach the state-topic clients).")
 @click.option("--merge", type=click.Choice(["auto", "partitioned", "sum"]), default="auto",
-              show_default=True, help="With --state-dir: partitioned (messages keyed by the item, "
-              "default partitioner: error independent of the shard count) or sum of the shard "
-              "estimates; auto picks partitioned for one topic over ipv4/range.",
+              show_default=True, help="With --state-dir/--state-topic: partitioned (messages keyed "
+              "by the item, default partitioner: error independent of the shard count) or sum of "
+              "the shard estimates; auto picks partitioned for one topic over ipv4/range.",
               **env("RELEASE_MERGE"))
 @click.option("--partitions", type=click.IntRange(min=1), default=None,
               help="With --merge partitioned: the topic's partition count (default: highest "
                    "shard partition + 1).", **env("RELEASE_PARTITIONS"))
 @click.option("--keyed/--unkeyed", default=False, show_default=True,
-              help="With --state-dir: assert that every message is keyed by its item (default "
-                   "partitioner), so one item reaches one partition per topic. Without it the "
-                   "privacy accounting assumes an item may be in every shard: the state epsilon "
-                   "counts every shard and the sum merge's noise is scaled to the shard count.",
-              **env("RELEASE_KEYED"))
+              help="With --state-dir/--state-topic: assert that every message is keyed by its item "
+                   "(default partitioner), so one item reaches one partition per topic. Without it "
+                   "the privacy accounting assumes an item may be in every shard: the state "
+                   "epsilon counts every shard and the sum merge's noise is scaled to the shard "
+                   "count.", **env("RELEASE_KEYED"))
 @click.option("--new-ledger", is_flag=True, default=False,
-              help="With --state-dir: start a new release ledger although shards exist (only if no "
-                   "release was ever made from them; a lost ledger would otherwise reset the "
-                   "budget silently).", **env("RELEASE_NEW_LEDGER"))
+              help="With --state-dir/--state-topic: start a new release ledger although shards "
+                   "exist (only if no release was ever made from them; a lost ledger would "
+                   "otherwise reset the budget silently).", **env("RELEASE_NEW_LEDGER"))
 @click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), required=True,
               help="Output epsilon of this release, spent from the state's output budget.",
               **env("RELEASE_EPSILON"))
@@ -45,22 +60,36 @@ from panstream.release import format_release
               **env("MECHANISM"))
 @json_option()
 @handle_errors
-def command(state: str | None, state_dir: str | None, merge: str, partitions: int | None,
-            keyed: bool, new_ledger: bool, epsilon: float, mechanism: str, as_json: bool) -> None:
+def command(state: str | None, state_dir: str | None, state_topic: str | None,
+            bootstrap: str | None, overrides: tuple[str, ...], security: dict[str, Any],
+            merge: str, partitions: int | None, keyed: bool, new_ledger: bool, epsilon: float,
+            mechanism: str, as_json: bool) -> None:
     """Release the noisy density and distinct count of a state, spending output budget.
 
     Loads the state, adds exact noise of scale 1/EPSILON to its count of ones, debiases, records
     the release (epsilon, mechanism, time) in the state's privacy ledger and saves the state
     atomically *before* printing anything. A release that would exceed the budget is refused and
     nothing is drawn or written. The epsilon printed is the realized one.
+
+    The shards of a 'panstream kafka' group are released from its --state-dir or, with -b, its
+    --state-topic: merged into one estimate and charged to the group's release ledger (a file in
+    the directory, a record in the topic), which only releases write.
+
+    \b
+    Example:
+      panstream release --state-topic panstream-state -b 127.0.0.1:9092 --keyed --epsilon 0.5
     """
-    if (state is None) == (state_dir is None):
-        raise click.UsageError("give exactly one of --state FILE or --state-dir DIR")
+    if sum(x is not None for x in (state, state_dir, state_topic)) != 1:
+        msg = "give exactly one of --state FILE, --state-dir DIR or --state-topic TOPIC"
+        raise ConfigurationError(msg)
     if state_dir is not None:  # shards of 'panstream kafka' (panstream.statestore)
         from panstream.statestore import release_state_dir
 
         rel, _ = release_state_dir(state_dir, epsilon, mechanism, merge, partitions, keyed,
                                    new_ledger)
+    elif state_topic is not None:
+        rel = _release_topic(state_topic, bootstrap, overrides, security, epsilon, mechanism,
+                             merge, partitions, keyed, new_ledger)
     else:
         assert state is not None
         est = DensityEstimator.load(state)
@@ -70,3 +99,23 @@ def command(state: str | None, state_dir: str | None, merge: str, partitions: in
         emit_json(rel.to_dict())
     else:
         click.echo(format_release(rel))
+
+
+def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...],
+                   security: dict[str, Any], epsilon: float, mechanism: str, merge: str,
+                   partitions: int | None, keyed: bool, new_ledger: bool) -> Release:
+    """Release the shards of a state topic, charged to the topic's release ledger record."""
+    if not bootstrap:
+        msg = "--state-topic needs -b/--bootstrap-server HOST:PORT (or PANSTREAM_KAFKA_BOOTSTRAP)"
+        raise ConfigurationError(msg)
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)  # reconnect chatter; errors raise
+    from panstream.sources import kafka as src
+    from panstream.statestore import release_store
+
+    client = src.state_client(bootstrap, src.parse_overrides(overrides), security)
+    store = src.topic_store(topic, client, create=False)
+    try:
+        rel, _ = release_store(store, epsilon, mechanism, merge, partitions, keyed, new_ledger)
+    finally:
+        store.log.close()  # type: ignore[attr-defined]  # KafkaRecordLog: flushes, then closes
+    return rel

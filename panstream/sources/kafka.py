@@ -47,7 +47,7 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
 from panstream.checkpoint import Checkpointer, Shard, ShardStore, restore_shard, shard_key
-from panstream.errors import ConfigurationError, PanstreamError, SourceError
+from panstream.errors import ConfigurationError, PanstreamError, SourceError, StateError
 from panstream.estimator import DensityEstimator
 from panstream.parse import LineParser
 from panstream.statestore import DEFAULT_CHUNK_BYTES, TopicStore, decode_shard
@@ -331,12 +331,28 @@ class KafkaRecordLog:
         self._timeout = timeout
         if create:
             self._ensure_topic()
-        self._producer = KafkaProducer(**self._client, acks="all", linger_ms=0,
-                                       max_request_size=max(1 << 20, chunk_bytes + (64 << 10)))
+        else:
+            self._require_topic()
+        try:
+            self._producer = KafkaProducer(**self._client, acks="all", linger_ms=0,
+                                           max_request_size=max(1 << 20, chunk_bytes + (64 << 10)))
+        except KafkaError as exc:
+            raise self._unreachable(exc) from None
         self._tp = TopicPartition(topic, 0)
 
+    def _unreachable(self, exc: Exception) -> SourceError:
+        servers = ",".join(self._client.get("bootstrap_servers") or [])
+        return SourceError(f"cannot reach Kafka at {servers} for state topic {self.topic!r}: "
+                           f"{exc}; check -b and the security options")
+
+    def _admin(self) -> Any:
+        try:
+            return KafkaAdminClient(**self._client)
+        except KafkaError as exc:
+            raise self._unreachable(exc) from None
+
     def _ensure_topic(self) -> None:
-        admin = KafkaAdminClient(**self._client)
+        admin = self._admin()
         try:
             if self.topic in admin.list_topics():
                 return
@@ -347,6 +363,20 @@ class KafkaRecordLog:
             raise SourceError(msg) from None
         finally:
             admin.close()
+
+    def _require_topic(self) -> None:
+        """A reader never creates the topic: a mistyped name must not leave an empty state topic."""
+        admin = self._admin()
+        try:
+            exists = self.topic in admin.list_topics()
+        except KafkaError as exc:
+            raise self._unreachable(exc) from None
+        finally:
+            admin.close()
+        if not exists:
+            msg = (f"state topic {self.topic!r} does not exist: give the --state-topic the "
+                   "consumers ('panstream kafka') write to")
+            raise StateError(msg)
 
     def append(self, key: bytes, value: bytes | None) -> None:
         self._producer.send(self.topic, key=key, value=value, partition=0)
@@ -387,10 +417,46 @@ class KafkaRecordLog:
         return f"KafkaRecordLog({self.topic!r})"
 
 
-def topic_store(topic: str, client: Mapping[str, Any], chunk_bytes: int = DEFAULT_CHUNK_BYTES
-                ) -> TopicStore:
-    """A :class:`~panstream.statestore.TopicStore` on a Kafka topic (created compacted if missing)."""
-    return TopicStore(KafkaRecordLog(topic, client, chunk_bytes), chunk_bytes)
+def topic_store(topic: str, client: Mapping[str, Any], chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                create: bool = True) -> TopicStore:
+    """A :class:`~panstream.statestore.TopicStore` on a Kafka topic.
+
+    The store also holds the group's release ledger (``panstream.statestore.LEDGER_KEY``), so
+    :func:`panstream.statestore.ensure_ledger` and :func:`panstream.statestore.release_store`
+    work on it as on a directory.
+
+    Args:
+        topic: the state topic.
+        client: connection and security settings (:func:`client_config`, :func:`state_client`).
+        chunk_bytes: largest snapshot chunk in one message.
+        create: create the topic, compacted, if it is missing (consumers). Readers such as
+            ``panstream release`` pass ``False``: a missing topic is then an error, so a mistyped
+            name does not leave an empty state topic behind.
+
+    Raises:
+        SourceError: the brokers cannot be reached, or the topic cannot be created.
+        StateError: ``create`` is false and the topic does not exist.
+
+    Example:
+        (needs a broker)::
+
+            store = topic_store("panstream-state", state_client("127.0.0.1:9092"), create=False)
+            rel, group = release_store(store, 0.5, keyed=True)
+    """
+    return TopicStore(KafkaRecordLog(topic, client, chunk_bytes, create=create), chunk_bytes)
+
+
+def state_client(bootstrap: str | Sequence[str], overrides: Mapping[str, Any] | None = None,
+                 security: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Connection and security settings for state-topic clients outside a consumer group
+    (``panstream release --state-topic``): the client part of :func:`consumer_config`, so ``-C``
+    and the SASL/TLS options mean the same as for ``panstream kafka``.
+
+    Example:
+        >>> state_client("127.0.0.1:9092", {"request_timeout_ms": 5000})["request_timeout_ms"]
+        5000
+    """
+    return client_config(consumer_config(bootstrap, "", overrides, security))
 
 
 # ---------------------------------------------------------------------- the consumer
