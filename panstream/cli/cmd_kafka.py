@@ -12,6 +12,7 @@ import click
 
 from panstream.calibration import calibrate
 from panstream.cli.common import (
+    FiniteFloatRange,
     calibration_option,
     emit_json,
     env,
@@ -47,10 +48,10 @@ from panstream.universe import Universe
 @click.option("--value-format", type=click.Choice(["item", "lines"]), default="item",
               show_default=True, help="item: one item per message; lines: newline-separated items "
               "per message (as log shippers batch them).", **env("KAFKA_VALUE_FORMAT"))
-@click.option("--checkpoint-interval", type=click.FloatRange(min=0.0), default=5.0,
+@click.option("--checkpoint-interval", type=FiniteFloatRange(min=0.0), default=5.0,
               show_default=True, help="Seconds between checkpoints (snapshots durable, then commit).",
               **env("KAFKA_CHECKPOINT_INTERVAL"))
-@click.option("--idle-timeout", type=click.FloatRange(min=0.0), default=None,
+@click.option("--idle-timeout", type=FiniteFloatRange(min=0.0), default=None,
               help="Exit cleanly (final checkpoint and commit) after this many seconds without "
                    "new messages. Default: run until SIGTERM/SIGINT.", **env("KAFKA_IDLE_TIMEOUT"))
 @connection_options("kafka-python KafkaConsumer setting, e.g. -C session_timeout_ms=6000 "

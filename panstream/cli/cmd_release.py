@@ -76,7 +76,10 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
     the directory, a record in the topic), which only releases write.
 
     \b
-    Example:
+    Examples:
+      panstream release -s web.pst --epsilon 0.5                   # a state file of 'ingest'
+      panstream release -s web.pst --epsilon 0.25 --mechanism geometric --json
+      panstream release --state-dir /var/lib/panstream --keyed --epsilon 0.5
       panstream release --state-topic panstream-state -b 127.0.0.1:9092 --keyed --epsilon 0.5
     """
     if sum(x is not None for x in (state, state_dir, state_topic)) != 1:
