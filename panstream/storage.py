@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -53,6 +53,71 @@ FILE_MODE = 0o600
 TEMP_SUFFIX = ".panstream-tmp"
 
 _CHUNK = 1 << 26
+
+
+#: Suffix of the (empty) lock file that marks a state as in use by one process.
+LOCK_SUFFIX = ".panstream-lock"
+
+
+def lock_path(path: PathLike) -> str:
+    """The lock file beside ``path``: ``.<name>.panstream-lock`` (empty; never holds data)."""
+    p = os.path.abspath(os.fspath(path))
+    return os.path.join(os.path.dirname(p), f".{os.path.basename(p)}{LOCK_SUFFIX}")
+
+
+@contextlib.contextmanager
+def state_lock(path: PathLike, who: str) -> Iterator[None]:
+    """Hold an exclusive lock on the state at ``path`` for the block, or fail at once.
+
+    A process that keeps a state in memory (``panstream ingest``) and one that changes the file
+    (``release``, ``rotate``) must never overlap: the first would overwrite the second's ledger
+    charge at its next checkpoint, silently refunding spent budget, or put a rotated-away table
+    back. The lock is ``flock(2)`` on an empty sidecar file, removed again when the block ends; the
+    kernel releases it if the process dies, so a crash never leaves a state locked (only, at worst,
+    the empty file, which the next holder removes).
+
+    Args:
+        path: the state file.
+        who: what is taking the lock, for the message of whoever is refused.
+
+    Raises:
+        StateError: another process holds the lock.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not a POSIX system: no locking
+        yield
+        return
+    lp = lock_path(path)
+    while True:
+        try:
+            fd = os.open(lp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        except OSError as exc:
+            raise StateError(f"cannot create lock file {lp}: {exc.strerror}; check that the "
+                             "directory exists and is writable") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            msg = (f"state {os.fspath(path)} is in use by another panstream process (a running "
+                   f"ingest, release or rotate); {who} needs it alone: stop the other process "
+                   "first, or let a running ingest release with --release-every")
+            raise StateError(msg) from None
+        try:
+            same = os.stat(lp).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the holder before us removed that file as we opened it: take the new one
+    try:
+        yield
+    finally:
+        # Remove the sidecar while still holding it (nothing but the state stays in the directory);
+        # a waiter that opened the old file notices the inode changed and retries.
+        with contextlib.suppress(OSError):
+            os.unlink(lp)
+        os.close(fd)
 
 
 def temp_path(path: PathLike) -> str:

@@ -28,6 +28,7 @@ from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.ledger import DEFAULT_BUDGET
 from panstream.parse import Format, parse_format, tune_allocator
 from panstream.sources import open_input, stdin_reader
+from panstream.storage import state_lock
 from panstream.universe import Universe
 
 
@@ -155,6 +156,17 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
                                "e.g. tail -F access.log | panstream ingest ...")
     _check_inputs(files)  # before a new state file is created for a run that cannot start
     tune_allocator()
+    with contextlib.ExitStack() as held:
+        if state is not None:  # one process at a time: see panstream.storage.state_lock
+            held.enter_context(state_lock(state, "ingest"))
+        _run(ctx, universe, epsilon, calibration, state, fmt, checkpoint_every, release_every,
+             release_epsilon, release_mechanism, budget, progress, as_json, files)
+
+
+def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibration: str,
+         state: str | None, fmt: Format, checkpoint_every: float, release_every: float | None,
+         release_epsilon: float | None, release_mechanism: str, budget: float,
+         progress: bool | None, as_json: bool, files: tuple[str, ...]) -> None:
     est, resumed = _open_estimator(ctx, state, universe, epsilon, calibration, budget)
     show_progress = sys.stderr.isatty() if progress is None else progress
 

@@ -14,6 +14,7 @@ from panstream.errors import ConfigurationError
 from panstream.estimator import DensityEstimator
 from panstream.noise import MECHANISMS
 from panstream.release import Release, format_release
+from panstream.storage import state_lock
 
 
 @click.command()
@@ -95,9 +96,10 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
                              merge, partitions, keyed, new_ledger)
     else:
         assert state is not None
-        est = DensityEstimator.load(state)
-        rel = est.release(epsilon, mechanism)
-        est.save(state)  # the ledger is durable before the number is shown
+        with state_lock(state, "release"):  # a running ingest would overwrite the charge
+            est = DensityEstimator.load(state)
+            rel = est.release(epsilon, mechanism)
+            est.save(state)  # the ledger is durable before the number is shown
     if as_json:
         emit_json(rel.to_dict())
     else:

@@ -7,6 +7,7 @@ import click
 from panstream.calibration import CALIBRATIONS
 from panstream.cli.common import FiniteFloatRange, UniverseParam, emit_json, env, handle_errors, json_option
 from panstream.estimator import DensityEstimator
+from panstream.storage import state_lock
 from panstream.universe import Universe
 
 
@@ -39,10 +40,11 @@ def command(state: str, universe: Universe | None, epsilon: float | None, calibr
       panstream release -s web.pst --epsilon 0.5
       panstream rotate -s web.pst
     """
-    est = DensityEstimator.load(state, expect={"universe": universe, "epsilon": epsilon,
-                                               "calibration": calibration})
-    old = est.rotate()
-    est.save(state)
+    with state_lock(state, "rotate"):  # a running ingest would put the old table back
+        est = DensityEstimator.load(state, expect={"universe": universe, "epsilon": epsilon,
+                                                   "calibration": calibration})
+        old = est.rotate()
+        est.save(state)
     out = {"state": state, "universe": est.universe.spec, "epsilon_state": est.epsilon_state,
            "old_epoch_releases": len(old.entries), "old_epoch_spent": old.spent,
            "budget": est.ledger.budget}
