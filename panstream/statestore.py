@@ -29,11 +29,13 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import secrets
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -41,7 +43,7 @@ from typing import TYPE_CHECKING, Protocol
 from panstream.errors import ConfigurationError, StateError
 from panstream.estimator import DensityEstimator
 from panstream.ledger import PrivacyLedger
-from panstream.storage import atomic_write
+from panstream.storage import atomic_write, state_lock
 from panstream.universe import Universe
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,6 +165,10 @@ class DirectoryStore:
     def write_ledger(self, data: bytes) -> None:
         """Replace the release ledger atomically (``panstream release`` only); durable on return."""
         atomic_write(self.directory / LEDGER_FILE, data)
+
+    def ledger_lock(self) -> AbstractContextManager[None]:
+        """Exclusive use of the ledger for one release (two at once would lose a charge)."""
+        return state_lock(self.directory / LEDGER_FILE, "a release")
 
     def create_ledger(self, data: bytes) -> None:
         """Write the initial empty ledger (consumers, through :func:`ensure_ledger`)."""
@@ -378,6 +384,10 @@ class TopicStore:
         self.log.flush()
         self._ledgers[LEDGER_KEY] = bytes(data)
 
+
+    def ledger_lock(self) -> AbstractContextManager[None]:
+        """No cross-host lock for a topic: run one group's releases from one place at a time."""
+        return contextlib.nullcontext()
     def create_ledger(self, data: bytes) -> None:
         """Append the initial empty ledger under :data:`INITIAL_LEDGER_KEY` (consumers, through
         :func:`ensure_ledger`); never the key releases charge, so it cannot reset a budget."""
@@ -542,6 +552,13 @@ def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism:
         >>> (group.method, rel.budget_remaining)
         ('partitioned', 0.75)
     """
+    with store.ledger_lock():
+        return _release_locked(store, epsilon, mechanism, merge, partitions, keyed, new_ledger)
+
+
+def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanism: str,
+                    merge: str, partitions: int | None, keyed: bool, new_ledger: bool
+                    ) -> tuple[Release, GroupState]:
     group = merge_store(store, merge, partitions, keyed)
     raw = store.read_ledger()
     where = store.ledger_where()
