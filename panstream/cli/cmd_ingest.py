@@ -14,6 +14,7 @@ from click.core import ParameterSource
 
 from panstream.cli.common import (
     FiniteFloatRange,
+    SpecParam,
     calibration_option,
     emit_json,
     env,
@@ -22,7 +23,7 @@ from panstream.cli.common import (
     json_option,
     universe_option,
 )
-from panstream.errors import ConfigurationError, PanstreamError, SourceError
+from panstream.errors import ConfigurationError, SourceError
 from panstream.estimator import DensityEstimator
 from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.ledger import DEFAULT_BUDGET
@@ -30,19 +31,6 @@ from panstream.parse import Format, parse_format, tune_allocator
 from panstream.sources import open_input, stdin_reader
 from panstream.storage import state_lock
 from panstream.universe import Universe
-
-
-class FormatParam(click.ParamType):
-    name = "FORMAT"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-                ) -> Format:
-        if isinstance(value, Format):
-            return value
-        try:
-            return parse_format(str(value))
-        except PanstreamError as exc:
-            self.fail(str(exc), param, ctx)
 
 
 @contextlib.contextmanager
@@ -109,7 +97,8 @@ def _progress_printer(tty: bool) -> Any:
 @click.option("-s", "--state", type=click.Path(dir_okay=False), default=None,
               help="State file: created if missing, resumed if present. Without it the table "
                    "lives in memory only and is lost at exit.", **env("STATE"))
-@click.option("-f", "--format", "fmt", type=FormatParam(), default="auto", show_default=True,
+@click.option("-f", "--format", "fmt", type=SpecParam("FORMAT", parse_format, Format), default="auto",
+              show_default=True,
               help="plain (one item per line), clf (Apache/nginx log, client first), "
                    "field:N (N-th whitespace-separated field), or auto (plain or clf, detected per "
                    "input).", **env("FORMAT"))

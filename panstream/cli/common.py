@@ -27,19 +27,34 @@ def env(name: str) -> dict[str, Any]:
     return {"envvar": f"PANSTREAM_{name}", "show_envvar": True}
 
 
-class UniverseParam(click.ParamType):
-    """A universe spec such as ``ipv4:10.0.0.0/16``, checked at parse time (exit 2 if bad)."""
+class SpecParam(click.ParamType):
+    """A textual spec parsed by a core function at option-parse time; its error becomes a usage
+    error (exit 2) with the core's message.
 
-    name = "UNIVERSE"
+    Args:
+        name: metavar shown in ``--help``.
+        parse: the core parser (raises :class:`PanstreamError` on a bad spec).
+        kind: the parsed type, passed through unchanged when given as a default.
+    """
+
+    def __init__(self, name: str, parse: Callable[[str], Any], kind: type) -> None:
+        self.name = name
+        self._parse = parse
+        self._kind = kind
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-                ) -> Universe:
-        if isinstance(value, Universe):
+                ) -> Any:
+        if isinstance(value, self._kind):
             return value
         try:
-            return Universe.parse(str(value))
+            return self._parse(str(value))
         except PanstreamError as exc:
             self.fail(str(exc), param, ctx)
+
+
+def UniverseParam() -> SpecParam:  # noqa: N802 - used like a click type class
+    """A universe spec such as ``ipv4:10.0.0.0/16``, checked at parse time (exit 2 if bad)."""
+    return SpecParam("UNIVERSE", Universe.parse, Universe)
 
 
 class FiniteFloatRange(click.FloatRange):
