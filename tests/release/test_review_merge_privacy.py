@@ -154,9 +154,10 @@ def test_a_lost_ledger_is_not_silently_replaced(tmp_path: Path) -> None:
 def test_two_releases_of_one_directory_never_overlap(tmp_path: Path) -> None:
     """A second release while one holds the group's ledger is refused (it would lose a charge)."""
     d = shard_dir(tmp_path, "range:1024")
-    with DirectoryStore(d).ledger_lock():
-        with pytest.raises(ps.StateError, match="in use by another panstream process"):
-            release_state_dir(d, 0.5, "laplace", keyed=True)
+    with DirectoryStore(d).ledger_lock(), pytest.raises(
+        ps.StateError, match="in use by another panstream process"
+    ):
+        release_state_dir(d, 0.5, "laplace", keyed=True)
     rel, _ = release_state_dir(d, 0.5, "laplace", keyed=True)
     assert rel.budget_remaining == pytest.approx(9.5)
     assert sorted(p.name for p in d.iterdir() if p.name.startswith(".")) == []
