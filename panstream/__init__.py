@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from panstream.calibration import calibrate, realized_epsilon
 from panstream.errors import (
+    ArgumentTypeError,
     BudgetExhaustedError,
     ConfigurationError,
     ItemError,
@@ -32,6 +33,7 @@ from panstream.universe import IndexResult, Universe
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentTypeError",
     "BudgetExhaustedError",
     "ConfigurationError",
     "DensityEstimator",

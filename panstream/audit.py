@@ -195,10 +195,10 @@ def neighbouring_worlds(size: int, *, target: int | None = None, occurrences: in
     dumps = (batches - 1,) if dumps is None else tuple(dumps)
     if size < 2 or not 0 <= target < size or occurrences < 1 or background < 0 or batches < 1:
         msg = "need size >= 2, 0 <= target < size, occurrences >= 1, background >= 0, batches >= 1"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     if not 0 <= first_batch < batches or not dumps or any(not 0 <= d < batches for d in dumps):
         msg = f"first_batch and dumps must be batch indices in 0..{batches - 1}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     others = np.delete(np.arange(size, dtype=np.int64), target)
     world_a = [np.ascontiguousarray(x) for x in np.array_split(np.tile(others, background), batches)]
     world_b = list(world_a)
@@ -301,7 +301,7 @@ def audit(run: Runner, worlds: Worlds, distinguishers: Mapping[str, Distinguishe
     """
     if not distinguishers or trials < 1 or not 0 < alpha < 1:
         msg = "audit needs at least one distinguisher, trials >= 1 and 0 < alpha < 1"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     names = list(distinguishers)
     hits = {w: dict.fromkeys(names, 0) for w in ("a", "b")}
     for w, batches in (("a", worlds.a), ("b", worlds.b)):

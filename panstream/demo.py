@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from panstream.errors import ConfigurationError
 from panstream.universe import Universe, _mix64
 
 
@@ -42,10 +43,10 @@ def synthetic_ipv4_log(universe: Universe, distinct: int, lines: int, outside_sh
     """
     if universe.kind != "ipv4":
         msg = "synthetic_ipv4_log needs an ipv4 universe"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     if not 0 < distinct <= universe.size or lines < distinct:
         msg = "need 0 < distinct <= universe size and lines >= distinct"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     u = _Uniforms(secrets.randbits(63) if seed is None else seed)
     base = _ipv4_int(universe.item_of(0))
     # Distinct clients: an affine bijection of the (power-of-two sized) prefix, x -> a*x + b mod size.

@@ -3,7 +3,9 @@
 Every error a user or operator can cause derives from :class:`PanstreamError`; its message says what
 happened and what to do about it. The command line turns these into one line on stderr and a non-zero
 exit code, never a traceback. Argument misuse in the Python API raises ``ValueError``/``TypeError``
-subclasses below so that plain Python callers can catch them the usual way.
+subclasses below so that plain Python callers can catch them the usual way: every exception
+a user mistake raises is both a :class:`PanstreamError` and the built-in one (``ValueError`` or
+``TypeError``) plain Python code expects.
 """
 
 from __future__ import annotations
@@ -23,6 +25,13 @@ class ConfigurationError(PanstreamError, ValueError):
 
 class UniverseError(ConfigurationError):
     """A universe specification is malformed or out of the supported range."""
+
+
+class ArgumentTypeError(PanstreamError, TypeError):
+    """An argument of the wrong type, e.g. a bare ``str`` where a list of items is expected, or
+    float cell indices. Nothing was applied."""
+
+    exit_code = 2
 
 
 class ItemError(PanstreamError, ValueError):

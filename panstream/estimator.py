@@ -34,10 +34,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from panstream.calibration import DEFAULT_CALIBRATION, calibrate
-from panstream.errors import ConfigurationError, ItemError
+from panstream.errors import ArgumentTypeError, ConfigurationError, ItemError
 from panstream.ledger import DEFAULT_BUDGET, PrivacyLedger
 from panstream.table import BitTable
-from panstream.universe import Universe
+from panstream.universe import Universe, refuse_bare_item
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
@@ -153,7 +153,7 @@ class DensityEstimator:
             universe = Universe.parse(universe)
         if not isinstance(universe, Universe):
             msg = f"universe must be a Universe or a spec string, got {type(universe).__name__}"
-            raise TypeError(msg)
+            raise ArgumentTypeError(msg)
         self.universe = universe
         cal = calibrate(epsilon, calibration)
         self.epsilon = cal.epsilon
@@ -191,7 +191,16 @@ class DensityEstimator:
         counts are not kept). Integer NumPy arrays are mapped vectorized; see
         :meth:`Universe.indices`. Writable NumPy arrays and bytearrays passed in are overwritten with
         zeros after use, so raw items do not linger.
+
+        Raises:
+            ArgumentTypeError: ``items`` is a bare ``str``, ``bytes``, ``bytearray`` or
+                ``memoryview``: pass a list (``update(["alice@example.com"])``). Nothing is applied.
+
+        >>> est = DensityEstimator("hashed:1024")
+        >>> est.update(["alice@example.com"]).accepted
+        1
         """
+        refuse_bare_item(items, "update")
         res = self.universe.indices(items)
         try:
             self._table.redraw(res.indices, self._numerator)
@@ -211,13 +220,14 @@ class DensityEstimator:
             The number of indices applied.
 
         Raises:
-            TypeError: ``idx`` is not an integer array.
+            ArgumentTypeError: ``idx`` is not an integer array (a ``TypeError``).
             ItemError: an index lies outside ``0..size-1`` (nothing is applied then).
         """
         arr = np.asarray(idx)
         if arr.dtype.kind not in "iu":
-            msg = f"update_indices needs an integer array, got dtype {arr.dtype}"
-            raise TypeError(msg)
+            msg = (f"update_indices needs an integer array, got dtype {arr.dtype}; convert cell "
+                   "numbers with np.asarray(idx, dtype=np.int64) or map items with update()")
+            raise ArgumentTypeError(msg)
         arr = arr.reshape(-1)
         n = arr.size
         if n:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from panstream.errors import BudgetExhaustedError
+from panstream.errors import BudgetExhaustedError, ConfigurationError
 from panstream.estimator import DensityEstimator
 from panstream.parse import Format, LineParser, detect_format
 from panstream.sources.files import ChunkReader
@@ -121,7 +121,7 @@ class Ingestor:
                  progress_every: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         if release_every and not release_epsilon:
             msg = "periodic releases need a release epsilon"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         self.est = est
         self.format = fmt
         self.state_path = os.fspath(state_path) if state_path is not None else None

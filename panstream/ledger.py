@@ -174,5 +174,5 @@ def group_privacy(k: int, epsilon: float) -> float:
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         msg = f"group size k must be a positive integer, got {k!r}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     return k * float(epsilon)

@@ -229,7 +229,7 @@ def kafka_partitions_of_cells(universe: Universe, partitions: int) -> np.ndarray
     """
     if partitions < 1:
         msg = f"partitions must be positive, got {partitions}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     if universe.kind not in ("ipv4", "range"):
         msg = (f"a partition-aware merge needs cells that determine the message key; {universe.kind} "
                "universes do not: use the sum merge")

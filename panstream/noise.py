@@ -48,6 +48,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
+from panstream.errors import ConfigurationError
 from panstream.randomness import secure_uniform_below
 
 #: The output mechanisms the release stage offers.
@@ -63,7 +64,7 @@ MIN_EPSILON = 1e-9
 def _check_rational(num: int, den: int) -> None:
     if den <= 0 or num < 0:
         msg = f"need a non-negative rational num/den with den > 0, got {num}/{den}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
 
 
 def bernoulli_rational(num: int, den: int) -> bool:
@@ -133,7 +134,7 @@ def discrete_laplace(scale: Fraction | int) -> int:
     sc = Fraction(scale)
     if sc <= 0:
         msg = f"scale must be positive, got {scale}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     t, s = sc.numerator, sc.denominator
     while True:
         u = secure_uniform_below(t)
@@ -157,11 +158,11 @@ def exact_epsilon(epsilon: float | Fraction) -> Fraction:
     """
     if isinstance(epsilon, float) and not math.isfinite(epsilon):
         msg = f"epsilon must be finite, got {epsilon!r}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     e = Fraction(epsilon)
     if e < Fraction(MIN_EPSILON):
         msg = f"epsilon must be at least {MIN_EPSILON:g}, got {float(e):g}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     return e
 
 
@@ -195,7 +196,7 @@ class NoiseLaw:
         if mechanism == "laplace":
             return cls(mechanism, e, Fraction(1, 1 << LAPLACE_GRANULARITY_BITS))
         msg = f"unknown mechanism {mechanism!r}: use one of {', '.join(MECHANISMS)}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
 
     @property
     def epsilon(self) -> float:

@@ -30,6 +30,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from panstream.errors import ConfigurationError
+
 #: Precision of every Bernoulli probability: p = numerator / 2**P_BITS exactly.
 P_BITS = 32
 _P_BYTES = P_BITS // 8
@@ -80,7 +82,7 @@ def secure_uniform_below(bound: int) -> int:
     """One uniform integer in ``0..bound-1`` from the OS CSPRNG (rejection sampling, no bias)."""
     if bound <= 0:
         msg = f"bound must be positive, got {bound}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     nbytes = (bound.bit_length() + 7) // 8 + 1
     limit = (1 << (8 * nbytes)) // bound * bound
     while True:
@@ -97,7 +99,7 @@ def dyadic_at_most(p: float | Fraction) -> int:
     f = Fraction(p)
     if not 0 <= f <= 1:
         msg = f"probability must lie in [0, 1], got {p!r}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     return math.floor(f * _ONE)
 
 
@@ -109,7 +111,7 @@ def probability(numerator: int) -> Fraction:
 def _threshold_bytes(numerator: int) -> bytes:
     if not 0 <= numerator <= _ONE:
         msg = f"numerator must lie in 0..2**{P_BITS}, got {numerator}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     return min(numerator, _ONE - 1).to_bytes(_P_BYTES, "big")
 
 

@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from panstream.errors import ConfigurationError
+
 Loss = str | Callable[[int, int], float]
 LOSSES: tuple[str, ...] = ("absolute", "squared", "binary")
 
@@ -48,7 +50,7 @@ def _loss_matrix(n: int, loss: Loss) -> np.ndarray:
     if callable(loss):
         return np.array([[float(loss(a, b)) for b in range(n + 1)] for a in range(n + 1)])
     msg = f"unknown loss {loss!r}: use one of {', '.join(LOSSES)} or a callable loss(true, estimate)"
-    raise ValueError(msg)
+    raise ConfigurationError(msg)
 
 
 def _prior(prior: Sequence[float] | np.ndarray | None, n: int) -> np.ndarray:
@@ -57,20 +59,20 @@ def _prior(prior: Sequence[float] | np.ndarray | None, n: int) -> np.ndarray:
     w = np.asarray(prior, dtype=float).reshape(-1)
     if w.size != n + 1:
         msg = f"prior must have n + 1 = {n + 1} weights (true counts 0..n), got {w.size}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
         msg = "prior weights must be finite, non-negative and not all zero"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     return w / w.sum()
 
 
 def _check(epsilon: float, n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         msg = f"n must be a non-negative integer, got {n!r}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         msg = f"epsilon must be a positive finite number, got {epsilon!r}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
 
 
 def posterior(observed: int, epsilon: float, n: int,

@@ -104,7 +104,7 @@ class DirectoryStore:
         topic, _, part = key.rpartition("/")
         if not topic or "@" in topic or os.sep in topic or not part.isdigit():
             msg = f"invalid shard key {key!r}: expected '<topic>/<partition>'"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         return self.directory / f"{topic}@{part}{_SUFFIX}"
 
     def save(self, key: str, data: bytes | bytearray) -> None:
@@ -265,7 +265,7 @@ class TopicStore:
     def __init__(self, log: RecordLog, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
         if chunk_bytes < 1:
             msg = f"chunk_bytes must be positive, got {chunk_bytes}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         self.log = log
         self.chunk_bytes = chunk_bytes
         # Live chunk keys of each shard as last seen by load() or written by save(), so save()
@@ -459,7 +459,7 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
 
     if merge not in MERGES:
         msg = f"unknown merge {merge!r}: use one of {', '.join(MERGES)}"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
     keys = store.keys()
     if not keys:
         msg = f"no shard snapshots in {store!r}: point at the consumers' --state-dir/--state-topic"

@@ -26,6 +26,7 @@ from typing import Literal
 
 import numpy as np
 
+from panstream.errors import ConfigurationError
 from panstream.randomness import (
     bernoulli,
     bernoulli_from_bytes,
@@ -62,7 +63,7 @@ def choose_layout(size: int, layout: str = "auto") -> Layout:
     if layout in ("bytes", "packed"):
         return layout  # type: ignore[return-value]
     msg = f"unknown table layout {layout!r}: use 'auto', 'bytes' or 'packed'"
-    raise ValueError(msg)
+    raise ConfigurationError(msg)
 
 
 def _chunks(n: int) -> Iterator[slice]:
@@ -97,7 +98,7 @@ class BitTable:
         nbytes = (size + 7) // 8
         if len(data) != nbytes:
             msg = f"packed table of {size} cells needs {nbytes} bytes, got {len(data)}"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         # A NumPy-owned copy (not a bytearray): NumPy backs large arrays with huge pages, which
         # keeps random updates on a 512 MiB table free of TLB misses.
         packed = np.frombuffer(data, dtype=np.uint8).copy()

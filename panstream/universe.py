@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from panstream.errors import ItemError, UniverseError
+from panstream.errors import ArgumentTypeError, ConfigurationError, ItemError, UniverseError
 
 UniverseKind = Literal["ipv4", "ipv6", "range", "hashed"]
 
@@ -66,6 +66,30 @@ class IndexResult:
     def rejected(self) -> int:
         """Items dropped for any reason."""
         return self.malformed + self.outside
+
+
+#: Types that are iterable but are one item, not a batch of items.
+_TEXT_TYPES = (str, bytes, bytearray, memoryview)
+
+
+def refuse_bare_item(items: object, call: str) -> None:
+    """Refuse a bare ``str``/``bytes``/``bytearray``/``memoryview`` where an iterable of items is
+    expected: iterating it would silently apply its characters (or byte values) as items.
+
+    Args:
+        items: what the caller passed.
+        call: the method name, used in the message (``update``, ``indices``).
+
+    Raises:
+        ArgumentTypeError: ``items`` is one of those types.
+    """
+    if isinstance(items, _TEXT_TYPES):
+        example = "alice@example.com" if isinstance(items, str) else "10.0.0.1"
+        wrap = f'["{example}"]' if isinstance(items, str) else f'[b"{example}"]'
+        msg = (f"{call}() takes an iterable of items, but got one {type(items).__name__}: it would "
+               f"count each of its characters as an item. Pass a list, e.g. {call}({wrap}); "
+               "nothing was applied")
+        raise ArgumentTypeError(msg)
 
 
 def _hash_bytes(data: bytes, m: int) -> int:
@@ -221,7 +245,12 @@ class Universe:
         for ``range`` the integers themselves, for ``hashed`` values to hash. Anything else is mapped
         item by item: ``str`` or ASCII ``bytes`` text for addresses, ``int`` for integers and
         addresses, any ``str``/``bytes``/``int`` for ``hashed``.
+
+        Raises:
+            ArgumentTypeError: ``items`` is a bare ``str``, ``bytes``, ``bytearray`` or
+                ``memoryview`` (one item, not an iterable of items): pass a list.
         """
+        refuse_bare_item(items, "indices")
         if isinstance(items, np.ndarray) and items.dtype.kind in "iu":
             return self._indices_int_array(items)
         return self._indices_objects(items)
@@ -243,7 +272,7 @@ class Universe:
         """A representative item of a cell (the address or subnet, or the integer). Not for hashed."""
         if not 0 <= index < self.size:
             msg = f"cell index {index} outside 0..{self.size - 1}"
-            raise ValueError(msg)
+            raise ItemError(msg)
         if self.kind == "ipv4":
             return str(ipaddress.IPv4Address(self._base + index))
         if self.kind == "ipv6":
@@ -252,7 +281,7 @@ class Universe:
         if self.kind == "range":
             return str(index)
         msg = "a hashed universe cannot name the items of a bucket"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
 
     def _indices_int_array(self, arr: np.ndarray) -> IndexResult:
         n = arr.size
