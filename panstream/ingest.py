@@ -241,36 +241,30 @@ class Ingestor:
                 if self._stop:
                     break
                 kind = None if self.format.kind == "auto" else self.format.spec
-                overlong0 = inp.reader.overlong
-                try:
-                    for chunk in inp.reader:
-                        if len(chunk):
-                            if kind is None:
-                                kind = detect_format(chunk)
-                                self.stats.formats.append(f"{inp.name}: {kind}")
-                            self._ingest_chunk(kind, chunk)
-                        if len(chunk) < DRAINED_BELOW:
-                            # The input is drained (a short chunk or an idle tick): apply what is
-                            # pending now, so recent items never wait in memory for more traffic.
-                            self.flush()
-                        now = self.clock()
-                        if next_ckpt is not None and now >= next_ckpt:
-                            self.checkpoint()
-                            next_ckpt = now + (self.checkpoint_every or 0)
-                        if next_rel is not None and self.release_every and now >= next_rel:
-                            self.release_now()  # may switch releases off (budget spent)
-                            next_rel = now + self.release_every if self.release_every else None
-                        if self.on_progress and now >= next_prog:
-                            self.stats.seconds = now - t0
-                            self.on_progress(self.stats)
-                            next_prog = now + self.progress_every
-                        if self._stop:
-                            self.stats.interrupted = True
-                            break
-                finally:
-                    extra = inp.reader.overlong - overlong0
-                    self.stats.lines += extra
-                    self.stats.malformed += extra
+                for chunk in inp.reader:
+                    if len(chunk):
+                        if kind is None:
+                            kind = detect_format(chunk)
+                            self.stats.formats.append(f"{inp.name}: {kind}")
+                        self._ingest_chunk(kind, chunk)
+                    if len(chunk) < DRAINED_BELOW:
+                        # The input is drained (a short chunk or an idle tick): apply what is
+                        # pending now, so recent items never wait in memory for more traffic.
+                        self.flush()
+                    now = self.clock()
+                    if next_ckpt is not None and now >= next_ckpt:
+                        self.checkpoint()
+                        next_ckpt = now + (self.checkpoint_every or 0)
+                    if next_rel is not None and self.release_every and now >= next_rel:
+                        self.release_now()  # may switch releases off (budget spent)
+                        next_rel = now + self.release_every if self.release_every else None
+                    if self.on_progress and now >= next_prog:
+                        self.stats.seconds = now - t0
+                        self.on_progress(self.stats)
+                        next_prog = now + self.progress_every
+                    if self._stop:
+                        self.stats.interrupted = True
+                        break
         finally:
             self.checkpoint()
             self.stats.seconds = self.clock() - t0

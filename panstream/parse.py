@@ -21,7 +21,10 @@ Strictness: an IPv4 address is accepted exactly when :class:`ipaddress.IPv4Addre
 decimal octets 0..255 of one to three ASCII digits, no leading zeros, nothing else (``inet_aton``'s
 ``1``, ``0x7f.1`` and octal ``010.1.1.1`` are rejected). In an ``ipv4`` universe a well-formed IPv6
 address is counted as *outside* (a dual-stack log), anything else unparsable as *malformed*. Empty
-(or all-blank) lines are counted separately; lines longer than :data:`MAX_LINE` bytes are malformed.
+(or all-blank) lines are counted separately (*empty*, in every format). Of a line longer than
+:data:`MAX_LINE` bytes only the head is read: in ``clf`` and ``field:N`` its item is taken if the
+field ends (is followed by whitespace) within the first ``MAX_LINE + 1`` bytes, so a request with a
+long URL or user agent keeps its client; in ``plain`` (the item is the whole line) it is malformed.
 
 Fast path (``ipv4`` universes, ``plain`` and ``clf``): no Python work per line. Newline positions
 come from a ``flatnonzero`` over the chunk's newline flags viewed as 64-bit words; the first 16 bytes
@@ -51,7 +54,8 @@ import numpy as np
 from panstream.errors import ConfigurationError
 from panstream.universe import Universe
 
-#: Lines longer than this many bytes (without the newline) are counted as malformed and skipped.
+#: Only the first ``MAX_LINE + 1`` bytes of a line are read; longer ``plain`` lines are malformed,
+#: longer ``clf``/``field:N`` lines keep their item when its field ends within that head.
 MAX_LINE = 4096
 
 #: Formats accepted by :func:`parse_format` (plus ``field:N``).
@@ -158,7 +162,8 @@ class ParseResult:
         indices: ``intp`` cell indices of the accepted items, in input order.
         lines: lines seen (including empty and rejected ones).
         empty: empty or all-blank lines.
-        malformed: lines whose item could not be parsed (binary junk, over-long lines, bad syntax).
+        malformed: lines whose item could not be parsed (binary junk, bad syntax, an over-long
+            ``plain`` line, a field that does not end within the first ``MAX_LINE + 1`` bytes).
         outside: well-formed items outside the universe.
     """
 
@@ -404,7 +409,7 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
     Args:
         data: complete lines (a final newline is implied if missing).
         fmt: ``"plain"`` or ``"clf"``.
-        max_line: longer lines are malformed.
+        max_line: longer ``plain`` lines are malformed; longer ``clf`` lines keep their address.
 
     Returns:
         ``(addresses, lines, empty, malformed, ipv6)``: accepted ``uint32`` addresses in input order,
@@ -433,12 +438,13 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
     w = _windows(b, starts)
     addr, ok = ipv4_from_windows(w, length, fmt == "clf")
     w.fill(0)
-    ok &= length <= max_line
+    if fmt == "plain":
+        ok &= length <= max_line  # (clf: the address ends within the first 16 bytes, see below)
     empty = length == 0
     if bool(ok.all()):
         return addr, nlines, 0, 0, 0
-    # Rejected lines: the rare ones go through Python (blank padding in plain, IPv6 in either).
-    rej = np.flatnonzero(~ok & ~empty & (length <= max_line))
+    # Rejected lines: the rare ones go through Python (blank lines, IPv6, a clf head).
+    rej = np.flatnonzero(~ok & ~empty & ((length <= max_line) | (fmt == "clf")))
     n_empty = int(empty.sum())
     extra: list[tuple[int, int]] = []
     v6 = 0
@@ -446,14 +452,21 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
         keep_ok = ok.copy()
         for i in rej.tolist():
             s, e = int(starts[i]), int(ends[i])
-            line = bytes(b[s:e])
-            fields = line.split() if fmt == "plain" else line.split(b" ", 1)[:1]
-            if fmt == "plain" and len(fields) == 0:
+            over = e - s > max_line
+            line = bytes(b[s:min(e, s + max_line + 1)])  # only the head of an over-long line
+            if not over and not line.strip():
                 n_empty += 1
                 continue
-            if len(fields) != 1:
-                continue
-            token = fields[0]
+            if fmt == "plain":
+                fields = line.split()
+                if len(fields) != 1:
+                    continue
+                token = fields[0]
+            else:
+                parts = line.split(b" ", 1)
+                if over and len(parts) < 2:
+                    continue  # the first field does not end within the first max_line bytes
+                token = parts[0]
             got = _strict_ipv4(token)
             if got is not None:
                 extra.append((i, got))
@@ -518,7 +531,8 @@ class LineParser:
         universe: the universe the indices refer to.
         fmt: ``plain``, ``clf``, ``field:N`` (a string or :class:`Format`); resolve ``auto`` first
             with :func:`detect_format`.
-        max_line: lines longer than this (bytes, without the newline) are malformed.
+        max_line: of longer lines (bytes, without the newline) only the head is read (see the
+            module docstring).
 
     Raises:
         ConfigurationError: unknown format, or ``auto`` not resolved.
@@ -581,25 +595,36 @@ class LineParser:
         empty = malformed = 0
         kind, field = self.format.kind, self.format.field
         for line in lines:
-            if len(line) > self.max_line:
-                malformed += 1
+            over = len(line) > self.max_line
+            if over:
+                if kind == "plain":
+                    malformed += 1  # the item is the whole line, and it does not fit
+                    continue
+                line = line[: self.max_line + 1]  # only the head; the field must end within it
+            elif not line.strip():
+                empty += 1
                 continue
             if kind == "clf":
-                line = line.rstrip(b"\r")
-                if not line:
-                    empty += 1
-                    continue
-                tokens.append(line.split(b" ", 1)[0])
+                if not over:
+                    line = line.rstrip(b"\r")
+                parts = line.split(b" ", 1)
+                if over and len(parts) < 2:
+                    malformed += 1
+                else:
+                    tokens.append(parts[0])
                 continue
-            fields = line.split()
-            if not fields:
-                empty += 1
-            elif kind == "plain":
+            if kind == "plain":
+                fields = line.split()
                 if len(fields) == 1:
                     tokens.append(fields[0])
                 else:
                     malformed += 1
-            elif len(fields) >= field:
+                continue
+            fields = line.split(None, field)
+            complete = len(fields) > field or (len(fields) == field and not over)
+            if over and len(fields) == field and line[-1:].isspace():
+                complete = True  # the head ends with the whitespace after field N
+            if complete:
                 tokens.append(fields[field - 1])
             else:
                 malformed += 1

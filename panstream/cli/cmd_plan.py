@@ -89,9 +89,69 @@ def best_table_size(n: float, p: float, release_epsilon: float | None = None) ->
     return best, pow2
 
 
+def smallest_table_size(n: float, p: float, target: float, best: int,
+                        release_epsilon: float | None = None) -> int | None:
+    """The smallest bucket count ``<= best`` whose distinct-count RMSE is at most ``target`` IDs, or
+    ``None`` if even ``best`` misses it. Below the best size the error falls as ``m`` grows
+    (collisions dominate), so a bisection finds it.
+
+    >>> p = 0.8160602794
+    >>> m = smallest_table_size(100_000, p, 5_000, 178_893)
+    >>> hashed_error(100_000, m, p)["rmse"] <= 5_000 < hashed_error(100_000, m - 1, p)["rmse"]
+    True
+    """
+
+    def err(m: int) -> float:
+        return hashed_error(n, m, p, release_epsilon)["rmse"]
+
+    if err(best) > target:
+        return None
+    lo, hi = 2, best  # err(hi) <= target
+    if err(lo) <= target:
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if err(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+#: z for a two-sided 95 % normal interval.
+Z95 = 1.959963984540054
+
+
+def expressible_distinct(universe: Universe) -> float:
+    """The largest distinct count the estimator can report for ``universe``: ``|X|`` cells, or for a
+    hashed table linear counting at one empty bucket, ``m ln m``."""
+    m = universe.size
+    return m * math.log(m) if universe.kind == "hashed" else float(m)
+
+
+def _status(row: dict[str, Any], universe: Universe, expected: int | None) -> str:
+    """``ok``, ``saturated`` (hashed: so many IDs that linear counting cannot express them) or
+    ``too_small`` (the 95 % interval of the density covers all of 0..1: the table says nothing)."""
+    cap = expressible_distinct(universe)
+    if universe.kind == "hashed" and expected is not None and (
+            expected >= cap or not math.isfinite(row["stderr_distinct"])
+            or row["stderr_distinct"] >= cap):
+        return "saturated"
+    if Z95 * row["stderr_density"] >= 1.0 or row["stderr_distinct"] >= cap:
+        return "too_small"
+    return "ok"
+
+
 def plan(universe: Universe, epsilon: float, expected: int | None,
-         release_epsilon: float | None) -> dict[str, Any]:
-    """Accuracy of ``universe`` at ``epsilon`` for both calibrations (and table sizing if hashed)."""
+         release_epsilon: float | None, target_error: float = 0.05) -> dict[str, Any]:
+    """Accuracy of ``universe`` at ``epsilon`` for both calibrations (and table sizing if hashed).
+
+    Every error is one standard deviation, with its 95 % half-width beside it (``*_95``). Errors
+    the universe cannot express (a density error over 1, a distinct-count error over
+    :func:`expressible_distinct`) are reported as ``None`` in JSON with ``status`` saying why.
+    For a hashed universe with ``expected``, ``smallest_size`` is the smallest table whose error is
+    at most ``target_error`` times ``expected`` (1 sd), ``None`` if no size reaches it.
+    """
     m = universe.size
     hashed = universe.kind == "hashed"
     if expected is not None and not hashed and expected > m:
@@ -116,6 +176,9 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
             row["best_size_rmse"] = hashed_error(expected, best, p, release_epsilon)["rmse"]
             row["best_power_of_two"] = pow2
             row["best_power_of_two_rmse"] = hashed_error(expected, pow2, p, release_epsilon)["rmse"]
+            row["target_error"] = target_error
+            row["smallest_size"] = smallest_table_size(expected, p, target_error * expected, best,
+                                                       release_epsilon)
         else:
             f = 0.0 if expected is None else (expected / m if not hashed else -math.expm1(-expected / m))
             se = stderr_density(f, p, m)
@@ -124,9 +187,23 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
             row.update({"density": f, "stderr_density": sd, "table_noise_density": se,
                         "release_noise_density": rel,
                         "stderr_distinct": stderr_distinct(f, sd, m, hashed)})
+        row["status"] = _status(row, universe, expected)
+        cap = expressible_distinct(universe)
+        for key in ("stderr_density", "stderr_distinct", "rmse", "occupancy_sd", "bias",
+                    "table_noise"):
+            if key not in row:
+                continue
+            limit = 1.0 if key == "stderr_density" else cap
+            if not math.isfinite(row[key]) or row[key] > limit:
+                row[key] = None  # larger than anything the universe can express
+        row["stderr_density_95"] = (None if row["stderr_density"] is None
+                                    else Z95 * row["stderr_density"])
+        row["stderr_distinct_95"] = (None if row["stderr_distinct"] is None
+                                     else Z95 * row["stderr_distinct"])
         rows.append(row)
     return {"universe": universe.spec, "cells": m, "epsilon": epsilon,
-            "expected_distinct": expected, "release_epsilon": release_epsilon, "calibrations": rows}
+            "expected_distinct": expected, "release_epsilon": release_epsilon,
+            "error_level": "1 sd (the *_95 fields: 95 % half-width)", "calibrations": rows}
 
 
 @click.command()
@@ -138,16 +215,22 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
 @click.option("--release-epsilon", type=FiniteFloatRange(min=0, min_open=True), default=None,
               help="Include the noise of one release at this output epsilon.",
               **env("RELEASE_EPSILON"))
+@click.option("--target-error", type=FiniteFloatRange(min=0, min_open=True, max=1), default=0.05,
+              show_default=True,
+              help="Hashed universes with -n: also print the smallest table whose distinct-count "
+                   "error (1 sd) is at most this fraction of N.", **env("TARGET_ERROR"))
 @json_option()
 @handle_errors
 def command(universe: Universe, epsilon: float, expected_distinct: int | None,
-            release_epsilon: float | None, as_json: bool) -> None:
+            release_epsilon: float | None, target_error: float, as_json: bool) -> None:
     """How accurate will the density and distinct count be? Both calibrations, before ingesting.
 
-    Standard errors are 1-sigma (multiply by 1.96 for 95 %). Without --expected-distinct they are
-    given at density 0, where the table noise is largest. For hashed:M universes with
-    --expected-distinct N it also prints the table size minimizing the total error (collision /
-    occupancy error of linear counting against the table's binomial noise).
+    Errors are 1 standard deviation, with the 95 % half-width in brackets. Without
+    --expected-distinct they are given at density 0, where the table noise is largest. TOO SMALL
+    means the 95 % interval covers every possible density (the table says nothing); SATURATED means
+    a hashed table has too few buckets for N IDs. For hashed:M universes with --expected-distinct N
+    it also prints the table size minimizing the total error (collision / occupancy error of linear
+    counting against the table's binomial noise) and the smallest table within --target-error.
 
     \b
     Examples:
@@ -155,7 +238,7 @@ def command(universe: Universe, epsilon: float, expected_distinct: int | None,
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 -n 20000 --release-epsilon 0.5
       panstream plan -u hashed:1048576 --epsilon 1 -n 100000     # also the best table size
     """
-    d = plan(universe, epsilon, expected_distinct, release_epsilon)
+    d = plan(universe, epsilon, expected_distinct, release_epsilon, target_error)
     if as_json:
         emit_json(d)
         return
@@ -163,15 +246,44 @@ def command(universe: Universe, epsilon: float, expected_distinct: int | None,
           else "at density 0 (worst case)")
     click.echo(f"plan: {universe.spec} ({universe.size:,} cells), epsilon {epsilon:g}, {at}"
                + (f", one release at epsilon {release_epsilon:g}" if release_epsilon else ""))
+    click.echo("  errors: +- 1 standard deviation [95 % half-width]")
+    cap = expressible_distinct(universe)
     for r in d["calibrations"]:
         if "error" in r:
             click.echo(f"  {r['calibration']:<6} unavailable: {r['error']}")
             continue
         click.echo(f"  {r['calibration']:<6} p = {r['p_float']:.6f}  epsilon_state = "
-                   f"{r['epsilon_state']:.4f}  density +- {r['stderr_density']:.6f}  distinct +- "
-                   f"{r['stderr_distinct']:,.1f}")
+                   f"{r['epsilon_state']:.4f}  {_errors_line(r, universe, cap)}")
+        if r["status"] == "saturated":
+            click.echo(f"         SATURATED: {expected_distinct:,} IDs in {universe.size:,} buckets "
+                       f"leave about {universe.size * math.exp(-expected_distinct / universe.size):.3g}"
+                       f" empty; linear counting cannot go past about {cap:,.0f}.")
+        elif r["status"] == "too_small":
+            click.echo("         TOO SMALL: the 95 % interval covers every possible value; use a "
+                       "larger universe or a larger epsilon.")
         if "best_size" in r:
-            click.echo(f"         occupancy sd {r['occupancy_sd']:,.1f}, table noise "
-                       f"{r['table_noise']:,.1f}, LC bias {r['bias']:,.2f}; best table: "
-                       f"hashed:{r['best_size']} (rmse {r['best_size_rmse']:,.1f}), power of two "
-                       f"hashed:{r['best_power_of_two']} (rmse {r['best_power_of_two_rmse']:,.1f})")
+            if r["occupancy_sd"] is not None and r["table_noise"] is not None:
+                click.echo(f"         occupancy sd {r['occupancy_sd']:,.1f}, table noise "
+                           f"{r['table_noise']:,.1f}, LC bias {r['bias']:,.2f}")
+            small = r["smallest_size"]
+            goal = target_error * expected_distinct
+            within = (f"smallest table within {100 * target_error:g} % of N ({goal:,.0f} IDs): "
+                      + (f"hashed:{small}" if small is not None
+                         else "none (even the best table misses it)"))
+            click.echo(f"         {within}; best table: hashed:{r['best_size']} (error "
+                       f"{r['best_size_rmse']:,.1f}), power of two hashed:{r['best_power_of_two']} "
+                       f"(error {r['best_power_of_two_rmse']:,.1f})")
+
+
+def _errors_line(r: dict[str, Any], universe: Universe, cap: float) -> str:
+    """``density +- a [b]  distinct +- c [d]``, or the bound the universe can express."""
+    if r["stderr_density"] is None:
+        dens = "density +- more than 1 (uninformative)"
+    else:
+        dens = f"density +- {r['stderr_density']:.6f} [{r['stderr_density_95']:.6f}]"
+    if r["stderr_distinct"] is None:
+        what = "buckets can express" if universe.kind == "hashed" else "cells"
+        dist = f"distinct +- more than {cap:,.0f} (all the {what})"
+    else:
+        dist = f"distinct +- {r['stderr_distinct']:,.1f} [{r['stderr_distinct_95']:,.1f}]"
+    return f"{dens}  {dist}"

@@ -3,8 +3,10 @@
 Every reader yields ``memoryview`` chunks of its own reusable buffer, each ending with ``\\n``;
 the buffer is overwritten with zeros as soon as the consumer asks for the next chunk, so raw log
 lines do not linger in memory. A line longer than ``max_line`` bytes that does not fit a chunk is
-dropped and counted in :attr:`ChunkReader.overlong`. An empty chunk means "no data for a while"
-(an idle tick on a pipe or terminal), so that a consumer can checkpoint or stop.
+cut to its head (its first ``max_line + 1`` bytes; counted in :attr:`ChunkReader.overlong`), so the
+buffer stays bounded while the parser can still find a leading field such as a log's client
+address. An empty chunk means "no data for a while" (an idle tick on a pipe or terminal), so that a
+consumer can checkpoint or stop.
 
 >>> import io
 >>> r = ChunkReader(io.BytesIO(b"a\\nbb\\nccc").readinto, name="example")

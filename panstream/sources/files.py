@@ -16,7 +16,8 @@ from panstream.errors import SourceError
 
 #: Default chunk size: large enough to amortize NumPy's per-call cost, small enough to stay in cache.
 CHUNK_SIZE = 1 << 21
-#: Lines longer than this are dropped (and counted) when they span more than one chunk.
+#: Lines longer than this are cut to their head (the first ``MAX_LINE + 1`` bytes) when they span
+#: chunks; the parser looks only at the first ``MAX_LINE`` bytes of any line (see panstream.parse).
 MAX_LINE = 4096
 
 
@@ -27,12 +28,14 @@ class ChunkReader:
         readinto: ``f(memoryview) -> int`` reading at most ``len(view)`` bytes, 0 at end of input.
         fd: a file descriptor to poll for readiness (pipes, terminals), or ``None`` for files.
         chunk_size: target bytes per chunk.
-        max_line: lines longer than this many bytes are dropped when they span chunks.
+        max_line: a line longer than this many bytes that spans chunks is cut to its first
+            ``max_line + 1`` bytes (still longer than ``max_line``, so the parser knows it is
+            over-long): the buffer stays bounded and the parser can still find a leading field.
         idle: seconds to wait for data on ``fd`` before yielding an empty chunk.
         name: how errors name the input.
 
     Attributes:
-        overlong: over-long lines dropped so far (operational; never stored).
+        overlong: over-long lines cut to their head so far (operational; never stored).
         bytes_read: bytes read so far.
     """
 
@@ -74,13 +77,21 @@ class ChunkReader:
             raise SourceError(msg) from None
         return -1 if n is None else n
 
+    def _truncate(self, arr: np.ndarray, fill: int) -> int:
+        """Keep the head (``max_line + 1`` bytes) of the over-long line filling ``arr[:fill]``;
+        zero the rest. The parser sees a line longer than ``max_line`` and looks only at its head."""
+        keep = self._max_line + 1
+        arr[keep:fill] = 0
+        self.overlong += 1
+        return keep
+
     def __iter__(self) -> Iterator[memoryview]:
         cap = self._chunk + self._max_line + 1
         buf = bytearray(cap)
         view = memoryview(buf)
         arr = np.frombuffer(buf, dtype=np.uint8)  # for memset/memmove without temporaries
         fill = 0  # valid bytes at the start of buf
-        skipping = False  # inside an over-long line: drop bytes up to the next newline
+        skipping = False  # past the head of an over-long line: drop bytes up to its newline
         eof = False
         try:
             while not eof:
@@ -102,22 +113,22 @@ class ChunkReader:
                         if j < 0:
                             arr[fill:fill + n] = 0
                             continue
+                        # The newline ends the kept head; what follows it is new lines.
                         skipping = False
-                        rest = fill + n - (j + 1)
-                        arr[fill:fill + rest] = arr[j + 1:fill + n]
+                        rest = fill + n - j
+                        arr[fill:fill + rest] = arr[j:fill + n]
                         arr[fill + rest:fill + n] = 0
                         n = rest
                     fill += n
-                if eof and fill and not skipping and buf[fill - 1] != 10:
-                    buf[fill] = 10  # a last line without newline
+                if eof and fill and buf[fill - 1] != 10:
+                    buf[fill] = 10  # a last line (or over-long line's head) without newline
                     fill += 1
+                    skipping = False
                 j = buf.rfind(b"\n", 0, fill) if fill else -1
                 if j < 0:
-                    if fill > self._max_line or (eof and fill):
-                        self.overlong += fill > self._max_line
-                        skipping = not eof
-                        arr[:fill] = 0
-                        fill = 0
+                    if fill > self._max_line and not skipping:
+                        fill = self._truncate(arr, fill)
+                        skipping = True
                     if not got_any and not eof:
                         yield view[:0]  # idle tick
                     continue
@@ -127,10 +138,8 @@ class ChunkReader:
                 arr[rest:fill] = 0
                 fill = rest
                 if fill > self._max_line:
-                    self.overlong += 1
+                    fill = self._truncate(arr, fill)
                     skipping = True
-                    arr[:fill] = 0
-                    fill = 0
         finally:
             arr.fill(0)
             del arr

@@ -1,0 +1,85 @@
+"""A newcomer's path through the command line: no silent wrong count, no misleading message.
+
+Each test is one defect a fresh user hit (issue 14), replayed through the real command.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from click.testing import CliRunner
+
+from panstream.cli.cmd_plan import Z95, expressible_distinct, hashed_error
+from panstream.cli.main import cli
+from panstream.universe import Universe
+
+
+def invoke(args: list[str], input: bytes | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(cli, args, input=input, catch_exceptions=False)
+
+
+# ------------------------------------------------------------------ plan
+def test_plan_says_a_hashed_table_saturates_instead_of_printing_a_huge_error() -> None:
+    """100,000 IDs in 1,000 buckets: linear counting cannot express more than m ln m ~ 6,908, so the
+    old 13,440,585,709,... error is replaced by SATURATED and the size that would work."""
+    r = invoke(["plan", "-u", "hashed:1000", "-n", "100000", "--epsilon", "1"])
+    assert r.exit_code == 0, r.output
+    assert "SATURATED" in r.output
+    assert "13,440" not in r.output
+    # No number printed is larger than the universe can express... except the sizes it suggests.
+    cap = expressible_distinct(Universe.parse("hashed:1000"))
+    for line in r.output.splitlines():
+        if "distinct +-" in line:
+            assert f"more than {cap:,.0f}" in line
+    assert "smallest table within 5 % of N (5,000 IDs): hashed:" in r.output
+
+
+def test_plan_smallest_size_meets_the_target_and_one_less_does_not() -> None:
+    d = json.loads(invoke(["plan", "-u", "hashed:1000", "-n", "100000", "--epsilon", "1",
+                           "--target-error", "0.05", "--json"]).stdout)
+    row = d["calibrations"][0]
+    assert row["status"] == "saturated" and row["stderr_distinct"] is None
+    m, p = row["smallest_size"], row["p_float"]
+    assert hashed_error(100_000, m, p)["rmse"] <= 5_000 < hashed_error(100_000, m - 1, p)["rmse"]
+    assert m <= row["best_size"]
+
+
+def test_plan_labels_the_error_level_and_gives_95_percent() -> None:
+    r = invoke(["plan", "-u", "ipv4:10.0.0.0/16", "-n", "20000", "--epsilon", "1"])
+    assert "1 standard deviation" in r.output and "95 %" in r.output
+    d = json.loads(invoke(["plan", "-u", "ipv4:10.0.0.0/16", "-n", "20000", "--epsilon", "1",
+                           "--json"]).stdout)
+    row = d["calibrations"][0]
+    assert row["status"] == "ok"
+    assert math.isclose(row["stderr_distinct_95"], Z95 * row["stderr_distinct"])
+    assert f"[{row['stderr_distinct_95']:,.1f}]" in r.output
+
+
+def test_plan_says_too_small_when_the_interval_covers_everything() -> None:
+    """4 cells at epsilon 0.1: the old output said density +- 5.25, distinct +- 21 of 4 cells."""
+    r = invoke(["plan", "-u", "ipv4:10.0.0.0/30", "--epsilon", "0.1"])
+    assert "TOO SMALL" in r.output
+    assert "5.25" not in r.output and "21.0" not in r.output
+    d = json.loads(invoke(["plan", "-u", "ipv4:10.0.0.0/30", "--epsilon", "0.1", "--json"]).stdout)
+    assert all(row["status"] == "too_small" for row in d["calibrations"])
+    assert d["calibrations"][0]["stderr_density"] is None  # valid JSON: no Infinity, no 5.25
+
+
+def test_plan_json_never_holds_infinity() -> None:
+    out = invoke(["plan", "-u", "hashed:100", "-n", "100000", "--epsilon", "1", "--json"]).stdout
+    assert "Infinity" not in out and "NaN" not in out
+    json.loads(out)
+
+
+# ------------------------------------------------------------------ long log lines
+def test_ingest_counts_a_clf_request_with_a_long_url(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A request over 4096 bytes keeps its client: the count is not biased low on real logs."""
+    long = b'10.0.0.7 - - [x] "GET /?q=' + b"a" * 10_000 + b' HTTP/1.1" 200 1\n'
+    data = b'10.0.0.1 - - [x] "GET /" 200 1\n' + long
+    state = tmp_path / "s.pst"
+    r = invoke(["ingest", "-u", "ipv4:10.0.0.0/24", "-f", "clf", "-s", str(state), "--json"],
+               input=data)
+    assert r.exit_code == 0, r.output
+    summary = next(json.loads(ln)["summary"] for ln in r.stdout.splitlines() if "summary" in ln)
+    assert summary["accepted"] == 2 and summary["malformed"] == 0
