@@ -54,15 +54,20 @@ class UpdateResult:
         accepted: items mapped to a cell and applied.
         malformed: items that could not be parsed.
         outside: well-formed items outside the universe.
+        empty: empty or all-whitespace text items.
+
+    The classes are those of :class:`~panstream.universe.IndexResult` and of the command line.
     """
 
     accepted: int
     malformed: int = 0
     outside: int = 0
+    empty: int = 0
 
     @property
     def rejected(self) -> int:
-        return self.malformed + self.outside
+        """Items dropped for any reason."""
+        return self.malformed + self.outside + self.empty
 
 
 @dataclass(frozen=True)
@@ -207,7 +212,7 @@ class DensityEstimator:
         finally:
             res.indices.fill(0)
             _wipe(items)
-        return UpdateResult(int(res.indices.size), res.malformed, res.outside)
+        return UpdateResult(int(res.indices.size), res.malformed, res.outside, res.empty)
 
     def update_indices(self, idx: np.ndarray, *, wipe: bool = True) -> int:
         """Fast path: apply arrivals given as cell indices (a NumPy integer array).

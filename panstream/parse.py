@@ -569,7 +569,8 @@ class LineParser:
             return self._to_cells(addr, lines, empty, malformed + bad, v6)
         res = self.universe.indices(tokens)
         tokens.clear()
-        return ParseResult(res.indices, lines, empty, malformed + res.malformed, res.outside)
+        return ParseResult(res.indices, lines, empty + res.empty, malformed + res.malformed,
+                           res.outside)
 
     def _to_cells(self, addr: np.ndarray, lines: int, empty: int, malformed: int, outside: int
                   ) -> ParseResult:

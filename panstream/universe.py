@@ -56,16 +56,22 @@ class IndexResult:
         indices: ``intp`` array of cell indices of accepted items, in input order.
         malformed: items that could not be parsed at all (wrong type, bad syntax).
         outside: well-formed items that lie outside the universe.
+        empty: empty or all-whitespace ``str``/``bytes`` items.
+
+    The three classes are the command line's (``docs/cli.md``, "Every line is counted in exactly
+    one bucket"): an IPv6 address in an ``ipv4`` universe (or IPv4 in ``ipv6``) is *outside*, a
+    negative integer in a ``range`` universe is *outside*, blank text is *empty* in every universe.
     """
 
     indices: np.ndarray
     malformed: int = 0
     outside: int = 0
+    empty: int = 0
 
     @property
     def rejected(self) -> int:
         """Items dropped for any reason."""
-        return self.malformed + self.outside
+        return self.malformed + self.outside + self.empty
 
 
 #: Types that are iterable but are one item, not a batch of items.
@@ -90,6 +96,30 @@ def refuse_bare_item(items: object, call: str) -> None:
                f"count each of its characters as an item. Pass a list, e.g. {call}({wrap}); "
                "nothing was applied")
         raise ArgumentTypeError(msg)
+
+
+class _Blank(Exception):
+    """An empty or all-whitespace text item (counted as *empty*, not malformed)."""
+
+
+def _text(item: Any) -> str:
+    """The stripped text of a ``str`` or ASCII ``bytes``-like item; raises for blank or other types."""
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        item = bytes(item).decode("ascii")
+    if not isinstance(item, str):
+        raise TypeError
+    s = item.strip()
+    if not s:
+        raise _Blank
+    return s
+
+
+def _is_address(text: str, family: int) -> bool:
+    try:
+        socket.inet_pton(family, text)
+    except OSError:
+        return False
+    return True
 
 
 def _hash_bytes(data: bytes, m: int) -> int:
@@ -194,7 +224,8 @@ class Universe:
     def hashed(cls, m: int) -> Universe:
         """Arbitrary identifiers (str, bytes, int) hashed into ``m`` buckets (2 <= m <= 2**32).
 
-        Strings are hashed as their UTF-8 bytes with BLAKE2b-64; integers by the SplitMix64 mixer of
+        Strings are hashed as their UTF-8 bytes (without surrounding whitespace; blank ones are
+        *empty*) with BLAKE2b-64; integers by the SplitMix64 mixer of
         their 64-bit value. The hash is fixed and public (no key): the bit table is private with
         respect to buckets, so it needs no secret. Collisions make the raw density undercount
         distinct identifiers; the estimator corrects for that with linear counting.
@@ -264,7 +295,8 @@ class Universe:
         result = self._indices_objects([item])
         if result.indices.size:
             return int(result.indices[0])
-        why = "is malformed" if result.malformed else "lies outside"
+        why = ("is malformed" if result.malformed else "is empty" if result.empty
+               else "lies outside")
         msg = f"item {why} for universe {self.spec}"
         raise ItemError(msg)
 
@@ -312,12 +344,15 @@ class Universe:
 
     def _indices_objects(self, items: Iterable[Any]) -> IndexResult:
         out: list[int] = []
-        malformed = outside = 0
+        malformed = outside = empty = 0
         conv = self._converter()
         size = self.size
         for item in items:
             try:
                 v = conv(item)
+            except _Blank:
+                empty += 1
+                continue
             except (ValueError, TypeError, OSError, UnicodeError, OverflowError):
                 malformed += 1
                 continue
@@ -327,7 +362,7 @@ class Universe:
                 out.append(v)
         idx = np.fromiter(out, dtype=np.intp, count=len(out))
         out.clear()
-        return IndexResult(idx, malformed=malformed, outside=outside)
+        return IndexResult(idx, malformed=malformed, outside=outside, empty=empty)
 
     def _converter(self) -> Any:
         kind, base = self.kind, self._base
@@ -337,11 +372,13 @@ class Universe:
                     if not 0 <= int(item) <= 0xFFFFFFFF:
                         raise ValueError
                     return int(item) - base
-                if isinstance(item, (bytes, bytearray, memoryview)):
-                    item = bytes(item).decode("ascii")
-                if not isinstance(item, str):
-                    raise TypeError
-                return int.from_bytes(socket.inet_pton(socket.AF_INET, item.strip()), "big") - base
+                text = _text(item)
+                try:
+                    return int.from_bytes(socket.inet_pton(socket.AF_INET, text), "big") - base
+                except OSError:
+                    if ":" in text and _is_address(text, socket.AF_INET6):
+                        return None  # a well-formed IPv6 address (dual-stack log): outside
+                    raise
             return ipv4
         if kind == "ipv6":
             shift = 128 - self._granularity
@@ -352,11 +389,13 @@ class Universe:
                         raise ValueError
                     a = int(item)
                 else:
-                    if isinstance(item, (bytes, bytearray, memoryview)):
-                        item = bytes(item).decode("ascii")
-                    if not isinstance(item, str):
-                        raise TypeError
-                    a = int.from_bytes(socket.inet_pton(socket.AF_INET6, item.strip()), "big")
+                    text = _text(item)
+                    try:
+                        a = int.from_bytes(socket.inet_pton(socket.AF_INET6, text), "big")
+                    except OSError:
+                        if _is_address(text, socket.AF_INET):
+                            return None  # a well-formed IPv4 address: outside
+                        raise
                 return (a >> shift) - base
             return ipv6
         if kind == "range":
@@ -365,22 +404,24 @@ class Universe:
                     raise TypeError
                 if isinstance(item, (int, np.integer)):
                     return int(item)
-                if isinstance(item, (bytes, bytearray, memoryview)):
-                    item = bytes(item).decode("ascii")
-                if isinstance(item, str):
-                    s = item.strip()
-                    if not s.isdigit():
-                        raise ValueError
-                    return int(s)
-                raise TypeError
+                s = _text(item)
+                if not s.removeprefix("-").isdigit() or not s.isascii():
+                    raise ValueError
+                return int(s)  # a negative integer is well formed: outside
             return rng
         m = self.size
 
         def hashed(item: Any) -> int:
             if isinstance(item, str):
-                return _hash_bytes(item.encode("utf-8"), m)
+                s = item.strip()
+                if not s:
+                    raise _Blank
+                return _hash_bytes(s.encode("utf-8"), m)
             if isinstance(item, (bytes, bytearray, memoryview)):
-                return _hash_bytes(bytes(item), m)
+                b = bytes(item).strip()
+                if not b:
+                    raise _Blank
+                return _hash_bytes(b, m)
             if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
                 v = int(item)
                 if not -(1 << 63) <= v < (1 << 64):

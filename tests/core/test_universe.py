@@ -17,11 +17,17 @@ def test_ipv4_prefix_maps_addresses_to_offsets() -> None:
     assert (r.outside, r.malformed) == (2, 0)
 
 
-@pytest.mark.parametrize("bad", ["10.0.0", "10.0.0.256", "010.0.0.1", "1", "10.0.0.1/8", "",
-                                 "10.0.0.1 x", None, 1.5, -1, 2**32, b"\xff\xfe", "::1"])
+@pytest.mark.parametrize("bad", ["10.0.0", "10.0.0.256", "010.0.0.1", "1", "10.0.0.1/8",
+                                 "10.0.0.1 x", None, 1.5, -1, 2**32, b"\xff\xfe", ":::1"])
 def test_ipv4_malformed_items_are_counted_not_mapped(bad: object) -> None:
     r = Universe.ipv4("0.0.0.0/0").indices([bad])
     assert r.indices.size == 0 and r.malformed == 1
+
+
+def test_ipv4_universe_counts_ipv6_as_outside_and_blank_as_empty() -> None:
+    """The command line's classes (docs/cli.md): a dual-stack log's IPv6 client is outside."""
+    r = Universe.ipv4("0.0.0.0/0").indices(["::1", "2001:db8::1", "", "  ", b"\t"])
+    assert (r.indices.size, r.outside, r.empty, r.malformed) == (0, 2, 3, 0)
 
 
 def test_ipv4_slash_32_and_slash_0() -> None:
@@ -54,7 +60,7 @@ def test_ipv6_cells_are_subnets() -> None:
     r = u.indices(["2001:db8::1", "2001:db8:0:1::5", "2001:db8:0:ffff:1:2:3:4", "2001:db9::1",
                    "not-an-address", "10.0.0.1"])
     assert r.indices.tolist() == [0, 1, 65535]
-    assert (r.outside, r.malformed) == (1, 2)
+    assert (r.outside, r.malformed) == (2, 1)  # 2001:db9::1 and the IPv4 address are outside
     assert u.item_of(1) == "2001:db8:0:1::/64"
 
 
