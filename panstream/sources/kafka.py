@@ -183,7 +183,7 @@ class Decoder:
     """Turn a batch of message values into cell indices (``item`` or ``lines`` format).
 
     ``item``: each message value is one item (text of an address, an integer, an identifier); a
-    value that cannot be parsed (or a null value) is one malformed message. For IPv4 universes the
+    value that cannot be parsed (or a null or blank value) is one malformed message. For IPv4 universes the
     batch is joined with newlines and parsed by the vectorized :class:`~panstream.parse.LineParser`.
 
     ``lines``: each value holds newline-separated items (as log shippers batch them); every
@@ -217,7 +217,7 @@ class Decoder:
             finally:
                 buf[:] = bytes(len(buf))
         res = self.universe.indices(values)
-        return Decoded(res.indices, res.malformed, res.outside)
+        return Decoded(res.indices, res.malformed + res.empty, res.outside)
 
     def _lines(self, values: list[bytes | None]) -> Decoded:
         nulls = sum(v is None for v in values)
