@@ -173,8 +173,13 @@ class Universe:
         """All addresses of an IPv4 prefix, ``/0`` (2**32 cells) to ``/32`` (one cell).
 
         Raises:
-            UniverseError: the prefix is malformed or has host bits set.
+            UniverseError: the prefix is malformed, has host bits set, or has no ``/length`` (an
+                address alone would silently mean a one-cell universe: write ``/32`` for that).
         """
+        if isinstance(cidr, str) and "/" not in cidr and _is_address(cidr.strip(), socket.AF_INET):
+            msg = (f"IPv4 universe {cidr!r} has no prefix length: give one, e.g. {cidr.strip()}/16; "
+                   f"for a single address (1 cell) write {cidr.strip()}/32")
+            raise UniverseError(msg)
         try:
             net = ipaddress.IPv4Network(cidr, strict=True)
         except (ValueError, TypeError) as exc:
@@ -190,9 +195,13 @@ class Universe:
         ``Universe.ipv6("2001:db8::/48", 64)`` has 2**16 cells, one per /64 (one per customer LAN).
 
         Raises:
-            UniverseError: malformed prefix, granularity shorter than the prefix or over 128, or more
-                than 2**32 cells.
+            UniverseError: malformed prefix or no ``/length``, granularity shorter than the prefix or
+                over 128, or more than 2**32 cells.
         """
+        if isinstance(cidr, str) and "/" not in cidr and _is_address(cidr.strip(), socket.AF_INET6):
+            msg = (f"IPv6 universe {cidr!r} has no prefix length: give one, e.g. "
+                   f"{cidr.strip()}/48 (cells are /64 subnets unless you add @G)")
+            raise UniverseError(msg)
         try:
             net = ipaddress.IPv6Network(cidr, strict=True)
         except (ValueError, TypeError) as exc:

@@ -15,6 +15,7 @@ from click.core import ParameterSource
 from panstream.cli.common import (
     FiniteFloatRange,
     SpecParam,
+    StatePath,
     calibration_option,
     emit_json,
     env,
@@ -94,7 +95,7 @@ def _progress_printer(tty: bool) -> Any:
 @universe_option(required=False)
 @epsilon_option(default=1.0)
 @calibration_option()
-@click.option("-s", "--state", type=click.Path(dir_okay=False), default=None,
+@click.option("-s", "--state", type=StatePath(for_writing=True), default=None,
               help="State file: created if missing, resumed if present. Without it the table "
                    "lives in memory only and is lost at exit.", **env("STATE"))
 @click.option("-f", "--format", "fmt", type=SpecParam("FORMAT", parse_format, Format), default="auto",

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from panstream.cli.common import emit_json, env, handle_errors, json_option
+from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_option
 from panstream.estimator import DensityEstimator
 from panstream.snapshot import PREAMBLE, read_frame
 
@@ -35,7 +35,7 @@ def describe(path: str) -> dict[str, Any]:
 
 
 @click.command()
-@click.option("-s", "--state", type=click.Path(dir_okay=False), required=True,
+@click.option("-s", "--state", type=StatePath(), required=True,
               help="State file written by 'panstream ingest'.", **env("STATE"))
 @json_option()
 @handle_errors

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from panstream.cli.common import emit_json, env, handle_errors, json_option
+from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_option
 from panstream.cli.kafka_options import bootstrap_option, connection_options
 from panstream.errors import ConfigurationError
 from panstream.estimator import DensityEstimator
@@ -18,7 +18,7 @@ from panstream.storage import state_lock
 
 
 @click.command()
-@click.option("-s", "--state", "state", type=click.Path(dir_okay=False), default=None,
+@click.option("-s", "--state", "state", type=StatePath(), default=None,
               help="State file written by 'panstream ingest' (its ledger records this release).",
               **env("STATE"))
 @click.option("--state-dir", type=click.Path(file_okay=False, exists=True), default=None,

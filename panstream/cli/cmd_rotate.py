@@ -5,14 +5,23 @@ from __future__ import annotations
 import click
 
 from panstream.calibration import CALIBRATIONS
-from panstream.cli.common import FiniteFloatRange, UniverseParam, emit_json, env, handle_errors, json_option
+from panstream.cli.common import (
+    FiniteFloatRange,
+    StatePath,
+    UniverseParam,
+    emit_json,
+    env,
+    handle_errors,
+    json_option,
+)
+from panstream.errors import StateError
 from panstream.estimator import DensityEstimator
 from panstream.storage import state_lock
 from panstream.universe import Universe
 
 
 @click.command()
-@click.option("-s", "--state", "state", type=click.Path(dir_okay=False), required=True,
+@click.option("-s", "--state", "state", type=StatePath(), required=True,
               help="State file to rotate (written by 'panstream ingest').", **env("STATE"))
 @click.option("-u", "--universe", type=UniverseParam(), default=None,
               help="If given, refuse unless the state's universe is this one.", **env("UNIVERSE"))
@@ -41,8 +50,8 @@ def command(state: str, universe: Universe | None, epsilon: float | None, calibr
       panstream rotate -s web.pst
     """
     with state_lock(state, "rotate"):  # a running ingest would put the old table back
-        est = DensityEstimator.load(state, expect={"universe": universe, "epsilon": epsilon,
-                                                   "calibration": calibration})
+        est = DensityEstimator.load(state)
+        _check_guards(state, est, universe, epsilon, calibration)
         old = est.rotate()
         est.save(state)
     out = {"state": state, "universe": est.universe.spec, "epsilon_state": est.epsilon_state,
@@ -56,3 +65,22 @@ def command(state: str, universe: Universe | None, epsilon: float | None, calibr
                f"{est.ledger.budget:g}")
     click.echo(f"  old epoch: {len(old.entries)} release(s), epsilon {old.spent:g} spent; those "
                "releases stay valid. The old table was wiped from memory and replaced on disk.")
+
+
+def _check_guards(state: str, est: DensityEstimator, universe: Universe | None,
+                  epsilon: float | None, calibration: str | None) -> None:
+    """Refuse to rotate a state whose parameters contradict ``-u``/``--epsilon``/``--calibration``.
+
+    These options only guard against rotating the wrong file: a rotation keeps the parameters, so
+    the message says which file holds what, not "resume with" as for ingest.
+    """
+    given = [("-u", "universe", est.universe.spec, universe.spec if universe else None),
+             ("--epsilon", "epsilon", repr(est.epsilon), None if epsilon is None else repr(epsilon)),
+             ("--calibration", "calibration", est.calibration, calibration)]
+    for flag, name, stored, asked in given:
+        if asked is not None and asked != stored:
+            msg = (f"{state} holds {name} {stored}, not {asked}: nothing was rotated. Rotation keeps a "
+                   f"state's parameters; if this is the right file, run 'panstream rotate -s {state}' "
+                   f"without {flag} (or with {flag} {stored}). To count with {name} {asked} instead, "
+                   f"start a new state: 'panstream ingest {flag} {asked} -s NEW.pst'")
+            raise StateError(msg)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -68,6 +69,34 @@ class FiniteFloatRange(click.FloatRange):
         return rv
 
 
+class StatePath(click.Path):
+    """A state file path, checked when the options are parsed, before any input is read: not
+    empty, not a directory, and (``for_writing``) in a directory that exists.
+
+    Args:
+        for_writing: the command creates the file if it is missing (``ingest``).
+    """
+
+    def __init__(self, for_writing: bool = False) -> None:
+        super().__init__(dir_okay=False)
+        self._for_writing = for_writing
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> Any:
+        text = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+        if not text.strip():
+            self.fail("the state path is empty: give a file name, e.g. -s web.pst", param, ctx)
+        if os.path.isdir(text):
+            self.fail(f"{text!r} is a directory: give a state file, e.g. -s "
+                      f"{os.path.join(text, 'web.pst')}", param, ctx)
+        if self._for_writing:
+            parent = os.path.dirname(os.path.abspath(text))
+            if not os.path.isdir(parent):
+                self.fail(f"the directory of {text!r} does not exist: create it (mkdir -p "
+                          f"{os.path.dirname(text) or '.'}) or give another path", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 UNIVERSE_HELP = ("The public universe of cells: ipv4:CIDR (e.g. ipv4:10.0.0.0/16), ipv6:CIDR@G "
                  "(e.g. ipv6:2001:db8::/48@64, one cell per /64), range:N, or hashed:M (IDs hashed "
                  "into M buckets).")
@@ -113,6 +142,31 @@ def handle_errors(f: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+#: Significant digits of the floats in JSON output (``epsilon*`` fields stay exact).
+JSON_DIGITS = 12
+
+
+def json_ready(obj: Any, key: str = "") -> Any:
+    """``obj`` with its floats rounded to :data:`JSON_DIGITS` significant digits (a budget left
+    of 0.19999999999999996 is shown as 0.2) and non-finite floats as ``None`` (valid JSON).
+
+    Fields whose name starts with ``epsilon`` keep their exact value: they are the realized privacy
+    parameters, and a user comparing or re-using them needs every bit.
+
+    >>> json_ready({"budget_remaining": 1.0 - 0.8, "epsilon_state": 0.9999999991785604})
+    {'budget_remaining': 0.2, 'epsilon_state': 0.9999999991785604}
+    """
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            return None
+        return obj if key.startswith("epsilon") else float(f"{obj:.{JSON_DIGITS}g}")
+    if isinstance(obj, dict):
+        return {k: json_ready(v, str(k)) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_ready(v, key) for v in obj]
+    return obj
+
+
 def emit_json(obj: Any) -> None:
-    """Print ``obj`` as one line of JSON on stdout."""
-    click.echo(json.dumps(obj, sort_keys=True, default=str))
+    """Print ``obj`` as one line of JSON on stdout (floats rounded, see :func:`json_ready`)."""
+    click.echo(json.dumps(json_ready(obj), sort_keys=True, default=str, allow_nan=False))

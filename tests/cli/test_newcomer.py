@@ -83,3 +83,74 @@ def test_ingest_counts_a_clf_request_with_a_long_url(tmp_path) -> None:  # type:
     assert r.exit_code == 0, r.output
     summary = next(json.loads(ln)["summary"] for ln in r.stdout.splitlines() if "summary" in ln)
     assert summary["accepted"] == 2 and summary["malformed"] == 0
+
+
+# ------------------------------------------------------------------ messages
+def test_an_empty_state_path_is_refused_before_any_input_is_read() -> None:
+    """`-s ''` used to read all of standard input, then fail with a message about a directory.
+    Here stdin is a pipe that is never written nor closed: the old code waited on it forever (the
+    timeout fails the test); now the command exits 2 at once."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "panstream", "ingest", "-u", "ipv4:10.0.0.0/24",
+                             "-s", ""], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        code = proc.wait(timeout=60)  # stdin stays open: only an up-front check can return
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.close()
+    err = proc.stderr.read()
+    proc.stderr.close()
+    proc.stdout.close()  # type: ignore[union-attr]
+    assert code == 2
+    assert b"the state path is empty: give a file name, e.g. -s web.pst" in err
+
+
+def test_a_state_path_in_a_missing_directory_or_a_directory_is_refused_up_front(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    r = invoke(["ingest", "-u", "ipv4:10.0.0.0/24", "-s", str(tmp_path / "no" / "s.pst")])
+    assert r.exit_code == 2 and "does not exist: create it" in r.output
+    r = invoke(["ingest", "-u", "ipv4:10.0.0.0/24", "-s", str(tmp_path)])
+    assert r.exit_code == 2 and "is a directory" in r.output
+    for cmd in (["inspect"], ["release", "--epsilon", "0.1"], ["rotate"]):
+        r = invoke([*cmd, "-s", ""])
+        assert r.exit_code == 2 and "the state path is empty" in r.output, cmd
+
+
+def test_an_ipv4_universe_without_prefix_is_refused_not_one_cell() -> None:
+    r = invoke(["plan", "-u", "ipv4:10.0.0.0", "--epsilon", "1"])
+    assert r.exit_code == 2
+    assert "no prefix length" in r.output and "10.0.0.0/32" in r.output
+    assert invoke(["plan", "-u", "ipv4:10.0.0.0/32", "--epsilon", "1"]).exit_code == 0
+    r = invoke(["plan", "-u", "ipv6:2001:db8::", "--epsilon", "1"])
+    assert r.exit_code == 2 and "no prefix length" in r.output
+
+
+def test_json_floats_are_rounded_but_epsilons_stay_exact(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Budget 1.0 minus a release of 0.8 left 0.19999999999999996 in JSON; epsilon_state is the
+    realized value and must keep every digit."""
+    import panstream as ps
+
+    state = tmp_path / "s.pst"
+    est = ps.DensityEstimator("range:64", budget=1.0)
+    est.save(state)
+    r = invoke(["release", "-s", str(state), "--epsilon", "0.8", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(invoke(["inspect", "-s", str(state), "--json"]).stdout)
+    assert d["budget_remaining"] == 0.2
+    assert d["epsilon_state"] == est.epsilon_state  # exact, all 17 digits
+    assert "0.19999999999999996" not in invoke(["inspect", "-s", str(state), "--json"]).stdout
+
+
+def test_rotate_with_the_wrong_universe_says_what_the_file_holds(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import panstream as ps
+
+    state = tmp_path / "s.pst"
+    ps.DensityEstimator("range:64").save(state)
+    r = invoke(["rotate", "-s", str(state), "-u", "range:128"])
+    assert r.exit_code == 1
+    assert "resume with" not in r.output  # rotate resumes nothing
+    assert "holds universe range:64, not range:128: nothing was rotated" in r.output

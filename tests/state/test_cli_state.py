@@ -67,5 +67,7 @@ def test_rotate_refuses_a_contradicting_universe(tmp_path: Path) -> None:
     ps.DensityEstimator("range:64").save(path)
     before = path.read_bytes()
     res = CliRunner().invoke(cli, ["rotate", "--state", str(path), "-u", "range:128"])
-    assert res.exit_code == 1 and "resume with --universe range:64" in res.output
+    # rotate does not resume anything: the message says what the file holds and how to rotate it.
+    assert res.exit_code == 1 and "holds universe range:64, not range:128" in res.output
+    assert "resume" not in res.output and "without -u (or with -u range:64)" in res.output
     assert path.read_bytes() == before
