@@ -28,6 +28,7 @@ from panstream.ledger import PrivacyLedger
 # Eager (NumPy only): a lazy export would be shadowed by the submodule panstream.remap as soon as
 # anything imports from it, making ``panstream.remap`` a module instead of the function.
 from panstream.remap import remap
+from panstream.telemetry import DEFAULT_TELEMETRY_EPSILON, CountWindow, TelemetryPolicy
 from panstream.universe import IndexResult, Universe
 
 __version__ = "0.1.0"
@@ -36,6 +37,8 @@ __all__ = [
     "ArgumentTypeError",
     "BudgetExhaustedError",
     "ConfigurationError",
+    "CountWindow",
+    "DEFAULT_TELEMETRY_EPSILON",
     "DensityEstimator",
     "Estimate",
     "IndexResult",
@@ -44,6 +47,7 @@ __all__ = [
     "PrivacyLedger",
     "SourceError",
     "StateError",
+    "TelemetryPolicy",
     "Universe",
     "UniverseError",
     "UpdateResult",

@@ -15,9 +15,12 @@ One object, :class:`Ingestor`, owns the order in which things become durable. Fo
 5. on stop (end of input or :meth:`Ingestor.request_stop`, e.g. from SIGINT/SIGTERM): flush and write
    a final checkpoint.
 
-The counts in :class:`IngestStats` (lines, malformed, ...) are operational: they are returned and may be
-printed, but never written to the state. Nothing here imports click or touches signals; the command
-line (``panstream ingest``) wires both.
+The counts in :class:`IngestStats` (lines, malformed, ...) are operational and never written to the
+state. They are covered by the printed guarantee (see :mod:`panstream.telemetry`): exact counts live
+only in the current reporting window (1 s) and are released with geometric noise at a separate
+event-level telemetry epsilon; the stats hold only the running sums of those noisy releases, unless
+the run opted into exact counts (:meth:`TelemetryPolicy.exact_counts`). Nothing here imports click
+or touches signals; the command line (``panstream ingest``) wires both.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ from panstream.errors import BudgetExhaustedError, ConfigurationError
 from panstream.estimator import DensityEstimator
 from panstream.parse import Format, LineParser, detect_format
 from panstream.sources.files import ChunkReader
+from panstream.telemetry import CountWindow, TelemetryPolicy
+
+#: The counts of one reporting window. One log line is exactly one of these, so the window's count
+#: vector has L1 sensitivity 1; the lines total is their sum.
+COUNT_FIELDS = ("accepted", "empty", "malformed", "outside")
 
 #: Apply pending indices once this many have accumulated (the table's pipelined update likes >= 2**17;
 #: a 2 MiB chunk of plain addresses holds about 150,000 lines, so it goes straight to the table).
@@ -45,13 +53,19 @@ DRAINED_BELOW = 1 << 20
 
 @dataclass
 class IngestStats:
-    """Operational counters of one run (printed, never stored).
+    """Operational figures of one run (printed, never stored).
+
+    The counts are sums of the noisy per-window releases of :mod:`panstream.telemetry` (exact only
+    under :meth:`TelemetryPolicy.exact_counts`); a noisy count may be slightly negative.
 
     Attributes:
         lines: lines read; accepted: items applied to the table; empty, malformed, outside: lines
-        skipped for each reason (malformed includes over-long lines and binary junk); bytes: input
-        bytes; seconds: wall-clock time of the run; checkpoints, releases: how many were written;
-        refused_releases: releases refused for lack of budget; formats: format used per input.
+        skipped for each reason (malformed includes over-long lines and binary junk);
+        exact_counts: whether the counts are exact; telemetry_epsilon: event-level epsilon of the
+        counts (``None`` when exact); count_sd, lines_sd: noise sd of each count and of ``lines``;
+        windows: reporting windows released; seconds: wall-clock time of the run; checkpoints,
+        releases: how many were written; refused_releases: releases refused for lack of budget;
+        formats: format used per input.
     """
 
     lines: int = 0
@@ -59,7 +73,11 @@ class IngestStats:
     empty: int = 0
     malformed: int = 0
     outside: int = 0
-    bytes: int = 0
+    exact_counts: bool = False
+    telemetry_epsilon: float | None = None
+    count_sd: float = 0.0
+    lines_sd: float = 0.0
+    windows: int = 0
     seconds: float = 0.0
     checkpoints: int = 0
     releases: int = 0
@@ -69,7 +87,17 @@ class IngestStats:
 
     @property
     def lines_per_second(self) -> float:
-        return self.lines / self.seconds if self.seconds > 0 else 0.0
+        return max(self.lines, 0) / self.seconds if self.seconds > 0 else 0.0
+
+    def absorb(self, window: CountWindow) -> None:
+        """Take the released totals of ``window`` (nothing exact unless the policy is exact)."""
+        t = window.totals
+        self.accepted, self.empty = t["accepted"], t["empty"]
+        self.malformed, self.outside = t["malformed"], t["outside"]
+        self.lines = self.accepted + self.empty + self.malformed + self.outside
+        self.windows = window.windows
+        self.count_sd = window.total_sd()
+        self.lines_sd = window.total_sd(len(COUNT_FIELDS))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -99,13 +127,15 @@ class Ingestor:
         on_release: called with each release's ``to_dict()`` after its ledger charge is durable.
         on_notice: called with one-line operational messages (e.g. a refused release).
         on_progress: called about every ``progress_every`` seconds with the running stats.
+        telemetry: how the operational counts are released (default: noisy, event-level
+            epsilon :data:`panstream.telemetry.DEFAULT_TELEMETRY_EPSILON` per 1-s window).
         clock: monotonic clock (for tests).
 
-    Example:
+    Example (exact counts, an explicit opt-in):
         >>> import io
         >>> from panstream.sources import ChunkReader
         >>> est = DensityEstimator("ipv4:10.0.0.0/24", epsilon=1.0)
-        >>> ing = Ingestor(est, Format("plain"))
+        >>> ing = Ingestor(est, Format("plain"), telemetry=TelemetryPolicy.exact_counts())
         >>> data = io.BytesIO(b"10.0.0.1\\n10.0.0.2\\nnope\\n")
         >>> s = ing.run([Input("example", ChunkReader(data.readinto))])
         >>> s.lines, s.accepted, s.malformed
@@ -118,7 +148,8 @@ class Ingestor:
                  on_release: Callable[[dict[str, Any]], None] | None = None,
                  on_notice: Callable[[str], None] | None = None,
                  on_progress: Callable[[IngestStats], None] | None = None,
-                 progress_every: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 progress_every: float = 1.0, telemetry: TelemetryPolicy | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if release_every and not release_epsilon:
             msg = "periodic releases need a release epsilon"
             raise ConfigurationError(msg)
@@ -134,7 +165,10 @@ class Ingestor:
         self.on_progress = on_progress
         self.progress_every = progress_every
         self.clock = clock
-        self.stats = IngestStats()
+        self.telemetry = telemetry or TelemetryPolicy()
+        self.stats = IngestStats(exact_counts=self.telemetry.exact,
+                                 telemetry_epsilon=self.telemetry.epsilon)
+        self._window: CountWindow | None = None
         self._stop = False
         self._pending: list[np.ndarray] = []
         self._npending = 0
@@ -205,16 +239,18 @@ class Ingestor:
             self.on_release(out)
         return out
 
+    def _close_window(self, now: float) -> None:
+        """Release the window's counts (noisy by default) into the stats; forget the exact ones."""
+        assert self._window is not None
+        self._window.close(now)
+        self.stats.absorb(self._window)
+
     def _ingest_chunk(self, kind: str, chunk: memoryview) -> None:
         res = self._parser(kind).parse(chunk)
-        s = self.stats
-        s.lines += res.lines
-        s.empty += res.empty
-        s.malformed += res.malformed
-        s.outside += res.outside
-        s.bytes += len(chunk)
+        assert self._window is not None
+        self._window.add(accepted=int(res.indices.size), empty=res.empty,
+                         malformed=res.malformed, outside=res.outside)
         if res.indices.size:
-            s.accepted += int(res.indices.size)
             self._pending.append(res.indices)
             self._npending += int(res.indices.size)
             if self._npending >= BATCH:
@@ -233,6 +269,7 @@ class Ingestor:
         """
         t0 = self.clock()
         now = t0
+        self._window = CountWindow(self.telemetry, COUNT_FIELDS, now=t0)
         next_ckpt = t0 + self.checkpoint_every if self.checkpoint_every else None
         next_rel = t0 + self.release_every if self.release_every else None
         next_prog = t0 + self.progress_every
@@ -258,6 +295,8 @@ class Ingestor:
                     if next_rel is not None and self.release_every and now >= next_rel:
                         self.release_now()  # may switch releases off (budget spent)
                         next_rel = now + self.release_every if self.release_every else None
+                    if self._window.due(now):
+                        self._close_window(now)
                     if self.on_progress and now >= next_prog:
                         self.stats.seconds = now - t0
                         self.on_progress(self.stats)
@@ -267,5 +306,7 @@ class Ingestor:
                         break
         finally:
             self.checkpoint()
-            self.stats.seconds = self.clock() - t0
+            end = self.clock()
+            self._close_window(end)  # the last (partial) window, released like the others
+            self.stats.seconds = end - t0
         return self.stats

@@ -24,6 +24,7 @@ from panstream.cli.common import (
     json_option,
     universe_option,
 )
+from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError, SourceError
 from panstream.estimator import DensityEstimator
 from panstream.ingest import Ingestor, IngestStats, Input
@@ -31,6 +32,7 @@ from panstream.ledger import DEFAULT_BUDGET
 from panstream.parse import Format, parse_format, tune_allocator
 from panstream.sources import open_input, stdin_reader
 from panstream.storage import state_lock
+from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 
 
@@ -76,11 +78,22 @@ def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | 
     return DensityEstimator(universe, epsilon=epsilon, calibration=calibration, budget=budget), False
 
 
+def _counts(s: IngestStats, outside: str = "outside") -> str:
+    """The counts of ``s`` for a human line: ``~`` marks noisy ones (shown at least 0)."""
+    if s.exact_counts:
+        return (f"{s.accepted:,} accepted, {s.malformed:,} malformed, {s.outside:,} {outside}, "
+                f"{s.empty:,} empty")
+    return (f"~{max(s.accepted, 0):,} accepted, ~{max(s.malformed, 0):,} malformed, "
+            f"~{max(s.outside, 0):,} {outside}, ~{max(s.empty, 0):,} empty")
+
+
+def _lines(s: IngestStats) -> str:
+    return f"{s.lines:,} lines" if s.exact_counts else f"~{max(s.lines, 0):,} lines"
+
+
 def _progress_printer(tty: bool) -> Any:
     def show(s: IngestStats) -> None:
-        msg = (f"panstream: {s.lines:,} lines ({s.lines_per_second / 1e6:,.1f} M/s), "
-               f"{s.accepted:,} accepted, {s.malformed:,} malformed, {s.outside:,} outside, "
-               f"{s.empty:,} empty")
+        msg = (f"panstream: {_lines(s)} ({s.lines_per_second / 1e6:,.1f} M/s), {_counts(s)}")
         if tty:
             sys.stderr.write("\r\x1b[K" + msg)
         else:
@@ -117,13 +130,14 @@ def _progress_printer(tty: bool) -> Any:
               help="Total output epsilon releases may spend (new states only).", **env("BUDGET"))
 @click.option("--progress/--no-progress", default=None,
               help="Progress on stderr (default: when stderr is a terminal).", **env("PROGRESS"))
+@telemetry_options(sensitivity=1, what="summary and --progress lines")
 @json_option()
 @click.pass_context
 @handle_errors
 def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | None, epsilon: float,
             calibration: str, state: str | None, fmt: Format, checkpoint_every: float,
             release_every: float | None, release_epsilon: float | None, release_mechanism: str,
-            budget: float, progress: bool | None, as_json: bool) -> None:
+            budget: float, progress: bool | None, telemetry: TelemetryPolicy, as_json: bool) -> None:
     """Read IP logs from FILES (.gz too) or standard input into a pan-private bit table.
 
     \b
@@ -131,8 +145,11 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
       panstream ingest -u ipv4:0.0.0.0/0 -s all.pst logs/*.gz
 
     Only the randomized table and public parameters are saved. Malformed lines, binary junk,
-    over-long lines (> 4096 bytes), empty lines and addresses outside the universe are counted and
-    skipped; the counts are printed at the end and never stored. SIGINT/SIGTERM: final checkpoint
+    over-long lines (> 4096 bytes), empty lines and addresses outside the universe are skipped.
+    The counts printed (summary, --progress) are differentially private by default: each 1-s
+    window's counts get geometric noise at --telemetry-epsilon per item, then the exact counts
+    are forgotten (a printed total is a sum of noisy windows, with its sd); --exact-counts opts
+    into exact ones. Counts are never stored. SIGINT/SIGTERM: final checkpoint
     and exit 0; a second signal exits at once (the state file keeps the last checkpoint). Periodic
     releases stop (ingestion continues) once the budget is spent.
     """
@@ -150,13 +167,14 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
         if state is not None:  # one process at a time: see panstream.storage.state_lock
             held.enter_context(state_lock(state, "ingest"))
         _run(ctx, universe, epsilon, calibration, state, fmt, checkpoint_every, release_every,
-             release_epsilon, release_mechanism, budget, progress, as_json, files)
+             release_epsilon, release_mechanism, budget, progress, telemetry, as_json, files)
 
 
 def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibration: str,
          state: str | None, fmt: Format, checkpoint_every: float, release_every: float | None,
          release_epsilon: float | None, release_mechanism: str, budget: float,
-         progress: bool | None, as_json: bool, files: tuple[str, ...]) -> None:
+         progress: bool | None, telemetry: TelemetryPolicy, as_json: bool,
+         files: tuple[str, ...]) -> None:
     est, resumed = _open_estimator(ctx, state, universe, epsilon, calibration, budget)
     show_progress = sys.stderr.isatty() if progress is None else progress
 
@@ -176,7 +194,10 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
     ing = Ingestor(est, fmt, state_path=state, checkpoint_every=checkpoint_every,
                    release_every=release_every, release_epsilon=release_epsilon,
                    release_mechanism=release_mechanism, on_release=on_release, on_notice=notice,
-                   on_progress=_progress_printer(sys.stderr.isatty()) if show_progress else None)
+                   on_progress=_progress_printer(sys.stderr.isatty()) if show_progress else None,
+                   telemetry=telemetry)
+
+    opened: list[str] = []
 
     def inputs() -> Iterator[Input]:
         if not files:
@@ -185,11 +206,15 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
         for path in files:
             if ing.stopping:
                 return
+            opened.append(path)
             with open_input(path) as f:
                 yield Input(path, f.reader)
 
-    with _stop_on_signals(ing):
-        stats = ing.run(inputs())
+    try:
+        with _stop_on_signals(ing):
+            stats = ing.run(inputs())
+    except SourceError as exc:
+        raise SourceError(_failed_input(exc, ing, state, files[len(opened):])) from None
     if show_progress and sys.stderr.isatty():
         sys.stderr.write("\n")
     summary = {
@@ -202,13 +227,34 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
         return
     where = f"state {state} ({'resumed' if resumed else 'created'})" if state else \
         "no --state: the table was not saved"
-    click.echo(f"panstream ingest: {stats.lines:,} lines in {stats.seconds:.2f} s "
-               f"({stats.lines_per_second / 1e6:,.2f} M lines/s); {stats.accepted:,} accepted, "
-               f"{stats.malformed:,} malformed, {stats.outside:,} outside {est.universe.spec}, "
-               f"{stats.empty:,} empty", err=True)
+    click.echo(f"panstream ingest: {_lines(stats)} in {stats.seconds:.2f} s "
+               f"({stats.lines_per_second / 1e6:,.2f} M lines/s); "
+               f"{_counts(stats, f'outside {est.universe.spec}')}", err=True)
+    if not stats.exact_counts:
+        click.echo(f"panstream ingest: {telemetry.describe()}; these totals: sd "
+                   f"{stats.count_sd:,.0f} each, {stats.lines_sd:,.0f} for lines "
+                   "(--exact-counts for exact ones)", err=True)
     click.echo(f"panstream ingest: {where}; epsilon_state = {est.epsilon_state:.6f} realized; "
                f"{stats.checkpoints} checkpoint(s), {stats.releases} release(s)"
                + (" [interrupted]" if stats.interrupted else ""), err=True)
+
+
+def _failed_input(exc: SourceError, ing: Ingestor, state: str | None,
+                  not_read: tuple[str, ...]) -> str:
+    """The message of an input that failed mid-way: what went into the table, what did not, and
+    whether the state holds it (the ingest loop writes its final checkpoint on every exit)."""
+    s = ing.stats
+    applied = (f"{s.accepted:,} items applied in this run" if s.exact_counts else
+               f"about {max(s.accepted, 0):,} items applied in this run (noisy count, sd "
+               f"{s.count_sd:,.0f})")
+    saved = (f"the state {state} holds everything applied (final checkpoint written)"
+             if state and s.checkpoints else "no --state: nothing was saved")
+    later = f"; not read at all: {', '.join(not_read)}" if not_read else ""
+    if not (state and s.checkpoints):
+        return f"{exc}{later}. {applied}; {saved}. Repair or replace the file and run again"
+    return (f"{exc}{later}. {applied}; {saved}. Repair or replace the file and ingest it again "
+            "into this state (with the inputs not read): items seen twice only redraw their own "
+            "cells, so the estimate stays right")
 
 
 def _check_inputs(files: tuple[str, ...]) -> None:

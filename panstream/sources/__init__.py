@@ -3,7 +3,7 @@
 Every reader yields ``memoryview`` chunks of its own reusable buffer, each ending with ``\\n``;
 the buffer is overwritten with zeros as soon as the consumer asks for the next chunk, so raw log
 lines do not linger in memory. A line longer than ``max_line`` bytes that does not fit a chunk is
-cut to its head (its first ``max_line + 1`` bytes; counted in :attr:`ChunkReader.overlong`), so the
+cut to its head (its first ``max_line + 1`` bytes, all the parser looks at), so the
 buffer stays bounded while the parser can still find a leading field such as a log's client
 address. An empty chunk means "no data for a while" (an idle tick on a pipe or terminal), so that a
 consumer can checkpoint or stop.

@@ -33,15 +33,21 @@ class ChunkReader:
             over-long): the buffer stays bounded and the parser can still find a leading field.
         idle: seconds to wait for data on ``fd`` before yielding an empty chunk.
         name: how errors name the input.
+        position: ``f() -> (done, total)`` in bytes of the underlying file, for error messages
+            (e.g. the compressed bytes of a ``.gz`` read so far and its size); ``None``: unknown.
 
-    Attributes:
-        overlong: over-long lines cut to their head so far (operational; never stored).
-        bytes_read: bytes read so far.
+    The reader keeps no count of lines or bytes across chunks: such counts describe the data, and
+    nothing exact about it may outlive a batch (see :mod:`panstream.telemetry`).
+
+    Read errors: when the input fails (a truncated or corrupt ``.gz``, an I/O error), the complete
+    lines read before the failure are still yielded (so they reach the table and its checkpoint),
+    the incomplete line at the failure is dropped, and then :class:`SourceError` is raised naming
+    what was and was not read.
     """
 
     def __init__(self, readinto: Callable[[Any], int | None], fd: int | None = None, *,
                  chunk_size: int = CHUNK_SIZE, max_line: int = MAX_LINE, idle: float = 0.2,
-                 name: str = "input") -> None:
+                 name: str = "input", position: Callable[[], tuple[int, int]] | None = None) -> None:
         if chunk_size < 2 * max_line:
             msg = f"chunk_size {chunk_size} must be at least twice max_line {max_line}"
             raise ValueError(msg)
@@ -51,8 +57,7 @@ class ChunkReader:
         self._max_line = max_line
         self._idle = idle
         self.name = name
-        self.overlong = 0
-        self.bytes_read = 0
+        self._position = position
         self._poll: select.poll | None = None
         if fd is not None:
             self._poll = select.poll()
@@ -63,6 +68,16 @@ class ChunkReader:
             return True
         return bool(self._poll.poll(int(timeout * 1000)))
 
+    def _where(self) -> str:
+        """How far into the underlying file the failure happened (public: a file offset)."""
+        if self._position is None:
+            return ""
+        try:
+            done, total = self._position()
+        except (OSError, ValueError):
+            return ""
+        return f" after {done:,} of its {total:,} bytes"
+
     def _read(self, view: memoryview) -> int:
         try:
             n = self._readinto(view)
@@ -70,19 +85,23 @@ class ChunkReader:
             return -1
         except (EOFError, gzip.BadGzipFile, zlib.error):
             # gzip's own message may quote bytes of the file: say what is wrong without them.
-            msg = f"cannot read {self.name}: not a complete, valid gzip file (truncated or corrupt?)"
+            msg = (f"cannot read {self.name}: not a complete, valid gzip file (truncated or "
+                   f"corrupt){self._where()}")
             raise SourceError(msg) from None
         except OSError as exc:
-            msg = f"cannot read {self.name}: {exc.strerror or exc}"
+            msg = f"cannot read {self.name}: {exc.strerror or exc}{self._where()}"
             raise SourceError(msg) from None
         return -1 if n is None else n
+
+    def _failed(self, exc: SourceError) -> SourceError:
+        return SourceError(f"{exc}: every complete line before the damage was applied, the "
+                           "damaged line and anything after it were not read")
 
     def _truncate(self, arr: np.ndarray, fill: int) -> int:
         """Keep the head (``max_line + 1`` bytes) of the over-long line filling ``arr[:fill]``;
         zero the rest. The parser sees a line longer than ``max_line`` and looks only at its head."""
         keep = self._max_line + 1
         arr[keep:fill] = 0
-        self.overlong += 1
         return keep
 
     def __iter__(self) -> Iterator[memoryview]:
@@ -93,6 +112,7 @@ class ChunkReader:
         fill = 0  # valid bytes at the start of buf
         skipping = False  # past the head of an over-long line: drop bytes up to its newline
         eof = False
+        failed: SourceError | None = None
         try:
             while not eof:
                 # Read until the chunk is full, the input is exhausted, or no more data is ready.
@@ -100,14 +120,22 @@ class ChunkReader:
                 while fill < self._chunk:
                     if self._poll is not None and not self._ready(0 if got_any else self._idle):
                         break
-                    n = self._read(view[fill:self._chunk])
+                    try:
+                        n = self._read(view[fill:self._chunk])
+                    except SourceError as exc:
+                        # Yield the complete lines read so far, drop the damaged last line.
+                        failed = self._failed(exc)
+                        j = buf.rfind(b"\n", 0, fill) if fill and not skipping else -1
+                        arr[j + 1:fill] = 0
+                        fill = j + 1
+                        eof = True
+                        break
                     if n == 0:
                         eof = True
                         break
                     if n < 0:
                         break
                     got_any = True
-                    self.bytes_read += n
                     if skipping:
                         j = buf.find(b"\n", fill, fill + n)
                         if j < 0:
@@ -120,7 +148,7 @@ class ChunkReader:
                         arr[fill + rest:fill + n] = 0
                         n = rest
                     fill += n
-                if eof and fill and buf[fill - 1] != 10:
+                if eof and failed is None and fill and buf[fill - 1] != 10:
                     buf[fill] = 10  # a last line (or over-long line's head) without newline
                     fill += 1
                     skipping = False
@@ -140,6 +168,8 @@ class ChunkReader:
                 if fill > self._max_line:
                     fill = self._truncate(arr, fill)
                     skipping = True
+            if failed is not None:
+                raise failed
         finally:
             arr.fill(0)
             del arr
@@ -160,14 +190,24 @@ class _Input(AbstractContextManager["_Input"]):
             msg = f"cannot open {path}: {exc.strerror or exc}; check the path and permissions"
             raise SourceError(msg) from None
         fd: int | None = None
-        if not path.endswith(".gz"):
+        readinto = self._f.readinto
+        position = None
+        if path.endswith(".gz"):
+            # readinto1: at most one read of the compressed file per call, so a truncated or
+            # corrupt file fails with everything decoded before the damage already handed over
+            # (readinto would drop the part of its 2 MiB request decoded before the error).
+            readinto = self._f.readinto1
+            raw = self._f.fileobj
+            size = os.fstat(raw.fileno()).st_size
+            position = lambda: (raw.tell(), size)  # noqa: E731 - compressed bytes read, file size
+        else:
             st = os.fstat(self._f.fileno())
             import stat
 
             if not stat.S_ISREG(st.st_mode):  # a FIFO or device: poll it
                 fd = self._f.fileno()
-        self.reader = ChunkReader(self._f.readinto, fd, chunk_size=chunk_size, max_line=max_line,
-                                  name=path)
+        self.reader = ChunkReader(readinto, fd, chunk_size=chunk_size, max_line=max_line,
+                                  name=path, position=position)
 
     def __exit__(self, *exc: object) -> None:
         self._f.close()

@@ -35,7 +35,8 @@ def summary(out: str) -> dict:
 def test_ingest_stdin_counts_and_creates_state(tmp_path: Path) -> None:
     state = tmp_path / "s.pst"
     data = b"10.0.77.1\n10.0.77.2\n11.0.0.1\nnot-an-ip\n\n10.0.0.01\n"
-    r = invoke(["ingest", "-u", U, "-s", str(state), "-f", "plain", "--json"], input=data)
+    r = invoke(["ingest", "-u", U, "-s", str(state), "-f", "plain", "--json", "--exact-counts"],
+               input=data)
     assert r.exit_code == 0, r.output
     s = summary(r.stdout)
     assert (s["lines"], s["accepted"], s["outside"], s["malformed"], s["empty"]) == (6, 2, 1, 2, 1)
@@ -47,7 +48,8 @@ def test_ingest_stdin_counts_and_creates_state(tmp_path: Path) -> None:
 def test_env_vars_configure_everything(tmp_path: Path) -> None:
     state = tmp_path / "e.pst"
     env = {"PANSTREAM_UNIVERSE": U, "PANSTREAM_STATE": str(state), "PANSTREAM_EPSILON": "0.5",
-           "PANSTREAM_CALIBRATION": "paper", "PANSTREAM_FORMAT": "clf", "PANSTREAM_JSON": "1"}
+           "PANSTREAM_CALIBRATION": "paper", "PANSTREAM_FORMAT": "clf", "PANSTREAM_JSON": "1",
+           "PANSTREAM_EXACT_COUNTS": "1"}
     r = invoke(["ingest"], input=b'10.0.0.9 - - [x] "GET /" 200 1\n', env=env)
     assert r.exit_code == 0, r.output
     assert summary(r.stdout)["accepted"] == 1
@@ -141,7 +143,7 @@ def test_pipeline_from_cat_matches_direct_file_and_gz(tmp_path: Path, log_factor
     outs = []
     for i, how in enumerate((f"cat {log} | panstream ingest", f"panstream ingest {log}",
                              f"panstream ingest {gz}")):
-        r = run_cli(f"{how} -u {U} -s {tmp_path}/{i}.pst --json", shell=True)
+        r = run_cli(f"{how} -u {U} -s {tmp_path}/{i}.pst --json --exact-counts", shell=True)
         assert r.returncode == 0, r.stderr
         s = summary(r.stdout.decode())
         outs.append((s["lines"], s["accepted"], s["outside"], s["malformed"]))
@@ -176,8 +178,8 @@ def test_piped_plain_log_is_estimated_within_its_interval(tmp_path: Path, log_fa
 
 def test_binary_and_huge_line_input_never_crashes(tmp_path: Path, run_cli) -> None:
     junk = os.urandom(3 << 20) + b"\n" + b"9" * (5 << 20) + b"\n10.0.0.7\n" + b"\xff\x00" * 1000
-    r = run_cli(["ingest", "-u", U, "-s", str(tmp_path / "j.pst"), "--json", "-f", "plain"],
-                stdin=junk)
+    r = run_cli(["ingest", "-u", U, "-s", str(tmp_path / "j.pst"), "--json", "-f", "plain",
+                 "--exact-counts"], stdin=junk)
     assert r.returncode == 0, r.stderr
     s = summary(r.stdout.decode())
     assert s["accepted"] == 1 and s["malformed"] >= 2 and b"Traceback" not in r.stderr
@@ -241,7 +243,7 @@ def test_kill_9_mid_ingest_then_resume_completes(tmp_path: Path, log_factory, ru
     proc.feeder.kill()
     proc.feeder.wait()
     DensityEstimator.load(state, expect={"universe": U})  # never corrupt
-    r = run_cli(["ingest", "-s", str(state), "--json", str(log)])
+    r = run_cli(["ingest", "-s", str(state), "--json", "--exact-counts", str(log)])
     assert r.returncode == 0, r.stderr
     s = summary(r.stdout.decode())
     assert s["resumed"] and s["lines"] == 5000

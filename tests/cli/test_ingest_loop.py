@@ -9,6 +9,10 @@ from panstream.estimator import DensityEstimator
 from panstream.ingest import Ingestor, Input
 from panstream.parse import Format
 from panstream.sources import ChunkReader
+from panstream.telemetry import TelemetryPolicy
+
+#: These tests check the loop's exact bookkeeping, so they opt into exact counts.
+EXACT = TelemetryPolicy.exact_counts()
 
 
 def chunks_of(data: bytes, size: int = 8192) -> ChunkReader:
@@ -31,7 +35,8 @@ def test_periodic_checkpoints_progress_and_a_final_checkpoint(tmp_path: Path) ->
     data = b"".join(b"10.0.%d.%d\n" % (i // 256 % 256, i % 256) for i in range(20_000))
     seen = []
     ing = Ingestor(DensityEstimator("ipv4:10.0.0.0/16"), Format("plain"), state_path=str(state),
-                   checkpoint_every=2.5, on_progress=lambda s: seen.append(s.lines), clock=Clock())
+                   checkpoint_every=2.5, on_progress=lambda s: seen.append(s.lines), clock=Clock(),
+                   telemetry=EXACT)
     s = ing.run([Input("a", chunks_of(data))])
     assert s.lines == s.accepted == 20_000
     assert s.checkpoints >= 3 and state.exists()
@@ -56,7 +61,8 @@ def test_release_is_published_only_after_its_charge_is_durable(tmp_path: Path) -
 
 def test_stop_request_ends_after_the_current_chunk_with_a_checkpoint(tmp_path: Path) -> None:
     state = tmp_path / "t.pst"
-    ing = Ingestor(DensityEstimator("ipv4:10.0.0.0/16"), Format("plain"), state_path=str(state))
+    ing = Ingestor(DensityEstimator("ipv4:10.0.0.0/16"), Format("plain"), state_path=str(state),
+                   telemetry=EXACT)
     reader = chunks_of(b"10.0.0.1\n" * 10_000, 4096)
 
     def stop_after_first(s):
@@ -73,13 +79,11 @@ def test_a_drained_input_applies_pending_items_at_once(tmp_path: Path) -> None:
     batch: whenever the reader returns a short chunk or an idle tick, pending indices are applied
     (and wiped) before the next read."""
     est = DensityEstimator("range:1000", epsilon=1.0)
-    ing = Ingestor(est, Format("plain"))
+    ing = Ingestor(est, Format("plain"), telemetry=EXACT)
     pending_after_each_chunk = []
 
     class Trickle:
         """Two lines, then idle ticks, like a pipe with nothing new."""
-
-        overlong = 0
 
         def __iter__(self):  # type: ignore[no-untyped-def]
             for chunk in (b"7\n777\n", b"", b""):

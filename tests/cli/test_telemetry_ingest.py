@@ -1,0 +1,191 @@
+"""What ``panstream ingest`` prints about the stream is covered by its guarantee (issue 10 §2),
+and a truncated ``.gz`` says what went in (issue 14 item 6).
+
+The attack: an operator's log (or a read of the process's memory) shows the run's counts; the
+attacker knows the stream up to one item and guesses whether it was there. With exact counts
+("1,000 accepted" vs "1,001 accepted") the guess is always right; by default the counts are sums
+of per-window geometric releases at the telemetry epsilon, and no guess gains more than
+tanh(eps_t / 2) = 0.05 over a coin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import io
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from panstream.cli.main import cli
+from panstream.estimator import DensityEstimator
+from panstream.ingest import Ingestor, IngestStats, Input
+from panstream.parse import Format
+from panstream.sources import ChunkReader
+from panstream.telemetry import DEFAULT_TELEMETRY_EPSILON, TelemetryPolicy
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+U = "ipv4:10.0.0.0/24"
+STREAM_A = b"".join(b"10.0.0.%d\n" % (i % 256) for i in range(1000)) + b"junk\n11.0.0.1\n"
+STREAM_B = STREAM_A + b"10.0.0.77\n"  # one more in-universe item
+
+
+def invoke(args: list[str], input: bytes | None = None, env: dict[str, str] | None = None):
+    return CliRunner().invoke(cli, args, input=input, env=env, catch_exceptions=False)
+
+
+class Clock:
+    """Advances 0.4 s per reading: a run spans several 1-s windows and progress reports."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 0.4
+        return self.t
+
+
+def _observed(data: bytes, policy: TelemetryPolicy) -> tuple[list[IngestStats], Ingestor]:
+    """Everything a run shows an operator: each progress report and the final stats."""
+    seen: list[IngestStats] = []
+    ing = Ingestor(DensityEstimator(U), Format("plain"), telemetry=policy, clock=Clock(),
+                   on_progress=lambda s: seen.append(dataclasses.replace(s)), progress_every=0)
+    reader = ChunkReader(io.BytesIO(data).readinto, chunk_size=2048, max_line=512)
+    final = ing.run([Input("a", reader)])
+    return [*seen, final], ing
+
+
+def _guess_b(data: bytes, policy: TelemetryPolicy) -> bool:
+    """The likelihood-ratio attack on the final accepted total: B when it is >= 1,001."""
+    shown, _ = _observed(data, policy)
+    return shown[-1].accepted >= 1001
+
+
+def _advantage(policy: TelemetryPolicy, trials: int) -> float:
+    hits_b = sum(_guess_b(STREAM_B, policy) for _ in range(trials))
+    hits_a = sum(_guess_b(STREAM_A, policy) for _ in range(trials))
+    return (hits_b - hits_a) / trials
+
+
+def test_the_ingest_loop_keeps_and_shows_no_exact_count() -> None:
+    """After a run, the loop's memory holds no exact count: the window's exact counts are zero,
+    and the stats are released values (with their sd), not the truth."""
+    shown, ing = _observed(STREAM_B, TelemetryPolicy())
+    assert ing._window is not None and set(ing._window._exact.values()) == {0}
+    final = shown[-1]
+    assert not final.exact_counts and final.telemetry_epsilon == DEFAULT_TELEMETRY_EPSILON
+    assert final.windows >= 2 and final.count_sd == pytest.approx(
+        TelemetryPolicy().noise_sd * math.sqrt(final.windows))
+    assert final.lines == final.accepted + final.empty + final.malformed + final.outside
+    assert "bytes" not in final.to_dict()  # byte counts would size the lines: not kept
+
+
+TRIALS = 1500
+
+
+def test_one_item_more_is_hidden_in_everything_ingest_reports() -> None:
+    """The attack wins every time against exact counts (the broken variant). Against the default
+    its advantage is at most tanh(0.05) = 0.05; with 1,500 runs per stream the estimate's sd is
+    <= sqrt(0.5 / 1500) = 0.018, and the bound 0.05 + 5.3 sd fails falsely with p < 1e-7."""
+    assert _advantage(TelemetryPolicy.exact_counts(), 50) == 1.0
+    adv = _advantage(TelemetryPolicy(), TRIALS)
+    assert adv <= math.tanh(DEFAULT_TELEMETRY_EPSILON / 2) + 5.3 * math.sqrt(0.5 / TRIALS), adv
+
+
+def _printed_accepted(stderr: str) -> int:
+    m = re.search(r"~?(-?[\d,]+) accepted", stderr)
+    assert m, stderr
+    return int(m.group(1).replace(",", ""))
+
+
+def test_the_printed_summary_is_noisy_by_default_and_says_so() -> None:
+    """The human summary marks noisy counts with ~ and states eps_t and the noise sd; the CLI's
+    printed count for 1,001 items is not a function of the stream (40 runs: all equal with
+    probability < 0.06^39)."""
+    outs = [invoke(["ingest", "-u", U, "-f", "plain"], input=STREAM_B) for _ in range(40)]
+    assert all(r.exit_code == 0 for r in outs)
+    assert "~" in outs[0].stderr and "telemetry epsilon 0.1" in outs[0].stderr
+    assert "sd 14.1 per count per window" in outs[0].stderr
+    assert "--exact-counts" in outs[0].stderr and "WARNING" not in outs[0].stderr
+    assert len({_printed_accepted(r.stderr) for r in outs}) > 1
+
+
+def test_json_summary_and_progress_lines_carry_only_noisy_counts() -> None:
+    r = invoke(["ingest", "-u", U, "-f", "plain", "--json", "--progress"], input=STREAM_B)
+    s = next(json.loads(ln)["summary"] for ln in r.stdout.splitlines() if "summary" in ln)
+    assert s["exact_counts"] is False and s["telemetry_epsilon"] == 0.1 and s["count_sd"] > 14
+    assert "bytes" not in s
+    for ln in r.stderr.splitlines():  # progress lines, if the run was long enough to print one
+        if "lines (" in ln:
+            assert "~" in ln
+
+
+def test_exact_counts_are_an_announced_opt_in_by_flag_or_env() -> None:
+    flag = invoke(["ingest", "-u", U, "-f", "plain", "--exact-counts", "--json"], input=STREAM_B)
+    env = invoke(["ingest", "-u", U, "-f", "plain", "--json"], input=STREAM_B,
+                 env={"PANSTREAM_EXACT_COUNTS": "1"})
+    for r in (flag, env):
+        assert r.exit_code == 0
+        assert "WARNING: exact counts are on" in r.stderr and "epsilon = infinity" in r.stderr
+        s = next(json.loads(ln)["summary"] for ln in r.stdout.splitlines() if "summary" in ln)
+        assert (s["accepted"], s["malformed"], s["outside"], s["exact_counts"]) == (1001, 1, 1, True)
+    text = " ".join(invoke(["ingest", "--help"]).output.split())
+    assert "PANSTREAM_EXACT_COUNTS" in text and "epsilon = infinity" in text
+    assert "PANSTREAM_TELEMETRY_EPSILON" in text
+
+
+def test_a_bad_telemetry_epsilon_is_a_usage_error() -> None:
+    for bad in ("0", "nan", "-1", "1e-12"):
+        r = invoke(["ingest", "-u", U, "--telemetry-epsilon", bad], input=b"10.0.0.1\n")
+        assert r.exit_code == 2 and "--telemetry-epsilon" in r.output, (bad, r.output)
+
+
+# ------------------------------------------------------------------ truncated .gz (issue 14.6)
+def _lines(n: int) -> bytes:
+    return b"".join(b"10.0.%d.%d\n" % (i // 256 % 256, i % 256) for i in range(n))
+
+
+def test_a_truncated_gz_applies_every_complete_line_and_says_what_was_not_read(
+        tmp_path: Path) -> None:
+    """The table gets every complete line before the damage (as many as a tolerant ``zcat``
+    recovers), the state's final checkpoint holds them, and the error names the damaged file,
+    the inputs never read, and what to do; by default it prints no exact count."""
+    whole = gzip.compress(_lines(200_000))
+    bad = tmp_path / "a.log.gz"
+    bad.write_bytes(whole[: len(whole) * 3 // 10])
+    later = tmp_path / "b.log"
+    later.write_bytes(b"10.0.0.1\n")
+    with gzip.open(bad) as f, pytest.raises(EOFError):
+        recovered = bytearray()
+        while chunk := f.read1(1 << 16):
+            recovered += chunk
+    complete = bytes(recovered).count(b"\n")
+    assert complete > 10_000
+    state = tmp_path / "s.pst"
+    r = invoke(["ingest", "-u", "ipv4:10.0.0.0/16", "-s", str(state), "--exact-counts",
+                str(bad), str(later)])
+    assert r.exit_code == 1
+    msg = r.stderr
+    assert "not a complete, valid gzip file" in msg and f"of its {len(whole) * 3 // 10:,} bytes" in msg
+    assert "every complete line before the damage was applied" in msg
+    assert f"not read at all: {later}" in msg
+    assert f"{complete:,} items applied" in msg and f"state {state} holds everything" in msg
+    assert "ingest it again" in msg and "Traceback" not in msg
+    assert state.exists() and DensityEstimator.load(state).universe.spec == "ipv4:10.0.0.0/16"
+
+    # Without --exact-counts the message gives a noisy figure, never the exact count.
+    state.unlink()
+    r = invoke(["ingest", "-u", "ipv4:10.0.0.0/16", "-s", str(state), str(bad)])
+    assert r.exit_code == 1 and "noisy count, sd" in r.stderr and "about " in r.stderr
+
+
+def test_a_truncated_gz_without_state_says_nothing_was_saved(tmp_path: Path) -> None:
+    bad = tmp_path / "c.gz"
+    bad.write_bytes(gzip.compress(_lines(50_000))[:5000])
+    r = invoke(["ingest", "-u", "ipv4:10.0.0.0/16", str(bad)])
+    assert r.exit_code == 1 and "no --state: nothing was saved" in r.stderr
+    assert "run again" in r.stderr
