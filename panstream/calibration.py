@@ -6,13 +6,13 @@ most one cell's law between D0 and D1, so the table is epsilon-DP with
 
     epsilon_state = max(|ln(p / (1/2))|, |ln((1 - p) / (1/2))|) = max(|ln 2p|, |ln 2(1 - p)|),
 
-which for p > 1/2 equals ``-ln(2(1 - p))`` (seed 001, "Pan-Privacy"; definition in seed 004).
+which for p > 1/2 equals ``-ln(2(1 - p))`` (Dwork's CACM survey, "Pan-Privacy"; see README "Sources").
 
 Two calibrations choose p for a requested epsilon:
 
 * ``"tight"`` (the default): the largest p whose state is exactly epsilon-DP, p = 1 - e^(-epsilon)/2.
   At epsilon = 1 that is p = 0.816, a signal p - 1/2 of 0.316.
-* ``"paper"``: p = 1/2 + epsilon/4, as in the seed paper (Dwork et al.). At epsilon = 1, p = 0.75, a
+* ``"paper"``: p = 1/2 + epsilon/4, as in the pan-privacy paper (Dwork et al.). At epsilon = 1, p = 0.75, a
   signal of 0.25 and a realized state epsilon of only ln 2 = 0.693; for epsilon above about 1.59 it is
   *not* epsilon-DP (at epsilon = 1.9 the realized value is 3.0), and it needs epsilon < 2.
 

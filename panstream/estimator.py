@@ -1,4 +1,5 @@
-"""The pan-private density estimator (seed 001, "Pan-Privacy"; Dwork, Naor, Pitassi, Rothblum, Yekhanin).
+"""The pan-private density estimator (Dwork, Naor, Pitassi, Rothblum, Yekhanin; "Pan-Privacy" in
+Dwork's CACM survey).
 
 State: one bit per cell of a public universe X, nothing else. Each bit starts as a draw of
 D0 = Bernoulli(1/2); every arrival of an item redraws its cell's bit from D1 = Bernoulli(p), p > 1/2.

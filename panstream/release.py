@@ -7,7 +7,7 @@ the count of ones has sensitivity 1. The release adds noise of scale ``1/epsilon
     density = ((ones + noise) / |X| - 1/2) / (p - 1/2).
 
 Debiasing is post-processing, so the density is exactly as private as the noisy count: epsilon-DP.
-Adding ``Lap(1/(epsilon |X|))`` *after* the ``1/(p - 1/2)`` debiasing, as the seed article's
+Adding ``Lap(1/(epsilon |X|))`` *after* the ``1/(p - 1/2)`` debiasing, as the survey's
 ``4(theta - 1/2)/epsilon + Lap(1/(epsilon |X|))`` reads literally, would give a statistic of
 sensitivity ``4/(epsilon |X|)`` with noise of scale ``1/(epsilon |X|)``: only about 4-DP whatever
 epsilon is. See docs/release.md for the derivation.

@@ -1,7 +1,8 @@
-"""User-side remap of a geometric release (seed 003, Ghosh-Roughgarden-Sundararajan).
+"""User-side remap of a geometric release (Ghosh, Roughgarden and Sundararajan, "Universally
+Utility-Maximizing Privacy Mechanisms").
 
 The epsilon-geometric mechanism publishes ``i + Z`` for a true count ``i`` in ``{0..n}``, with
-``Pr[Z = z]`` proportional to ``exp(-epsilon |z|)``, clamped to ``{0..n}``. Theorem 3.1 of seed 003:
+``Pr[Z = z]`` proportional to ``exp(-epsilon |z|)``, clamped to ``{0..n}``. Theorem 3.1 of Ghosh et al.:
 for *every* user (a prior over the true count and a loss nondecreasing in ``|i - r|``) the
 geometric mechanism followed by that user's Bayes-optimal remap is as good as the best
 epsilon-DP oblivious mechanism designed for that user alone. The remap is post-processing, so it
@@ -104,7 +105,7 @@ def posterior(observed: int, epsilon: float, n: int,
 
 def remap(observed: int, epsilon: float, n: int,
           prior: Sequence[float] | np.ndarray | None = None, loss: Loss = "absolute") -> int:
-    """The Bayes-optimal estimate of the true count given a geometric release (seed 003).
+    """The Bayes-optimal estimate of the true count given a geometric release (Ghosh et al.).
 
     Args:
         observed: the count released by the epsilon-geometric mechanism over ``{0..n}``.

@@ -87,7 +87,7 @@ def refuse_bare_item(items: object, call: str) -> None:
         call: the method name, used in the message (``update``, ``indices``).
 
     Raises:
-        ArgumentTypeError: ``items`` is one of those types.
+        ArgumentTypeError: ``items`` is one of those types, or not iterable at all (``update(5)``).
     """
     if isinstance(items, _TEXT_TYPES):
         example = "alice@example.com" if isinstance(items, str) else "10.0.0.1"
@@ -95,6 +95,10 @@ def refuse_bare_item(items: object, call: str) -> None:
         msg = (f"{call}() takes an iterable of items, but got one {type(items).__name__}: it would "
                f"count each of its characters as an item. Pass a list, e.g. {call}({wrap}); "
                "nothing was applied")
+        raise ArgumentTypeError(msg)
+    if not isinstance(items, Iterable):
+        msg = (f"{call}() takes an iterable of items, but got one {type(items).__name__}: pass a "
+               f"list, e.g. {call}([{items!r}]); nothing was applied")
         raise ArgumentTypeError(msg)
 
 

@@ -130,14 +130,14 @@ def expressible_distinct(universe: Universe) -> float:
 
 
 def _status(row: dict[str, Any], universe: Universe, expected: int | None) -> str:
-    """``ok``, ``saturated`` (hashed: so many IDs that linear counting cannot express them) or
-    ``too_small`` (the 95 % interval of the density covers all of 0..1: the table says nothing)."""
+    """``ok``, ``saturated`` (hashed: so many IDs for the buckets that linear counting cannot
+    express them, or its 95 % interval reaches past all it can express) or ``too_small`` (the 95 %
+    interval covers every possible value: the table says nothing)."""
     cap = expressible_distinct(universe)
-    if universe.kind == "hashed" and expected is not None and (
-            expected >= cap or not math.isfinite(row["stderr_distinct"])
-            or row["stderr_distinct"] >= cap):
+    wide = not math.isfinite(row["stderr_distinct"]) or Z95 * row["stderr_distinct"] >= cap
+    if universe.kind == "hashed" and expected is not None and (expected >= cap or wide):
         return "saturated"
-    if Z95 * row["stderr_density"] >= 1.0 or row["stderr_distinct"] >= cap:
+    if Z95 * row["stderr_density"] >= 1.0 or wide:
         return "too_small"
     return "ok"
 
@@ -196,10 +196,9 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
             limit = 1.0 if key == "stderr_density" else cap
             if not math.isfinite(row[key]) or row[key] > limit:
                 row[key] = None  # larger than anything the universe can express
-        row["stderr_density_95"] = (None if row["stderr_density"] is None
-                                    else Z95 * row["stderr_density"])
-        row["stderr_distinct_95"] = (None if row["stderr_distinct"] is None
-                                     else Z95 * row["stderr_distinct"])
+        for key, limit in (("stderr_density", 1.0), ("stderr_distinct", cap)):
+            half = None if row[key] is None else Z95 * row[key]
+            row[f"{key}_95"] = None if half is None or half > limit else half
         rows.append(row)
     return {"universe": universe.spec, "cells": m, "epsilon": epsilon,
             "expected_distinct": expected, "release_epsilon": release_epsilon,
@@ -248,6 +247,7 @@ def command(universe: Universe, epsilon: float, expected_distinct: int | None,
                + (f", one release at epsilon {release_epsilon:g}" if release_epsilon else ""))
     click.echo("  errors: +- 1 standard deviation [95 % half-width]")
     cap = expressible_distinct(universe)
+    n = expected_distinct or 0
     for r in d["calibrations"]:
         if "error" in r:
             click.echo(f"  {r['calibration']:<6} unavailable: {r['error']}")
@@ -255,18 +255,18 @@ def command(universe: Universe, epsilon: float, expected_distinct: int | None,
         click.echo(f"  {r['calibration']:<6} p = {r['p_float']:.6f}  epsilon_state = "
                    f"{r['epsilon_state']:.4f}  {_errors_line(r, universe, cap)}")
         if r["status"] == "saturated":
-            click.echo(f"         SATURATED: {expected_distinct:,} IDs in {universe.size:,} buckets "
-                       f"leave about {universe.size * math.exp(-expected_distinct / universe.size):.3g}"
+            click.echo(f"         SATURATED: {n:,} IDs in {universe.size:,} buckets "
+                       f"leave about {universe.size * math.exp(-n / universe.size):.3g}"
                        f" empty; linear counting cannot go past about {cap:,.0f}.")
         elif r["status"] == "too_small":
             click.echo("         TOO SMALL: the 95 % interval covers every possible value; use a "
                        "larger universe or a larger epsilon.")
         if "best_size" in r:
-            if r["occupancy_sd"] is not None and r["table_noise"] is not None:
+            if None not in (r["occupancy_sd"], r["table_noise"], r["bias"]):
                 click.echo(f"         occupancy sd {r['occupancy_sd']:,.1f}, table noise "
                            f"{r['table_noise']:,.1f}, LC bias {r['bias']:,.2f}")
             small = r["smallest_size"]
-            goal = target_error * expected_distinct
+            goal = target_error * n
             within = (f"smallest table within {100 * target_error:g} % of N ({goal:,.0f} IDs): "
                       + (f"hashed:{small}" if small is not None
                          else "none (even the best table misses it)"))
@@ -277,13 +277,17 @@ def command(universe: Universe, epsilon: float, expected_distinct: int | None,
 
 def _errors_line(r: dict[str, Any], universe: Universe, cap: float) -> str:
     """``density +- a [b]  distinct +- c [d]``, or the bound the universe can express."""
+    what = "buckets can express" if universe.kind == "hashed" else "cells"
     if r["stderr_density"] is None:
         dens = "density +- more than 1 (uninformative)"
     else:
-        dens = f"density +- {r['stderr_density']:.6f} [{r['stderr_density_95']:.6f}]"
+        half = r["stderr_density_95"]
+        dens = (f"density +- {r['stderr_density']:.6f} "
+                + (f"[{half:.6f}]" if half is not None else "[more than 1]"))
     if r["stderr_distinct"] is None:
-        what = "buckets can express" if universe.kind == "hashed" else "cells"
         dist = f"distinct +- more than {cap:,.0f} (all the {what})"
     else:
-        dist = f"distinct +- {r['stderr_distinct']:,.1f} [{r['stderr_distinct_95']:,.1f}]"
+        half = r["stderr_distinct_95"]
+        dist = (f"distinct +- {r['stderr_distinct']:,.1f} "
+                + (f"[{half:,.1f}]" if half is not None else f"[more than {cap:,.0f}]"))
     return f"{dens}  {dist}"

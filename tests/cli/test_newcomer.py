@@ -154,3 +154,11 @@ def test_rotate_with_the_wrong_universe_says_what_the_file_holds(tmp_path) -> No
     assert r.exit_code == 1
     assert "resume with" not in r.output  # rotate resumes nothing
     assert "holds universe range:64, not range:128: nothing was rotated" in r.output
+
+
+def test_plan_never_prints_a_95_percent_interval_past_what_the_table_can_express() -> None:
+    """5,000 IDs in 1,000 buckets: the 1 sd error (5,779) is expressible, its 95 % half-width
+    (11,326) is not (linear counting stops at 1,000 ln 1,000 ~ 6,908): SATURATED, no 11,326."""
+    r = invoke(["plan", "-u", "hashed:1000", "-n", "5000", "--epsilon", "1"])
+    assert "SATURATED" in r.output and "11,326" not in r.output
+    assert "[more than 6,908]" in r.output

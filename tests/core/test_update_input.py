@@ -42,6 +42,13 @@ def test_the_message_shows_the_list_form_for_text() -> None:
         est.update("alice@example.com")
 
 
+@pytest.mark.parametrize("item", [5, None, 1.5])
+def test_a_non_iterable_is_refused_with_the_list_form(item: object) -> None:
+    est = ps.DensityEstimator("range:100", epsilon=1.0)
+    with pytest.raises(ps.ArgumentTypeError, match=r"pass a list, e\.g\. update\(\["):
+        est.update(item)  # type: ignore[arg-type]
+
+
 def test_the_list_form_records_one_item() -> None:
     """The attack the refusal prevents: one identifier counted as 17. In a list it is one item."""
     est = ps.DensityEstimator("hashed:1024", epsilon=1.0)
