@@ -22,7 +22,9 @@ from panstream.cli.common import (
     universe_option,
 )
 from panstream.cli.kafka_options import bootstrap_option, connection_options
+from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError
+from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 
 
@@ -58,20 +60,23 @@ from panstream.universe import Universe
                     "(repeat; unknown keys are an error; connection and security keys also reach "
                     "the state-topic clients).")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
-              help="Serve Prometheus metrics on this port (operational figures only).",
+              help="Serve Prometheus metrics on this port (operational figures only; message and "
+                   "item counts are noisy per-window rates, see --telemetry-epsilon).",
               **env("METRICS_PORT"))
 @click.option("--metrics-host", default="127.0.0.1", show_default=True,
               help="Address the metrics endpoint binds (0.0.0.0 in a container).",
               **env("METRICS_HOST"))
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="warning", show_default=True, help="Log level (stderr).", **env("LOG_LEVEL"))
+@telemetry_options(sensitivity=2, what="summary and the metrics")
 @json_option()
 @handle_errors
 def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Universe,
             epsilon: float, calibration: str, state_dir: str | None, state_topic: str | None,
             state_chunk_bytes: int, value_format: str, checkpoint_interval: float,
             idle_timeout: float | None, overrides: tuple[str, ...], security: dict[str, Any],
-            metrics_port: int | None, metrics_host: str, log_level: str, as_json: bool) -> None:
+            metrics_port: int | None, metrics_host: str, log_level: str,
+            telemetry: TelemetryPolicy, as_json: bool) -> None:
     """Tail Kafka topics in a consumer group; keep one pan-private table per partition.
 
     Each assigned partition gets its own bit table (a shard), restored from the state store on
@@ -98,6 +103,8 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
         raise ConfigurationError(msg)
     topic_list = [t for arg in topics for t in arg.split() if t]
     cfg = src.consumer_config(bootstrap, group, src.parse_overrides(overrides), security)
+    # Say at once what we are waiting for: an unreachable broker is otherwise a silent wait.
+    click.echo(f"panstream: {src.connecting_notice(cfg)}", err=True)
     if state_dir is not None:
         store: Any = DirectoryStore(state_dir)
         where = f"directory {state_dir}"
@@ -106,7 +113,7 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
         store = src.topic_store(state_topic, src.client_config(cfg), state_chunk_bytes)
         where = f"topic {state_topic}"
     ensure_ledger(store, DEFAULT_BUDGET)  # the group's release ledger lives beside the shards
-    metrics = src.Metrics(metrics_port, metrics_host)
+    metrics = src.Metrics(metrics_port, metrics_host, telemetry)
     tail = src.KafkaTail(src.TailConfig(cfg, topic_list, universe, epsilon, calibration, store,
                                         value_format, checkpoint_interval, idle_timeout),
                          metrics)
@@ -126,7 +133,10 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
         metrics.close()
     out = {"topics": topic_list, "group": group, "universe": universe.spec,
            "state": where, "partitions_at_exit": summary.partitions,
+           "messages": summary.messages, "items_applied": summary.items,
            "malformed_skipped": summary.malformed, "outside_universe_skipped": summary.outside,
+           "exact_counts": summary.exact_counts, "telemetry_epsilon": summary.telemetry_epsilon,
+           "count_sd": summary.count_sd,
            "checkpoints": summary.checkpoints, "rebalances": summary.rebalances,
            "stopped_by": summary.stopped_by, "seconds": round(summary.seconds, 3),
            "epsilon_state": calibrate(epsilon, calibration).epsilon_state}
@@ -136,8 +146,14 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
     click.echo(f"panstream kafka: stopped ({summary.stopped_by}) after {summary.seconds:.1f} s; "
                f"final checkpoint committed; state in {where}")
     click.echo(f"  partitions owned at exit  {', '.join(summary.partitions) or '-'}")
-    click.echo(f"  skipped                   {summary.malformed:,} malformed, "
-               f"{summary.outside:,} outside {universe.spec}")
+    n = (lambda x: f"{x:,}") if summary.exact_counts else (lambda x: f"~{max(x, 0):,}")
+    click.echo(f"  consumed                  {n(summary.messages)} messages, "
+               f"{n(summary.items)} items applied")
+    click.echo(f"  skipped                   {n(summary.malformed)} malformed, "
+               f"{n(summary.outside)} outside {universe.spec}")
+    if not summary.exact_counts:
+        click.echo(f"  counts                    {telemetry.describe()}; these totals: sd "
+                   f"{summary.count_sd:,.0f} each (--exact-counts for exact ones)")
     click.echo(f"  checkpoints / rebalances  {summary.checkpoints} / {summary.rebalances}")
     click.echo(f"  state privacy             epsilon_state = {out['epsilon_state']:.6f} realized "
                f"per shard table (times the number of shards one item's messages reach: 1 if "

@@ -12,7 +12,9 @@ Life of a consumer (:class:`KafkaTail`):
 * **Process.** ``poll()`` returns batches per partition; each batch is decoded into cell indices
   (``item``: one item per message; ``lines``: newline-separated items per message), applied to the
   partition's shard with fresh D1 draws, and the working buffers are overwritten with zeros.
-  Malformed messages (lines) are counted and skipped; the counts are operational only.
+  Malformed messages (lines) are skipped. Their counts, like every count of messages and items,
+  live only in the current 1-s telemetry window and are published with geometric noise
+  (:class:`Metrics`, :mod:`panstream.telemetry`); nothing exact about the items is kept longer.
 * **Checkpoint** every ``checkpoint_interval`` seconds: snapshots durable, then commit offsets
   (last processed + 1). Auto-commit is always off.
 * **Revoke.** Before a rebalance takes partitions away, the listener checkpoints their shards and
@@ -33,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
@@ -51,6 +54,7 @@ from panstream.errors import ConfigurationError, PanstreamError, SourceError, St
 from panstream.estimator import DensityEstimator
 from panstream.parse import LineParser
 from panstream.statestore import DEFAULT_CHUNK_BYTES, TopicStore, decode_shard
+from panstream.telemetry import CountWindow, TelemetryPolicy
 from panstream.universe import Universe
 
 log = logging.getLogger("panstream.kafka")
@@ -157,7 +161,8 @@ def consumer_config(bootstrap: str | Sequence[str], group: str, overrides: Mappi
     return cfg
 
 
-_CLIENT_KEYS = ("bootstrap_servers", "client_id", "request_timeout_ms", "security_protocol",
+_CLIENT_KEYS = ("bootstrap_servers", "bootstrap_timeout_ms", "client_id", "request_timeout_ms",
+                "security_protocol",
                 "ssl_context", "ssl_check_hostname", "ssl_cafile", "ssl_certfile", "ssl_keyfile",
                 "ssl_password", "ssl_crlfile", "ssl_ciphers", "sasl_mechanism", "sasl_plain_username",
                 "sasl_plain_password", "sasl_kerberos_service_name", "sasl_kerberos_domain_name",
@@ -167,6 +172,32 @@ _CLIENT_KEYS = ("bootstrap_servers", "client_id", "request_timeout_ms", "securit
 def client_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """The connection and security settings of a consumer config, for admin/producer clients."""
     return {k: cfg[k] for k in _CLIENT_KEYS if k in cfg}
+
+
+def bootstrap_seconds(cfg: Mapping[str, Any]) -> float:
+    """How long a client built from ``cfg`` waits for a first broker before it gives up."""
+    default = KafkaConsumer.DEFAULT_CONFIG["bootstrap_timeout_ms"]
+    return float(cfg.get("bootstrap_timeout_ms", default)) / 1000
+
+
+def connecting_notice(cfg: Mapping[str, Any]) -> str:
+    """The line printed before the first connection, so an unreachable broker is not a silent wait.
+
+    Example:
+        >>> connecting_notice(consumer_config("127.0.0.1:9092", "g"))[:63]
+        'connecting to Kafka at 127.0.0.1:9092 (waiting up to 30 s for a'
+    """
+    servers = ",".join(cfg.get("bootstrap_servers") or [])
+    return (f"connecting to Kafka at {servers} (waiting up to {bootstrap_seconds(cfg):g} s for a "
+            "broker to answer; -C bootstrap_timeout_ms=MS changes the wait)")
+
+
+def unreachable_message(cfg: Mapping[str, Any], exc: Exception, what: str = "") -> str:
+    """One line for a broker that did not answer: where, how long, what to check."""
+    servers = ",".join(cfg.get("bootstrap_servers") or [])
+    return (f"no Kafka broker answered at {servers}{what} within {bootstrap_seconds(cfg):g} s "
+            f"({type(exc).__name__}): check -b HOST:PORT, that the broker is running and reachable "
+            "from this host, and the security options")
 
 
 # ---------------------------------------------------------------------- decoding
@@ -248,42 +279,75 @@ class Decoder:
 
 
 # ---------------------------------------------------------------------- metrics
+#: The counts of one telemetry window. One item (a message in the ``item`` format, a line in
+#: ``lines``) adds at most one message and one of items/malformed/outside: L1 sensitivity 2.
+COUNT_FIELDS = ("messages", "items", "malformed", "outside")
+KAFKA_TELEMETRY_SENSITIVITY = 2
+
+
 class Metrics:
     """Prometheus metrics (``prometheus_client``), operational figures only.
 
-    Never an item, never a per-item count: message and item *rates*, per-partition consumer lag,
-    seconds since the last durable checkpoint, malformed messages, items outside the universe,
-    rebalances and checkpoints. ``port=None`` disables the HTTP endpoint (figures still kept).
+    Every figure that counts messages or items is a per-window release of
+    :class:`~panstream.telemetry.CountWindow`: the exact counts of a 1-s window get two-sided
+    geometric noise at the telemetry epsilon (sensitivity 2: a message and its item) and are then
+    forgotten; the gauges show the noisy rates of the last window (which may dip below zero when
+    traffic is near zero), and :attr:`window` keeps only noisy totals. Nothing cumulative and
+    exact is kept or exported. The other figures do not count items: per-partition consumer lag
+    (the broker exposes it to any client), seconds since the last durable checkpoint,
+    rebalances, checkpoints, partitions owned, and the telemetry epsilon and noise sd themselves.
+    ``port=None`` disables the HTTP endpoint (figures still kept).
+
+    Args:
+        port, host: where to serve ``/metrics``.
+        telemetry: the release policy of the counts (default: noisy at
+            :data:`~panstream.telemetry.DEFAULT_TELEMETRY_EPSILON`, sensitivity 2).
+        clock: monotonic clock (for tests).
     """
 
-    def __init__(self, port: int | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(self, port: int | None = None, host: str = "127.0.0.1",
+                 telemetry: TelemetryPolicy | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge
 
+        self.telemetry = telemetry or TelemetryPolicy(sensitivity=KAFKA_TELEMETRY_SENSITIVITY)
+        self._clock = clock
+        self.window = CountWindow(self.telemetry, COUNT_FIELDS, now=clock())
         self.registry = CollectorRegistry()
         r = self.registry
+        noisy = ("" if self.telemetry.exact else
+                 ", noisy: geometric noise at panstream_kafka_telemetry_epsilon")
         self.messages_rate = Gauge("panstream_kafka_messages_per_second",
-                                   "Messages consumed per second (last interval)", registry=r)
+                                   f"Messages consumed per second (last window{noisy})", registry=r)
         self.items_rate = Gauge("panstream_kafka_items_per_second",
-                                "Items applied to the tables per second (last interval)",
+                                f"Items applied to the tables per second (last window{noisy})",
                                 registry=r)
+        self.malformed_rate = Gauge("panstream_kafka_malformed_per_second",
+                                    f"Malformed messages (or lines) skipped per second (last "
+                                    f"window{noisy})", registry=r)
+        self.outside_rate = Gauge("panstream_kafka_outside_per_second",
+                                  f"Well-formed items outside the universe skipped per second "
+                                  f"(last window{noisy})", registry=r)
+        self.telemetry_epsilon = Gauge("panstream_kafka_telemetry_epsilon",
+                                       "Event-level epsilon of the per-window counts (+Inf: exact "
+                                       "counts, --exact-counts)", registry=r)
+        self.telemetry_epsilon.set(math.inf if self.telemetry.epsilon is None
+                                   else self.telemetry.epsilon)
+        self.noise_sd = Gauge("panstream_kafka_telemetry_noise_sd",
+                              "Noise sd of each count of one window (divide by the window's "
+                              "seconds for the rates)", registry=r)
+        self.noise_sd.set(self.telemetry.noise_sd)
         self.lag = Gauge("panstream_kafka_consumer_lag",
                          "Messages behind the partition's high-water mark", ["topic", "partition"],
                          registry=r)
         self.since_checkpoint = Gauge("panstream_kafka_seconds_since_checkpoint",
                                       "Seconds since the last durable checkpoint", registry=r)
-        self.malformed = Counter("panstream_kafka_malformed_messages",
-                                 "Malformed messages (or lines) skipped", registry=r)
-        self.outside = Counter("panstream_kafka_outside_items",
-                               "Well-formed items outside the universe, skipped", registry=r)
         self.rebalances = Counter("panstream_kafka_rebalances", "Partition assignments received",
                                   registry=r)
         self.checkpoints = Counter("panstream_kafka_checkpoints", "Durable checkpoints made",
                                    registry=r)
         self.assigned = Gauge("panstream_kafka_assigned_partitions", "Partitions owned",
                               registry=r)
-        self._window_start = time.monotonic()
-        self._msgs = 0
-        self._items = 0
         self.server: Any = None
         if port is not None:
             from prometheus_client import start_http_server
@@ -294,17 +358,25 @@ class Metrics:
                 msg = f"cannot serve metrics on {host}:{port}: {exc.strerror}; pick a free port"
                 raise ConfigurationError(msg) from None
 
-    def batch(self, messages: int, items: int) -> None:
-        """Account one applied batch (for the per-second gauges; totals are not kept)."""
-        self._msgs += messages
-        self._items += items
-        now = time.monotonic()
-        dt = now - self._window_start
-        if dt >= 1.0:
-            self.messages_rate.set(self._msgs / dt)
-            self.items_rate.set(self._items / dt)
-            self._msgs = self._items = 0
-            self._window_start = now
+    def batch(self, messages: int, items: int, malformed: int = 0, outside: int = 0) -> None:
+        """Add one applied batch's exact counts to the current window (released at its close)."""
+        self.window.add(messages=messages, items=items, malformed=malformed, outside=outside)
+
+    def tick(self, now: float | None = None) -> None:
+        """Close the window if it is due (call often, traffic or not: the schedule is the clock's)."""
+        now = self._clock() if now is None else now
+        if self.window.due(now):
+            self.close_window(now)
+
+    def close_window(self, now: float | None = None) -> None:
+        """Release the current window's counts to the gauges and forget the exact ones."""
+        now = self._clock() if now is None else now
+        out = self.window.close(now)
+        dt = max(self.window.last_seconds, 1e-9)
+        self.messages_rate.set(out["messages"] / dt)
+        self.items_rate.set(out["items"] / dt)
+        self.malformed_rate.set(out["malformed"] / dt)
+        self.outside_rate.set(out["outside"] / dt)
 
     def close(self) -> None:
         if self.server is not None:
@@ -341,9 +413,8 @@ class KafkaRecordLog:
         self._tp = TopicPartition(topic, 0)
 
     def _unreachable(self, exc: Exception) -> SourceError:
-        servers = ",".join(self._client.get("bootstrap_servers") or [])
-        return SourceError(f"cannot reach Kafka at {servers} for state topic {self.topic!r}: "
-                           f"{exc}; check -b and the security options")
+        return SourceError(unreachable_message(self._client, exc,
+                                               f" (for state topic {self.topic!r})"))
 
     def _admin(self) -> Any:
         try:
@@ -479,11 +550,20 @@ class TailConfig:
 
 @dataclass
 class RunSummary:
-    """Operational summary of one run (printed; never stored)."""
+    """Operational summary of one run (printed; never stored).
+
+    ``messages``, ``items``, ``malformed`` and ``outside`` are sums of the per-window telemetry
+    releases (noisy unless ``exact_counts``; ``count_sd`` is the sd of each such total).
+    """
 
     partitions: list[str] = field(default_factory=list)
+    messages: int = 0
+    items: int = 0
     malformed: int = 0
     outside: int = 0
+    exact_counts: bool = False
+    telemetry_epsilon: float | None = None
+    count_sd: float = 0.0
     checkpoints: int = 0
     rebalances: int = 0
     seconds: float = 0.0
@@ -614,7 +694,7 @@ class KafkaTail:
         self._last_activity = time.monotonic()  # idle time counts from when reading can start
 
     def _apply(self, records: Mapping[TopicPartition, list[Any]]) -> None:
-        msgs = items = 0
+        msgs = items = malformed = outside = 0
         for tp, recs in records.items():
             shard = self.shards.get(tp)
             if shard is None or not recs:
@@ -626,13 +706,9 @@ class KafkaTail:
             shard.applied(recs[-1].offset)
             msgs += len(recs)
             items += n
-            if dec.malformed:
-                self.summary.malformed += dec.malformed
-                self.metrics.malformed.inc(dec.malformed)
-            if dec.outside:
-                self.summary.outside += dec.outside
-                self.metrics.outside.inc(dec.outside)
-        self.metrics.batch(msgs, items)
+            malformed += dec.malformed
+            outside += dec.outside
+        self.metrics.batch(msgs, items, malformed, outside)
 
     def _update_lag(self) -> None:
         for tp in self.shards:
@@ -665,8 +741,7 @@ class KafkaTail:
         try:
             self.consumer = self._consumer_factory(**cfg.consumer)
         except KafkaError as exc:
-            msg = f"cannot connect to Kafka at {cfg.consumer.get('bootstrap_servers')}: {exc}"
-            raise SourceError(msg) from None
+            raise SourceError(unreachable_message(cfg.consumer, exc)) from None
         self.consumer.subscribe(topics=list(cfg.topics), listener=_Rebalance(self))
         self._last_activity = time.monotonic()
         last_lag = 0.0
@@ -684,6 +759,7 @@ class KafkaTail:
                     if now - self._last_activity >= cfg.idle_timeout + grace:
                         self.summary.stopped_by = "idle-timeout"
                         break
+                self.metrics.tick(now)
                 if self.checkpointer.due(cfg.checkpoint_interval):
                     self.checkpoint()
                 if now - last_lag >= 1.0:
@@ -706,5 +782,15 @@ class KafkaTail:
             for shard in self.shards.values():
                 shard.estimator._table.wipe()
             self.shards.clear()
+            self.metrics.close_window()  # the last (partial) window, released like the others
+            self._summarize_counts()
             self.summary.seconds = time.monotonic() - t0
         return self.summary
+
+    def _summarize_counts(self) -> None:
+        """Copy the released (noisy unless opted out) totals into the summary."""
+        w, s = self.metrics.window, self.summary
+        s.messages, s.items = w.totals["messages"], w.totals["items"]
+        s.malformed, s.outside = w.totals["malformed"], w.totals["outside"]
+        s.exact_counts, s.telemetry_epsilon = w.policy.exact, w.policy.epsilon
+        s.count_sd = w.total_sd()

@@ -120,7 +120,7 @@ def test_consume_release_and_malformed(kafka_broker: Broker, topic_factory: Call
     state_topic = f"{topic}-state"
     run = subprocess.run(consumer_argv(kafka_broker, topic, "g-release", "--state-topic",
                                        state_topic, "--state-chunk-bytes", "2048",
-                                       "--idle-timeout", IDLE),
+                                       "--idle-timeout", IDLE, "--exact-counts"),
                          capture_output=True, timeout=60)
     assert run.returncode == 0, run.stderr.decode()[-2000:]
     out = json.loads(run.stdout)
@@ -192,7 +192,8 @@ def test_two_members_split_partitions_and_state_follows_a_leaver(
     batches = np.array_split(cells, 3)
     produce(topic, ips(batches[0]), keys=ips(batches[0]))
     port_a, port_b = free_port(), free_port()
-    common = ("--state-dir", str(state), "--epsilon", "30")
+    # Exact counts (an explicit opt-in): the test waits on B's message rate to know it applied.
+    common = ("--state-dir", str(state), "--epsilon", "30", "--exact-counts")
     a = start(consumer_argv(kafka_broker, topic, "g-split", *common, "--metrics-port",
                             str(port_a)), tmp_path / "a.log")
     try:

@@ -1,0 +1,147 @@
+"""What ``panstream kafka`` exports about the stream is covered by its guarantee (issue 10 §2), and
+an unreachable broker is announced at once and fails with one clear line (issue 14 item 8).
+
+The attack on metrics: a scraper of ``/metrics`` knows the traffic up to one message and guesses
+whether it was there. Exact per-window counts (the old ``items_per_second``) and cumulative
+malformed/outside counters answer exactly; now every count is a per-window geometric release at
+the telemetry epsilon (sensitivity 2: the message and its item), and no guess gains more than
+tanh(eps_t / 2) = 0.05 over a coin.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+
+from _kafka_helpers import Broker, Producer, free_port, panstream_cmd
+
+from panstream.sources.kafka import Metrics, consumer_config, unreachable_message
+from panstream.telemetry import DEFAULT_TELEMETRY_EPSILON, TelemetryPolicy
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _scrape(m: Metrics, name: str) -> float | None:
+    return m.registry.get_sample_value(name)
+
+
+def test_metrics_export_only_noisy_window_rates_and_no_cumulative_count() -> None:
+    clock = Clock()
+    m = Metrics(telemetry=TelemetryPolicy(sensitivity=2), clock=clock)
+    m.batch(messages=5000, items=4990, malformed=7, outside=3)
+    clock.t = 0.5
+    m.tick()  # not due: nothing published yet, the window keeps counting
+    assert _scrape(m, "panstream_kafka_items_per_second") == 0.0
+    clock.t = 1.0
+    m.tick()
+    assert set(m.window._exact.values()) == {0}  # the exact counts are gone
+    assert _scrape(m, "panstream_kafka_telemetry_epsilon") == DEFAULT_TELEMETRY_EPSILON
+    assert round(_scrape(m, "panstream_kafka_telemetry_noise_sd") or 0, 1) == 28.3
+    names = {s.name for metric in m.registry.collect() for s in metric.samples}
+    # The old exact counters are gone; what counts items is a per-window rate.
+    assert not any("malformed_messages" in n or "outside_items" in n for n in names)
+    assert {"panstream_kafka_malformed_per_second", "panstream_kafka_outside_per_second"} <= names
+    # A window without traffic is still released (noise only) on the clock's schedule.
+    clock.t = 2.0
+    m.tick()
+    assert m.window.windows == 2
+
+
+def test_exact_metrics_are_the_opt_in() -> None:
+    clock = Clock()
+    m = Metrics(telemetry=TelemetryPolicy.exact_counts(sensitivity=2), clock=clock)
+    m.batch(messages=10, items=8, malformed=1, outside=1)
+    clock.t = 2.0
+    m.tick()
+    assert _scrape(m, "panstream_kafka_items_per_second") == 4.0
+    assert _scrape(m, "panstream_kafka_telemetry_epsilon") == math.inf
+
+
+TRIALS = 20_000
+
+
+def _advantage(policy: TelemetryPolicy) -> float:
+    """Likelihood-ratio attack on one scraped window: the message and item rates of 1,000 vs 1,001
+    messages; guess "1,001" when their sum is at least 2,002 (both counts move together)."""
+    clock = Clock()
+    m = Metrics(telemetry=policy, clock=clock)
+    hits = {1000: 0, 1001: 0}
+    for n in (1000, 1001):
+        for _ in range(TRIALS):
+            m.batch(messages=n, items=n)
+            clock.t += 1.0
+            m.tick()
+            seen = (_scrape(m, "panstream_kafka_messages_per_second") or 0) + \
+                (_scrape(m, "panstream_kafka_items_per_second") or 0)
+            hits[n] += seen >= 2002
+    return (hits[1001] - hits[1000]) / TRIALS
+
+
+def test_one_message_more_is_hidden_in_the_scraped_metrics() -> None:
+    """Exact metrics (the broken variant) give it away every time; noisy ones gain at most
+    tanh(0.05) = 0.05. Difference of proportions: sd <= sqrt(0.5 / 20,000) = 0.005, bound
+    0.05 + 6 sd = 0.080 (false failure < 1e-9)."""
+    assert _advantage(TelemetryPolicy.exact_counts(sensitivity=2)) == 1.0
+    adv = _advantage(TelemetryPolicy(sensitivity=2))
+    assert adv <= math.tanh(DEFAULT_TELEMETRY_EPSILON / 2) + 6 * math.sqrt(0.5 / TRIALS), adv
+
+
+def test_a_run_summary_is_noisy_by_default(kafka_broker: Broker, topic_factory,
+                                           produce: Producer, tmp_path: Path) -> None:
+    topic = topic_factory(2)
+    produce(topic, [b"10.0.0.%d" % i for i in range(200)] + [b"junk"])
+    argv = panstream_cmd("kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", "g-telemetry",
+                         "-u", "ipv4:10.0.0.0/16", "--epsilon", "1", "--state-dir",
+                         str(tmp_path / "s"), "--idle-timeout", "2", "--json",
+                         "-C", "session_timeout_ms=6000", "-C", "heartbeat_interval_ms=1000")
+    run = subprocess.run(argv, capture_output=True, timeout=90)
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    out = json.loads(run.stdout)
+    assert out["exact_counts"] is False and out["telemetry_epsilon"] == 0.1
+    assert out["count_sd"] >= 28 and "WARNING" not in run.stderr.decode()
+    assert {"messages", "items_applied", "malformed_skipped", "outside_universe_skipped"} <= set(out)
+
+
+# ------------------------------------------------------------------ unreachable broker
+def test_unreachable_broker_is_announced_at_once_and_fails_clearly(tmp_path: Path) -> None:
+    """The first stderr line comes while the consumer is still waiting (it used to be silent for
+    30 s); the error names the servers, the wait and what to check, without a traceback."""
+    port = free_port()  # nothing listens there
+    argv = panstream_cmd("kafka", "-b", f"127.0.0.1:{port}", "-t", "x", "-g", "g", "-u",
+                         "range:10", "--epsilon", "1", "--state-dir", str(tmp_path / "s"),
+                         "-C", "bootstrap_timeout_ms=3000")
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    first = proc.stderr.readline().decode()
+    assert f"connecting to Kafka at 127.0.0.1:{port} (waiting up to 3 s" in first
+    assert "bootstrap_timeout_ms" in first
+    rest = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1
+    assert f"no Kafka broker answered at 127.0.0.1:{port} within 3 s" in rest
+    assert "check -b HOST:PORT" in rest and "Traceback" not in rest
+
+
+def test_the_state_topic_clients_honour_the_same_wait(tmp_path: Path) -> None:
+    """-C bootstrap_timeout_ms reaches the state-topic admin client too (it waited 30 s)."""
+    port = free_port()
+    argv = panstream_cmd("kafka", "-b", f"127.0.0.1:{port}", "-t", "x", "-g", "g", "-u",
+                         "range:10", "--epsilon", "1", "--state-topic", "st",
+                         "-C", "bootstrap_timeout_ms=2000")
+    run = subprocess.run(argv, capture_output=True, timeout=25)
+    err = run.stderr.decode()
+    assert run.returncode == 1 and "connecting to Kafka" in err.splitlines()[0]
+    assert "within 2 s" in err and "state topic 'st'" in err
+
+
+def test_unreachable_message_unit() -> None:
+    cfg = consumer_config("10.9.9.9:9092,10.9.9.8:9092", "g", {"bootstrap_timeout_ms": 1500})
+    msg = unreachable_message(cfg, TimeoutError())
+    assert msg.startswith("no Kafka broker answered at 10.9.9.9:9092,10.9.9.8:9092 within 1.5 s")
