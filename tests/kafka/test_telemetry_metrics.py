@@ -96,18 +96,27 @@ def test_one_message_more_is_hidden_in_the_scraped_metrics() -> None:
 
 def test_a_run_summary_is_noisy_by_default(kafka_broker: Broker, topic_factory,
                                            produce: Producer, tmp_path: Path) -> None:
+    """The exit summary (JSON and human) gives noisy totals with eps_t and their sd."""
     topic = topic_factory(2)
     produce(topic, [b"10.0.0.%d" % i for i in range(200)] + [b"junk"])
-    argv = panstream_cmd("kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", "g-telemetry",
-                         "-u", "ipv4:10.0.0.0/16", "--epsilon", "1", "--state-dir",
-                         str(tmp_path / "s"), "--idle-timeout", "2", "--json",
-                         "-C", "session_timeout_ms=6000", "-C", "heartbeat_interval_ms=1000")
-    run = subprocess.run(argv, capture_output=True, timeout=90)
-    assert run.returncode == 0, run.stderr.decode()[-2000:]
-    out = json.loads(run.stdout)
+
+    def run(group: str, *extra: str) -> subprocess.CompletedProcess[bytes]:
+        argv = panstream_cmd("kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", group,
+                             "-u", "ipv4:10.0.0.0/16", "--epsilon", "1", "--state-dir",
+                             str(tmp_path / group), "--idle-timeout", "2", "-C",
+                             "session_timeout_ms=6000", "-C", "heartbeat_interval_ms=1000", *extra)
+        done = subprocess.run(argv, capture_output=True, timeout=90)
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        return done
+
+    out = json.loads(run("g-telemetry-json", "--json").stdout)
     assert out["exact_counts"] is False and out["telemetry_epsilon"] == 0.1
-    assert out["count_sd"] >= 28 and "WARNING" not in run.stderr.decode()
+    assert out["count_sd"] >= 28
     assert {"messages", "items_applied", "malformed_skipped", "outside_universe_skipped"} <= set(out)
+    human = run("g-telemetry-text")
+    text = human.stdout.decode()
+    assert "~" in text and "telemetry epsilon 0.1" in text and "sd 28.3 per count" in text
+    assert "WARNING" not in human.stderr.decode()
 
 
 # ------------------------------------------------------------------ unreachable broker
