@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_option
-from panstream.cli.kafka_options import bootstrap_option, connection_options
+from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
 from panstream.estimator import DensityEstimator
 from panstream.noise import MECHANISMS
@@ -118,7 +118,8 @@ def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...]
     from panstream.statestore import release_store
 
     client = src.state_client(bootstrap, src.parse_overrides(overrides), security)
-    store = src.topic_store(topic, client, create=False)
+    with notice_if_slow(f"still {src.connecting_notice(client)}"):
+        store = src.topic_store(topic, client, create=False)
     try:
         rel, _ = release_store(store, epsilon, mechanism, merge, partitions, keyed, new_ledger)
     finally:

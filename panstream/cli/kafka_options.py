@@ -9,8 +9,10 @@ settings by :mod:`panstream.sources.kafka` (``parse_overrides``, ``consumer_conf
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
@@ -80,3 +82,18 @@ def connection_options(config_help: str) -> Callable[[F], F]:
         return out
 
     return decorate
+
+
+@contextlib.contextmanager
+def notice_if_slow(message: str, after: float = 2.0) -> Iterator[None]:
+    """Print ``panstream: <message>`` on stderr if the block is still running after ``after``
+    seconds: a command whose broker answers at once keeps its one-line output, one that waits for
+    an unreachable broker says what it waits for instead of being silent.
+    """
+    timer = threading.Timer(after, lambda: click.echo(f"panstream: {message}", err=True))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()

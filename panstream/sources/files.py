@@ -58,6 +58,7 @@ class ChunkReader:
         self._idle = idle
         self.name = name
         self._position = position
+        self._gzip_failed = False
         self._poll: select.poll | None = None
         if fd is not None:
             self._poll = select.poll()
@@ -87,6 +88,7 @@ class ChunkReader:
             # gzip's own message may quote bytes of the file: say what is wrong without them.
             msg = (f"cannot read {self.name}: not a complete, valid gzip file (truncated or "
                    f"corrupt){self._where()}")
+            self._gzip_failed = True
             raise SourceError(msg) from None
         except OSError as exc:
             msg = f"cannot read {self.name}: {exc.strerror or exc}{self._where()}"
@@ -94,8 +96,10 @@ class ChunkReader:
         return -1 if n is None else n
 
     def _failed(self, exc: SourceError) -> SourceError:
+        note = (" (gzip verifies its checksum only at the end of the data, so lines decoded from a "
+                "corrupt part before that point may have been applied)" if self._gzip_failed else "")
         return SourceError(f"{exc}: every complete line before the damage was applied, the "
-                           "damaged line and anything after it were not read")
+                           f"damaged line and anything after it were not read{note}")
 
     def _truncate(self, arr: np.ndarray, fill: int) -> int:
         """Keep the head (``max_line + 1`` bytes) of the over-long line filling ``arr[:fill]``;

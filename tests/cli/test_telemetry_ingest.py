@@ -189,3 +189,18 @@ def test_a_truncated_gz_without_state_says_nothing_was_saved(tmp_path: Path) -> 
     r = invoke(["ingest", "-u", "ipv4:10.0.0.0/16", str(bad)])
     assert r.exit_code == 1 and "no --state: nothing was saved" in r.stderr
     assert "run again" in r.stderr
+
+
+def test_a_gz_corrupt_in_the_middle_says_what_may_have_gone_in(tmp_path: Path) -> None:
+    """Damage inside the compressed data may decode to garbage and fail only at the checksum at the
+    end: the message must not claim that only clean lines went in."""
+    whole = bytearray(gzip.compress(_lines(300_000)))
+    mid = len(whole) // 2
+    whole[mid:mid + 64] = bytes(64)  # a run of zeros in the deflate stream
+    bad = tmp_path / "mid.gz"
+    bad.write_bytes(bytes(whole))
+    r = invoke(["ingest", "-u", "ipv4:10.0.0.0/16", "--exact-counts", str(bad)])
+    assert r.exit_code == 1 and "not a complete, valid gzip file" in r.stderr
+    assert "verifies its checksum only at the end" in r.stderr
+    applied = int(re.search(r"([\d,]+) items applied", r.stderr).group(1).replace(",", ""))
+    assert 0 < applied < 300_000

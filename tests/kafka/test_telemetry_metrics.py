@@ -154,3 +154,24 @@ def test_unreachable_message_unit() -> None:
     cfg = consumer_config("10.9.9.9:9092,10.9.9.8:9092", "g", {"bootstrap_timeout_ms": 1500})
     msg = unreachable_message(cfg, TimeoutError())
     assert msg.startswith("no Kafka broker answered at 10.9.9.9:9092,10.9.9.8:9092 within 1.5 s")
+
+
+def test_release_from_an_unreachable_state_topic_says_what_it_waits_for() -> None:
+    """`release --state-topic` keeps its one-line output when the broker answers, and says what it
+    waits for once the wait passes 2 s (it was silent for 30 s)."""
+    port = free_port()
+    run = subprocess.run(panstream_cmd("release", "-b", f"127.0.0.1:{port}", "--state-topic", "st",
+                                       "--epsilon", "0.1", "-C", "bootstrap_timeout_ms=4000"),
+                         capture_output=True, timeout=60)
+    lines = run.stderr.decode().splitlines()
+    assert run.returncode == 1 and len(lines) == 2, lines
+    assert lines[0].startswith(f"panstream: still connecting to Kafka at 127.0.0.1:{port}")
+    assert f"no Kafka broker answered at 127.0.0.1:{port} (for state topic 'st') within 4 s" in lines[1]
+
+
+def test_a_quick_block_prints_no_notice(capsys) -> None:  # type: ignore[no-untyped-def]
+    from panstream.cli.kafka_options import notice_if_slow
+
+    with notice_if_slow("waiting", after=5.0):
+        pass
+    assert capsys.readouterr().err == ""
