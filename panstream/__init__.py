@@ -43,6 +43,7 @@ __all__ = [
     "Estimate",
     "IndexResult",
     "ItemError",
+    "MapRelease",
     "PanstreamError",
     "PrivacyLedger",
     "SourceError",
@@ -64,6 +65,10 @@ def __getattr__(name: str) -> object:
         from panstream.remap import remap
 
         return remap
+    if name == "MapRelease":
+        from panstream.maps import MapRelease
+
+        return MapRelease
     if name == "Release":
         from panstream.release import Release
 

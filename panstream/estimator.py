@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
     from os import PathLike
 
+    from panstream.maps import MapRelease
     from panstream.release import Release
 
 
@@ -277,6 +278,14 @@ class DensityEstimator:
         from panstream.release import release
 
         return release(self, epsilon, mechanism, **kwargs)
+
+    def release_map(self, epsilon: float, by: int | str, mechanism: str = "laplace",
+                    **kwargs: Any) -> MapRelease:
+        """Publish a noisy density per bucket (``by``: ``"/24"`` or cells per bucket), charged once
+        to the ledger for the whole map. See :mod:`panstream.maps`."""
+        from panstream.maps import release_map
+
+        return release_map(self, epsilon, by, mechanism, **kwargs)
 
     def __repr__(self) -> str:
         return (f"DensityEstimator({self.universe.spec!r}, epsilon={self.epsilon:g}, "

@@ -190,6 +190,47 @@ class BitTable:
             total += int(np.bitwise_count(t[n8:]).sum(dtype=np.int64))
         return total
 
+    def count_ones_by(self, bucket_cells: int) -> np.ndarray:
+        """Number of ones in each run of ``bucket_cells`` consecutive cells (the last run may be
+        shorter), as an ``int64`` array of ``ceil(size / bucket_cells)`` entries.
+
+        Works chunk by chunk (cumulative counts at the bucket boundaries), so a 2**32-cell table needs
+        no table-sized temporary.
+        """
+        b = int(bucket_cells)
+        if b < 1:
+            msg = f"bucket_cells must be at least 1, got {bucket_cells!r}"
+            raise ValueError(msg)
+        bounds = np.minimum(np.arange(0, self.size + b, b, dtype=np.int64), self.size)
+        bounds = bounds[: -(-self.size // b) + 1]
+        return np.diff(self._ones_before(bounds))
+
+    def _ones_before(self, ks: np.ndarray) -> np.ndarray:
+        """Number of ones in cells ``[0, k)`` for each sorted ``k`` of ``ks``."""
+        t = self._t
+        packed = self.layout == "packed"
+        unit = ks // 8 if packed else ks  # element (byte or cell) holding boundary k
+        out = np.zeros(ks.size, dtype=np.int64)
+        carry = 0
+        step = 1 << 22
+        for c0 in range(0, t.size, step):
+            c1 = min(c0 + step, t.size)
+            pop = np.bitwise_count(t[c0:c1]) if packed else t[c0:c1]
+            cum = np.cumsum(pop, dtype=np.int64)
+            sel = (unit >= c0) & (unit < c1)
+            # ones in elements [0, unit): carry + cum[unit - c0 - 1]
+            u = unit[sel] - c0
+            out[sel] = carry + np.where(u > 0, cum[np.maximum(u - 1, 0)], 0)
+            carry += int(cum[-1])
+        out[unit >= t.size] = carry
+        if packed:
+            part = ks % 8
+            has = (part > 0) & (unit < t.size)
+            if has.any():
+                masks = ((1 << part[has]) - 1).astype(np.uint8)
+                out[has] += np.bitwise_count(t[unit[has]] & masks).astype(np.int64)
+        return out
+
     def bits(self) -> np.ndarray:
         """A ``uint8`` 0/1 copy of the table, one entry per cell."""
         if self.layout == "bytes":
