@@ -14,7 +14,8 @@ and summing the noisy counts into a consistent global total are post-processing.
 
 Accuracy: a bucket is a small table. Its density error is the single-table error with |X| replaced by
 the bucket's cells, about ``1 / (2 (p - q) sqrt(cells))`` from the state plus ``sqrt(2) / (epsilon
-cells (p - q))`` from the release: a /24 (256 cells) at epsilon 1 is +-0.18 density at 95 %. Small
+cells (p - q))`` from the release: a /24 (256 cells) with state and output epsilon 1 is +-0.20
+density at 95 %. Small
 buckets are noisy; :func:`bucket_halfwidth` tells before ingesting.
 
 Everything in a :class:`MapRelease` is computed from the noisy counts and public parameters only.
@@ -83,7 +84,7 @@ def bucket_halfwidth(cells: int, epsilon: float, p: Fraction | float,
     bucket of ``cells`` cells at output ``epsilon`` and true ``density`` (0 is the widest).
 
     >>> round(bucket_halfwidth(256, 1.0, Fraction(3, 4)), 3)
-    0.15
+    0.249
     """
     law = NoiseLaw.for_mechanism(mechanism, exact_epsilon(epsilon))
     scale = cells * (float(p) - float(q))
