@@ -392,3 +392,35 @@ def format_map(m: MapRelease, limit: int = 20) -> str:
         f"{m.budget_remaining:g} left",
     ]
     return "\n".join(lines)
+
+
+#: Output epsilons the planner tabulates when none is given.
+PLAN_EPSILONS: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0)
+
+
+def map_plan(universe: Universe, by: int | str, p: Fraction | float,
+             q: Fraction | float = Fraction(1, 2), epsilons: tuple[float, ...] = PLAN_EPSILONS,
+             confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Any]:
+    """The error of one bucket before ingesting: 95 % half-width of a bucket's density (at density
+    0, the widest) for ``by`` and its neighbouring bucket sizes, at each output epsilon.
+
+    Returns:
+        ``{"by", "bucket_cells", "buckets", "rows": [{"by", "bucket_cells", "halfwidth": {eps: h}}]}``.
+    """
+    cells, label = parse_by(universe, by)
+    sizes: list[tuple[str, int]] = []
+    if universe.kind in ("ipv4", "ipv6"):
+        length = int(label[1:])
+        lo, hi = universe._prefix, 32 if universe.kind == "ipv4" else universe._granularity
+        for d in (-4, 0, 4):
+            if lo <= length + d <= hi:
+                sizes.append((f"/{length + d}", cells >> d if d >= 0 else cells << -d))
+    else:
+        for c in (cells * 16, cells, cells // 16):
+            if 1 <= c <= universe.size:
+                sizes.append((f"{c} cells", c))
+    rows = [{"by": lab, "bucket_cells": c,
+             "halfwidth": {str(e): bucket_halfwidth(c, e, p, q, confidence=confidence)
+                           for e in epsilons}} for lab, c in sizes]
+    return {"by": label, "bucket_cells": cells, "buckets": -(-universe.size // cells),
+            "confidence": confidence, "rows": rows}

@@ -47,6 +47,7 @@ from panstream.storage import atomic_write, state_lock
 from panstream.universe import Universe
 
 if TYPE_CHECKING:  # pragma: no cover
+    from panstream.maps import MapRelease
     from panstream.release import Release
 
 #: Default largest chunk of a snapshot in one Kafka message: below the broker's default
@@ -523,13 +524,18 @@ def ensure_ledger(store: DirectoryStore | TopicStore, budget: float) -> bool:
 
 def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism: str = "laplace",
                   merge: str = "auto", partitions: int | None = None, keyed: bool = False,
-                  new_ledger: bool = False) -> tuple[Release, GroupState]:
+                  new_ledger: bool = False, *, by: int | str | None = None
+                  ) -> tuple[Release | MapRelease, GroupState]:
     """Merge a shard store and release it, recording the release in its ledger durably first.
 
     The release is charged to the store's release ledger (a directory's :data:`LEDGER_FILE`, a
     state topic's :data:`LEDGER_KEY` record), which is written (atomically / with ``acks=all``)
     *before* the release is returned. Its noise is scaled to the merge's sensitivity and its state
     epsilon counts every shard one person can change (see :func:`merge_store`, ``keyed``).
+
+    With ``by`` the release is a density map of the merged table (:mod:`panstream.maps`), charged
+    once to the same ledger; it needs the partitioned merge (the sum merge lays the shard tables end
+    to end, so its cells no longer name addresses).
 
     A store with shards but no ledger is refused unless ``new_ledger`` is set (the new ledger gets
     the shards' budget): the consumers create the ledger with the first shard
@@ -553,13 +559,19 @@ def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism:
         ('partitioned', 0.75)
     """
     with store.ledger_lock():
-        return _release_locked(store, epsilon, mechanism, merge, partitions, keyed, new_ledger)
+        return _release_locked(store, epsilon, mechanism, merge, partitions, keyed, new_ledger,
+                               by)
 
 
 def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanism: str,
-                    merge: str, partitions: int | None, keyed: bool, new_ledger: bool
-                    ) -> tuple[Release, GroupState]:
+                    merge: str, partitions: int | None, keyed: bool, new_ledger: bool,
+                    by: int | str | None = None) -> tuple[Release | MapRelease, GroupState]:
     group = merge_store(store, merge, partitions, keyed)
+    if by is not None and group.method != "partitioned":
+        msg = (f"a map of a group needs the partitioned merge (this one is {group.method}: the "
+               "shard tables are laid end to end, so a cell no longer names an address); use "
+               "--merge partitioned with one topic over an ipv4 or range universe")
+        raise ConfigurationError(msg)
     raw = store.read_ledger()
     where = store.ledger_where()
     if raw is None and not new_ledger:
@@ -574,8 +586,13 @@ def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanis
         except (ValueError, KeyError, TypeError):
             msg = f"release ledger ({where}) is corrupt: restore it from a backup"
             raise StateError(msg) from None
-    rel = group.estimator.release(epsilon, mechanism, sensitivity=group.sensitivity,
-                                  state_tables=group.state_tables)
+    rel: Release | MapRelease
+    if by is None:
+        rel = group.estimator.release(epsilon, mechanism, sensitivity=group.sensitivity,
+                                      state_tables=group.state_tables)
+    else:
+        rel = group.estimator.release_map(epsilon, by, mechanism, sensitivity=group.sensitivity,
+                                          state_tables=group.state_tables)
     store.write_ledger(json.dumps(group.estimator.ledger.to_dict(), sort_keys=True).encode())
     return rel, group
 
@@ -583,7 +600,8 @@ def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanis
 def release_state_dir(directory: str | os.PathLike[str], epsilon: float,
                       mechanism: str = "laplace", merge: str = "auto",
                       partitions: int | None = None, keyed: bool = False,
-                      new_ledger: bool = False) -> tuple[Release, GroupState]:
+                      new_ledger: bool = False, *, by: int | str | None = None
+                      ) -> tuple[Release | MapRelease, GroupState]:
     """:func:`release_store` on the :class:`DirectoryStore` ``directory``."""
     return release_store(DirectoryStore(directory), epsilon, mechanism, merge, partitions, keyed,
-                         new_ledger)
+                         new_ledger, by=by)

@@ -218,10 +218,15 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
               show_default=True,
               help="Hashed universes with -n: also print the smallest table whose distinct-count "
                    "error (1 sd) is at most this fraction of N.", **env("TARGET_ERROR"))
+@click.option("--by", default=None, metavar="/LEN|CELLS",
+              help="Also show the error of one bucket of a density map ('release --by'): "
+                   "95 % half-width of a bucket's density for this bucket size and its "
+                   "neighbours, per output epsilon.", **env("PLAN_BY"))
 @json_option()
 @handle_errors
 def command(universe: Universe, epsilon: float, expected_distinct: int | None,
-            release_epsilon: float | None, target_error: float, as_json: bool) -> None:
+            release_epsilon: float | None, target_error: float, by: str | None,
+            as_json: bool) -> None:
     """How accurate will the density and distinct count be? Both calibrations, before ingesting.
 
     Errors are 1 standard deviation, with the 95 % half-width in brackets. Without
@@ -236,8 +241,16 @@ def command(universe: Universe, epsilon: float, expected_distinct: int | None,
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 -n 20000 --release-epsilon 0.5
       panstream plan -u hashed:1048576 --epsilon 1 -n 100000     # also the best table size
+      panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 --by /24    # error of one /24 of a map
     """
     d = plan(universe, epsilon, expected_distinct, release_epsilon, target_error)
+    mp = None
+    if by is not None:
+        from panstream.maps import PLAN_EPSILONS, map_plan
+
+        eps_list = (release_epsilon,) if release_epsilon else PLAN_EPSILONS
+        mp = map_plan(universe, by, calibrate(epsilon).p, epsilons=eps_list)
+        d["map"] = mp
     if as_json:
         emit_json(d)
         return
@@ -273,6 +286,22 @@ def command(universe: Universe, epsilon: float, expected_distinct: int | None,
             click.echo(f"         {within}; best table: hashed:{r['best_size']} (error "
                        f"{r['best_size_rmse']:,.1f}), power of two hashed:{r['best_power_of_two']} "
                        f"(error {r['best_power_of_two_rmse']:,.1f})")
+    if mp is not None:
+        _echo_map_plan(mp)
+
+
+def _echo_map_plan(mp: dict[str, Any]) -> None:
+    """The bucket-size x output-epsilon table of 95 % half-widths (default calibration)."""
+    eps = list(mp["rows"][0]["halfwidth"])
+    click.echo(f"map by {mp['by']}: {mp['buckets']:,} buckets of {mp['bucket_cells']:,} cells; "
+               "95 % half-width of one bucket's density at density 0 (default calibration; the "
+               "whole map costs the output epsilon once):")
+    click.echo(f"  {'bucket':<14} {'cells':>12}  " + "  ".join(f"eps {e:<8}" for e in eps))
+    for r in mp["rows"]:
+        cols = "  ".join(f"+- {h:<9.4f}" if h < 1 else f"{'> 1':<12}" for h in r["halfwidth"].values())
+        mark = "*" if r["by"] == mp["by"] else " "
+        click.echo(f" {mark}{r['by']:<14} {r['bucket_cells']:>12,}  {cols}")
+    click.echo("  (a half-width over 1 means such a bucket says nothing: use larger buckets)")
 
 
 def _errors_line(r: dict[str, Any], universe: Universe, cap: float) -> str:

@@ -12,6 +12,7 @@ from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_
 from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
 from panstream.estimator import DensityEstimator
+from panstream.maps import MapRelease, format_map
 from panstream.noise import MECHANISMS
 from panstream.release import Release, format_release
 from panstream.storage import state_lock
@@ -59,12 +60,20 @@ from panstream.storage import state_lock
               help="laplace: discretized Laplace noise (unbiased); geometric: integer two-sided "
                    "geometric noise, count clamped to [0, |X|] (for 'panstream.remap').",
               **env("MECHANISM"))
+@click.option("--by", default=None, metavar="/LEN|CELLS",
+              help="Release a density map instead of one figure: one noisy density per bucket "
+                   "(/24 = per /24 prefix of an ipv4/ipv6 universe; 1024 = per 1024 cells of a "
+                   "range universe). The whole map costs EPSILON once (disjoint buckets).",
+              **env("RELEASE_BY"))
+@click.option("--csv", "csv_out", default=None, metavar="FILE|-",
+              help="With --by: also write one CSV line per bucket to FILE ('-' = stdout, instead "
+                   "of the summary).", **env("RELEASE_CSV"))
 @json_option()
 @handle_errors
 def command(state: str | None, state_dir: str | None, state_topic: str | None,
             bootstrap: str | None, overrides: tuple[str, ...], security: dict[str, Any],
             merge: str, partitions: int | None, keyed: bool, new_ledger: bool, epsilon: float,
-            mechanism: str, as_json: bool) -> None:
+            mechanism: str, by: str | None, csv_out: str | None, as_json: bool) -> None:
     """Release the noisy density and distinct count of a state, spending output budget.
 
     Loads the state, adds exact noise of scale 1/EPSILON to its count of ones, debiases, records
@@ -82,7 +91,15 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
       panstream release -s web.pst --epsilon 0.25 --mechanism geometric --json
       panstream release --state-dir /var/lib/panstream --keyed --epsilon 0.5
       panstream release --state-topic panstream-state -b 127.0.0.1:9092 --keyed --epsilon 0.5
+      panstream release -s web.pst --epsilon 0.5 --by /24 --csv map.csv   # a density map
+
+    With --by, every bucket's count of ones gets its own noise but the ledger is charged EPSILON
+    once: one person changes one cell, hence one bucket's count by at most 1 (parallel
+    composition). Small buckets are noisy: 'panstream plan --by /24' shows the error first.
     """
+    if csv_out is not None and by is None:
+        msg = "--csv writes a map's rows: give --by too (e.g. --by /24)"
+        raise ConfigurationError(msg)
     if sum(x is not None for x in (state, state_dir, state_topic)) != 1:
         msg = "give exactly one of --state FILE, --state-dir DIR or --state-topic TOPIC"
         raise ConfigurationError(msg)
@@ -90,25 +107,51 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
         from panstream.statestore import release_state_dir
 
         rel, _ = release_state_dir(state_dir, epsilon, mechanism, merge, partitions, keyed,
-                                   new_ledger)
+                                   new_ledger, by=by)
     elif state_topic is not None:
         rel = _release_topic(state_topic, bootstrap, overrides, security, epsilon, mechanism,
-                             merge, partitions, keyed, new_ledger)
+                             merge, partitions, keyed, new_ledger, by)
     else:
         assert state is not None
         with state_lock(state, "release"):  # a running ingest would overwrite the charge
             est = DensityEstimator.load(state)
-            rel = est.release(epsilon, mechanism)
+            rel = est.release(epsilon, mechanism) if by is None else \
+                est.release_map(epsilon, by, mechanism)
             est.save(state)  # the ledger is durable before the number is shown
+    if isinstance(rel, Release):
+        if as_json:
+            emit_json(rel.to_dict())
+        else:
+            click.echo(format_release(rel))
+        return
+    _show_map(rel, csv_out, as_json)
+
+
+def _show_map(m: MapRelease, csv_out: str | None, as_json: bool) -> None:
+    """Print a map (summary or JSON) and write its CSV; the ledger is already durable."""
+    if csv_out == "-":
+        click.echo(m.csv_text(), nl=False)
+    elif csv_out is not None:
+        try:
+            m.to_csv(csv_out)
+        except OSError as exc:
+            msg = (f"cannot write the map's CSV to {csv_out}: {exc.strerror or exc}; the map was "
+                   "released and charged: its rows are printed below instead")
+            click.echo(msg, err=True)
+            csv_out = "-"
+            click.echo(m.csv_text(), nl=False)
+    if csv_out == "-":
+        return
     if as_json:
-        emit_json(rel.to_dict())
+        emit_json(m.to_dict())
     else:
-        click.echo(format_release(rel))
+        click.echo(format_map(m))
 
 
 def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...],
                    security: dict[str, Any], epsilon: float, mechanism: str, merge: str,
-                   partitions: int | None, keyed: bool, new_ledger: bool) -> Release:
+                   partitions: int | None, keyed: bool, new_ledger: bool,
+                   by: str | None = None) -> Release | MapRelease:
     """Release the shards of a state topic, charged to the topic's release ledger record."""
     if not bootstrap:
         msg = "--state-topic needs -b/--bootstrap-server HOST:PORT (or PANSTREAM_KAFKA_BOOTSTRAP)"
@@ -121,7 +164,8 @@ def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...]
     with notice_if_slow(f"still {src.connecting_notice(client)}"):
         store = src.topic_store(topic, client, create=False)
     try:
-        rel, _ = release_store(store, epsilon, mechanism, merge, partitions, keyed, new_ledger)
+        rel, _ = release_store(store, epsilon, mechanism, merge, partitions, keyed, new_ledger,
+                               by=by)
     finally:
         store.log.close()  # type: ignore[attr-defined]  # KafkaRecordLog: flushes, then closes
     return rel
