@@ -199,6 +199,13 @@ class MapRelease:
         for r in self.rows:
             w.writerow([_csv_value(getattr(r, n)) for n in names])
 
+    def plot(self, path: str | PathLike[str]) -> None:
+        """Write the map as a PNG (Hilbert heat map for IP universes, step plot for ranges); needs
+        the ``plot`` extra (matplotlib). See :mod:`panstream.plot`."""
+        from panstream.plot import plot_map
+
+        plot_map(self, path)
+
     def csv_text(self) -> str:
         """The CSV of :meth:`to_csv` as a string."""
         buf = io.StringIO()

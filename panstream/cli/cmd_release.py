@@ -68,12 +68,17 @@ from panstream.storage import state_lock
 @click.option("--csv", "csv_out", default=None, metavar="FILE|-",
               help="With --by: also write one CSV line per bucket to FILE ('-' = stdout, instead "
                    "of the summary).", **env("RELEASE_CSV"))
+@click.option("--plot", "plot_out", default=None, metavar="FILE.png",
+              help="With --by: also draw the map as a PNG (Hilbert heat map for IP universes, step "
+                   "plot for ranges); needs the plot extra (pip install 'panstream[plot]').",
+              **env("RELEASE_PLOT"))
 @json_option()
 @handle_errors
 def command(state: str | None, state_dir: str | None, state_topic: str | None,
             bootstrap: str | None, overrides: tuple[str, ...], security: dict[str, Any],
             merge: str, partitions: int | None, keyed: bool, new_ledger: bool, epsilon: float,
-            mechanism: str, by: str | None, csv_out: str | None, as_json: bool) -> None:
+            mechanism: str, by: str | None, csv_out: str | None, plot_out: str | None,
+            as_json: bool) -> None:
     """Release the noisy density and distinct count of a state, spending output budget.
 
     Loads the state, adds exact noise of scale 1/EPSILON to its count of ones, debiases, records
@@ -97,9 +102,14 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
     once: one person changes one cell, hence one bucket's count by at most 1 (parallel
     composition). Small buckets are noisy: 'panstream plan --by /24' shows the error first.
     """
-    if csv_out is not None and by is None:
-        msg = "--csv writes a map's rows: give --by too (e.g. --by /24)"
-        raise ConfigurationError(msg)
+    for flag, value in (("--csv", csv_out), ("--plot", plot_out)):
+        if value is not None and by is None:
+            msg = f"{flag} writes a map: give --by too (e.g. --by /24)"
+            raise ConfigurationError(msg)
+    if plot_out is not None:  # refuse before any budget is spent
+        from panstream.plot import require_matplotlib
+
+        require_matplotlib()
     if sum(x is not None for x in (state, state_dir, state_topic)) != 1:
         msg = "give exactly one of --state FILE, --state-dir DIR or --state-topic TOPIC"
         raise ConfigurationError(msg)
@@ -125,6 +135,13 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
             click.echo(format_release(rel))
         return
     _show_map(rel, csv_out, as_json)
+    if plot_out is not None:
+        try:
+            rel.plot(plot_out)
+        except ConfigurationError as exc:
+            msg = f"{exc} (the map was released, charged and printed above)"
+            raise ConfigurationError(msg) from None
+        click.echo(f"map picture written to {plot_out}", err=True)
 
 
 def _show_map(m: MapRelease, csv_out: str | None, as_json: bool) -> None:

@@ -61,7 +61,7 @@ def test_map_as_csv_on_stdout_and_json(state: Path, tmp_path: Path) -> None:
 def test_map_mistakes_are_one_line_and_charge_nothing(state: Path) -> None:
     before = state.read_bytes()
     for args, needle in ((["--by", "/16"], "between the universe's own prefix /22"),
-                         (["--csv", "-"], "give --by too"),
+                         (["--csv", "-"], "give --by too"), (["--plot", "x.png"], "give --by too"),
                          (["--by", "/24", "--epsilon", "5"], "refused")):
         argv = ["-s", str(state), *args]
         if "--epsilon" not in args:

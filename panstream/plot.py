@@ -1,0 +1,110 @@
+"""Pictures of density maps (needs matplotlib: ``pip install 'panstream[plot]'``).
+
+IP maps are heat maps on a Hilbert curve (adjacent prefixes stay adjacent; every aligned block of
+4**j buckets is a square); range maps are a step plot of density per bucket with its interval band.
+Buckets whose interval contains 0 are grey: their signal cannot be told from noise. The title gives
+the universe, epsilon and the half-width of one bucket, so a reader does not mistake noise for signal.
+"""
+
+from __future__ import annotations
+
+import math
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from panstream.errors import ConfigurationError
+from panstream.hilbert import d2xy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from panstream.maps import MapRelease
+
+#: Size of every picture, in pixels (width, height).
+PIXELS = (800, 700)
+_DPI = 100
+
+
+def require_matplotlib() -> None:
+    """Raise the error naming the ``plot`` extra now (before a release spends budget)."""
+    _matplotlib()
+
+
+def _matplotlib() -> Any:
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        msg = ("plotting a map needs matplotlib: install the plot extra, "
+               "pip install 'panstream[plot]' (or write the rows with --csv instead)")
+        raise ConfigurationError(msg) from None
+    return Figure, FigureCanvasAgg
+
+
+def hilbert_grid(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lay ``values`` (length a power of two) on Hilbert squares: one square for a power of 4, two
+    side by side otherwise. Returns the 2-D image and each value's ``(x, y)``."""
+    n = values.size
+    k = max(0, (n.bit_length() - 1) // 2)
+    side = 1 << k
+    tiles = n // (side * side)
+    pos = np.arange(n)
+    xy = d2xy(k, pos % (side * side))
+    xy[:, 0] += (pos // (side * side)) * side
+    img = np.full((side, side * tiles), np.nan)
+    img[xy[:, 1], xy[:, 0]] = values
+    return img, xy
+
+
+def plot_map(m: MapRelease, path: str | PathLike[str]) -> None:
+    """Write ``m`` as a PNG of :data:`PIXELS` pixels to ``path``.
+
+    Raises:
+        ConfigurationError: matplotlib is missing (names the ``plot`` extra) or the path cannot be
+            written.
+    """
+    figure_cls, canvas_cls = _matplotlib()
+    fig = figure_cls(figsize=(PIXELS[0] / _DPI, PIXELS[1] / _DPI), dpi=_DPI)
+    canvas_cls(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    density = np.array([r.density for r in m.rows])
+    low = np.array([r.density_low for r in m.rows])
+    high = np.array([r.density_high for r in m.rows])
+    pct = f"{100 * m.confidence:g}%"
+    is_ip = m.universe.startswith(("ipv4:", "ipv6:"))
+    title = (f"{m.universe} by {m.by}: noisy density per bucket, epsilon {m.epsilon:g} "
+             f"(total {m.epsilon_total:.3g})\none bucket is +-{m.halfwidth:.3f} at {pct} from "
+             "noise alone; " + ("grey = interval contains 0" if is_ip else "band = interval"))
+    n = density.size
+    if is_ip and n & (n - 1) == 0 and n > 1:
+        shown = np.where(low <= 0, np.nan, np.clip(density, 0, 1))
+        img, xy = hilbert_grid(shown)
+        filled, _ = hilbert_grid(np.ones(n))
+        img = np.where(np.isnan(filled), np.nan, img)
+        import matplotlib as mpl
+
+        cmap = mpl.colormaps["viridis"].with_extremes(bad="#d0d0d0")
+        im = ax.imshow(img, cmap=cmap, vmin=0, vmax=1, interpolation="nearest", origin="upper")
+        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="density (noisy, clipped to 0-1)")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        block = 4 ** max(0, int(math.log(n, 4)) - 2) if n >= 16 else 1
+        for b in range(0, n, block):
+            cx, cy = xy[b:b + block].mean(axis=0)
+            ax.text(cx, cy, m.rows[b].label, ha="center", va="center", fontsize=6, color="white",
+                    bbox={"facecolor": "black", "alpha": 0.35, "pad": 1, "linewidth": 0})
+    else:
+        edges = np.array([r.first for r in m.rows] + [m.rows[-1].first + m.rows[-1].cells])
+        ax.stairs(density, edges, color="C0", label="density (noisy)")
+        ax.stairs(high, edges, baseline=low, fill=True, alpha=0.25, color="C0",
+                  label=f"{pct} interval")
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.set_xlabel(f"cell of {m.universe}")
+        ax.set_ylabel("density")
+        ax.legend(loc="upper right")
+    ax.set_title(title, fontsize=9)
+    try:
+        fig.savefig(path, dpi=_DPI, format="png")
+    except OSError as exc:
+        msg = f"cannot write the map picture {path}: {exc.strerror or exc}"
+        raise ConfigurationError(msg) from None
