@@ -108,3 +108,22 @@ def plot_map(m: MapRelease, path: str | PathLike[str]) -> None:
     except OSError as exc:
         msg = f"cannot write the map picture {path}: {exc.strerror or exc}"
         raise ConfigurationError(msg) from None
+
+
+_SHADES = " .:-=+*#%@"
+
+
+def text_map(m: MapRelease, max_buckets: int = 1024) -> str:
+    """A compact text picture of an IP map on its Hilbert layout (no matplotlib needed): one
+    character per bucket, ``.`` to ``@`` for density 0.1 to 1, ``~`` where the interval contains 0.
+    Range maps and maps over ``max_buckets`` buckets give one line saying so."""
+    n = len(m.rows)
+    if not m.universe.startswith(("ipv4:", "ipv6:")) or n & (n - 1) or n > max_buckets:
+        return f"(no text picture for {n:,} buckets of {m.universe}: use --csv or --plot)"
+    codes = np.array([0 if r.density_low <= 0 else 1 + min(8, int(min(max(r.density, 0), 1) * 9))
+                      for r in m.rows], dtype=float)
+    img, _ = hilbert_grid(codes)
+    chars = "~" + _SHADES[1:]
+    lines = ["".join(chars[int(v)] for v in row) for row in img]
+    return "\n".join(lines) + (f"\n(Hilbert layout from {m.rows[0].label}, one character per "
+                               f"{m.by}; '~' = interval contains 0; '.' to '@' = density 0.1 to 1)")

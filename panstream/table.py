@@ -201,9 +201,20 @@ class BitTable:
         if b < 1:
             msg = f"bucket_cells must be at least 1, got {bucket_cells!r}"
             raise ValueError(msg)
+        if self.layout == "packed" and b % 64 == 0 and self.size % b == 0:
+            return self._count_words_by(b // 64)
         bounds = np.minimum(np.arange(0, self.size + b, b, dtype=np.int64), self.size)
         bounds = bounds[: -(-self.size // b) + 1]
         return np.diff(self._ones_before(bounds))
+
+    def _count_words_by(self, words: int) -> np.ndarray:
+        """Fast path of :meth:`count_ones_by` for whole buckets of ``words`` 64-bit words."""
+        w = self._t.view(np.uint64).reshape(-1, words)
+        out = np.empty(w.shape[0], dtype=np.int64)
+        rows = max(1, (1 << 22) // words)
+        for r0 in range(0, w.shape[0], rows):
+            out[r0:r0 + rows] = np.bitwise_count(w[r0:r0 + rows]).sum(axis=1, dtype=np.int64)
+        return out
 
     def _ones_before(self, ks: np.ndarray) -> np.ndarray:
         """Number of ones in cells ``[0, k)`` for each sorted ``k`` of ``ks``."""

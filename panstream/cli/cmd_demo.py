@@ -42,10 +42,15 @@ _CHUNK = 1 << 21
 @click.option("--audit-trials", type=click.IntRange(min=0), default=3000, show_default=True,
               help="Runs per world of the short subpoena simulation (0 skips it).",
               **env("DEMO_AUDIT_TRIALS"))
+@click.option("--map-png", default=None, metavar="FILE.png",
+              help="Also draw the demo's density map as a PNG (needs the plot extra: "
+                   "pip install 'panstream[plot]'); without it the map is printed as text.",
+              **env("DEMO_MAP_PNG"))
 @json_option()
 @handle_errors
 def command(universe: Universe, epsilon: float, calibration: str, distinct: int, lines: int,
-            seed: int | None, release_epsilon: float, audit_trials: int, as_json: bool) -> None:
+            seed: int | None, release_epsilon: float, audit_trials: int, map_png: str | None,
+            as_json: bool) -> None:
     """Stream a synthetic IP log with a known truth through the estimator; print estimate vs truth.
 
     Generates LINES client addresses (DISTINCT of them inside the universe, Zipf-skewed load, 5 %
@@ -58,14 +63,23 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
     Examples:
       panstream demo
       panstream demo --distinct 5000 --lines 200000 --epsilon 0.5 --audit-trials 0
+      panstream demo --map-png demo-map.png       # the closing density map as a picture
+
+    It ends with a density map of the universe by a prefix 8 bits longer (a /16 by /24), one more
+    release at the same output epsilon (the whole map is charged once).
     """
+    if map_png is not None:
+        from panstream.plot import require_matplotlib
+
+        require_matplotlib()
     if universe.kind != "ipv4":
         raise click.UsageError("the demo generates IPv4 logs: give an ipv4:CIDR universe")
     if distinct > universe.size:
         raise click.UsageError(f"--distinct {distinct} exceeds the universe's {universe.size} cells")
     lines = max(lines, distinct)
     log = synthetic_ipv4_log(universe, distinct, lines, seed=seed)
-    est = DensityEstimator(universe, epsilon=epsilon, calibration=calibration)
+    est = DensityEstimator(universe, epsilon=epsilon, calibration=calibration,
+                           budget=max(1.0, 2 * release_epsilon))  # one release and one map
     # The log as text, parsed the way 'panstream ingest' parses a plain log (2 MiB chunks).
     text = bytearray(format_ipv4_lines(log.addresses))
     parser = LineParser(universe, "plain")
@@ -84,6 +98,7 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
     text[:] = bytes(len(text))
     e = est.estimate()
     rel = est.release(release_epsilon, "laplace")
+    dmap = est.release_map(release_epsilon, f"/{min(32, universe._prefix + 8)}")
     audit = _short_audit(est.epsilon, est.calibration, audit_trials)
     lines_total = int(log.addresses.size)
     out: dict[str, object] = {
@@ -93,9 +108,11 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
         "true_density": log.distinct_inside / universe.size, "estimated_density": e.density,
         "epsilon_requested": est.epsilon, "epsilon_state": est.epsilon_state,
         "calibration": est.calibration, "p": str(est.p), "seconds": elapsed,
-        "release": rel.to_dict(), "audit": [a.to_dict() for a in audit],
+        "release": rel.to_dict(), "map": dmap.to_dict(), "audit": [a.to_dict() for a in audit],
     }
     log.addresses.fill(0)
+    if map_png is not None:
+        dmap.plot(map_png)
     if as_json:
         emit_json(out)
         return
@@ -116,8 +133,17 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
         verdict = "within the claim" if not a.exceeded else "REVEALS the target (not covered)"
         click.echo(f"  subpoena simulation      {a.scenario}: empirical epsilon >= {a.empirical:.3f} "
                    f"vs claimed {a.claimed:.3f} -> {verdict}")
+    click.echo(f"  density map              {universe.spec} by {dmap.by}: {len(dmap.rows):,} buckets, "
+               f"each +-{dmap.halfwidth:.3f} at 95% (output epsilon {dmap.epsilon:g} for the whole "
+               f"map; pan-private total {dmap.epsilon_total:.6g})")
+    if map_png is not None:
+        click.echo(f"  map picture              written to {map_png}")
+    else:
+        from panstream.plot import text_map
+
+        click.echo(text_map(dmap))
     click.echo("The table is all that was kept: a dump of it is epsilon_state-DP. Only the noisy "
-               "release is fit to publish (panstream release).")
+               "releases are fit to publish (panstream release, panstream release --by).")
 
 
 def _short_audit(epsilon: float, calibration: str, trials: int) -> list[AuditResult]:

@@ -133,3 +133,16 @@ def test_refusals_say_what_to_do_and_charge_nothing(universe: str, by: object, n
         est.release_map(0.5, by=by)  # type: ignore[arg-type]
     assert needle in str(info.value)
     assert est.ledger.entries == []
+
+
+@pytest.mark.parametrize("layout", ["packed", "bytes"])
+def test_count_ones_by_partitions_the_table_exactly(layout: str) -> None:
+    """Every cell in exactly one bucket, both code paths (whole 64-bit words, and any boundary)."""
+    from panstream.table import BitTable
+
+    for size in (1, 9, 4099, 1 << 14):
+        table = BitTable.random(size, layout)
+        bits = table.bits().astype(np.int64)
+        for by in {1, 3, 8, 13, 64, 256, size}:
+            expected = np.add.reduceat(bits, np.arange(0, size, by))
+            assert table.count_ones_by(by).tolist() == expected.tolist(), (size, by)

@@ -102,3 +102,17 @@ def test_plan_by_shows_the_error_of_one_bucket_before_ingesting() -> None:
     assert hw["16000 cells"] < hw["1000 cells"] < hw["62 cells"]  # small buckets are noisier
     res = CliRunner().invoke(cli, ["plan", "-u", "hashed:4096", "--epsilon", "1", "--by", "16"])
     assert res.exit_code != 0 and "hash buckets" in res.output and "Traceback" not in res.output
+
+
+def test_demo_ends_with_a_map_as_text_or_picture(tmp_path: Path) -> None:
+    args = ["demo", "-u", "ipv4:10.0.0.0/20", "--distinct", "2000", "--lines", "20000",
+            "--audit-trials", "0", "--seed", "1"]
+    res = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "density map              ipv4:10.0.0.0/20 by /28: 256 buckets" in res.output
+    grid = [line for line in res.output.splitlines() if len(line) == 16 and " " not in line]
+    assert len(grid) == 16  # a 16 x 16 Hilbert text picture of the 256 /28s
+    png = tmp_path / "demo.png"
+    res = CliRunner().invoke(cli, [*args, "--map-png", str(png), "--json"], catch_exceptions=False)
+    assert res.exit_code == 0 and png.stat().st_size > 0
+    assert len(json.loads(res.output)["map"]["rows"]) == 256
