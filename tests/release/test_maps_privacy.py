@@ -4,6 +4,8 @@ one bucket's count of ones by at most 1)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -78,3 +80,49 @@ def test_nothing_but_noisy_values_leaves_the_release() -> None:
     assert not {"ones", "count", "counts", "noise", "seed"} & fields
     # Laplace noise on a 2**-10 lattice: a released count equal to the exact count is rare.
     assert any(r.noisy_ones != c for r, c in zip(m.rows, exact, strict=True))
+
+
+def _bucket0_outputs(mapper, extra_one: bool, trials: int) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """Bucket 0's released count over ``trials`` maps of a fixed table: all zeros, or all zeros but
+    cell 0 (one person's cell) when ``extra_one``."""
+    from panstream.table import BitTable
+
+    est = ps.DensityEstimator("range:2048", epsilon=1.0, budget=1e9)
+    packed = bytearray(2048 // 8)
+    packed[0] = 1 if extra_one else 0
+    est._table = BitTable.from_packed(2048, bytes(packed), est.layout)
+    return np.array([mapper(est) for _ in range(trials)])
+
+
+def _empirical_epsilon_lower_bound(y0: np.ndarray, y1: np.ndarray) -> float:
+    """The distinguishing attack 'is bucket 0's count >= 1?', as a lower confidence bound on the
+    privacy loss. Each frequency is off by more than sqrt(ln(1e7) / 2n) with probability < 1e-7
+    (Hoeffding), so the bound exceeds the true loss with probability < 2e-7."""
+    n = y0.size
+    margin = math.sqrt(math.log(1e7) / (2 * n))
+    p1 = float(np.mean(y1 >= 1)) - margin
+    p0 = float(np.mean(y0 >= 1)) + margin
+    return math.log(max(p1, 1e-12) / p0)
+
+
+def test_a_distinguisher_on_one_bucket_stays_within_epsilon_and_catches_an_exact_map(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neighbouring tables differ in one cell. The best threshold test on the changed bucket's
+    released count gets a loss of at most epsilon = 1 from the real map (true ratio exactly e for
+    geometric noise at threshold 1), and far more from a broken map that noises only the total and
+    publishes exact bucket counts."""
+    monkeypatch.setattr(maps, "noise_quantile", lambda *args: 1.0)  # intervals play no part here
+    trials = 4000
+
+    def real(est: ps.DensityEstimator) -> float:
+        return est.release_map(1.0, by=1024, mechanism="geometric").rows[0].noisy_ones
+
+    def broken(est: ps.DensityEstimator) -> float:  # exact per-bucket counts leak
+        return float(est._table.count_ones_by(1024)[0])
+
+    lb = _empirical_epsilon_lower_bound(_bucket0_outputs(real, False, trials),
+                                        _bucket0_outputs(real, True, trials))
+    assert lb <= 1.0
+    lb_broken = _empirical_epsilon_lower_bound(_bucket0_outputs(broken, False, trials),
+                                               _bucket0_outputs(broken, True, trials))
+    assert lb_broken > 1.0
