@@ -52,9 +52,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from panstream.estimator import DensityEstimator
     from panstream.universe import Universe
 
-# Plug-in densities are rounded *down* to this grid before the interval is computed: the state
-# variance falls as the density rises, so rounding down only widens an interval (never narrows it),
-# and it lets one quantile computation serve every bucket of the same size.
+# The interval's plug-in density is replaced by the end of its 1/_DENSITY_GRID cell where the state
+# variance is larger (the variance is linear in the density: falling for q = 1/2, rising when q is
+# further from 1/2 than p), so the grid only widens an interval, and one quantile computation serves
+# every bucket of the same size and grid cell.
 _DENSITY_GRID = 64
 
 
@@ -102,7 +103,8 @@ class MapRow:
         cells: number of cells of the bucket.
         noisy_ones: the released noisy count of ones (everything else derives from it).
         density, density_low, density_high: debiased density and its interval (state binomial noise
-            plus release noise; plug-in density rounded down to 1/64, which only widens it).
+            plus release noise; plug-in density moved to the end of its 1/64 cell with the larger
+            state variance, which only widens it).
         distinct, distinct_low, distinct_high: the same times ``cells``.
         note: ``""``, or why this row differs (the last range bucket may be shorter).
     """
@@ -335,7 +337,8 @@ def release_map(est: DensityEstimator, epsilon: float, by: int | str, mechanism:
         key = (cells, g)
         if key not in cache:
             scale = cells * (pf - qf)
-            sigma = stderr_state(g / _DENSITY_GRID, cells, p, q) * scale
+            sigma = max(stderr_state(g / _DENSITY_GRID, cells, p, q),
+                        stderr_state(min(g + 1, _DENSITY_GRID) / _DENSITY_GRID, cells, p, q)) * scale
             cache[key] = noise_quantile(sigma, law, confidence) / scale
         return cache[key]
 

@@ -65,10 +65,10 @@ def test_debias_inverts_the_expected_fraction_of_ones() -> None:
 def test_intervals_cover_known_bucket_densities_at_their_level() -> None:
     """Sixteen buckets with densities from empty to full, 60 independent tables and maps.
 
-    Each row's 95 % interval should cover its true density. The interval rounds the plug-in density
-    down (wider), so coverage is at least about 0.95. Over 960 rows the count of covers is
-    Binomial(960, >= 0.95): falling under 0.95 - 4.75 sd (sd = 0.00703) has probability < 1e-6,
-    so the threshold 0.9166 fails honestly at most once in a million runs.
+    Each row's 95 % interval should cover its true density. The interval moves the plug-in density
+    to the wider end of its 1/64 grid cell, so coverage is at least about 0.95. Over 960 rows the
+    count of covers is Binomial(960, >= 0.95): falling under 0.95 - 4.75 sd (sd = 0.00703) has
+    probability < 1e-6, so the threshold 0.9166 fails honestly at most once in a million runs.
     """
     cells, n_buckets, trials = 1024, 16, 60
     densities = np.linspace(0.0, 1.0, n_buckets)
