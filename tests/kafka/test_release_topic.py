@@ -105,13 +105,21 @@ def test_release_from_state_topic_charges_the_groups_ledger(
     assert r2["epsilon_total"] == pytest.approx(4 * eps_state + 0.9)
     assert abs(r2["distinct"] - 3000) <= Z * r2["stderr_density"] * r2["size"]
 
+    # A density map of the same group: one more entry in the same ledger, whatever the bucket count.
+    mapped = release(kafka_broker, state_topic, "--keyed", "--epsilon", "0.05", "--by", "/20")
+    assert mapped.returncode == 0, mapped.stderr.decode()
+    m = json.loads(mapped.stdout)
+    assert len(m["rows"]) == 16 and m["rows"][1]["label"] == "10.0.16.0/20"
+    assert m["budget_remaining"] == pytest.approx(0.05) and m["state_tables"] == 1
+
     # A third release over budget: one line, exit 1, nothing charged.
     third = release(kafka_broker, state_topic, "--keyed", "--epsilon", "0.5")
     assert third.returncode == 1 and third.stdout == b""
     err = third.stderr.decode().strip()
     assert err.startswith("panstream: error: release of epsilon 0.5 refused") and "\n" not in err
     ledgers = ledger_records(kafka_broker, state_topic)
-    assert [e["epsilon"] for e in ledgers[LEDGER_KEY]["entries"]] == [0.5, 0.4]
+    assert [e["epsilon"] for e in ledgers[LEDGER_KEY]["entries"]] == [0.5, 0.4, 0.05]
+    assert ledgers[LEDGER_KEY]["entries"][2]["mechanism"] == "laplace map /20"
     assert ledgers[INITIAL_LEDGER_KEY]["entries"] == []        # consumers' record, untouched
 
 
