@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from panstream.table import _packed_write
+from panstream.estimators.bittable import _packed_write
 
 
 def _median_time(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]

@@ -37,7 +37,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from panstream.sources.kafka import Decoder, KafkaTail, TailConfig, consumer_config
-from panstream.statestore import DirectoryStore
+from panstream.state.stores import DirectoryStore
 from panstream.universe import Universe
 
 U = Universe.parse("ipv4:10.0.0.0/16")

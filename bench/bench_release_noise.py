@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 import panstream as ps
-from panstream.noise import NoiseLaw
+from panstream.release.noise import NoiseLaw
 
 
 def rate(fn, seconds: float) -> float:

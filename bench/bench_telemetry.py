@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from panstream.demo import format_plain
-from panstream.estimator import DensityEstimator
+from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, Input
 from panstream.parse import Format, tune_allocator
 from panstream.sources import ChunkReader, open_input

@@ -19,8 +19,8 @@ import math
 
 import numpy as np
 
-from panstream.estimator import DensityEstimator
-from panstream.merge import kafka_partitions_of_cells, merge_partitioned, merge_sum
+from panstream.estimators.density import DensityEstimator
+from panstream.state.merge import kafka_partitions_of_cells, merge_partitioned, merge_sum
 from panstream.universe import Universe
 
 U = Universe.parse("ipv4:10.0.0.0/16")

@@ -22,12 +22,12 @@ from panstream.errors import (
     StateError,
     UniverseError,
 )
-from panstream.estimator import DensityEstimator, Estimate, UpdateResult
-from panstream.ledger import PrivacyLedger
+from panstream.estimators.density import DensityEstimator, Estimate, UpdateResult
+from panstream.release.ledger import PrivacyLedger
 
-# Eager (NumPy only): a lazy export would be shadowed by the submodule panstream.remap as soon as
-# anything imports from it, making ``panstream.remap`` a module instead of the function.
-from panstream.remap import remap
+# Eager (NumPy only): a lazy export would be shadowed by the submodule panstream.release.remap as soon as
+# anything imports from it, making ``panstream.release.remap`` a module instead of the function.
+from panstream.release.remap import remap
 from panstream.telemetry import DEFAULT_TELEMETRY_EPSILON, CountWindow, TelemetryPolicy
 from panstream.universe import IndexResult, Universe
 
@@ -62,15 +62,15 @@ __all__ = [
 def __getattr__(name: str) -> object:
     # Later stages (release, remap, snapshot) are imported lazily so the core stays light.
     if name == "remap":
-        from panstream.remap import remap
+        from panstream.release.remap import remap
 
         return remap
     if name == "MapRelease":
-        from panstream.maps import MapRelease
+        from panstream.release.maps import MapRelease
 
         return MapRelease
     if name == "Release":
-        from panstream.release import Release
+        from panstream.release.density import Release
 
         return Release
     raise AttributeError(f"module 'panstream' has no attribute {name!r}")

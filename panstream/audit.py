@@ -40,8 +40,8 @@ import numpy as np
 
 from panstream.calibration import DEFAULT_CALIBRATION
 from panstream.errors import ConfigurationError
-from panstream.estimator import DensityEstimator
-from panstream.snapshot import DIGEST_SIZE, read_frame
+from panstream.estimators.density import DensityEstimator
+from panstream.state.format import DIGEST_SIZE, read_frame
 from panstream.universe import Universe
 
 #: A mechanism under audit: given the batches of one world and the batch indices after which the

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import BudgetExhaustedError, ConfigurationError
-from panstream.estimator import DensityEstimator
+from panstream.estimators.density import DensityEstimator
 from panstream.parse import Format, LineParser, detect_format
 from panstream.sources.files import ChunkReader
 from panstream.telemetry import CountWindow, TelemetryPolicy

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from panstream.errors import ConfigurationError
-from panstream.noise import NoiseLaw
+from panstream.release.noise import NoiseLaw
 
 #: Default event-level epsilon of the operational counts (noise sd 14.1 per count per window at
 #: sensitivity 1, 28.3 at sensitivity 2).

@@ -18,7 +18,7 @@ from panstream.cli.common import (
     universe_option,
 )
 from panstream.demo import synthetic_ipv4_log
-from panstream.estimator import DensityEstimator
+from panstream.estimators.density import DensityEstimator
 from panstream.parse import LineParser, format_ipv4_lines
 from panstream.universe import Universe
 
@@ -69,7 +69,7 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
     release at the same output epsilon (the whole map is charged once).
     """
     if map_png is not None:
-        from panstream.plot import require_matplotlib
+        from panstream.release.plot import require_matplotlib
 
         require_matplotlib()
     if universe.kind != "ipv4":
@@ -139,7 +139,7 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
     if map_png is not None:
         click.echo(f"  map picture              written to {map_png}")
     else:
-        from panstream.plot import text_map
+        from panstream.release.plot import text_map
 
         click.echo(text_map(dmap))
     click.echo("The table is all that was kept: a dump of it is epsilon_state-DP. Only the noisy "

@@ -26,12 +26,12 @@ from panstream.cli.common import (
 )
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError, SourceError
-from panstream.estimator import DensityEstimator
+from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, IngestStats, Input
-from panstream.ledger import DEFAULT_BUDGET
 from panstream.parse import Format, parse_format, tune_allocator
+from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.sources import open_input, stdin_reader
-from panstream.storage import state_lock
+from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 

@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_option
-from panstream.estimator import DensityEstimator
-from panstream.snapshot import PREAMBLE, read_frame
+from panstream.estimators.density import DensityEstimator
+from panstream.state.format import PREAMBLE, read_frame
 
 
 def describe(path: str) -> dict[str, Any]:

@@ -94,9 +94,9 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
     logging.basicConfig(level=log_level.upper(), format="panstream: %(levelname)s: %(message)s")
     if log_level in ("warning", "error"):  # kafka-python logs every reconnect attempt
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    from panstream.ledger import DEFAULT_BUDGET
+    from panstream.release.ledger import DEFAULT_BUDGET
     from panstream.sources import kafka as src
-    from panstream.statestore import DirectoryStore, ensure_ledger
+    from panstream.state.stores import DirectoryStore, ensure_ledger
 
     if (state_dir is None) == (state_topic is None):
         msg = "give exactly one of --state-dir DIR or --state-topic TOPIC (where shards are kept)"

@@ -3,7 +3,7 @@
 The error model (explained in ``docs/cli.md``):
 
 * table noise: the debiased density has standard error ``stderr_density(f, p, m)`` (binomial model of
-  the randomized bits, :mod:`panstream.estimator`), the distinct count ``m`` times that (or, for a
+  the randomized bits, :mod:`panstream.estimators.density`), the distinct count ``m`` times that (or, for a
   hashed universe, the linear-counting delta method ``m * se / (1 - f)``);
 * output noise (with ``--release-epsilon``): Laplace noise of scale ``1/(eps_out m)`` on the fraction of
   ones, i.e. standard deviation ``sqrt(2) / (eps_out m (p - 1/2))`` on the density;
@@ -34,7 +34,7 @@ from panstream.cli.common import (
     universe_option,
 )
 from panstream.errors import ConfigurationError
-from panstream.estimator import stderr_density, stderr_distinct
+from panstream.estimators.density import stderr_density, stderr_distinct
 from panstream.universe import MAX_CELLS, Universe
 
 
@@ -246,7 +246,7 @@ def command(universe: Universe, epsilon: float, expected_distinct: int | None,
     d = plan(universe, epsilon, expected_distinct, release_epsilon, target_error)
     mp = None
     if by is not None:
-        from panstream.maps import PLAN_EPSILONS, map_plan
+        from panstream.release.maps import PLAN_EPSILONS, map_plan
 
         eps_list = (release_epsilon,) if release_epsilon else PLAN_EPSILONS
         mp = map_plan(universe, by, calibrate(epsilon).p, epsilons=eps_list)

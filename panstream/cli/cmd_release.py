@@ -11,11 +11,11 @@ import click
 from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_option
 from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
-from panstream.estimator import DensityEstimator
-from panstream.maps import MapRelease, format_map
-from panstream.noise import MECHANISMS
-from panstream.release import Release, format_release
-from panstream.storage import state_lock
+from panstream.estimators.density import DensityEstimator
+from panstream.release.density import Release, format_release
+from panstream.release.maps import MapRelease, format_map
+from panstream.release.noise import MECHANISMS
+from panstream.state.files import state_lock
 
 
 @click.command()
@@ -107,14 +107,14 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
             msg = f"{flag} writes a map: give --by too (e.g. --by /24)"
             raise ConfigurationError(msg)
     if plot_out is not None:  # refuse before any budget is spent
-        from panstream.plot import require_matplotlib
+        from panstream.release.plot import require_matplotlib
 
         require_matplotlib()
     if sum(x is not None for x in (state, state_dir, state_topic)) != 1:
         msg = "give exactly one of --state FILE, --state-dir DIR or --state-topic TOPIC"
         raise ConfigurationError(msg)
-    if state_dir is not None:  # shards of 'panstream kafka' (panstream.statestore)
-        from panstream.statestore import release_state_dir
+    if state_dir is not None:  # shards of 'panstream kafka' (panstream.state.stores)
+        from panstream.state.stores import release_state_dir
 
         rel, _ = release_state_dir(state_dir, epsilon, mechanism, merge, partitions, keyed,
                                    new_ledger, by=by)
@@ -175,7 +175,7 @@ def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...]
         raise ConfigurationError(msg)
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # reconnect chatter; errors raise
     from panstream.sources import kafka as src
-    from panstream.statestore import release_store
+    from panstream.state.stores import release_store
 
     client = src.state_client(bootstrap, src.parse_overrides(overrides), security)
     with notice_if_slow(f"still {src.connecting_notice(client)}"):

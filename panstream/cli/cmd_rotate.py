@@ -15,8 +15,8 @@ from panstream.cli.common import (
     json_option,
 )
 from panstream.errors import StateError
-from panstream.estimator import DensityEstimator
-from panstream.storage import state_lock
+from panstream.estimators.density import DensityEstimator
+from panstream.state.files import state_lock
 from panstream.universe import Universe
 
 

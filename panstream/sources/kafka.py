@@ -1,8 +1,8 @@
 """Tail Kafka topics with kafka-python into one pan-private shard table per partition.
 
 This is the only module of panstream that imports ``kafka``. It wires a ``KafkaConsumer`` in a
-consumer group to the pure parts: :mod:`panstream.checkpoint` (the commit order),
-:mod:`panstream.statestore` (where shards live) and the estimator.
+consumer group to the pure parts: :mod:`panstream.state.checkpoint` (the commit order),
+:mod:`panstream.state.stores` (where shards live) and the estimator.
 
 Life of a consumer (:class:`KafkaTail`):
 
@@ -49,11 +49,11 @@ from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
-from panstream.checkpoint import Checkpointer, Shard, ShardStore, restore_shard, shard_key
 from panstream.errors import ConfigurationError, PanstreamError, SourceError, StateError
-from panstream.estimator import DensityEstimator
+from panstream.estimators.density import DensityEstimator
 from panstream.parse import LineParser
-from panstream.statestore import DEFAULT_CHUNK_BYTES, TopicStore, decode_shard
+from panstream.state.checkpoint import Checkpointer, Shard, ShardStore, restore_shard, shard_key
+from panstream.state.stores import DEFAULT_CHUNK_BYTES, TopicStore, decode_shard
 from panstream.telemetry import CountWindow, TelemetryPolicy
 from panstream.universe import Universe
 
@@ -720,7 +720,7 @@ class KafkaTail:
         self.metrics.since_checkpoint.set(self.checkpointer.seconds_since_durable())
 
     def checkpoint(self) -> None:
-        """Snapshots durable, then commit (see :mod:`panstream.checkpoint`)."""
+        """Snapshots durable, then commit (see :mod:`panstream.state.checkpoint`)."""
         res = self.checkpointer.checkpoint(list(self.shards.values()))
         if res.saved:
             self.metrics.checkpoints.inc()

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from panstream.cli.main import cli
-from panstream.estimator import DensityEstimator
+from panstream.estimators.density import DensityEstimator
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 U = "ipv4:10.0.0.0/16"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from panstream.estimator import DensityEstimator
+from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, Input
 from panstream.parse import Format
 from panstream.sources import ChunkReader

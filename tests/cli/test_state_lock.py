@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 import panstream as ps
 from panstream.cli.main import cli
-from panstream.storage import lock_path, state_lock
+from panstream.state.files import lock_path, state_lock
 
 
 @pytest.fixture

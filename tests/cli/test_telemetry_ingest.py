@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from panstream.cli.main import cli
-from panstream.estimator import DensityEstimator
+from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.parse import Format
 from panstream.sources import ChunkReader

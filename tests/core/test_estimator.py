@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import panstream as ps
-from panstream.estimator import distinct_from_density
+from panstream.estimators.density import distinct_from_density
 
 
 def test_density_is_unbiased_over_many_runs() -> None:

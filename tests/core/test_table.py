@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 import panstream as ps
-from panstream.table import BitTable
+from panstream.estimators.bittable import BitTable
 
 ALPHA = 1e-6
 LAYOUTS = ["bytes", "packed"]
@@ -92,7 +92,7 @@ def test_layouts_agree_on_serialization_and_count() -> None:
 
 
 def test_auto_layout_packs_only_large_universes() -> None:
-    from panstream.table import AUTO_BYTES_MAX_CELLS, choose_layout
+    from panstream.estimators.bittable import AUTO_BYTES_MAX_CELLS, choose_layout
 
     assert choose_layout(AUTO_BYTES_MAX_CELLS) == "bytes"
     assert choose_layout(AUTO_BYTES_MAX_CELLS + 1) == "packed"

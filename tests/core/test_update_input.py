@@ -82,7 +82,7 @@ def test_float_indices_are_a_panstream_error() -> None:
 
 def test_api_argument_mistakes_derive_from_panstream_error() -> None:
     """The README says user mistakes derive from PanstreamError: check the ones a newcomer hits."""
-    from panstream.remap import remap
+    from panstream.release.remap import remap
 
     with pytest.raises(ps.PanstreamError):
         remap(3, 1.0, 10, loss="foo")

@@ -33,7 +33,7 @@ from _kafka_helpers import (
 
 from panstream.calibration import calibrate
 from panstream.sources.kafka import client_config, consumer_config, topic_store
-from panstream.statestore import DirectoryStore, TopicStore, decode_shard, merge_store
+from panstream.state.stores import DirectoryStore, TopicStore, decode_shard, merge_store
 from panstream.universe import Universe
 
 pytestmark = pytest.mark.kafka
@@ -277,6 +277,6 @@ def test_state_topic_on_the_broker_keeps_only_newest(kafka_broker: Broker) -> No
 
 
 def DensityEstimator_snapshot() -> bytes:  # noqa: N802 - reads as the thing it makes
-    from panstream.estimator import DensityEstimator
+    from panstream.estimators.density import DensityEstimator
 
     return DensityEstimator(U, epsilon=1.0).snapshot()

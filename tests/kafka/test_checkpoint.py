@@ -12,10 +12,10 @@ import math
 import numpy as np
 import pytest
 
-from panstream.checkpoint import Checkpointer, Shard, restore_shard
 from panstream.errors import StateError
-from panstream.estimator import DensityEstimator
-from panstream.statestore import DirectoryStore, decode_shard
+from panstream.estimators.density import DensityEstimator
+from panstream.state.checkpoint import Checkpointer, Shard, restore_shard
+from panstream.state.stores import DirectoryStore, decode_shard
 
 U = "range:65536"
 

@@ -27,9 +27,9 @@ from click.testing import CliRunner
 from panstream.calibration import calibrate
 from panstream.cli.main import cli
 from panstream.errors import BudgetExhaustedError
-from panstream.estimator import DensityEstimator
+from panstream.estimators.density import DensityEstimator
 from panstream.sources.kafka import state_client, topic_store
-from panstream.statestore import (
+from panstream.state.stores import (
     INITIAL_LEDGER_KEY,
     LEDGER_KEY,
     TopicStore,

@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 from panstream.errors import ConfigurationError, StateError
-from panstream.estimator import DensityEstimator
-from panstream.merge import (
+from panstream.estimators.density import DensityEstimator
+from panstream.sources.kafka import Decoder, consumer_config, parse_overrides
+from panstream.state.merge import (
     concatenate,
     kafka_partitions_of_cells,
     merge_partitioned,
     merge_sum,
     murmur2_partition,
 )
-from panstream.sources.kafka import Decoder, consumer_config, parse_overrides
-from panstream.statestore import TopicStore
+from panstream.state.stores import TopicStore
 from panstream.universe import Universe
 
 Z = 5.33  # two-sided normal tail 1e-7 per check

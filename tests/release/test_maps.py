@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import panstream as ps
-from panstream.maps import MapRelease, bucket_halfwidth, debias, format_map
+from panstream.release.maps import MapRelease, bucket_halfwidth, debias, format_map
 
 
 def test_ipv4_labels_are_the_bucket_prefixes() -> None:
@@ -138,7 +138,7 @@ def test_refusals_say_what_to_do_and_charge_nothing(universe: str, by: object, n
 @pytest.mark.parametrize("layout", ["packed", "bytes"])
 def test_count_ones_by_partitions_the_table_exactly(layout: str) -> None:
     """Every cell in exactly one bucket, both code paths (whole 64-bit words, and any boundary)."""
-    from panstream.table import BitTable
+    from panstream.estimators.bittable import BitTable
 
     for size in (1, 9, 4099, 1 << 14):
         table = BitTable.random(size, layout)

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 import panstream as ps
 from panstream.cli.main import cli
-from panstream.statestore import DirectoryStore, encode_shard, ensure_ledger
+from panstream.state.stores import DirectoryStore, encode_shard, ensure_ledger
 
 
 @pytest.fixture

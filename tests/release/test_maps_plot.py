@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 import panstream as ps
 from panstream.cli.main import cli
-from panstream.hilbert import d2xy
-from panstream.plot import PIXELS, hilbert_grid
+from panstream.release.hilbert import d2xy
+from panstream.release.plot import PIXELS, hilbert_grid
 
 mpimg = pytest.importorskip("matplotlib.image")
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import panstream as ps
-import panstream.maps as maps
+import panstream.release.maps as maps
 
 
 def test_one_ledger_entry_for_the_whole_map() -> None:
@@ -85,7 +85,7 @@ def test_nothing_but_noisy_values_leaves_the_release() -> None:
 def _bucket0_outputs(mapper, extra_one: bool, trials: int) -> np.ndarray:  # type: ignore[no-untyped-def]
     """Bucket 0's released count over ``trials`` maps of a fixed table: all zeros, or all zeros but
     cell 0 (one person's cell) when ``extra_one``."""
-    from panstream.table import BitTable
+    from panstream.estimators.bittable import BitTable
 
     est = ps.DensityEstimator("range:2048", epsilon=1.0, budget=1e9)
     packed = bytearray(2048 // 8)

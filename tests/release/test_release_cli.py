@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import panstream as ps
 from panstream.cli.main import cli
-from panstream.release import format_release
+from panstream.release.density import format_release
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import json
 import pytest
 
 import panstream as ps
-import panstream.noise as noise
+import panstream.release.noise as noise
 from panstream.errors import BudgetExhaustedError, ConfigurationError, StateError
-from panstream.ledger import DEFAULT_BUDGET, LedgerEntry, PrivacyLedger, group_privacy
+from panstream.release.ledger import DEFAULT_BUDGET, LedgerEntry, PrivacyLedger, group_privacy
 
 
 def test_sequential_composition_arithmetic() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from panstream.noise import (
+from panstream.release.noise import (
     LAPLACE_GRANULARITY_BITS,
     NoiseLaw,
     bernoulli_exp_neg,
@@ -150,7 +150,7 @@ def test_degenerate_coins_and_argument_errors() -> None:
 
 def test_samplers_use_only_the_os_csprng(monkeypatch: pytest.MonkeyPatch) -> None:
     """All randomness flows through panstream.randomness.secure_uniform_below (urandom-backed)."""
-    import panstream.noise as noise
+    import panstream.release.noise as noise
 
     calls = []
     real = noise.secure_uniform_below

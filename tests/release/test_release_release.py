@@ -18,9 +18,9 @@ from scipy import stats
 
 import panstream as ps
 from panstream.errors import ConfigurationError
-from panstream.estimator import distinct_from_density
-from panstream.noise import NoiseLaw
-from panstream.release import Release, noise_quantile
+from panstream.estimators.density import distinct_from_density
+from panstream.release.density import Release, noise_quantile
+from panstream.release.noise import NoiseLaw
 
 
 def estimator(size: int = 4096, arrivals: int = 1000, **kw: object) -> ps.DensityEstimator:

@@ -21,7 +21,7 @@ import pytest
 from scipy.optimize import linprog
 
 import panstream as ps
-from panstream.remap import _loss_matrix, posterior, remap_table
+from panstream.release.remap import _loss_matrix, posterior, remap_table
 
 
 def lp_optimum(n: int, eps: float, prior: np.ndarray, loss: np.ndarray) -> float:

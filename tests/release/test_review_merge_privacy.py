@@ -18,11 +18,11 @@ import pytest
 from click.testing import CliRunner
 
 import panstream as ps
-import panstream.release as release_mod
+import panstream.release.density as release_mod
 from panstream.cli.main import cli
-from panstream.noise import NoiseLaw
-from panstream.release import format_release
-from panstream.statestore import LEDGER_FILE, DirectoryStore, ensure_ledger, release_state_dir
+from panstream.release.density import format_release
+from panstream.release.noise import NoiseLaw
+from panstream.state.stores import LEDGER_FILE, DirectoryStore, ensure_ledger, release_state_dir
 
 K = 4
 

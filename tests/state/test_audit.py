@@ -21,7 +21,7 @@ import pytest
 
 import panstream as ps
 from panstream import audit as A
-from panstream import snapshot as fmt
+from panstream.state import format as fmt
 
 ALPHA = 1e-6
 CLAIM = 1.0  # epsilon_state of the default estimator (tight calibration, epsilon 1)

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import panstream as ps
-from panstream import snapshot as fmt
-from panstream.table import BitTable
+from panstream.estimators.bittable import BitTable
+from panstream.state import format as fmt
 
 GOLDEN = Path(__file__).parent / "golden"
 

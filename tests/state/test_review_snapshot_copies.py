@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import panstream as ps
-import panstream.storage as storage
-from panstream.checkpoint import Checkpointer, Shard, restore_shard
-from panstream.statestore import DirectoryStore, decode_shard, encode_shard
+import panstream.state.files as storage
+from panstream.state.checkpoint import Checkpointer, Shard, restore_shard
+from panstream.state.stores import DirectoryStore, decode_shard, encode_shard
 
 
 @pytest.mark.parametrize("layout", ["bytes", "packed"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import panstream as ps
-from panstream.snapshot import CorruptSnapshotError
+from panstream.state.format import CorruptSnapshotError
 
 
 def with_padding_set(data: bytes) -> bytes:

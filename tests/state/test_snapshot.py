@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import panstream as ps
-from panstream import snapshot as fmt
 from panstream.errors import StateError
+from panstream.state import format as fmt
 
 
 def _est(spec: str = "range:4096", **kw: object) -> ps.DensityEstimator:

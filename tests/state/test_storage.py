@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import panstream as ps
-from panstream import snapshot as fmt
-from panstream import storage
 from panstream.errors import StateError
+from panstream.state import files as storage
+from panstream.state import format as fmt
 
 
 def test_save_writes_one_owner_only_file_and_load_reads_it_back(tmp_path: Path) -> None:

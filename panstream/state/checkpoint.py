@@ -43,7 +43,7 @@ law depends only on the *set* of cells seen. At-least-once delivery therefore gi
 (``tests/kafka/test_checkpoint.py`` checks this).
 
 Example:
-    >>> from panstream.estimator import DensityEstimator
+    >>> from panstream.estimators.density import DensityEstimator
     >>> class Memory:                       # a ShardStore
     ...     def __init__(self): self.data = {}
     ...     def save(self, key, data): self.data[key] = bytes(data)
@@ -67,7 +67,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from panstream.estimator import DensityEstimator
+from panstream.estimators.density import DensityEstimator
 
 
 class ShardStore(Protocol):
@@ -93,7 +93,7 @@ Encoder = Callable[[DensityEstimator], bytes | bytearray]
 
 
 def _default_encoder(est: DensityEstimator) -> bytearray:
-    from panstream.statestore import encode_shard
+    from panstream.state.stores import encode_shard
 
     return encode_shard(est)
 

@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from panstream import snapshot as fmt
 from panstream.errors import StateError
+from panstream.state import format as fmt
 
 if TYPE_CHECKING:  # pragma: no cover
-    from panstream.estimator import DensityEstimator
+    from panstream.estimators.density import DensityEstimator
 
     E = TypeVar("E", bound=DensityEstimator)
 
@@ -225,7 +225,7 @@ def read_snapshot(path: PathLike) -> bytes:
 
     Raises:
         StateError: missing or unreadable file; NotASnapshotError, CorruptSnapshotError,
-            SnapshotVersionError from :mod:`panstream.snapshot`.
+            SnapshotVersionError from :mod:`panstream.state.format`.
     """
     f, p, size = _open(path)
     with f:

@@ -45,11 +45,11 @@ import numpy as np
 
 from panstream.calibration import validate_epsilon
 from panstream.errors import ConfigurationError
-from panstream.noise import MECHANISMS, NoiseLaw, exact_epsilon
-from panstream.release import DEFAULT_CONFIDENCE, noise_quantile
+from panstream.release.density import DEFAULT_CONFIDENCE, noise_quantile
+from panstream.release.noise import MECHANISMS, NoiseLaw, exact_epsilon
 
 if TYPE_CHECKING:  # pragma: no cover
-    from panstream.estimator import DensityEstimator
+    from panstream.estimators.density import DensityEstimator
     from panstream.universe import Universe
 
 # The interval's plug-in density is replaced by the end of its 1/_DENSITY_GRID cell where the state
@@ -203,8 +203,8 @@ class MapRelease:
 
     def plot(self, path: str | PathLike[str]) -> None:
         """Write the map as a PNG (Hilbert heat map for IP universes, step plot for ranges); needs
-        the ``plot`` extra (matplotlib). See :mod:`panstream.plot`."""
-        from panstream.plot import plot_map
+        the ``plot`` extra (matplotlib). See :mod:`panstream.release.plot`."""
+        from panstream.release.plot import plot_map
 
         plot_map(self, path)
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from panstream.errors import ConfigurationError
-from panstream.hilbert import d2xy
+from panstream.release.hilbert import d2xy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from panstream.maps import MapRelease
+    from panstream.release.maps import MapRelease
 
 #: Size of every picture, in pixels (width, height).
 PIXELS = (800, 700)

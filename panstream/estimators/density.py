@@ -36,16 +36,16 @@ import numpy as np
 
 from panstream.calibration import DEFAULT_CALIBRATION, calibrate
 from panstream.errors import ArgumentTypeError, ConfigurationError, ItemError
-from panstream.ledger import DEFAULT_BUDGET, PrivacyLedger
-from panstream.table import BitTable
+from panstream.estimators.bittable import BitTable
+from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
 from panstream.universe import Universe, refuse_bare_item
 
 if TYPE_CHECKING:  # pragma: no cover
     from collections.abc import Mapping
     from os import PathLike
 
-    from panstream.maps import MapRelease
-    from panstream.release import Release
+    from panstream.release.density import Release
+    from panstream.release.maps import MapRelease
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class DensityEstimator:
         calibration: ``"tight"`` (default: p = 1 - e^-eps/2) or ``"paper"`` (p = 1/2 + eps/4); see
             :mod:`panstream.calibration`.
         budget: total output epsilon that releases may spend (sequential composition).
-        layout: ``"auto"``, ``"bytes"`` or ``"packed"``; see :mod:`panstream.table`.
+        layout: ``"auto"``, ``"bytes"`` or ``"packed"``; see :mod:`panstream.estimators.bittable`.
 
     Attributes:
         universe, epsilon, calibration: as given.
@@ -274,16 +274,16 @@ class DensityEstimator:
                         stderr_distinct(dens, se, n, hashed), ones, n)
 
     def release(self, epsilon: float, mechanism: str = "laplace", **kwargs: Any) -> Release:
-        """Publish a noisy estimate, charged to the ledger. See :mod:`panstream.release`."""
-        from panstream.release import release
+        """Publish a noisy estimate, charged to the ledger. See :mod:`panstream.release.density`."""
+        from panstream.release.density import release
 
         return release(self, epsilon, mechanism, **kwargs)
 
     def release_map(self, epsilon: float, by: int | str, mechanism: str = "laplace",
                     **kwargs: Any) -> MapRelease:
         """Publish a noisy density per bucket (``by``: ``"/24"`` or cells per bucket), charged once
-        to the ledger for the whole map. See :mod:`panstream.maps`."""
-        from panstream.maps import release_map
+        to the ledger for the whole map. See :mod:`panstream.release.maps`."""
+        from panstream.release.maps import release_map
 
         return release_map(self, epsilon, by, mechanism, **kwargs)
 
@@ -292,11 +292,11 @@ class DensityEstimator:
                 f"calibration={self.calibration!r}, p={self.p}, "
                 f"epsilon_state={self.epsilon_state:.6g}, layout={self.layout!r})")
 
-    # ------------------------------------------------------------------ state (panstream.snapshot)
+    # ------------------------------------------------------------------ state (panstream.state.format)
     def snapshot(self) -> bytes:
         """The state as snapshot bytes: public parameters, ledger and table only (see
-        :mod:`panstream.snapshot`; format in ``docs/snapshot-format.md``)."""
-        from panstream.snapshot import snapshot_of
+        :mod:`panstream.state.format`; format in ``docs/snapshot-format.md``)."""
+        from panstream.state.format import snapshot_of
 
         return snapshot_of(self)
 
@@ -306,16 +306,16 @@ class DensityEstimator:
         """Rebuild an estimator from :meth:`snapshot` bytes; future draws are fresh (no seed exists).
 
         ``expect`` may name the ``universe``, ``epsilon`` and ``calibration`` the caller resumes with.
-        Raises :class:`~panstream.errors.StateError` (a subclass from :mod:`panstream.snapshot`) on
+        Raises :class:`~panstream.errors.StateError` (a subclass from :mod:`panstream.state.format`) on
         corrupt, truncated, foreign or future-version data, or on contradicting parameters.
         """
-        from panstream.snapshot import restore
+        from panstream.state.format import restore
 
         return restore(cls, data, expect=expect, layout=layout)
 
     def save(self, path: str | PathLike[str]) -> None:
-        """Write :meth:`snapshot` to ``path`` atomically with mode 0600 (:mod:`panstream.storage`)."""
-        from panstream.storage import save_estimator
+        """Write :meth:`snapshot` to ``path`` atomically with mode 0600 (:mod:`panstream.state.files`)."""
+        from panstream.state.files import save_estimator
 
         save_estimator(self, path)
 
@@ -323,7 +323,7 @@ class DensityEstimator:
     def load(cls, path: str | PathLike[str], *, expect: Mapping[str, Any] | None = None,
              layout: str = "auto") -> DensityEstimator:
         """Read an estimator written by :meth:`save`; see :meth:`restore` for ``expect`` and errors."""
-        from panstream.storage import load_estimator
+        from panstream.state.files import load_estimator
 
         return load_estimator(cls, path, expect=expect, layout=layout)
 

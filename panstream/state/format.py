@@ -2,7 +2,7 @@
 
 A snapshot holds the public parameters, the release-stage privacy ledger and the packed bit table,
 framed by a magic number, a format version and a SHA-256 checksum. This module is pure: bytes in,
-bytes out, no file system (atomic files live in :mod:`panstream.storage`). The layout is documented
+bytes out, no file system (atomic files live in :mod:`panstream.state.files`). The layout is documented
 byte by byte in ``docs/snapshot-format.md``; in short (all integers little-endian)::
 
     off  len  field
@@ -61,7 +61,7 @@ from panstream.randomness import P_BITS
 from panstream.universe import Universe
 
 if TYPE_CHECKING:  # pragma: no cover
-    from panstream.estimator import DensityEstimator
+    from panstream.estimators.density import DensityEstimator
 
     E = TypeVar("E", bound=DensityEstimator)
 
@@ -455,8 +455,8 @@ def build(cls: type[E], params: StateParams, ledger: Mapping[str, Any], table: n
         CorruptSnapshotError: the ledger cannot be rebuilt by this version's ``PrivacyLedger``,
             or padding bits after the last cell are set.
     """
-    from panstream.ledger import PrivacyLedger
-    from panstream.table import BitTable, choose_layout
+    from panstream.estimators.bittable import BitTable, choose_layout
+    from panstream.release.ledger import PrivacyLedger
 
     try:
         led = PrivacyLedger.from_dict(dict(ledger))

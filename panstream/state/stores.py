@@ -16,7 +16,7 @@ The store adds nothing: no offset, no count, no timestamp of arrivals.
 
 Example:
     >>> import tempfile
-    >>> from panstream.estimator import DensityEstimator
+    >>> from panstream.estimators.density import DensityEstimator
     >>> store = DirectoryStore(tempfile.mkdtemp())
     >>> est = DensityEstimator("range:1024", epsilon=1.0)
     >>> store.save("events/0", encode_shard(est))
@@ -41,14 +41,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from panstream.errors import ConfigurationError, StateError
-from panstream.estimator import DensityEstimator
-from panstream.ledger import PrivacyLedger
-from panstream.storage import atomic_write, state_lock
+from panstream.estimators.density import DensityEstimator
+from panstream.release.ledger import PrivacyLedger
+from panstream.state.files import atomic_write, state_lock
 from panstream.universe import Universe
 
 if TYPE_CHECKING:  # pragma: no cover
-    from panstream.maps import MapRelease
-    from panstream.release import Release
+    from panstream.release.density import Release
+    from panstream.release.maps import MapRelease
 
 #: Default largest chunk of a snapshot in one Kafka message: below the broker's default
 #: ``message.max.bytes`` (1 MiB) with room for the record overhead.
@@ -64,7 +64,7 @@ def encode_shard(est: DensityEstimator) -> bytearray:
     Returned as a ``bytearray`` that the checkpointer zeroes once it is durable, so no copy of an
     old shard table stays in freed memory next to the live one.
     """
-    from panstream.snapshot import snapshot_buffer
+    from panstream.state.format import snapshot_buffer
 
     return snapshot_buffer(est)
 
@@ -438,7 +438,7 @@ class GroupState:
 
 def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
                 partitions: int | None = None, keyed: bool = False) -> GroupState:
-    """Load every shard of ``store`` and merge them (see :mod:`panstream.merge`).
+    """Load every shard of ``store`` and merge them (see :mod:`panstream.state.merge`).
 
     Args:
         store: the shard store.
@@ -456,7 +456,7 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
         StateError: no shards, or shards that do not belong together.
         ConfigurationError: ``partitioned`` asked for where it is impossible.
     """
-    from panstream import merge as m
+    from panstream.state import merge as m
 
     if merge not in MERGES:
         msg = f"unknown merge {merge!r}: use one of {', '.join(MERGES)}"
@@ -533,7 +533,7 @@ def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism:
     *before* the release is returned. Its noise is scaled to the merge's sensitivity and its state
     epsilon counts every shard one person can change (see :func:`merge_store`, ``keyed``).
 
-    With ``by`` the release is a density map of the merged table (:mod:`panstream.maps`), charged
+    With ``by`` the release is a density map of the merged table (:mod:`panstream.release.maps`), charged
     once to the same ledger; it needs the partitioned merge (the sum merge lays the shard tables end
     to end, so its cells no longer name addresses).
 

@@ -42,9 +42,9 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import ConfigurationError, StateError
-from panstream.estimator import DensityEstimator
+from panstream.estimators.bittable import BitTable
+from panstream.estimators.density import DensityEstimator
 from panstream.randomness import secure_bytes
-from panstream.table import BitTable
 from panstream.universe import Universe
 
 _SEED = np.uint32(0x9747B28C)

@@ -12,7 +12,7 @@ Adding ``Lap(1/(epsilon |X|))`` *after* the ``1/(p - 1/2)`` debiasing, as the su
 sensitivity ``4/(epsilon |X|)`` with noise of scale ``1/(epsilon |X|)``: only about 4-DP whatever
 epsilon is. See docs/release.md for the derivation.
 
-Mechanisms (exact samplers in :mod:`panstream.noise`): ``"laplace"`` (discretized Laplace on a
+Mechanisms (exact samplers in :mod:`panstream.release.noise`): ``"laplace"`` (discretized Laplace on a
 2**-10 lattice, unclamped so the density stays unbiased) and ``"geometric"`` (two-sided geometric,
 integer noise, released count clamped to ``[0, |X|]``). The epsilon reported is the realized one.
 
@@ -38,12 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 from panstream.calibration import validate_epsilon
 from panstream.errors import ConfigurationError
-from panstream.estimator import distinct_from_density, stderr_density
-from panstream.ledger import group_privacy
-from panstream.noise import MECHANISMS, NoiseLaw, exact_epsilon
+from panstream.estimators.density import distinct_from_density, stderr_density
+from panstream.release.ledger import group_privacy
+from panstream.release.noise import MECHANISMS, NoiseLaw, exact_epsilon
 
 if TYPE_CHECKING:  # pragma: no cover
-    from panstream.estimator import DensityEstimator
+    from panstream.estimators.density import DensityEstimator
 
 #: Default confidence level of the interval reported with a release.
 DEFAULT_CONFIDENCE = 0.95
