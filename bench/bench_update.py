@@ -191,7 +191,7 @@ def bench_config(
         row.rates.update(peer_rates)
         rows.append(row)
         print(format_row(row), flush=True)
-    est._table.wipe()
+    est.wipe()
     return rows
 
 

@@ -353,7 +353,7 @@ def cell_bit(dump: bytes, cell: int) -> int:
 def non_table_bytes(dump: bytes) -> bytes:
     """Every byte of a snapshot except the table and its checksum (which is a function of them)."""
     frame = read_frame(dump)
-    return dump[: frame.head_size] + dump[frame.head_size + frame.table_size + DIGEST_SIZE :]
+    return dump[: frame.head_size] + dump[frame.head_size + frame.payload_size + DIGEST_SIZE :]
 
 
 def snapshot_distinguishers(target: int, dumps: int, reference: Sequence[bytes]

@@ -55,8 +55,10 @@ class Calibrated:
         epsilon: the epsilon asked for.
         calibration: ``"tight"`` or ``"paper"``.
         numerator: p * 2**32, an integer.
-        p: the exact probability used, a :class:`~fractions.Fraction`.
-        epsilon_state: the realized state epsilon of ``p``.
+        p: the exact D1 probability used, a :class:`~fractions.Fraction`.
+        epsilon_state: the realized state epsilon of ``p`` and ``q``.
+        q_numerator: q * 2**32, the exact D0 probability's numerator (2**31: a fair coin).
+        q: the exact D0 probability.
     """
 
     epsilon: float
@@ -64,14 +66,26 @@ class Calibrated:
     numerator: int
     p: Fraction
     epsilon_state: float
+    q_numerator: int = 1 << (P_BITS - 1)
+
+    @property
+    def q(self) -> Fraction:
+        """The exact D0 probability ``q_numerator / 2**32``."""
+        return probability(self.q_numerator)
 
 
-def realized_epsilon(p: Fraction | float) -> float:
-    """``max(|ln 2p|, |ln 2(1-p)|)``: the state epsilon of D0 = Bernoulli(1/2) vs D1 = Bernoulli(p)."""
-    f = Fraction(p)
-    if not 0 < f < 1:
+def realized_epsilon(p: Fraction | float, q: Fraction | float = Fraction(1, 2)) -> float:
+    """``max(|ln(p/q)|, |ln((1-p)/(1-q))|)``: the state epsilon of D0 = Bernoulli(q) against
+    D1 = Bernoulli(p) (one person moves one cell between the two laws). With the default q = 1/2
+    it is ``max(|ln 2p|, |ln 2(1-p)|)``.
+
+    >>> round(realized_epsilon(Fraction(3, 4)), 6)
+    0.693147
+    """
+    f, g = Fraction(p), Fraction(q)
+    if not (0 < f < 1 and 0 < g < 1):
         return math.inf
-    return max(abs(math.log(2 * f)), abs(math.log(2 * (1 - f))))
+    return max(abs(math.log(f / g)), abs(math.log((1 - f) / (1 - g))))
 
 
 def validate_epsilon(epsilon: object, what: str = "epsilon") -> float:

@@ -16,7 +16,7 @@ about 8.03 random bits, and the probability realized is exactly ``numerator / 2*
 >>> p == 3 << (P_BITS - 2)
 True
 >>> bits = bernoulli(100_000, p)
->>> 0.73 < bits.mean() < 0.77
+>>> bool(0.73 < bits.mean() < 0.77)
 True
 """
 

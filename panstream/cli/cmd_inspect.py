@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
+from panstream import estimators
 from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_option
-from panstream.estimators.density import DensityEstimator
-from panstream.state.format import PREAMBLE, read_frame
+from panstream.state.format import PREFIX_SIZE, read_frame
 
 
 def describe(path: str) -> dict[str, Any]:
@@ -18,19 +18,20 @@ def describe(path: str) -> dict[str, Any]:
     Raises:
         StateError: missing, unreadable, corrupt or foreign file.
     """
-    est = DensityEstimator.load(path)
+    est = estimators.load(path)
     with open(path, "rb") as f:
-        frame = read_frame(f.read(PREAMBLE.size))
+        frame = read_frame(f.read(PREFIX_SIZE))
     led = est.ledger
     out = {
         "state": path, "format_version": frame.version, "bytes": os.path.getsize(path),
-        "universe": est.universe.spec, "kind": est.universe.kind, "cells": est.size,
-        "epsilon_requested": est.epsilon, "calibration": est.calibration, "p": str(est.p),
-        "p_float": float(est.p), "epsilon_state": est.epsilon_state,
+        "estimator": est.kind, "universe": est.universe.spec, "kind": est.universe.kind,
+        "cells": est.size, "epsilon_requested": est.epsilon, **est.describe(),
+        "epsilon_state": est.epsilon_state,
         "budget": led.budget, "budget_spent": led.spent, "budget_remaining": led.remaining,
         "releases": len(led.entries), "epsilon_total": est.epsilon_state + led.spent,
+        "shard": led.shard,
     }
-    est._table.wipe()
+    est.wipe()
     return out
 
 
@@ -58,8 +59,20 @@ def command(state: str, as_json: bool) -> None:
                f"{d['bytes']:,} bytes)")
     click.echo(f"universe         {d['universe']} ({d['cells']:,} cells)")
     click.echo(f"state privacy    epsilon_state = {d['epsilon_state']:.6f} realized (asked "
-               f"{d['epsilon_requested']:g}, {d['calibration']} calibration, p = {d['p']} "
-               f"= {d['p_float']:.9f})")
+               f"{d['epsilon_requested']:g}, {_probabilities(d)})")
+    if d["shard"]:
+        click.echo("output budget    none of its own: one shard of a Kafka consumer group; the "
+                   "group's ledger is in its --state-dir/--state-topic (panstream release "
+                   "--state-dir)")
+        return
     click.echo(f"output budget    {d['budget']:g}: spent {d['budget_spent']:g} in "
                f"{d['releases']} release(s), {d['budget_remaining']:g} left")
     click.echo(f"pan-private      epsilon_state + spent = {d['epsilon_total']:.6f}")
+
+
+def _probabilities(d: dict[str, Any]) -> str:
+    """The exact probabilities of a described state, for one line."""
+    if d["estimator"] == "density":
+        return (f"{d['calibration']} calibration, p = {d['p']} = {d['p_float']:.9f}, "
+                f"q = {d['q']} = {d['q_float']:.9f}")
+    return ", ".join(f"{k} = {v}" for k, v in d.items() if k in ("modulus", "alpha"))

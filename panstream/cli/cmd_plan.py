@@ -2,7 +2,7 @@
 
 The error model (explained in ``docs/cli.md``):
 
-* table noise: the debiased density has standard error ``stderr_density(f, p, m)`` (binomial model of
+* table noise: the debiased density has standard error ``stderr_state(f, m, p)`` (binomial model of
   the randomized bits, :mod:`panstream.estimators.density`), the distinct count ``m`` times that (or, for a
   hashed universe, the linear-counting delta method ``m * se / (1 - f)``);
 * output noise (with ``--release-epsilon``): Laplace noise of scale ``1/(eps_out m)`` on the fraction of
@@ -34,7 +34,7 @@ from panstream.cli.common import (
     universe_option,
 )
 from panstream.errors import ConfigurationError
-from panstream.estimators.density import stderr_density, stderr_distinct
+from panstream.release.stats import stderr_distinct, stderr_state
 from panstream.universe import MAX_CELLS, Universe
 
 
@@ -56,7 +56,7 @@ def hashed_error(n: float, m: int, p: float, release_epsilon: float | None = Non
     """
     f, var_occ, bias = _occupancy(n, m)
     fc = min(f, 1 - 1 / m)
-    se = stderr_density(fc, p, m)
+    se = stderr_state(fc, m, p)
     table = stderr_distinct(fc, se, m, True)
     rel = 0.0
     if release_epsilon:
@@ -170,7 +170,7 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
         if hashed and expected is not None:
             row.update(hashed_error(expected, m, p, release_epsilon))
             row["stderr_distinct"] = row["rmse"]
-            row["stderr_density"] = stderr_density(row["density"], p, m)
+            row["stderr_density"] = stderr_state(row["density"], m, p)
             best, pow2 = best_table_size(expected, p, release_epsilon)
             row["best_size"] = best
             row["best_size_rmse"] = hashed_error(expected, best, p, release_epsilon)["rmse"]
@@ -181,7 +181,7 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
                                                        release_epsilon)
         else:
             f = 0.0 if expected is None else (expected / m if not hashed else -math.expm1(-expected / m))
-            se = stderr_density(f, p, m)
+            se = stderr_state(f, m, p)
             rel = math.sqrt(2) / (release_epsilon * m * (p - 0.5)) if release_epsilon else 0.0
             sd = math.sqrt(se**2 + rel**2)
             row.update({"density": f, "stderr_density": sd, "table_noise_density": se,

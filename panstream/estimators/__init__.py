@@ -1,0 +1,69 @@
+"""Estimator families: the per-cell randomized state panstream keeps, behind one contract.
+
+* :class:`DensityEstimator` — one bit per cell (how many distinct, and where).
+
+All keep the contract of :class:`~panstream.estimators.base.Estimator` (updates, ledger, snapshots,
+rotation), which the state files, checkpoints, Kafka shards, merges, audit and command line use.
+:func:`restore` and :func:`load` rebuild whichever family a snapshot names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from panstream.estimators.base import Estimator, UpdateResult
+from panstream.estimators.density import DensityEstimator, Estimate
+from panstream.state import files
+from panstream.state import format as fmt
+
+#: The estimator class of each snapshot ``kind``.
+FAMILIES: dict[str, type[Estimator]] = {DensityEstimator.kind: DensityEstimator}
+
+__all__ = ["FAMILIES", "DensityEstimator", "Estimate", "Estimator", "UpdateResult", "family",
+           "load", "restore"]
+
+
+def family(kind: str) -> type[Estimator]:
+    """The estimator class of a snapshot ``kind``.
+
+    Raises:
+        SnapshotVersionError: a kind this panstream does not implement.
+    """
+    try:
+        return FAMILIES[kind]
+    except KeyError:
+        msg = (f"this panstream does not implement estimators of kind {kind!r} (it has "
+               f"{', '.join(FAMILIES)}): upgrade panstream to read the state")
+        raise fmt.SnapshotVersionError(msg) from None
+
+
+def restore(data: bytes | bytearray | memoryview, *, expect: Mapping[str, Any] | None = None,
+            layout: str = "auto") -> Estimator:
+    """Rebuild an estimator of whichever family the snapshot bytes name. See
+    :meth:`Estimator.restore`."""
+    snap = fmt.decode(data, expect=expect)
+    cls = family(snap.kind)
+    return cls._build(snap, np.array(snap.payload, dtype=np.uint8), layout)
+
+
+def load(path: str | os.PathLike[str], *, expect: Mapping[str, Any] | None = None,
+         layout: str = "auto") -> Estimator:
+    """Read a state file of whichever family it holds. See :meth:`Estimator.load`.
+
+    >>> import os, tempfile, panstream as ps
+    >>> path = os.path.join(tempfile.mkdtemp(), "s.pst")
+    >>> ps.DensityEstimator("range:64").save(path)
+    >>> type(load(path)).__name__
+    'DensityEstimator'
+    """
+    snap, payload = files.read_verified(path, expect=expect)
+    try:
+        cls = family(snap.kind)
+    except BaseException:
+        payload.fill(0)
+        raise
+    return cls._build(snap, payload, layout)

@@ -254,6 +254,23 @@ class BitTable:
             return self._t.tobytes()
         return np.packbits(self._t, bitorder="little").tobytes()
 
+    def packed_view(self) -> memoryview:
+        """The table in packed form (as :meth:`to_packed`), without copying a packed table.
+
+        For the byte layout the view is of a fresh packed *copy* (a NumPy array, so it can be
+        wiped): pass it to :meth:`wipe_packed_view` once written. A copy of an old table left in
+        freed memory would let one later memory read see two tables of one run (who arrived in
+        between).
+        """
+        if self.layout == "packed":
+            return self._t.data.cast("B")  # zero-copy: a 2**32-cell table is 512 MiB
+        return np.packbits(self._t, bitorder="little").data.cast("B")
+
+    def wipe_packed_view(self, view: memoryview) -> None:
+        """Zero ``view`` if it is a packed copy made by :meth:`packed_view` (never the live table)."""
+        if self.layout != "packed" and not view.readonly:
+            np.frombuffer(view, dtype=np.uint8).fill(0)
+
     def nbytes(self) -> int:
         """Memory held by the table."""
         return int(self._t.nbytes)

@@ -2,13 +2,14 @@
 Dwork's CACM survey).
 
 State: one bit per cell of a public universe X, nothing else. Each bit starts as a draw of
-D0 = Bernoulli(1/2); every arrival of an item redraws its cell's bit from D1 = Bernoulli(p), p > 1/2.
+D0 = Bernoulli(q); every arrival of an item redraws its cell's bit from D1 = Bernoulli(p), p > q.
 If a fraction ``f`` of the cells appeared, the fraction of ones is ``theta`` with
 
-    E[theta] = f * p + (1 - f) / 2   so   f_hat = (theta - 1/2) / (p - 1/2)   is unbiased.
+    E[theta] = f * p + (1 - f) * q   so   f_hat = (theta - q) / (p - q)   is unbiased
 
-Accuracy: under the binomial model Var[theta] = (f p (1-p) + (1-f)/4) / |X| <= 1/(4|X|), so the
-standard deviation of the density estimate is about ``1 / (2 (p - 1/2) sqrt|X|)``: at epsilon = 1
+(formulas in :mod:`panstream.release.stats`). Accuracy: under the binomial model
+Var[theta] = (f p (1-p) + (1-f) q (1-q)) / |X|, so with q = 1/2 the standard deviation of the
+density estimate is about ``1 / (2 (p - 1/2) sqrt|X|)``: at epsilon = 1
 (tight calibration, p - 1/2 = 0.316) and |X| = 2**16 that is 0.0062, i.e. +-1.2 % density at 95 %.
 Quadrupling |X| halves it; the error of a distinct *count* (density * |X|) grows as sqrt|X|.
 
@@ -26,50 +27,26 @@ True
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from panstream.calibration import DEFAULT_CALIBRATION, calibrate
-from panstream.errors import ArgumentTypeError, ConfigurationError, ItemError
-from panstream.estimators.bittable import BitTable
+from panstream.calibration import CALIBRATIONS, DEFAULT_CALIBRATION, calibrate
+from panstream.errors import ConfigurationError
+from panstream.estimators.base import Estimator, UpdateResult, as_universe
+from panstream.estimators.bittable import BitTable, choose_layout
+from panstream.randomness import P_BITS
+from panstream.release import density as release_density
+from panstream.release import maps
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
-from panstream.universe import Universe, refuse_bare_item
+from panstream.release.stats import debias, distinct_from_density, stderr_distinct, stderr_state
+from panstream.state import format as fmt
+from panstream.universe import Universe
 
-if TYPE_CHECKING:  # pragma: no cover
-    from collections.abc import Mapping
-    from os import PathLike
-
-    from panstream.release.density import Release
-    from panstream.release.maps import MapRelease
-
-
-@dataclass(frozen=True)
-class UpdateResult:
-    """What one :meth:`DensityEstimator.update` call did. Operational only: never stored.
-
-    Attributes:
-        accepted: items mapped to a cell and applied.
-        malformed: items that could not be parsed.
-        outside: well-formed items outside the universe.
-        empty: empty or all-whitespace text items.
-
-    The classes are those of :class:`~panstream.universe.IndexResult` and of the command line.
-    """
-
-    accepted: int
-    malformed: int = 0
-    outside: int = 0
-    empty: int = 0
-
-    @property
-    def rejected(self) -> int:
-        """Items dropped for any reason."""
-        return self.malformed + self.outside + self.empty
+__all__ = ["DensityEstimator", "Estimate", "UpdateResult"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +55,7 @@ class Estimate:
 
     Attributes:
         theta: fraction of ones in the table.
-        density: unbiased estimate of the fraction of cells that appeared, ``(theta-1/2)/(p-1/2)``.
+        density: unbiased estimate of the fraction of cells that appeared, ``(theta-q)/(p-q)``.
         distinct: estimated number of distinct items. For ``hashed`` universes it is corrected for
             collisions by linear counting, ``-m ln(1 - density)``.
         stderr_density: binomial-model standard error of ``density``.
@@ -98,40 +75,7 @@ class Estimate:
         return asdict(self)
 
 
-def density_from_theta(theta: float, p: Fraction | float) -> float:
-    """Debias a fraction of ones: ``(theta - 1/2) / (p - 1/2)``."""
-    return (theta - 0.5) / (float(p) - 0.5)
-
-
-def stderr_density(density: float, p: Fraction | float, size: int) -> float:
-    """Binomial-model standard error of the density estimate, at plug-in density clamped to [0, 1]."""
-    f = min(1.0, max(0.0, density))
-    pf = float(p)
-    var_theta = (f * pf * (1 - pf) + (1 - f) * 0.25) / size
-    return math.sqrt(var_theta) / (pf - 0.5)
-
-
-def distinct_from_density(density: float, size: int, hashed: bool) -> float:
-    """Distinct-item count from a density: ``density * size``, or linear counting if ``hashed``.
-
-    For hashed universes a density at or above ``1 - 1/size`` saturates: the estimate is capped at
-    ``size * ln(size)`` (the table is too small for the stream; plan a larger one).
-    """
-    if not hashed:
-        return density * size
-    f = min(max(density, 0.0), 1.0 - 1.0 / size)
-    return -size * math.log1p(-f)
-
-
-def stderr_distinct(density: float, se_density: float, size: int, hashed: bool) -> float:
-    """Standard error of :func:`distinct_from_density` (delta method for linear counting)."""
-    if not hashed:
-        return se_density * size
-    f = min(max(density, 0.0), 1.0 - 1.0 / size)
-    return se_density * size / (1.0 - f)
-
-
-class DensityEstimator:
+class DensityEstimator(Estimator):
     """A pan-private estimator of the density and distinct count of a stream over a universe.
 
     Args:
@@ -145,32 +89,33 @@ class DensityEstimator:
     Attributes:
         universe, epsilon, calibration: as given.
         p: the exact D1 probability used (a dyadic :class:`~fractions.Fraction`).
-        epsilon_state: the realized state epsilon of ``p``.
+        q: the exact D0 probability used (1/2 for "tight" and "paper").
+        epsilon_state: the realized state epsilon of ``p`` and ``q``.
         ledger: the output privacy budget and the releases recorded against it.
 
     Raises:
         ConfigurationError: invalid epsilon, calibration, budget or universe spec.
     """
 
+    kind: ClassVar[str] = "density"
+
     def __init__(self, universe: Universe | str, epsilon: float = 1.0,
                  calibration: str = DEFAULT_CALIBRATION, budget: float = DEFAULT_BUDGET,
                  layout: str = "auto", *, _table: BitTable | None = None,
                  _ledger: PrivacyLedger | None = None) -> None:
-        if isinstance(universe, str):
-            universe = Universe.parse(universe)
-        if not isinstance(universe, Universe):
-            msg = f"universe must be a Universe or a spec string, got {type(universe).__name__}"
-            raise ArgumentTypeError(msg)
-        self.universe = universe
+        self.universe = as_universe(universe)
         cal = calibrate(epsilon, calibration)
         self.epsilon = cal.epsilon
         self.calibration = cal.calibration
         self._numerator = cal.numerator
+        self._q_numerator = cal.q_numerator
         self.p: Fraction = cal.p
+        self.q: Fraction = cal.q
         self.epsilon_state: float = cal.epsilon_state
         self.ledger = _ledger if _ledger is not None else PrivacyLedger(budget)
         try:
-            self._table = _table if _table is not None else BitTable.random(universe.size, layout)
+            self._table = _table if _table is not None else BitTable.random(self.universe.size,
+                                                                             layout)
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
 
@@ -186,72 +131,78 @@ class DensityEstimator:
         return self._numerator
 
     @property
+    def q_numerator(self) -> int:
+        """``q * 2**32``: the exact integer threshold of the D0 sampler."""
+        return self._q_numerator
+
+    @property
     def layout(self) -> str:
         """The table layout in use: ``"bytes"`` or ``"packed"``."""
         return self._table.layout
 
-    # ------------------------------------------------------------------ updates
-    def update(self, items: Iterable[Any] | np.ndarray) -> UpdateResult:
-        """Apply a batch of arrivals: every named cell gets a fresh draw from D1.
+    # ------------------------------------------------------------------ the state
+    def _apply(self, idx: np.ndarray) -> None:
+        """Every named cell gets a fresh draw from D1 (however often it is named)."""
+        self._table.redraw(idx, self._numerator)
 
-        Items that are malformed or outside the universe are skipped and counted in the result (the
-        counts are not kept). Integer NumPy arrays are mapped vectorized; see
-        :meth:`Universe.indices`. Writable NumPy arrays and bytearrays passed in are overwritten with
-        zeros after use, so raw items do not linger.
+    def params(self) -> dict[str, Any]:
+        """The public parameters stored in snapshots (kind ``density``)."""
+        return {"kind": self.kind, "universe": self.universe.spec, "cells": self.size,
+                "epsilon": float(self.epsilon), "calibration": self.calibration,
+                "p_bits": P_BITS, "p_numerator": self._numerator,
+                "q_numerator": self._q_numerator}
 
-        Raises:
-            ArgumentTypeError: ``items`` is a bare ``str``, ``bytes``, ``bytearray`` or
-                ``memoryview``: pass a list (``update(["alice@example.com"])``). Nothing is applied.
+    def describe(self) -> dict[str, Any]:
+        """Calibration and the exact p and q, for ``panstream inspect``."""
+        return {"calibration": self.calibration, "p": str(self.p), "p_float": float(self.p),
+                "q": str(self.q), "q_float": float(self.q)}
 
-        >>> est = DensityEstimator("hashed:1024")
-        >>> est.update(["alice@example.com"]).accepted
-        1
-        """
-        refuse_bare_item(items, "update")
-        res = self.universe.indices(items)
+    def _payload_view(self) -> memoryview:
+        return self._table.packed_view()
+
+    def _wipe_payload_view(self, view: memoryview) -> None:
+        self._table.wipe_packed_view(view)
+
+    @classmethod
+    def _from_snapshot(cls, params: Mapping[str, Any], ledger: PrivacyLedger,
+                       payload: np.ndarray, layout: str) -> DensityEstimator:
+        spec, cells, eps = params["universe"], params["cells"], params["epsilon"]
+        cal = params.get("calibration")
+        nums = (params.get("p_bits"), params.get("p_numerator"), params.get("q_numerator"))
+        if cal not in CALIBRATIONS:
+            raise fmt.bad_params(f"unknown calibration {cal!r} (known: {', '.join(CALIBRATIONS)})")
+        if nums[0] != P_BITS or not all(isinstance(n, int) and not isinstance(n, bool)
+                                        and 0 < n < 1 << P_BITS for n in nums[1:]):
+            raise fmt.bad_params(f"probabilities {nums} are not {P_BITS}-bit numerators in (0, 1)")
+        if payload.size != fmt.packed_size(cells):
+            raise fmt.bad_params(f"a {payload.size}-byte table cannot hold {cells} cells")
+        tail = cells % 8
+        if tail and payload.size and int(payload[-1]) >> tail:
+            raise fmt.bad_params("padding bits after the last cell are set (the format requires 0)")
         try:
-            self._table.redraw(res.indices, self._numerator)
-        finally:
-            res.indices.fill(0)
-            _wipe(items)
-        return UpdateResult(int(res.indices.size), res.malformed, res.outside, res.empty)
+            want = calibrate(eps, cal)
+        except ConfigurationError as exc:
+            raise fmt.bad_params(f"the stored epsilon cannot be calibrated: {exc}") from None
+        if (want.numerator, want.q_numerator) != nums[1:]:
+            msg = (f"snapshot stores p = {nums[1]}/2**{P_BITS}, q = {nums[2]}/2**{P_BITS} for "
+                   f"epsilon {eps!r} ({cal}), but this panstream calibrates that to "
+                   f"p = {want.numerator}/2**{P_BITS}, q = {want.q_numerator}/2**{P_BITS}: the "
+                   "snapshot came from a different panstream version or calibration; resume it "
+                   "with the version that wrote it, or start a new state")
+            raise fmt.SnapshotMismatchError(msg)
+        # Adopt the array instead of BitTable.from_packed(), which would copy up to 512 MiB again.
+        # The realized epsilon is recomputed from the numerators (checked equal just above); a
+        # snapshot stores none.
+        table = BitTable._from_packed_array(cells, payload, choose_layout(cells, layout))
+        return cls(spec, eps, cal, ledger.budget, layout, _table=table, _ledger=ledger)
 
-    def update_indices(self, idx: np.ndarray, *, wipe: bool = True) -> int:
-        """Fast path: apply arrivals given as cell indices (a NumPy integer array).
+    def _fresh_table(self) -> None:
+        self._table.wipe()
+        self._table = BitTable.random(self.size, self.layout)
 
-        Args:
-            idx: cell indices in ``0..size-1``.
-            wipe: overwrite ``idx`` with zeros after use if it is writable (default).
-
-        Returns:
-            The number of indices applied.
-
-        Raises:
-            ArgumentTypeError: ``idx`` is not an integer array (a ``TypeError``).
-            ItemError: an index lies outside ``0..size-1`` (nothing is applied then).
-        """
-        arr = np.asarray(idx)
-        if arr.dtype.kind not in "iu":
-            msg = (f"update_indices needs an integer array, got dtype {arr.dtype}; convert cell "
-                   "numbers with np.asarray(idx, dtype=np.int64) or map items with update()")
-            raise ArgumentTypeError(msg)
-        arr = arr.reshape(-1)
-        n = arr.size
-        if n:
-            lo, hi = int(arr.min()), int(arr.max())
-            if lo < 0 or hi >= self.size:
-                msg = (f"cell index out of range 0..{self.size - 1} (saw {lo}..{hi}); map items "
-                       "with update() or Universe.indices() to have them counted and skipped")
-                raise ItemError(msg)
-        own = arr.astype(np.intp, copy=False)
-        try:
-            self._table.redraw(own, self._numerator)
-        finally:
-            if own is not arr:
-                own.fill(0)
-            if wipe:
-                _wipe(idx)
-        return int(n)
+    def wipe(self) -> None:
+        """Overwrite the table's memory with zeros (before it is dropped)."""
+        self._table.wipe()
 
     # ------------------------------------------------------------------ reading
     def bits(self) -> np.ndarray:
@@ -262,87 +213,32 @@ class DensityEstimator:
         """Number of ones in the table (sensitivity 1 with respect to one person)."""
         return self._table.count_ones()
 
+    def count_ones_by(self, bucket_cells: int) -> np.ndarray:
+        """Number of ones in each run of ``bucket_cells`` consecutive cells (for maps)."""
+        return self._table.count_ones_by(bucket_cells)
+
     def estimate(self) -> Estimate:
         """The noiseless estimate: for diagnostics and tests, never for publication."""
         ones = self.count_ones()
         n = self.size
-        theta = ones / n
-        dens = density_from_theta(theta, self.p)
-        se = stderr_density(dens, self.p, n)
+        dens = debias(ones, n, self.p, self.q)
+        se = stderr_state(dens, n, self.p, self.q)
         hashed = self.universe.kind == "hashed"
-        return Estimate(theta, dens, distinct_from_density(dens, n, hashed), se,
+        return Estimate(ones / n, dens, distinct_from_density(dens, n, hashed), se,
                         stderr_distinct(dens, se, n, hashed), ones, n)
 
-    def release(self, epsilon: float, mechanism: str = "laplace", **kwargs: Any) -> Release:
+    def release(self, epsilon: float, mechanism: str = "laplace",
+                **kwargs: Any) -> release_density.Release:
         """Publish a noisy estimate, charged to the ledger. See :mod:`panstream.release.density`."""
-        from panstream.release.density import release
-
-        return release(self, epsilon, mechanism, **kwargs)
+        return release_density.release(self, epsilon, mechanism, **kwargs)
 
     def release_map(self, epsilon: float, by: int | str, mechanism: str = "laplace",
-                    **kwargs: Any) -> MapRelease:
+                    **kwargs: Any) -> maps.MapRelease:
         """Publish a noisy density per bucket (``by``: ``"/24"`` or cells per bucket), charged once
         to the ledger for the whole map. See :mod:`panstream.release.maps`."""
-        from panstream.release.maps import release_map
-
-        return release_map(self, epsilon, by, mechanism, **kwargs)
+        return maps.release_map(self, epsilon, by, mechanism, **kwargs)
 
     def __repr__(self) -> str:
         return (f"DensityEstimator({self.universe.spec!r}, epsilon={self.epsilon:g}, "
-                f"calibration={self.calibration!r}, p={self.p}, "
+                f"calibration={self.calibration!r}, p={self.p}, q={self.q}, "
                 f"epsilon_state={self.epsilon_state:.6g}, layout={self.layout!r})")
-
-    # ------------------------------------------------------------------ state (panstream.state.format)
-    def snapshot(self) -> bytes:
-        """The state as snapshot bytes: public parameters, ledger and table only (see
-        :mod:`panstream.state.format`; format in ``docs/snapshot-format.md``)."""
-        from panstream.state.format import snapshot_of
-
-        return snapshot_of(self)
-
-    @classmethod
-    def restore(cls, data: bytes | bytearray | memoryview, *, expect: Mapping[str, Any] | None = None,
-                layout: str = "auto") -> DensityEstimator:
-        """Rebuild an estimator from :meth:`snapshot` bytes; future draws are fresh (no seed exists).
-
-        ``expect`` may name the ``universe``, ``epsilon`` and ``calibration`` the caller resumes with.
-        Raises :class:`~panstream.errors.StateError` (a subclass from :mod:`panstream.state.format`) on
-        corrupt, truncated, foreign or future-version data, or on contradicting parameters.
-        """
-        from panstream.state.format import restore
-
-        return restore(cls, data, expect=expect, layout=layout)
-
-    def save(self, path: str | PathLike[str]) -> None:
-        """Write :meth:`snapshot` to ``path`` atomically with mode 0600 (:mod:`panstream.state.files`)."""
-        from panstream.state.files import save_estimator
-
-        save_estimator(self, path)
-
-    @classmethod
-    def load(cls, path: str | PathLike[str], *, expect: Mapping[str, Any] | None = None,
-             layout: str = "auto") -> DensityEstimator:
-        """Read an estimator written by :meth:`save`; see :meth:`restore` for ``expect`` and errors."""
-        from panstream.state.files import load_estimator
-
-        return load_estimator(cls, path, expect=expect, layout=layout)
-
-    def rotate(self) -> PrivacyLedger:
-        """Start a new epoch: wipe the table, draw a fresh D0 table and a fresh ledger (same budget).
-
-        Use it after an announced intrusion: later states are independent of the dumped one. Releases
-        of the old epoch stay valid; the old ledger is returned as their record. See
-        ``docs/threat-model.md``.
-        """
-        old, self.ledger = self.ledger, PrivacyLedger(self.ledger.budget)
-        self._table.wipe()
-        self._table = BitTable.random(self.size, self.layout)
-        return old
-
-
-def _wipe(buf: object) -> None:
-    """Overwrite a caller's writable NumPy array or bytearray with zeros."""
-    if isinstance(buf, np.ndarray) and buf.flags.writeable:
-        buf.fill(0)
-    elif isinstance(buf, bytearray):
-        buf[:] = bytes(len(buf))

@@ -30,6 +30,7 @@ value, a count or the noise, so it may be stored in snapshots and printed freely
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -73,6 +74,13 @@ class PrivacyLedger:
 
     budget: float = DEFAULT_BUDGET
     entries: list[LedgerEntry] = field(default_factory=list)
+    # Serializes charge(): its check and its append are one step, so threads releasing from one
+    # table at once can never both fit into the budget that only one of them fits into.
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
+                                  compare=False)
+
+    #: Whether this table's budget lives elsewhere (a shard of a consumer group; see ShardLedger).
+    shard = False
 
     def __post_init__(self) -> None:
         self.budget = _finite_non_negative(self.budget, "budget")
@@ -102,10 +110,18 @@ class PrivacyLedger:
         eps = _finite_non_negative(epsilon, "release epsilon")
         if eps == 0:
             raise ConfigurationError("release epsilon must be positive, got 0")
-        if eps > self.remaining + _SLACK:
-            msg = (f"release of epsilon {eps:g} refused: the output budget of {self.budget:g} has "
-                   f"{self.remaining:g} left after {self.releases} release(s); release with "
-                   f"epsilon <= {self.remaining:g}, or rotate to a new epoch (fresh state)")
+        left = self.remaining
+        if eps > left + _SLACK:
+            done = f"{self.releases} release(s)"
+            if left <= _SLACK:
+                msg = (f"release of epsilon {eps:.10g} refused: the output budget of "
+                       f"{self.budget:.10g} is spent ({done}); no further release is possible "
+                       "from this epoch: rotate to a new epoch (panstream rotate, or rotate() in "
+                       "Python) for a fresh table and budget")
+            else:
+                msg = (f"release of epsilon {eps:.10g} refused: the output budget of "
+                       f"{self.budget:.10g} has {left:.10g} left after {done}; release with "
+                       f"epsilon <= {left:.10g}, or rotate to a new epoch (fresh table and budget)")
             raise BudgetExhaustedError(msg)
 
     def charge(self, epsilon: float, mechanism: str) -> LedgerEntry:
@@ -122,9 +138,10 @@ class PrivacyLedger:
             BudgetExhaustedError: the release does not fit (nothing is recorded).
             ConfigurationError: ``epsilon`` is not positive and finite.
         """
-        self.check(epsilon)
-        entry = LedgerEntry(float(epsilon), str(mechanism), time.time())
-        self.entries.append(entry)
+        with self._lock:  # check and record as one step (threads may release at once)
+            self.check(epsilon)
+            entry = LedgerEntry(float(epsilon), str(mechanism), time.time())
+            self.entries.append(entry)
         return entry
 
     def epsilon_total(self, epsilon_state: float) -> float:
@@ -160,6 +177,46 @@ class PrivacyLedger:
             msg = (f"the privacy ledger in the state is malformed ({exc!s}); the state cannot be "
                    "trusted: start a new epoch")
             raise StateError(msg) from None
+
+
+class ShardLedger(PrivacyLedger):
+    """The ledger of a table that has no budget of its own: one shard of a consumer group.
+
+    A group's shards are released together, merged, against the group's one ledger (a file of the
+    state directory, a record of the state topic: :mod:`panstream.state.stores`). A shard snapshot
+    therefore stores no ledger at all, and a shard restored on its own refuses every release, so
+    the budget can never be spent behind the group ledger's back.
+
+    >>> ShardLedger().charge(0.1, "laplace")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    panstream.release.ledger.ShardReleaseError: this table is one shard of a Kafka consumer group...
+    """
+
+    shard = True
+
+    def __init__(self) -> None:
+        super().__init__(0.0, [])
+
+    def check(self, epsilon: float) -> None:
+        """Always refuse: see the class docstring.
+
+        Raises:
+            ShardReleaseError: always.
+        """
+        msg = ("this table is one shard of a Kafka consumer group and has no budget of its own: "
+               "release the whole group with 'panstream release --state-dir DIR' (or "
+               "--state-topic TOPIC), which merges the shards and charges the group's one ledger")
+        raise ShardReleaseError(msg)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Refused: a shard snapshot stores no ledger (``null`` in the format)."""
+        msg = "a shard has no ledger of its own to store"
+        raise StateError(msg)
+
+
+class ShardReleaseError(StateError):
+    """A release was asked of one shard of a consumer group instead of the whole group."""
 
 
 def group_privacy(k: int, epsilon: float) -> float:

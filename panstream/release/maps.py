@@ -39,18 +39,23 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 from os import PathLike
 from statistics import NormalDist
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import numpy as np
 
-from panstream.calibration import validate_epsilon
 from panstream.errors import ConfigurationError
-from panstream.release.density import DEFAULT_CONFIDENCE, noise_quantile
-from panstream.release.noise import MECHANISMS, NoiseLaw, exact_epsilon
-
-if TYPE_CHECKING:  # pragma: no cover
-    from panstream.estimators.density import DensityEstimator
-    from panstream.universe import Universe
+from panstream.release.noise import NoiseLaw, exact_epsilon
+from panstream.release.stats import (
+    DEFAULT_CONFIDENCE,
+    HALF,
+    CountingTable,
+    debias,
+    noise_quantile,
+    noisy_count,
+    output_law,
+    stderr_state,
+)
+from panstream.universe import Universe
 
 # The interval's plug-in density is replaced by the end of its 1/_DENSITY_GRID cell where the state
 # variance is larger (the variance is linear in the density: falling for q = 1/2, rising when q is
@@ -59,27 +64,8 @@ if TYPE_CHECKING:  # pragma: no cover
 _DENSITY_GRID = 64
 
 
-def debias(ones: float, cells: int, p: Fraction | float, q: Fraction | float = Fraction(1, 2)) -> float:
-    """Density of a bucket from its (noisy) count of ones: ``(ones / cells - q) / (p - q)``.
-
-    >>> debias(192, 256, Fraction(3, 4))
-    1.0
-    """
-    pf, qf = float(p), float(q)
-    return (ones / cells - qf) / (pf - qf)
-
-
-def stderr_state(density: float, cells: int, p: Fraction | float,
-                 q: Fraction | float = Fraction(1, 2)) -> float:
-    """Binomial-model standard error of a bucket's density from the table alone (plug-in density
-    clamped to [0, 1]): ``sqrt((f p (1-p) + (1-f) q (1-q)) / cells) / (p - q)``."""
-    f = min(1.0, max(0.0, density))
-    pf, qf = float(p), float(q)
-    return math.sqrt((f * pf * (1 - pf) + (1 - f) * qf * (1 - qf)) / cells) / (pf - qf)
-
-
 def bucket_halfwidth(cells: int, epsilon: float, p: Fraction | float,
-                     q: Fraction | float = Fraction(1, 2), mechanism: str = "laplace",
+                     q: Fraction | float = HALF, mechanism: str = "laplace",
                      confidence: float = DEFAULT_CONFIDENCE, density: float = 0.0) -> float:
     """Half-width of a bucket's density interval at ``confidence`` (state and release noise), for a
     bucket of ``cells`` cells at output ``epsilon`` and true ``density`` (0 is the widest).
@@ -271,7 +257,7 @@ def bucket_label(universe: Universe, first: int, cells: int, by: str) -> str:
     return f"{first}\u2013{first + cells - 1}"
 
 
-def release_map(est: DensityEstimator, epsilon: float, by: int | str, mechanism: str = "laplace", *,
+def release_map(est: CountingTable, epsilon: float, by: int | str, mechanism: str = "laplace", *,
                 confidence: float = DEFAULT_CONFIDENCE, sensitivity: int = 1,
                 state_tables: int = 1) -> MapRelease:
     """Publish a noisy density per bucket of ``est``'s universe, charged once to ``est.ledger``.
@@ -292,40 +278,22 @@ def release_map(est: DensityEstimator, epsilon: float, by: int | str, mechanism:
         ConfigurationError: invalid epsilon, mechanism, confidence or ``by``; a hashed universe.
         BudgetExhaustedError: the map would exceed the output budget; nothing charged, no noise.
     """
-    eps = validate_epsilon(epsilon, "map epsilon")
-    if mechanism not in MECHANISMS:
-        msg = f"unknown mechanism {mechanism!r}: use one of {', '.join(MECHANISMS)}"
-        raise ConfigurationError(msg)
-    if not (isinstance(confidence, (int, float)) and 0 < confidence < 1):
-        msg = f"confidence must lie strictly between 0 and 1, got {confidence!r}"
-        raise ConfigurationError(msg)
-    for name, k in (("sensitivity", sensitivity), ("state_tables", state_tables)):
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            msg = f"{name} must be a positive integer, got {k!r}"
-            raise ConfigurationError(msg)
+    law, eps_out = output_law(epsilon, mechanism, confidence, sensitivity, state_tables,
+                              "map epsilon")
     universe = est.universe
     bucket_cells, by_label = parse_by(universe, by)
-    try:
-        law = NoiseLaw.for_mechanism(mechanism, exact_epsilon(eps) / sensitivity)
-    except ValueError as exc:
-        raise ConfigurationError(str(exc)) from None
-    eps_out = float(law.epsilon_exact * sensitivity)
     eps_state = est.epsilon_state * state_tables
     p: Fraction = est.p
-    q: Fraction = getattr(est, "q", Fraction(1, 2))
+    q: Fraction = est.q
 
     entry = est.ledger.charge(eps_out, f"{mechanism} map {by_label}")  # raises before any noise
     size = est.size
-    counts = est._table.count_ones_by(bucket_cells)
+    counts = est.count_ones_by(bucket_cells)
     n = counts.size
     noisy = np.empty(n, dtype=np.float64)
     for i in range(n):
         cells = min(bucket_cells, size - i * bucket_cells)
-        v = int(counts[i]) + law.sample()  # exact; the noise is not kept
-        if mechanism == "geometric":
-            v = min(max(v, Fraction(0)), Fraction(cells))
-        noisy[i] = float(v)  # exact: a multiple of 2**-10 far below 2**42
-        del v
+        noisy[i] = noisy_count(int(counts[i]), law, mechanism, cells)
     counts.fill(0)
     del counts
 
@@ -409,7 +377,7 @@ PLAN_EPSILONS: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0)
 
 
 def map_plan(universe: Universe, by: int | str, p: Fraction | float,
-             q: Fraction | float = Fraction(1, 2), epsilons: tuple[float, ...] = PLAN_EPSILONS,
+             q: Fraction | float = HALF, epsilons: tuple[float, ...] = PLAN_EPSILONS,
              confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Any]:
     """The error of one bucket before ingesting: 95 % half-width of a bucket's density (at density
     0, the widest) for ``by`` and its neighbouring bucket sizes, at each output epsilon.

@@ -52,6 +52,7 @@ from kafka.structs import OffsetAndMetadata
 from panstream.errors import ConfigurationError, PanstreamError, SourceError, StateError
 from panstream.estimators.density import DensityEstimator
 from panstream.parse import LineParser
+from panstream.release.ledger import ShardLedger
 from panstream.state.checkpoint import Checkpointer, Shard, ShardStore, restore_shard, shard_key
 from panstream.state.stores import DEFAULT_CHUNK_BYTES, TopicStore, decode_shard
 from panstream.telemetry import CountWindow, TelemetryPolicy
@@ -545,7 +546,6 @@ class TailConfig:
     checkpoint_interval: float = 5.0
     idle_timeout: float | None = None
     poll_timeout_ms: int = 200
-    budget: float | None = None
 
 
 @dataclass
@@ -625,11 +625,9 @@ class KafkaTail:
 
     # -------------------------------------------------------------- estimators
     def _fresh(self) -> DensityEstimator:
-        if self.config.budget is None:
-            return DensityEstimator(self.config.universe, epsilon=self.config.epsilon,
-                                    calibration=self.config.calibration)
+        # A shard has no budget of its own: the group's ledger (ensure_ledger) is the only one.
         return DensityEstimator(self.config.universe, epsilon=self.config.epsilon,
-                                calibration=self.config.calibration, budget=self.config.budget)
+                                calibration=self.config.calibration, _ledger=ShardLedger())
 
     def _decode(self, data: bytes | bytearray) -> DensityEstimator:
         return decode_shard(data, self.config.universe, self.config.epsilon,
@@ -670,7 +668,7 @@ class KafkaTail:
         for tp in tps:
             shard = self.shards.pop(tp, None)
             if shard is not None:
-                shard.estimator._table.wipe()
+                shard.estimator.wipe()
             self._pending.discard(tp)
             with contextlib.suppress(Exception):
                 self.metrics.lag.remove(tp.topic, str(tp.partition))
@@ -780,7 +778,7 @@ class KafkaTail:
             with contextlib.suppress(Exception):
                 self.consumer.close(autocommit=False)  # leaves the group; revoke finds nothing dirty
             for shard in self.shards.values():
-                shard.estimator._table.wipe()
+                shard.estimator.wipe()
             self.shards.clear()
             self.metrics.close_window()  # the last (partial) window, released like the others
             self._summarize_counts()

@@ -12,7 +12,7 @@
 If anything fails before step 4 the temporary file is removed and the old snapshot is untouched; no
 backup copy is ever made. One process at a time may write a given path.
 
-Reading (:func:`read_snapshot`, :func:`load_estimator`) checks the magic before reading the rest, so
+Reading (:func:`read_snapshot`, :func:`read_verified`) checks the magic before reading the rest, so
 pointing ``--state`` at a large log file fails at once, and verifies the checksum before anything is
 built. Note that renaming over an old snapshot frees its disk blocks without erasing them: keep state
 directories on an encrypted file system (see ``docs/threat-model.md``).
@@ -33,17 +33,12 @@ import contextlib
 import hashlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from panstream.errors import StateError
 from panstream.state import format as fmt
-
-if TYPE_CHECKING:  # pragma: no cover
-    from panstream.estimators.density import DensityEstimator
-
-    E = TypeVar("E", bound=DensityEstimator)
 
 PathLike = str | os.PathLike[str]
 
@@ -211,17 +206,28 @@ def _open(path: PathLike) -> tuple[Any, str, int]:
 
 
 def _frame(f: Any, size: int) -> tuple[fmt.Frame, bytes]:
-    pre = f.read(fmt.PREAMBLE.size) or b""
+    pre = f.read(fmt.PREFIX_SIZE) or b""
     frame = fmt.read_frame(pre)
     fmt.check_length(frame, size)
     return frame, pre
+
+
+def _head(f: Any, size: int, path: str) -> tuple[fmt.Frame, bytes]:
+    """Frame the file and read every byte before the payload; the file is left at the payload."""
+    frame, pre = _frame(f, size)
+    if len(pre) > frame.head_size:  # a head shorter than the longest preamble (not written today)
+        f.seek(frame.head_size)
+        return frame, pre[: frame.head_size]
+    rest = bytearray(frame.head_size - len(pre))
+    _read_exact(f, memoryview(rest), path)
+    return frame, pre + bytes(rest)
 
 
 def read_snapshot(path: PathLike) -> bytes:
     """The bytes of the snapshot at ``path``, after checking its magic and length.
 
     Pass them to :meth:`DensityEstimator.restore` (which verifies the checksum). For large tables
-    prefer :func:`load_estimator`, which reads the table straight into its final array.
+    prefer :func:`read_verified`, which reads the payload straight into its final array.
 
     Raises:
         StateError: missing or unreadable file; NotASnapshotError, CorruptSnapshotError,
@@ -236,46 +242,48 @@ def read_snapshot(path: PathLike) -> bytes:
     return bytes(buf)
 
 
-def save_estimator(est: DensityEstimator, path: PathLike) -> None:
-    """Snapshot ``est`` and write it atomically to ``path`` without copying a packed table.
+def read_verified(path: PathLike, *, expect: Mapping[str, Any] | None = None
+                  ) -> tuple[fmt.Snapshot, np.ndarray]:
+    """Read and verify the snapshot at ``path``, its payload straight into a NumPy array.
 
-    A byte-per-cell table is packed into a temporary that is zeroed once written, so no copy of
-    this checkpoint's table outlives the save in freed memory (threat model: one memory read must
-    not see two tables of one run).
-    """
-    parts = fmt.snapshot_parts(est)
-    try:
-        atomic_write(path, parts)
-    finally:
-        fmt.wipe_table_copy(est, parts[1])
-
-
-def load_estimator(cls: type[E], path: PathLike, *, expect: Mapping[str, Any] | None = None,
-                   layout: str = "auto") -> E:
-    """Read, verify and rebuild an estimator saved with :func:`save_estimator`.
-
-    The table is read directly into the array the estimator will own; the checksum and every field
-    are verified before the estimator exists, so a bad file never loads partially.
+    The checksum and every shared field are verified before anything is returned, so a bad file
+    never loads partially; the payload array is the caller's to adopt (it is zeroed here if a check
+    fails). The returned :class:`~panstream.state.format.Snapshot`'s ``payload`` is a view of that
+    array.
 
     Raises:
-        StateError: see :func:`read_snapshot` and :func:`panstream.snapshot.decode`.
+        StateError: see :func:`read_snapshot` and :func:`panstream.state.format.decode`.
     """
     f, p, size = _open(path)
     with f:
-        frame, pre = _frame(f, size)
-        rest = bytearray(frame.head_size - len(pre))
-        _read_exact(f, memoryview(rest), p)
-        head = pre + bytes(rest)
-        table = np.empty(frame.table_size, dtype=np.uint8)
+        frame, head = _head(f, size, p)
+        payload = np.empty(frame.payload_size, dtype=np.uint8)
         try:
-            _read_exact(f, table.data.cast("B"), p)
+            _read_exact(f, payload.data.cast("B"), p)
             digest = f.read(fmt.DIGEST_SIZE)
             h = hashlib.sha256(head)
-            h.update(table.data)
+            h.update(payload.data)
             fmt.check_digest(digest, h.digest())
             params, ledger = fmt.parse_head(frame, head)
             fmt.check_expect(params, expect)
-            return fmt.build(cls, params, ledger, table, layout)
         except BaseException:
-            table.fill(0)
+            payload.fill(0)
             raise
+    return fmt.Snapshot(frame.version, params, ledger, payload.data.cast("B")), payload
+
+
+def read_head(path: PathLike) -> tuple[int, dict[str, Any], dict[str, Any] | None]:
+    """The format version, parameters and ledger of the snapshot at ``path``, without its payload.
+
+    Reads only the bytes before the payload (cheap for a 512 MiB table); the checksum is *not*
+    verified, so use it for what may be shown or compared (the ledger before a save), never to
+    rebuild an estimator.
+
+    Raises:
+        StateError: missing, unreadable, truncated or foreign file, or unreadable fields.
+    """
+    f, p, size = _open(path)
+    with f:
+        frame, head = _head(f, size, p)
+    params, ledger = fmt.parse_head(frame, head)
+    return frame.version, params, ledger

@@ -45,6 +45,7 @@ from panstream.errors import ConfigurationError, StateError
 from panstream.estimators.bittable import BitTable
 from panstream.estimators.density import DensityEstimator
 from panstream.randomness import secure_bytes
+from panstream.release.ledger import ShardLedger
 from panstream.universe import Universe
 
 _SEED = np.uint32(0x9747B28C)
@@ -112,7 +113,8 @@ def concatenate(shards: Sequence[DensityEstimator]) -> DensityEstimator:
     distinct estimate ``density * K|X|`` is the sum of the shard estimates, and a release of it adds
     noise of sensitivity 1 to that count: right when one person's items land in one partition (messages
     keyed by the person's item). For hashed universes the linear-counting correction is applied to the
-    mean density (exact when the shards are equally full, slightly low otherwise).
+    mean density (exact when the shards are equally full, slightly low otherwise). Like
+    :func:`merge_partitioned`, the result has no budget of its own.
 
     Raises:
         StateError: no shards, incompatible shards, or more than 2**32 cells in all.
@@ -134,7 +136,7 @@ def concatenate(shards: Sequence[DensityEstimator]) -> DensityEstimator:
     table = BitTable.from_packed(total, packed.data)
     packed.fill(0)
     return DensityEstimator(kind(total), epsilon=first.epsilon, calibration=first.calibration,
-                            _table=table)
+                            _table=table, _ledger=ShardLedger())
 
 
 def merge_partitioned(shards: Mapping[int, DensityEstimator], owner: np.ndarray
@@ -149,7 +151,9 @@ def merge_partitioned(shards: Mapping[int, DensityEstimator], owner: np.ndarray
         owner: ``owner[c]`` is the partition of cell ``c`` (:func:`kafka_partitions_of_cells`).
 
     Returns:
-        A new :class:`DensityEstimator` with the shards' parameters and a fresh ledger.
+        A new :class:`DensityEstimator` with the shards' parameters and no budget of its own (a
+        :class:`~panstream.release.ledger.ShardLedger`): the group's one ledger is attached by
+        :func:`panstream.state.stores.release_store`.
 
     Raises:
         StateError: no shards, incompatible shards, or ``owner`` of the wrong length.
@@ -171,7 +175,7 @@ def merge_partitioned(shards: Mapping[int, DensityEstimator], owner: np.ndarray
     table = BitTable.from_packed(size, packed.data, first.layout)
     packed.fill(0)
     return DensityEstimator(first.universe, epsilon=first.epsilon, calibration=first.calibration,
-                            _table=table)
+                            _table=table, _ledger=ShardLedger())
 
 
 def merged_estimate(est: DensityEstimator, shards: int) -> MergedEstimate:

@@ -41,8 +41,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from panstream.errors import ConfigurationError, StateError
+from panstream.estimators.base import Estimator
 from panstream.estimators.density import DensityEstimator
-from panstream.release.ledger import PrivacyLedger
+from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger, ShardLedger
 from panstream.state.files import atomic_write, state_lock
 from panstream.universe import Universe
 
@@ -58,27 +59,31 @@ _SUFFIX = ".shard"
 
 
 # ---------------------------------------------------------------------- snapshot codec
-def encode_shard(est: DensityEstimator) -> bytearray:
-    """A shard's snapshot: :meth:`DensityEstimator.snapshot` (table and public parameters only).
+def encode_shard(est: Estimator) -> bytearray:
+    """A shard's snapshot: the table and public parameters, and **no ledger** (``null``): a shard
+    has no budget of its own, the group's ledger (:func:`release_store`) is the only one.
 
     Returned as a ``bytearray`` that the checkpointer zeroes once it is durable, so no copy of an
     old shard table stays in freed memory next to the live one.
     """
-    from panstream.state.format import snapshot_buffer
-
-    return snapshot_buffer(est)
+    return est.snapshot_buffer(as_shard=True)
 
 
 def decode_shard(data: bytes | bytearray, universe: Universe | str, epsilon: float, calibration: str
                  ) -> DensityEstimator:
     """Restore a shard snapshot, checking it matches the parameters this consumer runs with.
 
+    The shard gets a :class:`~panstream.release.ledger.ShardLedger`, which refuses every release
+    (also for a shard written by an older panstream with a budget of its own).
+
     Raises:
         StateError: the snapshot is corrupt, or its universe, epsilon or calibration differ from
             the configured ones (the message names the stored values to resume with).
     """
-    return DensityEstimator.restore(data, expect={"universe": universe, "epsilon": epsilon,
-                                                  "calibration": calibration})
+    est = DensityEstimator.restore(data, expect={"universe": universe, "epsilon": epsilon,
+                                                 "calibration": calibration})
+    est.ledger = ShardLedger()
+    return est
 
 
 # ---------------------------------------------------------------------- directory store
@@ -491,10 +496,9 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
     else:
         k = 0
         est = m.concatenate([shards[key] for key in sorted(shards)])
-    budget = first.ledger.budget
     for e in shards.values():
-        e._table.wipe()
-    est.ledger = PrivacyLedger(budget)
+        e.wipe()
+    est.ledger = ShardLedger()  # releasable only once the group's one ledger is attached
     reach = len(topics) if keyed else len(shards)  # shards one person's item can change
     sensitivity = 1 if method == "partitioned" else reach
     return GroupState(est, method, len(shards), topics, k, keyed, sensitivity, reach)
@@ -524,8 +528,8 @@ def ensure_ledger(store: DirectoryStore | TopicStore, budget: float) -> bool:
 
 def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism: str = "laplace",
                   merge: str = "auto", partitions: int | None = None, keyed: bool = False,
-                  new_ledger: bool = False, *, by: int | str | None = None
-                  ) -> tuple[Release | MapRelease, GroupState]:
+                  new_ledger: bool = False, *, by: int | str | None = None,
+                  budget: float = DEFAULT_BUDGET) -> tuple[Release | MapRelease, GroupState]:
     """Merge a shard store and release it, recording the release in its ledger durably first.
 
     The release is charged to the store's release ledger (a directory's :data:`LEDGER_FILE`, a
@@ -538,7 +542,8 @@ def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism:
     to end, so its cells no longer name addresses).
 
     A store with shards but no ledger is refused unless ``new_ledger`` is set (the new ledger gets
-    the shards' budget): the consumers create the ledger with the first shard
+    ``budget``; shards carry no budget of their own): the consumers create the ledger with the
+    first shard
     (:func:`ensure_ledger`), so a missing one was deleted or lost, and starting over would
     silently reset the budget already spent on these tables.
 
@@ -560,12 +565,12 @@ def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism:
     """
     with store.ledger_lock():
         return _release_locked(store, epsilon, mechanism, merge, partitions, keyed, new_ledger,
-                               by)
+                               by, budget)
 
 
 def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanism: str,
                     merge: str, partitions: int | None, keyed: bool, new_ledger: bool,
-                    by: int | str | None = None) -> tuple[Release | MapRelease, GroupState]:
+                    by: int | str | None, budget: float) -> tuple[Release | MapRelease, GroupState]:
     group = merge_store(store, merge, partitions, keyed)
     if by is not None and group.method != "partitioned":
         msg = (f"a map of a group needs the partitioned merge (this one is {group.method}: the "
@@ -580,7 +585,9 @@ def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanis
                "reset. Restore the ledger; only if no release was ever made from these shards, "
                "pass --new-ledger")
         raise StateError(msg)
-    if raw is not None:
+    if raw is None:
+        group.estimator.ledger = PrivacyLedger(budget)
+    else:
         try:
             group.estimator.ledger = PrivacyLedger.from_dict(json.loads(raw))
         except (ValueError, KeyError, TypeError):
@@ -600,8 +607,8 @@ def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanis
 def release_state_dir(directory: str | os.PathLike[str], epsilon: float,
                       mechanism: str = "laplace", merge: str = "auto",
                       partitions: int | None = None, keyed: bool = False,
-                      new_ledger: bool = False, *, by: int | str | None = None
-                      ) -> tuple[Release | MapRelease, GroupState]:
+                      new_ledger: bool = False, *, by: int | str | None = None,
+                      budget: float = DEFAULT_BUDGET) -> tuple[Release | MapRelease, GroupState]:
     """:func:`release_store` on the :class:`DirectoryStore` ``directory``."""
     return release_store(DirectoryStore(directory), epsilon, mechanism, merge, partitions, keyed,
-                         new_ledger, by=by)
+                         new_ledger, by=by, budget=budget)

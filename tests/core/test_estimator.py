@@ -39,7 +39,7 @@ def test_update_reports_rejected_items_and_keeps_no_count() -> None:
     r = est.update(["10.0.0.1", "10.0.0.1", "10.0.1.1", "garbage", b"\x00\xff"])
     assert (r.accepted, r.outside, r.malformed, r.rejected) == (2, 1, 2, 3)
     # The estimator's whole state is its public parameters, ledger and table: no counters.
-    assert set(vars(est)) == {"universe", "epsilon", "calibration", "_numerator", "p",
+    assert set(vars(est)) == {"universe", "epsilon", "calibration", "_numerator", "p", "q", "_q_numerator",
                               "epsilon_state", "ledger", "_table"}
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from panstream.errors import StateError
 from panstream.estimators.density import DensityEstimator
+from panstream.state import format as fmt
 from panstream.state.checkpoint import Checkpointer, Shard, restore_shard
 from panstream.state.stores import DirectoryStore, decode_shard
 
@@ -74,14 +75,16 @@ def test_a_failed_save_commits_nothing() -> None:
 
 
 def test_snapshot_holds_no_offset(tmp_path) -> None:
-    """The stored shard is the estimator's snapshot and nothing else (no offset, no count)."""
+    """The stored shard is the estimator's snapshot and nothing else (no offset, no count), and no
+    ledger either: a shard's budget lives in the group's one ledger."""
     store = DirectoryStore(tmp_path)
     est = DensityEstimator(U)
     s = Shard("t/3", 3, est)
     s.applied(last_offset=123_456)
     Checkpointer(store, lambda offs: None).checkpoint([s])
     assert store.keys() == ["t/3"]
-    assert store.load("t/3") == est.snapshot()
+    assert store.load("t/3") == est.snapshot_buffer(as_shard=True)
+    assert fmt.decode(bytes(store.load("t/3"))).ledger is None
 
 
 def test_restore_checks_parameters(tmp_path) -> None:

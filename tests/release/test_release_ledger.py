@@ -63,7 +63,7 @@ def test_default_budget_and_invalid_values() -> None:
 
 def test_zero_budget_refuses_everything() -> None:
     est = ps.DensityEstimator("range:16", budget=0.0)
-    with pytest.raises(BudgetExhaustedError, match="0 left"):
+    with pytest.raises(BudgetExhaustedError, match="budget of 0 is spent.*rotate"):
         est.release(1e-6)
 
 

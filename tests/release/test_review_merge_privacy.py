@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 import panstream as ps
-import panstream.release.density as release_mod
+import panstream.release.stats as release_mod
 from panstream.cli.main import cli
 from panstream.release.density import format_release
 from panstream.release.noise import NoiseLaw

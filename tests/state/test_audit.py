@@ -131,7 +131,7 @@ def test_broken_a_state_that_stores_the_item_count_is_caught() -> None:
             est.update(batch.copy())
             if i in dumps:
                 ledger = {**est.ledger.to_dict(), "items_seen": seen}
-                out.append(fmt.encode(fmt.params_of(est), ledger, fmt.table_view(est)))
+                out.append(fmt.encode(est.params(), ledger, est._payload_view()))
         return out
 
     w = A.neighbouring_worlds(64)

@@ -1,13 +1,16 @@
-"""Golden snapshots: files written by format version 1 must load, unchanged, forever.
+"""Golden snapshots: files written by every format version must load, unchanged, forever.
 
-``tests/state/golden/v1-*.pst`` were produced by :func:`golden_states` below (run this file as a
+``tests/state/golden/v2-*.pst`` were produced by :func:`golden_states` below (run this file as a
 script to write them again, only when a new format version is introduced: old files stay). Each
-test checks that today's panstream reads them to the exact known state, and writes the same state
-back byte for byte, so any change to the format is caught here.
+test checks that today's panstream reads them to the exact known state and writes the same state
+back byte for byte, so any change to the format is caught here. The ``v1-*.pst`` files were written
+by panstream 0.1 (format version 1, never written any more): they must keep loading with the same
+meaning, a fair-coin D0 (q = 1/2).
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -15,60 +18,84 @@ import numpy as np
 import pytest
 
 import panstream as ps
+from panstream import estimators
 from panstream.estimators.bittable import BitTable
+from panstream.release.ledger import ShardLedger
 from panstream.state import format as fmt
 
 GOLDEN = Path(__file__).parent / "golden"
 
-#: name -> (universe, epsilon, calibration, bits, ledger dict)
-CASES: dict[str, tuple[str, float, str, list[int], dict[str, Any]]] = {
-    "v1-range13-tight.pst": (
-        "range:13", 1.0, "tight", [1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1, 0, 1],
-        {"budget": 1.0, "entries": [{"epsilon": 0.25, "mechanism": "laplace",
-                                     "time": 1700000000.5}]}),
-    "v1-ipv4-paper.pst": (
-        "ipv4:192.0.2.0/28", 0.5, "paper", [i % 2 for i in range(16)],
-        {"budget": 2.0, "entries": []}),
+_LEDGER = {"budget": 1.0, "entries": [{"epsilon": 0.25, "mechanism": "laplace",
+                                       "time": 1700000000.5}]}
+
+#: name -> (universe, epsilon, calibration, bits, ledger dict or None for a shard)
+V1: dict[str, tuple[str, float, str, list[int], dict[str, Any] | None]] = {
+    "v1-range13-tight.pst": ("range:13", 1.0, "tight", [1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1, 0, 1],
+                             _LEDGER),
+    "v1-ipv4-paper.pst": ("ipv4:192.0.2.0/28", 0.5, "paper", [i % 2 for i in range(16)],
+                          {"budget": 2.0, "entries": []}),
+}
+V2: dict[str, tuple[str, float, str, list[int], dict[str, Any] | None]] = {
+    "v2-range13-tight.pst": V1["v1-range13-tight.pst"],
+    "v2-ipv4-paper.pst": V1["v1-ipv4-paper.pst"],
+    "v2-shard-range13-tight.pst": ("range:13", 1.0, "tight", [0, 1] * 6 + [1], None),
 }
 
 
 def golden_states() -> dict[str, ps.DensityEstimator]:
-    """The exact states stored in the golden files."""
+    """The exact states stored in the version-2 golden files."""
     out = {}
-    for name, (spec, eps, cal, bits, ledger) in CASES.items():
+    for name, (spec, eps, cal, bits, ledger) in V2.items():
         packed = np.packbits(np.array(bits, dtype=np.uint8), bitorder="little").tobytes()
         u = ps.Universe.parse(spec)
+        led = ShardLedger() if ledger is None else ps.PrivacyLedger.from_dict(ledger)
         out[name] = ps.DensityEstimator(u, eps, cal, _table=BitTable.from_packed(u.size, packed),
-                                        _ledger=ps.PrivacyLedger.from_dict(ledger))
+                                        _ledger=led)
     return out
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", sorted(V1) + sorted(V2))
 def test_a_golden_file_restores_to_the_known_state(name: str) -> None:
-    spec, eps, cal, bits, ledger = CASES[name]
+    spec, eps, cal, bits, ledger = {**V1, **V2}[name]
     est = ps.DensityEstimator.load(GOLDEN / name, expect={"universe": spec, "epsilon": eps,
                                                           "calibration": cal})
     assert est.bits().tolist() == bits
-    assert est.ledger.to_dict() == ledger
+    if ledger is None:
+        assert est.ledger.shard  # a shard carries no budget of its own
+    else:
+        assert est.ledger.to_dict() == ledger
     assert est.p_numerator == ps.calibrate(eps, cal).numerator
-    assert est.epsilon_state == ps.realized_epsilon(est.p)
+    assert est.q == Fraction(1, 2)  # tight and paper: D0 is a fair coin, in v1 and in v2
+    assert est.epsilon_state == ps.realized_epsilon(est.p, est.q)
+    assert type(estimators.load(GOLDEN / name)) is ps.DensityEstimator
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", sorted(V1))
+def test_a_version_1_file_decodes_to_the_version_2_parameters(name: str) -> None:
+    """Version 1 has binary fields; they mean exactly the v2 parameters with q = 1/2."""
+    v1 = fmt.decode((GOLDEN / name).read_bytes())
+    v2 = fmt.decode((GOLDEN / name.replace("v1-", "v2-")).read_bytes())
+    assert (v1.version, v2.version) == (1, 2)
+    assert v1.params == v2.params and v1.ledger == v2.ledger
+    assert bytes(v1.payload) == bytes(v2.payload)
+
+
+@pytest.mark.parametrize("name", sorted(V2))
 def test_the_same_state_is_written_byte_for_byte_as_in_the_golden_file(name: str) -> None:
     data = (GOLDEN / name).read_bytes()
     snap = fmt.decode(data)
-    assert snap.version == 1
-    # Re-encode from the stored ledger dict: independent of how PrivacyLedger grows.
-    assert fmt.encode(snap.params, snap.ledger, snap.table) == data
+    assert snap.version == 2
+    # Re-encode from the stored dicts: independent of how PrivacyLedger grows.
+    assert fmt.encode(snap.params, snap.ledger, snap.payload) == data
     assert golden_states()[name].snapshot() == data
 
 
-def test_the_documented_hexdump_is_the_golden_file() -> None:
-    """docs/snapshot-format.md walks through v1-range13-tight.pst byte by byte."""
+@pytest.mark.parametrize("name", ["v1-range13-tight.pst", "v2-range13-tight.pst"])
+def test_the_documented_hexdump_is_the_golden_file(name: str) -> None:
+    """docs/snapshot-format.md walks through both files byte by byte."""
     doc = (Path(__file__).parents[2] / "docs" / "snapshot-format.md").read_text()
-    data = (GOLDEN / "v1-range13-tight.pst").read_bytes()
-    dump = doc.split("<!-- hexdump v1-range13-tight.pst -->")[1].split("```")[1]
+    data = (GOLDEN / name).read_bytes()
+    dump = doc.split(f"<!-- hexdump {name} -->")[1].split("```")[1]
     hexbytes = "".join(line.split("|")[0][8:] for line in dump.strip().splitlines() if "|" in line)
     assert bytes.fromhex(hexbytes) == data
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import struct
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ def _est(spec: str = "range:4096", **kw: object) -> ps.DensityEstimator:
 
 def _head_and_table(data: bytes) -> tuple[bytes, bytes]:
     frame = fmt.read_frame(data)
-    return data[: frame.head_size], data[frame.head_size : frame.head_size + frame.table_size]
+    return data[: frame.head_size], data[frame.head_size : frame.head_size + frame.payload_size]
 
 
 # ---------------------------------------------------------------------- round trip
@@ -74,11 +75,13 @@ def test_size_and_every_non_table_byte_are_independent_of_the_stream() -> None:
 def test_the_head_holds_public_parameters_and_the_ledger_only() -> None:
     est = _est("ipv4:10.0.0.0/24", epsilon=1.0)
     est.ledger.charge(0.25, "laplace")
-    head, _ = _head_and_table(est.snapshot())
-    rebuilt = fmt.encode_head(fmt.params_of(est), est.ledger.to_dict())
+    head, table = _head_and_table(est.snapshot())
+    rebuilt = fmt.encode_head(est.params(), est.ledger.to_dict(), len(table))
     assert head == rebuilt
     text = head[fmt.PREAMBLE.size :]
-    assert text.startswith(b"tightipv4:10.0.0.0/24{")
+    assert text.startswith(b'{"calibration":"tight","cells":256,"epsilon":1.0,"kind":"density",'
+                           b'"p_bits":32,"p_numerator":3504952211,"q_numerator":2147483648,'
+                           b'"universe":"ipv4:10.0.0.0/24"}{"budget":1.0,"entries":[')
 
 
 # ---------------------------------------------------------------------- restore reseeds
@@ -162,7 +165,7 @@ def test_a_future_version_asks_for_an_upgrade(small: bytes) -> None:
 def test_unknown_flags_ask_for_an_upgrade() -> None:
     """A checksum-valid snapshot with a reserved flag set: written by a newer panstream."""
     est = ps.DensityEstimator("range:40")
-    head, table, _ = fmt.snapshot_parts(est)
+    head, table, _ = est.snapshot_parts()
     head = head[:10] + struct.pack("<H", 1) + head[12:]
     import hashlib
 
@@ -195,9 +198,8 @@ def test_matching_expectations_load(small: bytes) -> None:
 def test_a_p_this_version_would_not_calibrate_is_refused() -> None:
     """A checksum-valid snapshot whose stored p differs from calibrate(epsilon): different version."""
     est = ps.DensityEstimator("range:40")
-    params = fmt.params_of(est)
-    forged = fmt.StateParams(params.universe, params.cells, params.epsilon, params.calibration,
-                             params.p_numerator - 1)
+    forged = est.params()
+    forged["p_numerator"] -= 1
     data = fmt.encode(forged, est.ledger.to_dict(), est._table.to_packed())
     with pytest.raises(fmt.SnapshotMismatchError, match="different panstream version or calibration"):
         ps.DensityEstimator.restore(data)
@@ -205,5 +207,6 @@ def test_a_p_this_version_would_not_calibrate_is_refused() -> None:
 
 def test_the_realized_epsilon_is_recomputed_from_the_stored_p(small: bytes) -> None:
     snap = fmt.decode(small)
-    assert snap.params.epsilon_state == ps.realized_epsilon(snap.params.p)
-    assert ps.DensityEstimator.restore(small).epsilon_state == snap.params.epsilon_state
+    assert "epsilon_state" not in snap.params  # nothing to trust: it is not stored
+    p, q = (Fraction(snap.params[k], 2**32) for k in ("p_numerator", "q_numerator"))
+    assert ps.DensityEstimator.restore(small).epsilon_state == ps.realized_epsilon(p, q)

@@ -1,0 +1,232 @@
+"""Debiasing, error bars and noisy counts: what the noiseless estimates and the releases share.
+
+Functions of public parameters and (noisy) counts, used by :mod:`panstream.estimators` (the
+noiseless diagnostics) and the release stage (:mod:`panstream.release.density`,
+:mod:`panstream.release.maps`), so each formula exists once; and the two steps every release of a
+count takes (:func:`output_law` to validate and build the noise law, :func:`noisy_count` to add it).
+Nothing here imports an estimator: a release reads a table through the :class:`CountingTable`
+protocol.
+
+A table over ``cells`` cells starts every bit as D0 = Bernoulli(q) and redraws the bit of every
+arrival from D1 = Bernoulli(p), p > q. If a fraction ``f`` of the cells appeared, the fraction of
+ones ``theta`` has
+
+    E[theta] = f p + (1 - f) q,   Var[theta] = (f p (1-p) + (1 - f) q (1-q)) / cells,
+
+so ``(theta - q) / (p - q)`` is an unbiased density with standard error
+``sqrt(f p(1-p) + (1-f) q(1-q)) / ((p - q) sqrt(cells))`` (binomial model: independent bits).
+
+>>> debias(192, 256, Fraction(3, 4))
+1.0
+>>> round(stderr_state(0.0, 256, Fraction(3, 4)), 4)
+0.125
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import TYPE_CHECKING, Protocol
+
+from panstream.calibration import validate_epsilon
+from panstream.errors import ConfigurationError
+from panstream.release.noise import MECHANISMS, NoiseLaw, exact_epsilon
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from panstream.release.ledger import PrivacyLedger
+    from panstream.universe import Universe
+
+#: Default confidence level of the intervals reported with a release.
+DEFAULT_CONFIDENCE = 0.95
+
+HALF = Fraction(1, 2)
+
+# A laplace count is clamped to [-_FAR, cells + _FAR] (post-processing) so it stays a float-exact
+# multiple of 2**-10; leaving that range needs noise of 2**40 counts, probability exp(-eps 2**40).
+_FAR = 1 << 40
+
+
+class CountingTable(Protocol):
+    """What a density release reads of a table: a :class:`~panstream.DensityEstimator`, or the
+    merged table of a consumer group. Everything but the counts is public."""
+
+    universe: Universe
+    ledger: PrivacyLedger
+    p: Fraction
+    q: Fraction
+    epsilon_state: float
+
+    @property
+    def size(self) -> int:
+        """Number of cells |X|."""
+        ...
+
+    def count_ones(self) -> int:
+        """Number of ones in the table (sensitivity 1 per person)."""
+        ...
+
+    def count_ones_by(self, bucket_cells: int) -> np.ndarray:
+        """Number of ones in each run of ``bucket_cells`` consecutive cells."""
+        ...
+
+
+def debias(ones: float, cells: int, p: Fraction | float, q: Fraction | float = HALF) -> float:
+    """Density of a table or bucket of ``cells`` cells from its (noisy) count of ones:
+    ``(ones / cells - q) / (p - q)``.
+
+    >>> debias(192, 256, Fraction(3, 4))
+    1.0
+    """
+    pf, qf = float(p), float(q)
+    return (ones / cells - qf) / (pf - qf)
+
+
+def stderr_state(density: float, cells: int, p: Fraction | float, q: Fraction | float = HALF
+                 ) -> float:
+    """Binomial-model standard error of the density of a table or bucket from the table alone
+    (plug-in density clamped to [0, 1]): ``sqrt((f p (1-p) + (1-f) q (1-q)) / cells) / (p - q)``."""
+    f = min(1.0, max(0.0, density))
+    pf, qf = float(p), float(q)
+    return math.sqrt((f * pf * (1 - pf) + (1 - f) * qf * (1 - qf)) / cells) / (pf - qf)
+
+
+def distinct_from_density(density: float, size: int, hashed: bool) -> float:
+    """Distinct-item count from a density: ``density * size``, or linear counting if ``hashed``.
+
+    For hashed universes a density at or above ``1 - 1/size`` saturates: the estimate is capped at
+    ``size * ln(size)`` (the table is too small for the stream; plan a larger one).
+    """
+    if not hashed:
+        return density * size
+    f = min(max(density, 0.0), 1.0 - 1.0 / size)
+    return -size * math.log1p(-f)
+
+
+def stderr_distinct(density: float, se_density: float, size: int, hashed: bool) -> float:
+    """Standard error of :func:`distinct_from_density` (delta method for linear counting)."""
+    if not hashed:
+        return se_density * size
+    f = min(max(density, 0.0), 1.0 - 1.0 / size)
+    return se_density * size / (1.0 - f)
+
+
+def noise_quantile(sigma: float, law: NoiseLaw, confidence: float = DEFAULT_CONFIDENCE) -> float:
+    """Half-width ``h`` with ``Pr[|N + noise| <= h] = confidence``, ``N ~ Normal(0, sigma**2)``.
+
+    ``noise`` follows ``law`` (counts). Coarse lattices (``epsilon * granularity >= 1/2``, at most
+    121 points carry all but 1e-13 of the mass) are summed exactly; a finer lattice is replaced by
+    the continuous Laplace(1/epsilon) it approximates, through the closed-form normal-Laplace tail.
+
+    Args:
+        sigma: standard deviation of the Gaussian part (counts), >= 0.
+        law: the release noise law.
+        confidence: in (0, 1).
+
+    Returns:
+        The half-width in counts.
+    """
+    tail = (1 - confidence) / 2
+    x_step = float(law.epsilon_exact * law.granularity)
+    g = float(law.granularity)
+    b = 1 / float(law.epsilon_exact)
+    if x_step >= 0.5:
+        zmax = math.ceil(30 / x_step)
+        zs = range(-zmax, zmax + 1)
+        ws = [law.pmf(z) for z in zs]
+
+        def survival(h: float) -> float:
+            if sigma == 0:
+                return math.fsum(w for z, w in zip(zs, ws, strict=True) if g * z > h)
+            return math.fsum(w * _phic((h - g * z) / sigma) for z, w in zip(zs, ws, strict=True))
+    else:
+
+        def survival(h: float) -> float:
+            return _normal_laplace_survival(h, sigma, b)
+
+    lo, hi = 0.0, 10 * sigma + 40 * b + 1
+    for _ in range(64):
+        mid = (lo + hi) / 2
+        if survival(mid) > tail:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _phic(x: float) -> float:
+    return 0.5 * math.erfc(x / math.sqrt(2))
+
+
+def _phi(x: float) -> float:
+    return math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+
+
+def _mills(y: float) -> float:
+    """Mills ratio ``Phic(y)/phi(y)`` for ``y >= 0``."""
+    if y < 30:
+        return _phic(y) / _phi(y)
+    r = 1 / (y * y)
+    return (1 - r + 3 * r * r - 15 * r**3 + 105 * r**4) / y
+
+
+def _normal_laplace_survival(h: float, sigma: float, b: float) -> float:
+    """``Pr[N + L > h]`` for ``N ~ Normal(0, sigma^2)``, ``L ~ Laplace(b)``, ``h >= 0``."""
+    if sigma == 0:
+        return 0.5 * math.exp(-h / b)
+    x, c = h / sigma, sigma / b
+    # Pr = Phic(x) + phi(x) [R(c - x) - R(c + x)] / 2, R the Mills ratio, evaluated without overflow.
+    t1 = _phi(x) * _mills(c - x) if c >= x else _phic(c - x) * math.exp(c * (c / 2 - x))
+    t2 = _phi(x) * _mills(c + x)
+    return _phic(x) + 0.5 * (t1 - t2)
+
+
+def output_law(epsilon: float, mechanism: str, confidence: float = DEFAULT_CONFIDENCE,
+               sensitivity: int = 1, state_tables: int = 1, what: str = "release epsilon"
+               ) -> tuple[NoiseLaw, float]:
+    """Validate a release's arguments and build its noise law.
+
+    The law for sensitivity ``s`` at ``epsilon`` is the sensitivity-1 law at ``epsilon/s`` (an exact
+    rational), whose pmf ratio over a shift of ``s`` lattice counts is ``exp(epsilon)``.
+
+    Returns:
+        ``(law, epsilon_out)``: the noise law (in counts) and the realized output epsilon
+        (``epsilon`` exactly: a float is dyadic).
+
+    Raises:
+        ConfigurationError: invalid epsilon, mechanism, confidence, sensitivity or state_tables.
+    """
+    eps = validate_epsilon(epsilon, what)
+    if mechanism not in MECHANISMS:
+        msg = f"unknown mechanism {mechanism!r}: use one of {', '.join(MECHANISMS)}"
+        raise ConfigurationError(msg)
+    if not (isinstance(confidence, (int, float)) and 0 < confidence < 1):
+        msg = f"confidence must lie strictly between 0 and 1, got {confidence!r}"
+        raise ConfigurationError(msg)
+    for name, k in (("sensitivity", sensitivity), ("state_tables", state_tables)):
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            msg = f"{name} must be a positive integer, got {k!r}"
+            raise ConfigurationError(msg)
+    try:
+        law = NoiseLaw.for_mechanism(mechanism, exact_epsilon(eps) / sensitivity)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+    return law, float(law.epsilon_exact * sensitivity)
+
+
+def noisy_count(count: int, law: NoiseLaw, mechanism: str, cells: int) -> float:
+    """``count`` plus one exact draw of ``law``, as a float; the noise itself is not kept.
+
+    ``geometric`` counts are clamped to ``[0, cells]`` and ``laplace`` counts to a range they leave
+    with probability ``exp(-epsilon 2**40)`` (both post-processing), so the result is exactly
+    representable (a multiple of 2**-10 far below 2**53).
+    """
+    v = count + law.sample()  # exact Fraction
+    if mechanism == "geometric":
+        v = min(max(v, Fraction(0)), Fraction(cells))
+    else:
+        v = min(max(v, Fraction(-_FAR)), Fraction(cells + _FAR))
+    out = float(v)
+    del v
+    return out
