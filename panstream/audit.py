@@ -41,6 +41,7 @@ import numpy as np
 from panstream.calibration import DEFAULT_CALIBRATION
 from panstream.errors import ConfigurationError
 from panstream.estimators.density import DensityEstimator
+from panstream.release.ledger import PrivacyLedger
 from panstream.state.format import DIGEST_SIZE, read_frame
 from panstream.universe import Universe
 
@@ -331,7 +332,9 @@ def estimator_runner(universe: Universe | str, epsilon: float = 1.0,
     u = Universe.parse(universe) if isinstance(universe, str) else universe
 
     def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
-        est = DensityEstimator(u, epsilon, calibration)
+        # The ledger's epoch is a random label, independent of the stream by construction; it is
+        # fixed here so that the test "non-table bytes differ from world A" compares exactly.
+        est = DensityEstimator(u, epsilon, calibration, _ledger=PrivacyLedger(epoch="audit"))
         out: list[Any] = []
         for i, batch in enumerate(batches):
             est.update(batch.copy())  # update() wipes the array it is handed
@@ -339,6 +342,7 @@ def estimator_runner(universe: Universe | str, epsilon: float = 1.0,
                 out.append(est.snapshot())
             if i in rotate_after:
                 est.rotate()
+                est.ledger.epoch = "audit"  # the new epoch's random label, fixed as above
         return out
 
     return run

@@ -172,7 +172,6 @@ class Ingestor:
         self._stop = False
         self._pending: list[np.ndarray] = []
         self._npending = 0
-        self._dirty = False
         self._parsers: dict[str, LineParser] = {}
 
     # ------------------------------------------------------------------ control
@@ -205,7 +204,6 @@ class Ingestor:
         self._pending.clear()
         self._npending = 0
         self.est.update_indices(idx)  # wipes idx
-        self._dirty = True
 
     def checkpoint(self) -> None:
         """Flush, then save the state atomically (step 3). No-op without a state path."""
@@ -213,7 +211,6 @@ class Ingestor:
         if self.state_path is None:
             return
         self.est.save(self.state_path)
-        self._dirty = False
         self.stats.checkpoints += 1
 
     def release_now(self) -> dict[str, Any] | None:
@@ -231,7 +228,6 @@ class Ingestor:
             if self.on_notice:
                 self.on_notice(f"{exc}; periodic releases stop, ingestion continues")
             return None
-        self._dirty = True
         self.checkpoint()
         out = rel.to_dict()
         self.stats.releases += 1

@@ -25,7 +25,7 @@ from panstream.cli.common import (
     universe_option,
 )
 from panstream.cli.telemetry_options import telemetry_options
-from panstream.errors import ConfigurationError, SourceError
+from panstream.errors import ConfigurationError, SourceError, StateError
 from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.parse import Format, parse_format, tune_allocator
@@ -66,6 +66,12 @@ def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | 
              if _source(ctx, k) not in (None, ParameterSource.DEFAULT)}
     if state is not None and os.path.exists(state):
         est = DensityEstimator.load(state, expect=given)
+        if est.ledger.blocked is not None:  # an older copy put back: refuse before any input
+            raise StateError(est.ledger.blocked)
+        if est.ledger.shard:
+            msg = (f"{state} is one shard of a Kafka consumer group: resume it with 'panstream "
+                   "kafka', not ingest (a shard has no budget of its own)")
+            raise StateError(msg)
         if "budget" in ctx.params and _source(ctx, "budget") not in (None, ParameterSource.DEFAULT) \
                 and budget != est.ledger.budget:
             msg = (f"the state has an output budget of {est.ledger.budget:g}, not {budget:g}: the "

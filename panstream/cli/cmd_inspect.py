@@ -29,7 +29,7 @@ def describe(path: str) -> dict[str, Any]:
         "epsilon_state": est.epsilon_state,
         "budget": led.budget, "budget_spent": led.spent, "budget_remaining": led.remaining,
         "releases": len(led.entries), "epsilon_total": est.epsilon_state + led.spent,
-        "shard": led.shard,
+        "shard": led.shard, "releases_refused": led.blocked,
     }
     est.wipe()
     return out
@@ -68,6 +68,8 @@ def command(state: str, as_json: bool) -> None:
     click.echo(f"output budget    {d['budget']:g}: spent {d['budget_spent']:g} in "
                f"{d['releases']} release(s), {d['budget_remaining']:g} left")
     click.echo(f"pan-private      epsilon_state + spent = {d['epsilon_total']:.6f}")
+    if d["releases_refused"]:
+        click.echo(f"ROLLED BACK      releases are refused: {d['releases_refused']}")
 
 
 def _probabilities(d: dict[str, Any]) -> str:

@@ -8,14 +8,21 @@ from typing import Any
 
 import click
 
-from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_option
+from panstream.cli.common import (
+    FiniteFloatRange,
+    StatePath,
+    emit_json,
+    env,
+    handle_errors,
+    json_option,
+)
 from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
-from panstream.estimators.density import DensityEstimator
+from panstream.estimators import release_file
 from panstream.release.density import Release, format_release
+from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.release.maps import MapRelease, format_map
 from panstream.release.noise import MECHANISMS
-from panstream.state.files import state_lock
 
 
 @click.command()
@@ -53,6 +60,9 @@ from panstream.state.files import state_lock
               help="With --state-dir/--state-topic: start a new release ledger although shards "
                    "exist (only if no release was ever made from them; a lost ledger would "
                    "otherwise reset the budget silently).", **env("RELEASE_NEW_LEDGER"))
+@click.option("--budget", type=FiniteFloatRange(min=0), default=None,
+              help="With --new-ledger: the output budget of the group's new ledger (default 1; "
+                   "shard files carry no budget of their own).", **env("RELEASE_BUDGET"))
 @click.option("--epsilon", type=click.FloatRange(min=0, min_open=True), required=True,
               help="Output epsilon of this release, spent from the state's output budget.",
               **env("RELEASE_EPSILON"))
@@ -76,7 +86,8 @@ from panstream.state.files import state_lock
 @handle_errors
 def command(state: str | None, state_dir: str | None, state_topic: str | None,
             bootstrap: str | None, overrides: tuple[str, ...], security: dict[str, Any],
-            merge: str, partitions: int | None, keyed: bool, new_ledger: bool, epsilon: float,
+            merge: str, partitions: int | None, keyed: bool, new_ledger: bool,
+            budget: float | None, epsilon: float,
             mechanism: str, by: str | None, csv_out: str | None, plot_out: str | None,
             as_json: bool) -> None:
     """Release the noisy density and distinct count of a state, spending output budget.
@@ -113,21 +124,24 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
     if sum(x is not None for x in (state, state_dir, state_topic)) != 1:
         msg = "give exactly one of --state FILE, --state-dir DIR or --state-topic TOPIC"
         raise ConfigurationError(msg)
+    if budget is not None and not new_ledger:
+        msg = ("--budget sets the budget of a new group ledger: give it with --new-ledger (a "
+               "state's budget is fixed when the state or the group's ledger is created)")
+        raise ConfigurationError(msg)
+    new_budget = DEFAULT_BUDGET if budget is None else budget
     if state_dir is not None:  # shards of 'panstream kafka' (panstream.state.stores)
         from panstream.state.stores import release_state_dir
 
         rel, _ = release_state_dir(state_dir, epsilon, mechanism, merge, partitions, keyed,
-                                   new_ledger, by=by)
+                                   new_ledger, by=by, budget=new_budget)
     elif state_topic is not None:
         rel = _release_topic(state_topic, bootstrap, overrides, security, epsilon, mechanism,
-                             merge, partitions, keyed, new_ledger, by)
+                             merge, partitions, keyed, new_ledger, by, new_budget)
     else:
         assert state is not None
-        with state_lock(state, "release"):  # a running ingest would overwrite the charge
-            est = DensityEstimator.load(state)
-            rel = est.release(epsilon, mechanism) if by is None else \
-                est.release_map(epsilon, by, mechanism)
-            est.save(state)  # the ledger is durable before the number is shown
+        # Under the state's lock (a running ingest would overwrite the charge); the ledger is
+        # durable before the number is shown.
+        rel = release_file(state, epsilon, mechanism, by=by)
     if isinstance(rel, Release):
         if as_json:
             emit_json(rel.to_dict())
@@ -168,7 +182,7 @@ def _show_map(m: MapRelease, csv_out: str | None, as_json: bool) -> None:
 def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...],
                    security: dict[str, Any], epsilon: float, mechanism: str, merge: str,
                    partitions: int | None, keyed: bool, new_ledger: bool,
-                   by: str | None = None) -> Release | MapRelease:
+                   by: str | None = None, budget: float = DEFAULT_BUDGET) -> Release | MapRelease:
     """Release the shards of a state topic, charged to the topic's release ledger record."""
     if not bootstrap:
         msg = "--state-topic needs -b/--bootstrap-server HOST:PORT (or PANSTREAM_KAFKA_BOOTSTRAP)"
@@ -182,7 +196,7 @@ def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...]
         store = src.topic_store(topic, client, create=False)
     try:
         rel, _ = release_store(store, epsilon, mechanism, merge, partitions, keyed, new_ledger,
-                               by=by)
+                               by=by, budget=budget)
     finally:
         store.log.close()  # type: ignore[attr-defined]  # KafkaRecordLog: flushes, then closes
     return rel

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from panstream.errors import ConfigurationError
 from panstream.estimators.base import Estimator, UpdateResult
 from panstream.estimators.density import DensityEstimator, Estimate
 from panstream.state import files
@@ -24,7 +25,7 @@ from panstream.state import format as fmt
 FAMILIES: dict[str, type[Estimator]] = {DensityEstimator.kind: DensityEstimator}
 
 __all__ = ["FAMILIES", "DensityEstimator", "Estimate", "Estimator", "UpdateResult", "family",
-           "load", "restore"]
+           "load", "release_file", "restore"]
 
 
 def family(kind: str) -> type[Estimator]:
@@ -66,4 +67,38 @@ def load(path: str | os.PathLike[str], *, expect: Mapping[str, Any] | None = Non
     except BaseException:
         payload.fill(0)
         raise
-    return cls._build(snap, payload, layout)
+    return cls._build(snap, payload, layout, path)
+
+
+def release_file(path: str | os.PathLike[str], epsilon: float, mechanism: str = "laplace", *,
+                 by: int | str | None = None, **kwargs: Any) -> Any:
+    """Release from the state file at ``path``: the one path to a state file's ledger.
+
+    Under the state's exclusive lock (:func:`panstream.state.files.state_lock`: refused while an
+    ingest or another release holds it), load the state, release (``by``: a density map), save it
+    with the charged ledger, and only then return the release: the charge is durable before the
+    number exists anywhere. A shard file of a consumer group refuses (it has no budget of its own:
+    release its group); a rolled-back file refuses (its ledger is older than its history).
+
+    Returns:
+        The :class:`~panstream.release.density.Release` (or map / family release).
+
+    Raises:
+        StateError: locked, missing, corrupt, a shard or rolled back; BudgetExhaustedError: the
+            budget does not cover ``epsilon``; ConfigurationError: bad arguments (``by`` on a
+            family without maps).
+    """
+    with files.state_lock(path, "a release"):
+        est = load(path)
+        try:
+            if by is None:
+                rel = est.release(epsilon, mechanism, **kwargs)
+            elif isinstance(est, DensityEstimator):
+                rel = est.release_map(epsilon, by, mechanism, **kwargs)
+            else:
+                msg = f"density maps (--by) need a density state; {path} holds a {est.kind} state"
+                raise ConfigurationError(msg)
+            est.save(path)  # the charge is durable before anything is returned
+        finally:
+            est.wipe()
+    return rel

@@ -144,6 +144,11 @@ class Estimator(ABC):
     def size(self) -> int:
         """Number of cells |X|."""
 
+    @abstractmethod
+    def release(self, epsilon: float, mechanism: str = "laplace", **kwargs: Any) -> Any:
+        """Publish a noisy release of the table's statistics, charged to :attr:`ledger` before
+        any noise is drawn (refused when the budget does not cover ``epsilon``)."""
+
     # ------------------------------------------------------------------ updates
     def update(self, items: Iterable[Any] | np.ndarray) -> UpdateResult:
         """Apply a batch of arrivals, given as items (``str``, ``int``, ``bytes``) or an integer
@@ -239,12 +244,31 @@ class Estimator(ABC):
         """Write :meth:`snapshot` to ``path`` atomically with mode 0600 (see
         :func:`panstream.state.files.atomic_write`), without copying a packed table. A byte-per-cell
         table is packed into a temporary that is zeroed once written, so no copy of this
-        checkpoint's table outlives the save in freed memory."""
+        checkpoint's table outlives the save in freed memory.
+
+        The ledger on disk is never lowered: if ``path`` holds a state of the same epoch, the
+        releases recorded there that this copy lacks are first added to :attr:`ledger` (the union
+        of the copies). The save is refused if the ledger is older than the one last recorded for
+        ``path`` (:class:`~panstream.state.files.LedgerHistory`), and recorded there afterwards.
+
+        Raises:
+            StateError: the file could not be written; RolledBackStateError: the ledger is older
+                than the history of ``path``.
+        """
+        history = None
+        if not self.ledger.shard:
+            disk = files.ledger_on_disk(path)
+            if disk is not None and disk.epoch == self.ledger.epoch:
+                self.ledger.absorb(disk)
+            history = files.LedgerHistory(path)
+            history.check(self.ledger)
         parts = self.snapshot_parts()
         try:
             files.atomic_write(path, parts)
         finally:
             self._wipe_payload_view(parts[1])
+        if history is not None:
+            history.record(self.ledger)
 
     @classmethod
     def restore(cls: type[E], data: bytes | bytearray | memoryview, *,
@@ -268,19 +292,27 @@ class Estimator(ABC):
         The payload is read straight into the array the estimator adopts, and verified first.
         """
         snap, payload = files.read_verified(path, expect=expect)
-        return cls._build(snap, payload, layout)
+        return cls._build(snap, payload, layout, path)
 
     @classmethod
-    def _build(cls: type[E], snap: fmt.Snapshot, payload: np.ndarray, layout: str) -> E:
+    def _build(cls: type[E], snap: fmt.Snapshot, payload: np.ndarray, layout: str,
+               path: str | os.PathLike[str] | None = None) -> E:
+        """The estimator of a verified snapshot; read from ``path``, its ledger is blocked if it is
+        older than the ledger history of ``path`` (a rolled-back file)."""
         try:
             if snap.kind != cls.kind:
                 msg = (f"the snapshot holds a {snap.kind} estimator, not a {cls.kind} one: load "
                        "it with panstream.estimators.load() (or the class of its kind)")
                 raise StateError(msg)
-            return cls._from_snapshot(snap.params, ledger_of(snap.ledger), payload, layout)
+            est = cls._from_snapshot(snap.params, ledger_of(snap.ledger), payload, layout)
         except BaseException:
             payload.fill(0)
             raise
+        if path is not None:
+            why = files.LedgerHistory(path).problem(est.ledger)
+            if why is not None:
+                est.ledger.block(why)
+        return est
 
     # ------------------------------------------------------------------ epochs
     def rotate(self) -> PrivacyLedger:

@@ -18,8 +18,18 @@ for the inside and the outside; one release at epsilon 1, or e.g. four at 0.25, 
 on few releases: each release's noise scale is ``1/epsilon_i``. Past the budget, rotate to a new epoch
 (fresh table, fresh ledger) rather than raising the budget.
 
-The ledger is data-independent: an entry records only (epsilon, mechanism, time), never a released
-value, a count or the noise, so it may be stored in snapshots and printed freely.
+The ledger is data-independent: an entry records only (epsilon, mechanism, time, a random id), never
+a released value, a count or the noise, so it may be stored in snapshots and printed freely.
+
+**One table, one ledger.** Every path that releases from a table charges that table's ledger, and
+:meth:`PrivacyLedger.charge` checks and records in one step under a lock. Two copies of one ledger
+(a state file and the copy in a process that loaded it, or a group ledger read by two releases)
+are recombined with :meth:`PrivacyLedger.absorb`, the union of their entries, never by keeping one
+copy blindly: spent budget can only grow. A ledger carries a random ``epoch`` label (new with every
+fresh table, e.g. after a rotation) and each entry a random ``id`` (both data-independent), so the
+union is exact. A ledger whose file was rolled back (an older copy put back) is *blocked*: it
+refuses every release (:meth:`PrivacyLedger.block`; :class:`panstream.state.files.LedgerHistory`
+detects the rollback).
 
 >>> led = PrivacyLedger(budget=1.0)
 >>> _ = led.charge(0.25, "laplace")
@@ -30,9 +40,10 @@ value, a count or the noise, so it may be stored in snapshots and printed freely
 from __future__ import annotations
 
 import math
+import secrets
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from panstream.errors import BudgetExhaustedError, ConfigurationError, StateError
@@ -46,11 +57,32 @@ _SLACK = 1e-12
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One recorded release: its output epsilon, mechanism and UNIX time. Nothing else."""
+    """One recorded release: its output epsilon, mechanism and UNIX time, and a random ``id`` that
+    tells two releases apart when copies of a ledger are recombined. Nothing else.
+
+    Entries written by panstream 0.1 have no id (``None``); they are told apart by their other
+    fields.
+    """
 
     epsilon: float
     mechanism: str
     time: float
+    id: str | None = None
+
+    def key(self) -> tuple[float, str, float, str | None]:
+        """What identifies the entry in a union of ledger copies."""
+        return (self.epsilon, self.mechanism, self.time, self.id)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"epsilon": self.epsilon, "mechanism": self.mechanism, "time": self.time}
+        if self.id is not None:
+            d["id"] = self.id
+        return d
+
+
+def new_label() -> str:
+    """A random, data-independent label (16 hex digits from the OS CSPRNG) for epochs and entries."""
+    return secrets.token_hex(8)
 
 
 def _finite_non_negative(x: object, what: str) -> float:
@@ -74,10 +106,14 @@ class PrivacyLedger:
 
     budget: float = DEFAULT_BUDGET
     entries: list[LedgerEntry] = field(default_factory=list)
+    #: Random label of the table's epoch (``None`` for a ledger of panstream 0.1).
+    epoch: str | None = field(default_factory=new_label)
     # Serializes charge(): its check and its append are one step, so threads releasing from one
     # table at once can never both fit into the budget that only one of them fits into.
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
                                   compare=False)
+    #: Why every release is refused (a rolled-back state), or ``None``.
+    blocked: str | None = field(default=None, init=False, compare=False)
 
     #: Whether this table's budget lives elsewhere (a shard of a consumer group; see ShardLedger).
     shard = False
@@ -110,6 +146,8 @@ class PrivacyLedger:
         eps = _finite_non_negative(epsilon, "release epsilon")
         if eps == 0:
             raise ConfigurationError("release epsilon must be positive, got 0")
+        if self.blocked is not None:
+            raise RolledBackStateError(self.blocked)
         left = self.remaining
         if eps > left + _SLACK:
             done = f"{self.releases} release(s)"
@@ -140,9 +178,42 @@ class PrivacyLedger:
         """
         with self._lock:  # check and record as one step (threads may release at once)
             self.check(epsilon)
-            entry = LedgerEntry(float(epsilon), str(mechanism), time.time())
+            entry = LedgerEntry(float(epsilon), str(mechanism), time.time(), new_label())
             self.entries.append(entry)
         return entry
+
+    def absorb(self, other: PrivacyLedger) -> int:
+        """Add the entries of ``other`` (another copy of this ledger) that this copy lacks.
+
+        The union is how copies are recombined: spent budget never goes down. Only copies of the
+        same epoch are combined; the budget stays this ledger's.
+
+        Returns:
+            The number of entries added.
+
+        Raises:
+            StateError: ``other`` belongs to another epoch (another table).
+        """
+        if other.epoch != self.epoch:
+            msg = (f"cannot combine ledgers of different epochs ({other.epoch} and {self.epoch}): "
+                   "they belong to different tables")
+            raise StateError(msg)
+        with self._lock:
+            have = {e.key() for e in self.entries}
+            new = [e for e in other.entries if e.key() not in have]
+            self.entries.extend(new)
+            self.entries.sort(key=lambda e: e.time)
+        return len(new)
+
+    def lacks(self, other: PrivacyLedger) -> int:
+        """How many entries of ``other`` (a copy of the same epoch) this copy does not hold."""
+        have = {e.key() for e in self.entries}
+        return sum(e.key() not in have for e in other.entries)
+
+    def block(self, reason: str) -> None:
+        """Refuse every later release with ``reason`` (a :class:`RolledBackStateError`): the state
+        this ledger was read from is older than a ledger already seen for it."""
+        self.blocked = reason
 
     def epsilon_total(self, epsilon_state: float) -> float:
         """Pan-private epsilon of a state with this ledger: ``epsilon_state + spent``."""
@@ -157,8 +228,11 @@ class PrivacyLedger:
         return group_privacy(k, self.epsilon_total(epsilon_state))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serializable, data-independent dict (budget and entries)."""
-        return {"budget": self.budget, "entries": [asdict(e) for e in self.entries]}
+        """A JSON-serializable, data-independent dict (budget, entries and epoch)."""
+        d: dict[str, Any] = {"budget": self.budget, "entries": [e.to_dict() for e in self.entries]}
+        if self.epoch is not None:
+            d["epoch"] = self.epoch
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PrivacyLedger:
@@ -171,8 +245,12 @@ class PrivacyLedger:
             entries = []
             for e in d.get("entries", []):
                 eps = _finite_non_negative(e["epsilon"], "ledger entry epsilon")
-                entries.append(LedgerEntry(eps, str(e["mechanism"]), float(e["time"])))
-            return cls(_finite_non_negative(d["budget"], "ledger budget"), entries)
+                ident = e.get("id")
+                entries.append(LedgerEntry(eps, str(e["mechanism"]), float(e["time"]),
+                                           None if ident is None else str(ident)))
+            epoch = d.get("epoch")
+            return cls(_finite_non_negative(d["budget"], "ledger budget"), entries,
+                       None if epoch is None else str(epoch))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             msg = (f"the privacy ledger in the state is malformed ({exc!s}); the state cannot be "
                    "trusted: start a new epoch")
@@ -196,7 +274,7 @@ class ShardLedger(PrivacyLedger):
     shard = True
 
     def __init__(self) -> None:
-        super().__init__(0.0, [])
+        super().__init__(0.0, [], None)
 
     def check(self, epsilon: float) -> None:
         """Always refuse: see the class docstring.
@@ -217,6 +295,10 @@ class ShardLedger(PrivacyLedger):
 
 class ShardReleaseError(StateError):
     """A release was asked of one shard of a consumer group instead of the whole group."""
+
+
+class RolledBackStateError(StateError):
+    """The state's ledger is older than one already seen for it (an old copy was put back)."""
 
 
 def group_privacy(k: int, epsilon: float) -> float:

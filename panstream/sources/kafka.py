@@ -15,8 +15,9 @@ Life of a consumer (:class:`KafkaTail`):
   Malformed messages (lines) are skipped. Their counts, like every count of messages and items,
   live only in the current 1-s telemetry window and are published with geometric noise
   (:class:`Metrics`, :mod:`panstream.telemetry`); nothing exact about the items is kept longer.
-* **Checkpoint** every ``checkpoint_interval`` seconds: snapshots durable, then commit offsets
-  (last processed + 1). Auto-commit is always off.
+* **Checkpoint** every ``checkpoint_interval`` seconds: every owned shard's snapshot durable
+  (whether or not its partition received anything: the writes must not say who arrived), then
+  commit offsets (last processed + 1). Auto-commit is always off.
 * **Revoke.** Before a rebalance takes partitions away, the listener checkpoints their shards and
   commits their offsets, then wipes them; the next owner restores them. Partitions *lost* (this
   member was evicted) are wiped without saving: another member may already own them.
@@ -622,6 +623,7 @@ class KafkaTail:
         self.summary = RunSummary()
         self._last_activity = time.monotonic()
         self._ever_assigned = False
+        self._final_checkpoint_done = False
 
     # -------------------------------------------------------------- estimators
     def _fresh(self) -> DensityEstimator:
@@ -661,9 +663,11 @@ class KafkaTail:
         """Drop the shards of ``tps``; with ``save``, make them durable first and return offsets."""
         shards = [self.shards[tp] for tp in tps if tp in self.shards]
         offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-        if save and shards:
+        # On close() after the final checkpoint every shard is durable and nothing was processed
+        # since: no second write (the same whatever arrived: this is the close path, always).
+        if save and shards and not self._final_checkpoint_done:
             offsets = self._offsets(self.checkpointer.durable(shards))  # snapshots durable first
-            self.checkpointer.done(shards)
+            self.checkpointer.done()
             self.metrics.checkpoints.inc()
         for tp in tps:
             shard = self.shards.pop(tp, None)
@@ -766,6 +770,7 @@ class KafkaTail:
             else:
                 self.summary.stopped_by = "signal"
             self.checkpoint()  # final: snapshots durable, then commit
+            self._final_checkpoint_done = True
             self.summary.partitions = sorted(s.key for s in self.shards.values())
         except KafkaError as exc:
             cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc

@@ -10,18 +10,23 @@ assigned partition; shard and partition move together on a rebalance.
 
 :meth:`Checkpointer.checkpoint` runs these steps, in this order:
 
-1. **Select.** Take the shards that changed since their last durable snapshot ("dirty"). A clean
-   shard's newest snapshot is already durable and its offset already committed.
-2. **Serialize.** Snapshot each dirty shard's estimator (:meth:`DensityEstimator.snapshot`): the bit
-   table and public parameters only. No offset, no message count, no item goes into a snapshot.
+1. **Select.** Take *every* shard this consumer owns, whether or not its partition received
+   anything since the last checkpoint. What is written, and when, must not depend on who arrived:
+   saving only the shards that changed would let a file's mtime or inode (or a state-topic
+   record's timestamp) tell whether a partition had traffic in each interval. Every checkpoint
+   therefore writes the same files (or records) of the same sizes, on the clock's schedule.
+2. **Serialize.** Snapshot each shard's estimator (:func:`panstream.state.stores.encode_shard`): the
+   table and public parameters only, and no ledger (a shard has no budget of its own). No offset,
+   no message count, no item goes into a snapshot.
 3. **Make durable.** Write each snapshot to the store and return only when it is durable: the
    directory store writes a temporary file, fsyncs it, renames it over the old one and fsyncs the
    directory; the topic store waits for ``acks=all``. Each store keeps only a shard's newest
    snapshot (invariant 5: two snapshots of one run would reveal who arrived in between).
-4. **Commit.** Only when *every* write of step 3 succeeded, commit for every dirty shard the offset
-   of its last processed message + 1 (kafka-python's convention). If a write fails, nothing is
-   committed and the error propagates: the consumer stops with a one-line message.
-5. **Mark clean** and record the time of this durable checkpoint (served as a metric).
+4. **Commit.** Only when *every* write of step 3 succeeded, commit for every shard that has
+   processed a message the offset of its last processed message + 1 (kafka-python's convention;
+   committing an unchanged offset again is harmless). If a write fails, nothing is committed and
+   the error propagates: the consumer stops with a one-line message.
+5. **Record** the time of this durable checkpoint (served as a metric).
 
 A rebalance that revokes partitions runs the same steps for their shards: :meth:`Checkpointer.durable`
 (steps 1-3), then the source commits the returned offsets (kafka-python's rebalance listener must do
@@ -43,7 +48,7 @@ law depends only on the *set* of cells seen. At-least-once delivery therefore gi
 (``tests/kafka/test_checkpoint.py`` checks this).
 
 Example:
-    >>> from panstream.estimators.density import DensityEstimator
+    >>> from panstream.estimators.base import Estimator
     >>> class Memory:                       # a ShardStore
     ...     def __init__(self): self.data = {}
     ...     def save(self, key, data): self.data[key] = bytes(data)
@@ -58,6 +63,8 @@ Example:
     {0: 42}
     >>> list(store.data), commits
     (['events/0'], [{0: 42}])
+    >>> cp.checkpoint([shard]).saved        # nothing new arrived: the same write all the same
+    ('events/0',)
 """
 
 from __future__ import annotations
@@ -67,7 +74,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from panstream.estimators.density import DensityEstimator
+from panstream.estimators.base import Estimator
 
 
 class ShardStore(Protocol):
@@ -89,10 +96,10 @@ class OffsetCommitter(Protocol):
     def __call__(self, offsets: dict[Hashable, int], /) -> None: ...
 
 
-Encoder = Callable[[DensityEstimator], bytes | bytearray]
+Encoder = Callable[[Estimator], bytes | bytearray]
 
 
-def _default_encoder(est: DensityEstimator) -> bytearray:
+def _default_encoder(est: Estimator) -> bytearray:
     from panstream.state.stores import encode_shard
 
     return encode_shard(est)
@@ -100,7 +107,7 @@ def _default_encoder(est: DensityEstimator) -> bytearray:
 
 @dataclass
 class Shard:
-    """The bit table of one input partition, and where this consumer is in that partition.
+    """The table of one input partition, and where this consumer is in that partition.
 
     Attributes:
         key: the store key of the shard's snapshot (``"<topic>/<partition>"``).
@@ -108,19 +115,19 @@ class Shard:
         estimator: the shard's estimator; its table is the only state.
         next_offset: offset of the last message applied + 1, in memory only and never stored in
             a snapshot (Kafka holds committed offsets itself); ``None`` before the first message.
-        dirty: the table changed since its last durable snapshot.
+
+    There is deliberately no "changed since the last checkpoint" flag: every checkpoint writes
+    every shard (see the module docstring).
     """
 
     key: str
     partition: Hashable
-    estimator: DensityEstimator
+    estimator: Estimator
     next_offset: int | None = None
-    dirty: bool = False
 
     def applied(self, last_offset: int) -> None:
         """Record that every message up to ``last_offset`` (inclusive) has been applied."""
         self.next_offset = last_offset + 1
-        self.dirty = True
 
 
 @dataclass(frozen=True)
@@ -153,15 +160,13 @@ class Checkpointer:
         self.checkpoints = 0
 
     def durable(self, shards: Iterable[Shard]) -> dict[Hashable, int]:
-        """Steps 1-3: make the dirty shards' snapshots durable; return the offsets to commit next.
+        """Steps 1-3: make every shard's snapshot durable; return the offsets to commit next.
 
         The caller must commit the returned offsets only after this returns (the rebalance
         listener does so asynchronously on revoke), then call :meth:`done`.
         """
         offsets: dict[Hashable, int] = {}
-        for shard in shards:
-            if not shard.dirty:                                         # step 1
-                continue
+        for shard in shards:                                            # step 1: all of them
             data = self._encode(shard.estimator)                        # step 2
             try:
                 self.store.save(shard.key, data)                        # step 3
@@ -172,10 +177,8 @@ class Checkpointer:
                 offsets[shard.partition] = shard.next_offset
         return offsets
 
-    def done(self, shards: Iterable[Shard]) -> None:
-        """Step 5: mark the shards clean and record the time of this durable checkpoint."""
-        for shard in shards:
-            shard.dirty = False
+    def done(self) -> None:
+        """Step 5: record the time of this durable checkpoint."""
         self.last_durable = self._clock()
         self.checkpoints += 1
 
@@ -183,7 +186,7 @@ class Checkpointer:
         """Run steps 1-5 of the module docstring for ``shards``.
 
         Returns:
-            The keys saved and the offsets committed (empty if nothing changed).
+            The keys saved (all shards) and the offsets committed.
 
         Raises:
             StateError, SourceError or OSError: a snapshot could not be made durable (nothing is
@@ -191,12 +194,11 @@ class Checkpointer:
         """
         t0 = self._clock()
         shards = list(shards)
-        dirty = [s for s in shards if s.dirty]
-        offsets = self.durable(dirty)                                   # steps 1-3
+        offsets = self.durable(shards)                                  # steps 1-3
         if offsets:
             self._commit(dict(offsets))                                 # step 4
-        self.done(dirty)                                                # step 5
-        return CheckpointResult(tuple(s.key for s in dirty), offsets, self._clock() - t0)
+        self.done()                                                     # step 5
+        return CheckpointResult(tuple(s.key for s in shards), offsets, self._clock() - t0)
 
     def due(self, interval: float) -> bool:
         """Whether ``interval`` seconds have passed since the last durable checkpoint."""
@@ -208,8 +210,8 @@ class Checkpointer:
 
 
 def restore_shard(store: ShardStore, key: str, partition: Hashable,
-                  fresh: Callable[[], DensityEstimator],
-                  decode: Callable[[bytes | bytearray], DensityEstimator]) -> Shard:
+                  fresh: Callable[[], Estimator],
+                  decode: Callable[[bytes | bytearray], Estimator]) -> Shard:
     """Build the shard of a newly assigned partition: its newest snapshot, or a fresh table.
 
     Args:

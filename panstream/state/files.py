@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import StateError
+from panstream.release.ledger import PrivacyLedger, RolledBackStateError
 from panstream.state import format as fmt
 
 PathLike = str | os.PathLike[str]
@@ -287,3 +289,130 @@ def read_head(path: PathLike) -> tuple[int, dict[str, Any], dict[str, Any] | Non
         frame, head = _head(f, size, p)
     params, ledger = fmt.parse_head(frame, head)
     return frame.version, params, ledger
+
+
+#: Suffix of the ledger history kept beside a state file (``.<name>.panstream-ledger``).
+HISTORY_SUFFIX = ".panstream-ledger"
+
+
+def history_path(path: PathLike) -> str:
+    """The ledger history beside ``path``: ``.<name>.panstream-ledger``."""
+    p = os.path.abspath(os.fspath(path))
+    return os.path.join(os.path.dirname(p), f".{os.path.basename(p)}{HISTORY_SUFFIX}")
+
+
+class LedgerHistory:
+    """The newest ledger seen for a state path, kept beside it, so that putting an older copy of
+    the state back is detected instead of silently refunding spent budget.
+
+    Copying an old state file over the current one (a restore from backup, a copied file) would
+    bring back its ledger as it was, with fewer releases charged: releasing again would average
+    the noise away. No design that lives only in the state file can stop someone with write access
+    from doing that, so panstream makes it loud: every save of a state also records its ledger in
+    a small history file beside it (``.<name>.panstream-ledger``: the ledger and the epochs rotated
+    away; public, data-independent), and a state is refused for releases (its ledger is *blocked*)
+    when
+
+    * its ledger lacks releases the history recorded for the same epoch (an older copy), or
+    * its epoch is one the history saw rotated away (a state from before a rotation).
+
+    A state whose epoch the history has never seen (a new state, or a history lost) is accepted
+    and recorded. The history file is created with the first release (before that nothing spent
+    could be refunded), so a state that was never released from stays a single file. What remains
+    undetected is stated in ``docs/threat-model.md``: putting back the history too, or copying a
+    state to a new path.
+
+    The history is written *after* the state, so a crash between the two leaves a state newer
+    than its history, which is never mistaken for a rollback.
+    """
+
+    def __init__(self, state_path: PathLike, *, what: str = "state", recover: str | None = None
+                 ) -> None:
+        """Args:
+            state_path: the file whose ledger is tracked (a state file, or a group's ledger).
+            what: how messages name that file.
+            recover: what to do about a rollback (default: put the newest state back, or rotate).
+        """
+        self.state_path = os.fspath(state_path)
+        self.path = history_path(state_path)
+        self.what = what
+        self.recover = recover or (f"Put the newest state back, or start a new epoch with "
+                                   f"'panstream rotate -s {self.state_path}' (a fresh table and "
+                                   "budget)")
+
+    def read(self) -> dict[str, Any] | None:
+        """The recorded history, or ``None`` if there is none (or it is unreadable: it is then
+        rewritten by the next save)."""
+        try:
+            with open(self.path, "rb") as f:
+                d = json.loads(f.read().decode("ascii"))
+            if isinstance(d, dict) and isinstance(d.get("ledger"), dict):
+                return d
+        except (OSError, ValueError):
+            pass
+        return None
+
+    def problem(self, ledger: PrivacyLedger) -> str | None:
+        """Why ``ledger`` (read from the state) is older than the history, or ``None``."""
+        if ledger.shard:
+            return None
+        h = self.read()
+        if h is None:
+            return None
+        state = f"{self.what} {self.state_path}"
+        fix = (f"the file was rolled back (an older copy put back, e.g. from a backup). Releasing "
+               f"from it again would spend budget already spent. {self.recover}; only if this "
+               f"was never released from here, delete {self.path}")
+        if ledger.epoch in h.get("retired", []):
+            return (f"{state} belongs to epoch {ledger.epoch}, which was rotated away here "
+                    f"(the newest epoch seen is {h.get('epoch')}): {fix}")
+        if ledger.epoch == h.get("epoch"):
+            try:
+                seen = PrivacyLedger.from_dict(h["ledger"])
+            except StateError:
+                return None
+            if seen.epoch == ledger.epoch:
+                missing = ledger.lacks(seen)
+                if missing:
+                    return (f"the ledger of {state} lacks {missing} of the "
+                            f"{len(seen.entries)} release(s) already recorded for it (it holds "
+                            f"{len(ledger.entries)}): {fix}")
+        return None
+
+    def check(self, ledger: PrivacyLedger) -> None:
+        """Raise if :meth:`problem` finds one.
+
+        Raises:
+            RolledBackStateError: the ledger is older than the history.
+        """
+        why = self.problem(ledger)
+        if why is not None:
+            raise RolledBackStateError(why)
+
+    def record(self, ledger: PrivacyLedger) -> None:
+        """Make ``ledger`` the newest one seen (atomically; only when the history changes)."""
+        if ledger.shard:
+            return
+        h = self.read()
+        if h is None and not ledger.entries:
+            return  # nothing spent yet, so nothing a rollback could refund: no file needed
+        retired = set(h.get("retired", [])) if h else set()
+        if h is not None and h.get("epoch") != ledger.epoch:
+            retired.add(h.get("epoch"))
+        new = {"epoch": ledger.epoch, "ledger": ledger.to_dict(),
+               "retired": sorted(retired, key=str)}
+        if new != h:
+            atomic_write(self.path, json.dumps(new, sort_keys=True, separators=(",", ":"),
+                                               allow_nan=False).encode("ascii"))
+
+
+def ledger_on_disk(path: PathLike) -> PrivacyLedger | None:
+    """The ledger of the state file at ``path`` as it is on disk now, or ``None`` (no file, a
+    shard, or not a readable snapshot). Reads only the head."""
+    if not os.path.exists(path):
+        return None
+    try:
+        _, _, ledger = read_head(path)
+        return None if ledger is None else PrivacyLedger.from_dict(ledger)
+    except StateError:
+        return None

@@ -44,7 +44,7 @@ from panstream.errors import ConfigurationError, StateError
 from panstream.estimators.base import Estimator
 from panstream.estimators.density import DensityEstimator
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger, ShardLedger
-from panstream.state.files import atomic_write, state_lock
+from panstream.state.files import LedgerHistory, atomic_write, state_lock
 from panstream.universe import Universe
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -176,6 +176,13 @@ class DirectoryStore:
         """Exclusive use of the ledger for one release (two at once would lose a charge)."""
         return state_lock(self.directory / LEDGER_FILE, "a release")
 
+    def ledger_history(self) -> LedgerHistory:
+        """The history beside the ledger file, which detects an older ledger file put back."""
+        return LedgerHistory(self.directory / LEDGER_FILE, what="release ledger",
+                             recover="Put the newest release-ledger.json back (a group's tables "
+                                     "cannot be rotated in place: stop the consumers and start "
+                                     "a new state directory for a fresh epoch)")
+
     def create_ledger(self, data: bytes) -> None:
         """Write the initial empty ledger (consumers, through :func:`ensure_ledger`)."""
         atomic_write(self.directory / LEDGER_FILE, data)
@@ -294,6 +301,7 @@ class TopicStore:
         chunks: dict[str, bytes] = {}
         live: dict[str, set[str]] = {}
         ledgers: dict[str, bytes] = {}
+        charged: list[bytes] = []
         for kb, value in self.log.read_all():
             key = kb.decode("utf-8", "replace")
             if key in _LEDGER_KEYS:
@@ -301,6 +309,8 @@ class TopicStore:
                     ledgers.pop(key, None)
                 else:
                     ledgers[key] = value
+                    if key == LEDGER_KEY:
+                        charged.append(value)
             elif "#" in key:
                 if value is None:
                     chunks.pop(key, None)
@@ -313,6 +323,8 @@ class TopicStore:
         for k in chunks:
             live.setdefault(k.split("#", 1)[0], set()).add(k)
         self._live = live
+        if len(charged) > 1:  # several ledger records in the log: their union, never the last alone
+            ledgers[LEDGER_KEY] = _unite(charged, f"record {LEDGER_KEY!r} of {self.log!r}")
         self._ledgers = ledgers
         self._cache = (manifests, chunks)
         return manifests, chunks
@@ -378,7 +390,11 @@ class TopicStore:
 
     def read_ledger(self) -> bytes | None:
         """The release ledger (JSON) as of the last replay of the log (the one that loaded the
-        shards, if any; a new replay otherwise), or ``None`` if the topic holds none."""
+        shards, if any; a new replay otherwise), or ``None`` if the topic holds none.
+
+        Every ledger record still in the log counts: the newest one united with the older records
+        of its epoch (until the broker compacts them away), so a record appended from an older
+        copy, or two releases that raced from two hosts, never lower the spent budget."""
         if self._cache is None:
             self._scan()
         return self._ledgers.get(LEDGER_KEY, self._ledgers.get(INITIAL_LEDGER_KEY))
@@ -394,6 +410,12 @@ class TopicStore:
     def ledger_lock(self) -> AbstractContextManager[None]:
         """No cross-host lock for a topic: run one group's releases from one place at a time."""
         return contextlib.nullcontext()
+
+    def ledger_history(self) -> None:
+        """None: the topic itself is the history (:meth:`read_ledger` unites every ledger record
+        still in the log)."""
+        return None
+
     def create_ledger(self, data: bytes) -> None:
         """Append the initial empty ledger under :data:`INITIAL_LEDGER_KEY` (consumers, through
         :func:`ensure_ledger`); never the key releases charge, so it cannot reset a budget."""
@@ -403,6 +425,19 @@ class TopicStore:
 
     def __repr__(self) -> str:
         return f"TopicStore({self.log!r}, chunk_bytes={self.chunk_bytes})"
+
+
+def _unite(records: list[bytes], where: str) -> bytes:
+    """The newest ledger record united with every older record of its epoch."""
+    newest = parse_ledger(records[-1], where)
+    for raw in records[:-1]:
+        try:
+            older = PrivacyLedger.from_dict(json.loads(raw))
+        except (ValueError, KeyError, TypeError, AttributeError, StateError):
+            continue
+        if older.epoch == newest.epoch:
+            newest.absorb(older)
+    return json.dumps(newest.to_dict(), sort_keys=True).encode()
 
 
 # ---------------------------------------------------------------------- releasing a group's state
@@ -579,6 +614,7 @@ def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanis
         raise ConfigurationError(msg)
     raw = store.read_ledger()
     where = store.ledger_where()
+    history = store.ledger_history()
     if raw is None and not new_ledger:
         msg = (f"release ledger ({where}) is missing although the store holds shards: the "
                "releases already charged to these tables would be forgotten and the budget "
@@ -588,11 +624,9 @@ def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanis
     if raw is None:
         group.estimator.ledger = PrivacyLedger(budget)
     else:
-        try:
-            group.estimator.ledger = PrivacyLedger.from_dict(json.loads(raw))
-        except (ValueError, KeyError, TypeError):
-            msg = f"release ledger ({where}) is corrupt: restore it from a backup"
-            raise StateError(msg) from None
+        group.estimator.ledger = parse_ledger(raw, where)
+    if history is not None:
+        history.check(group.estimator.ledger)  # an older ledger file put back: refused, loudly
     rel: Release | MapRelease
     if by is None:
         rel = group.estimator.release(epsilon, mechanism, sensitivity=group.sensitivity,
@@ -601,7 +635,22 @@ def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanis
         rel = group.estimator.release_map(epsilon, by, mechanism, sensitivity=group.sensitivity,
                                           state_tables=group.state_tables)
     store.write_ledger(json.dumps(group.estimator.ledger.to_dict(), sort_keys=True).encode())
+    if history is not None:
+        history.record(group.estimator.ledger)
     return rel, group
+
+
+def parse_ledger(raw: bytes, where: str) -> PrivacyLedger:
+    """A group's release ledger from its JSON bytes.
+
+    Raises:
+        StateError: the bytes are not a ledger.
+    """
+    try:
+        return PrivacyLedger.from_dict(json.loads(raw))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        msg = f"release ledger ({where}) is corrupt: restore it from a backup"
+        raise StateError(msg) from None
 
 
 def release_state_dir(directory: str | os.PathLike[str], epsilon: float,

@@ -67,18 +67,22 @@ def test_zero_budget_refuses_everything() -> None:
         est.release(1e-6)
 
 
-def test_entries_hold_only_epsilon_mechanism_time_and_round_trip_json() -> None:
+def test_entries_hold_only_epsilon_mechanism_time_and_a_random_id_and_round_trip_json() -> None:
+    """The ledger holds what was released and when, and random labels (the epoch, an id per
+    entry) that make copies of it recombinable: nothing about the data."""
     est = ps.DensityEstimator("range:4096", budget=1.0)
     est.update(range(100))
     est.release(0.25, "laplace")
     est.release(0.5, "geometric")
     d = est.ledger.to_dict()
-    assert set(d) == {"budget", "entries"}
-    assert [set(e) for e in d["entries"]] == [{"epsilon", "mechanism", "time"}] * 2
+    assert set(d) == {"budget", "entries", "epoch"}
+    assert [set(e) for e in d["entries"]] == [{"epsilon", "mechanism", "time", "id"}] * 2
+    assert len({d["epoch"], *(e["id"] for e in d["entries"])}) == 3  # independent labels
     text = json.dumps(d)  # JSON-serializable, no released value or count in it
     back = PrivacyLedger.from_dict(json.loads(text))
     assert back == est.ledger
-    assert back.entries[1] == LedgerEntry(0.5, "geometric", d["entries"][1]["time"])
+    assert back.entries[1] == LedgerEntry(0.5, "geometric", d["entries"][1]["time"],
+                                          d["entries"][1]["id"])
 
 
 @pytest.mark.parametrize("bad", [{}, {"budget": "x"}, {"budget": 1.0, "entries": [{"epsilon": 1}]},

@@ -125,7 +125,7 @@ def test_broken_a_state_that_stores_the_item_count_is_caught() -> None:
     u = ps.Universe.range(64)
 
     def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
-        est, seen, out = ps.DensityEstimator(u), 0, []
+        est, seen, out = ps.DensityEstimator(u, _ledger=ps.PrivacyLedger(epoch="audit")), 0, []
         for i, batch in enumerate(batches):
             seen += batch.size
             est.update(batch.copy())

@@ -59,7 +59,11 @@ def test_rotate_replaces_the_table_keeps_parameters_and_starts_a_fresh_ledger(tm
     # fresh D0 table: 65536 fair coins agree with the old bits on Binomial(65536, 1/2) cells;
     # a band of 5.5 standard deviations (5.5 * 128) fails with probability < 4e-8
     assert abs(int((new.bits() == est.bits()).sum()) - 32768) < 5.5 * 128
-    assert [p.name for p in tmp_path.iterdir()] == ["s.pst"]
+    # One snapshot on disk; beside it only the ledger history (no table), which now records the
+    # old epoch as rotated away, so putting the old file back would be refused for releases.
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".s.pst.panstream-ledger", "s.pst"]
+    history = json.loads((tmp_path / ".s.pst.panstream-ledger").read_text())
+    assert history["retired"] == [est.ledger.epoch] and history["epoch"] == new.ledger.epoch
 
 
 def test_rotate_refuses_a_contradicting_universe(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_shard_snapshot_is_a_buffer_the_checkpointer_wipes() -> None:
 
     assert isinstance(encode_shard(est), bytearray)
     cp = Checkpointer(Store(), lambda offsets: None)
-    shard = Shard("t/0", 0, est, next_offset=5, dirty=True)
+    shard = Shard("t/0", 0, est, next_offset=5)
     assert cp.durable([shard]) == {0: 5}
     assert not any(kept["t/0"])  # wiped once durable
     assert (ps.DensityEstimator.restore(kept["copy"]).bits() == est.bits()).all()
