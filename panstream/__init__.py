@@ -22,11 +22,18 @@ from panstream.errors import (
     StateError,
     UniverseError,
 )
-from panstream.estimators.density import DensityEstimator, Estimate, UpdateResult
+from panstream.estimators import (
+    DensityEstimator,
+    Estimate,
+    Estimator,
+    UpdateResult,
+    load,
+    release_file,
+    restore,
+)
+from panstream.release.density import Release
 from panstream.release.ledger import PrivacyLedger
-
-# Eager (NumPy only): a lazy export would be shadowed by the submodule panstream.release.remap as soon as
-# anything imports from it, making ``panstream.release.remap`` a module instead of the function.
+from panstream.release.maps import MapRelease
 from panstream.release.remap import remap
 from panstream.telemetry import DEFAULT_TELEMETRY_EPSILON, CountWindow, TelemetryPolicy
 from panstream.universe import IndexResult, Universe
@@ -41,11 +48,13 @@ __all__ = [
     "DEFAULT_TELEMETRY_EPSILON",
     "DensityEstimator",
     "Estimate",
+    "Estimator",
     "IndexResult",
     "ItemError",
     "MapRelease",
     "PanstreamError",
     "PrivacyLedger",
+    "Release",
     "SourceError",
     "StateError",
     "TelemetryPolicy",
@@ -54,23 +63,9 @@ __all__ = [
     "UpdateResult",
     "__version__",
     "calibrate",
+    "load",
     "realized_epsilon",
+    "release_file",
     "remap",
+    "restore",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # Later stages (release, remap, snapshot) are imported lazily so the core stays light.
-    if name == "remap":
-        from panstream.release.remap import remap
-
-        return remap
-    if name == "MapRelease":
-        from panstream.release.maps import MapRelease
-
-        return MapRelease
-    if name == "Release":
-        from panstream.release.density import Release
-
-        return Release
-    raise AttributeError(f"module 'panstream' has no attribute {name!r}")

@@ -48,7 +48,7 @@ law depends only on the *set* of cells seen. At-least-once delivery therefore gi
 (``tests/kafka/test_checkpoint.py`` checks this).
 
 Example:
-    >>> from panstream.estimators.base import Estimator
+    >>> from panstream.estimators import DensityEstimator
     >>> class Memory:                       # a ShardStore
     ...     def __init__(self): self.data = {}
     ...     def save(self, key, data): self.data[key] = bytes(data)

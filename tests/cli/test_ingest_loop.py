@@ -109,3 +109,34 @@ def test_every_accepted_address_reaches_the_table_however_it_is_batched(tmp_path
         est = DensityEstimator("ipv4:10.0.0.0/16")
         Ingestor(est, Format("plain"), clock=Clock()).run([Input("a", chunks_of(data, chunk))])
         assert est.estimate().distinct > 2000, (len(data), chunk)
+
+
+def test_what_ingest_writes_and_when_does_not_depend_on_who_arrived(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 10, section 3: an intruder watching the state file (its mtime, inode, size, the
+    fsyncs) must not learn whether anyone arrived in an interval. Two runs read the same number
+    of equally long chunks at the same times, one full of addresses in the universe, one of
+    addresses outside it: they write the same files, of the same sizes, at the same moments."""
+    import panstream.state.files as files
+
+    def run(line: bytes) -> list[tuple[str, int, float]]:
+        writes: list[tuple[str, int, float]] = []
+        real = files.atomic_write
+        clock = Clock()
+
+        def spy(path, data):  # type: ignore[no-untyped-def]
+            pieces = [data] if isinstance(data, (bytes, bytearray, memoryview)) else list(data)
+            writes.append((Path(path).name, sum(len(memoryview(x)) for x in pieces), clock.t))
+            real(path, pieces)
+
+        monkeypatch.setattr(files, "atomic_write", spy)
+        state = tmp_path / f"{line[:3].decode()}.pst"
+        ing = Ingestor(DensityEstimator("ipv4:10.0.0.0/16"), Format("plain"),
+                       state_path=str(state), checkpoint_every=3.0, clock=clock)
+        ing.run([Input("a", chunks_of(line * 4000, 4096))])
+        return [(name.split(".")[1] if name.startswith(".") else "state", size, t)
+                for name, size, t in writes]
+
+    busy = run(b"10.0.0.1\n")      # every line applied to the table
+    quiet = run(b"99.0.0.1\n")     # nobody in the universe arrived
+    assert busy == quiet and len(busy) >= 3
