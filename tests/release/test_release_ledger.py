@@ -103,3 +103,20 @@ def test_group_privacy() -> None:
     r = est.release(0.5, "geometric")
     assert r.group_privacy(3) == pytest.approx(3 * (est.epsilon_state + 0.5))
     assert est.ledger.group_epsilon(3, est.epsilon_state) == pytest.approx(r.group_privacy(3))
+
+
+def test_a_spent_budget_says_so_and_points_at_rotate() -> None:
+    """Issue 14: a spent budget used to say "release with epsilon <= 0"."""
+    est = ps.DensityEstimator("range:16", budget=0.5)
+    est.release(0.5)
+    with pytest.raises(BudgetExhaustedError) as exc:
+        est.release(0.1)
+    msg = str(exc.value)
+    assert "is spent (1 release(s))" in msg and "rotate" in msg and "<= 0" not in msg
+
+
+def test_a_refusal_prints_enough_digits_to_see_why() -> None:
+    """Issue 14: asking 1.0000001 with 1 left read "epsilon 1 refused ... <= 1"."""
+    est = ps.DensityEstimator("range:16", budget=1.0)
+    with pytest.raises(BudgetExhaustedError, match=r"epsilon 1\.0000001 refused.*<= 1\b"):
+        est.release(1.0000001)
