@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 from _kafka_helpers import GROUP_SETTINGS, Broker, Producer, committed_offsets, panstream_cmd
 from click.testing import CliRunner
+from fakes import MemoryLog
 
 from panstream.calibration import calibrate
 from panstream.cli.main import cli
@@ -165,22 +166,6 @@ def test_lost_ledger_missing_topic_and_missing_broker_are_one_line(kafka_broker:
 
 
 # ---------------------------------------------------------------- the ledger records (no broker)
-class MemoryLog:
-    """A flushed-records-only RecordLog in memory."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[bytes, bytes | None]] = []
-
-    def append(self, key: bytes, value: bytes | None) -> None:
-        self.records.append((key, value))
-
-    def flush(self) -> None:
-        pass
-
-    def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
-        return iter(list(self.records))
-
-
 def test_consumers_never_overwrite_the_charged_ledger() -> None:
     """A consumer that checked an empty topic and writes its initial ledger late (it raced a whole
     group and a release) does not reset the budget: releases charge another record."""

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from fakes import MemoryLog
 
 from panstream.errors import ConfigurationError, StateError
 from panstream.estimators.density import DensityEstimator
@@ -70,29 +71,6 @@ def test_lines_format_counts_malformed_lines() -> None:
 
 
 # ------------------------------------------------------------------ chunked topic store
-class MemoryLog:
-    """A RecordLog in memory; compact() keeps the newest record of each key, as Kafka does."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[bytes, bytes | None]] = []
-        self.flushed = 0
-
-    def append(self, key: bytes, value: bytes | None) -> None:
-        self.records.append((key, value))
-
-    def flush(self) -> None:
-        self.flushed = len(self.records)
-
-    def read_all(self):  # type: ignore[no-untyped-def]
-        return iter(list(self.records[: self.flushed]))
-
-    def compact(self) -> None:
-        last = {k: i for i, (k, _) in enumerate(self.records)}
-        self.records = [r for i, r in enumerate(self.records)
-                        if last[r[0]] == i and r[1] is not None]
-        self.flushed = len(self.records)
-
-
 def test_topic_store_chunks_replaces_and_survives_compaction() -> None:
     log = MemoryLog()
     store = TopicStore(log, chunk_bytes=1000)

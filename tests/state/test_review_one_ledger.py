@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from fakes import MemoryLog
 
 import panstream as ps
 from panstream import estimators
@@ -212,22 +213,6 @@ def test_putting_an_old_group_ledger_back_is_detected(tmp_path: Path) -> None:
     with pytest.raises(RolledBackStateError, match="release ledger"):
         release_state_dir(d, 0.5, "laplace", keyed=True)
     assert Path(history_path(d / LEDGER_FILE)).exists()
-
-
-class MemoryLog:
-    """An in-memory RecordLog (a compacted topic before compaction)."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[bytes, bytes | None]] = []
-
-    def append(self, key: bytes, value: bytes | None) -> None:
-        self.records.append((key, value))
-
-    def flush(self) -> None:
-        pass
-
-    def read_all(self):  # type: ignore[no-untyped-def]
-        return iter(list(self.records))
 
 
 def test_an_older_ledger_record_appended_to_a_state_topic_does_not_refund(tmp_path: Path) -> None:
