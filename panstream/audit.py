@@ -362,6 +362,7 @@ class _Codes:
                 return f"table cell {(offset - head) * 8 + bit}"
             if offset >= head + table:
                 return f"checksum byte {offset - head - table} bit {bit}"
+            return f"head byte {offset} bit {bit}"
         return f"byte {offset} bit {bit}"
 
     def element_name(self, i: int) -> str:
