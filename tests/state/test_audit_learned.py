@@ -21,8 +21,9 @@ fails with probability at most alpha (1e-6 unless said). "Caught" fails with the
 the certified bound lands at or below the claim; it is computed exactly (two binomials, the
 Clopper-Pearson bounds of every outcome) for the event the training split picks, and checked by
 ``test_the_stated_false_failure_rates_are_exact`` below. The training split picks that event out at
-z-scores of 29 and more; the rare null cell that also passes selection (about 1e-3 per audit) can
-only split the event, never hide it. Broken designs come from ``broken_designs.py``.
+z-scores of 27 and more, while a cell that does not leak passes the selection with probability
+about 1e-7 per audit (``panstream.audit.SELECTION_LEVEL``); assertions on the features chosen share
+that rate. Broken designs come from ``broken_designs.py``.
 """
 
 from __future__ import annotations
