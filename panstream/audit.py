@@ -15,9 +15,19 @@ If that bound is above the claimed epsilon, the claim is false (with confidence 
 For panstream's table the best distinguisher is the target's own cell: in A it holds a D0 =
 Bernoulli(1/2) draw, in B a D1 = Bernoulli(p) draw, and ``P[bit=0 | A] / P[bit=0 | B] = 1/(2(1-p))
 = e^epsilon_state`` exactly under the tight calibration. The bound therefore approaches, but with
-probability ``1 - alpha`` stays below, ``epsilon_state``. Pointed at broken designs (a state that
-keeps a count, a seed, an exact set, a count-min sketch; or two dumps of one run) the same harness
-reports bounds far above the claim: see ``tests/state/test_audit.py``.
+probability ``1 - alpha`` stays below, ``epsilon_state``.
+
+A broken design need not leak through that cell, though (a biased D0 elsewhere, a second cell
+redrawn per arrival, bytes beside the table). Without hand-written distinguishers :func:`audit`
+therefore *learns* its event, in the spirit of DP-Sniper (Bichsel, Steffen, Bogunovic, Vechev 2021):
+on a training split of the runs it turns each run's dumps into features (every bit of a snapshot,
+every element of an array, and what changed between consecutive dumps), selects the features whose
+law differs between the worlds, scores a run by the sum of their log-likelihood ratios and fixes the
+threshold that promises the largest bound. Only then are the test runs made; the event's hits among
+them alone are certified. The event is a function of data independent of the test runs, so the
+Clopper-Pearson bound is exactly as valid as for a fixed event. Pointed at broken designs the
+harness reports bounds above the claim: see ``tests/state/test_audit.py`` and
+``tests/state/test_audit_learned.py``, and the power table in ``docs/threat-model.md``.
 
 Everything here is deterministic except the mechanism's own draws: the neighbouring streams are
 fixed, public, and need no random generator.
@@ -32,12 +42,13 @@ fixed, public, and need no random generator.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+import panstream as ps
 from panstream.calibration import DEFAULT_CALIBRATION
 from panstream.errors import ConfigurationError
 from panstream.estimators.density import DensityEstimator
@@ -213,6 +224,394 @@ def neighbouring_worlds(size: int, *, target: int | None = None, occurrences: in
     return Worlds(size, target, occurrences, tuple(world_a), tuple(world_b), dumps)
 
 
+# ---------------------------------------------------------------------- the learned distinguisher
+#: Share of each world's runs the learned distinguisher learns from; the others certify the bound.
+#: A leaking cell of a bit table stands out after a few hundred runs, while every run kept for the
+#: test split tightens the certified bound: 30 % / 70 % (see docs/threat-model.md, power table).
+DEFAULT_TRAIN_FRACTION = 0.3
+#: At most this many features enter the learned score (the most significant ones).
+MAX_LEARNED_FEATURES = 128
+#: Feature selection keeps features whose homogeneity test between the worlds has a p-value below
+#: ``SELECTION_LEVEL / number of features``: a null feature slips in about once in 10 million audits
+#: (z above 6 for a few hundred features). A cell that leaks enough to matter passes by far: a bit
+#: leaking epsilon 0.3 shows z = 10 after 3,000 training runs per world, one leaking 1 shows z = 27.
+SELECTION_LEVEL = 1e-7
+#: Additive smoothing of the per-feature, per-value frequencies (Krichevsky-Trofimov).
+SMOOTHING = 0.5
+#: Bytes of feature matrix materialized at once (training counts, test scoring).
+_BLOCK_BYTES = 1 << 25
+
+
+@dataclass(frozen=True)
+class LearnedEvent:
+    """The event the learned distinguisher fixed on the training split, before any test run.
+
+    The event is ``score >= threshold`` (its complement is tested too), where the score of a run is
+    the sum, over the selected features, of the training log-likelihood ratio
+    ``ln P[value | B] / P[value | A]`` of the value the run shows.
+
+    Attributes:
+        features: the selected features, most significant first (``"dump 1 table cell 32"``).
+        threshold: the score threshold.
+        train_runs: runs per world it was learned from.
+        test_runs: runs per world its hits were counted on (:attr:`Evidence.runs`).
+        train_lower: the bound the event certifies on the training runs themselves: optimistic
+            (the event was chosen to look good there), for diagnostics only.
+        train_point: the plug-in epsilon of the event on the training runs (optimistic too).
+        considered: features the runs were turned into (after dropping constant snapshot bytes).
+    """
+
+    features: tuple[str, ...]
+    threshold: float
+    train_runs: int
+    test_runs: int
+    train_lower: float
+    train_point: float
+    considered: int
+
+    def describe(self) -> str:
+        """A one-line name for reports: ``learned: dump 1 table cell 32 (+ 1 more)``."""
+        if not self.features:
+            return "learned: no feature differs between the worlds in the training runs"
+        more = f" + {len(self.features) - 3} more" if len(self.features) > 3 else ""
+        return "learned: " + ", ".join(self.features[:3]) + more
+
+
+def _normal_isf(tail: float) -> float:
+    """The ``z`` with ``P[N(0,1) > z] = tail`` (bisection on erfc; ``0 < tail < 1``)."""
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if 0.5 * math.erfc(mid / math.sqrt(2.0)) > tail:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+class _Codes:
+    """Turns the ``k``-th dump of every run into a row of small integers, fixed on the training runs.
+
+    Bytes (snapshots) are padded or cut to the longest training dump; arrays are quantized: bools and
+    integers in 0..255 stay as they are, anything else is mapped to the index of the largest
+    training value (or, past 256 distinct values, training quantile) at or below it.
+    """
+
+    def __init__(self, k: int, train: Sequence[Any]) -> None:
+        self.k = k
+        self.is_bytes = all(isinstance(d, (bytes, bytearray, memoryview)) for d in train)
+        self.edges: np.ndarray | None = None
+        self.frame: tuple[int, int] | None = None
+        self.shape: tuple[int, ...] = ()
+        if self.is_bytes:
+            lengths = np.array([len(d) for d in train])
+            self.length = int(lengths.max(initial=0))
+            self.length_varies = bool((lengths != lengths[0]).any())
+            try:
+                f = read_frame(bytes(train[0]))
+                self.frame = (f.head_size, f.payload_size)
+            except ps.PanstreamError:
+                self.frame = None
+            return
+        if not all(isinstance(d, np.ndarray) for d in train):
+            kinds = sorted({type(d).__name__ for d in train})
+            msg = (f"the learned distinguisher reads dumps that are NumPy arrays or bytes; dump {k + 1} "
+                   f"is {', '.join(kinds)}: pass encode= (one dump -> array or bytes) or "
+                   "distinguishers=")
+            raise ConfigurationError(msg)
+        self.shape = train[0].shape
+        if any(d.shape != self.shape for d in train):
+            msg = f"dump {k + 1} has different shapes in different runs: the learned distinguisher needs one"
+            raise ConfigurationError(msg)
+        x = np.stack(train)
+        if x.dtype.kind not in "biuf":
+            msg = f"dump {k + 1} has dtype {x.dtype}: the learned distinguisher reads numbers"
+            raise ConfigurationError(msg)
+        small = x.dtype.kind in "iu" and (x.size == 0 or (x.min() >= 0 and x.max() <= 255))
+        if x.dtype.kind == "b" or small:
+            return
+        edges = np.unique(x)
+        if edges.size > 256:
+            edges = np.unique(np.quantile(x, np.linspace(0.0, 1.0, 256)))
+        self.edges = edges
+
+    def matrix(self, dumps: Sequence[Any]) -> np.ndarray:
+        """The dumps as a ``(runs, width)`` ``uint8`` matrix (bytes, or codes of array elements)."""
+        n = len(dumps)
+        if self.is_bytes:
+            raw = [bytes(d) for d in dumps]
+            if all(len(d) == self.length for d in raw):
+                return np.frombuffer(b"".join(raw), np.uint8).reshape(n, self.length)
+            out = np.zeros((n, self.length), np.uint8)
+            for i, d in enumerate(raw):
+                cut = d[: self.length]
+                out[i, : len(cut)] = np.frombuffer(cut, np.uint8)
+            return out
+        x = np.stack([np.asarray(d) for d in dumps]).reshape(n, -1)
+        if self.edges is None:
+            return np.clip(x, 0, 255).astype(np.uint8)
+        idx = np.searchsorted(self.edges, x, side="right") - 1
+        return np.clip(idx, 0, 255).astype(np.uint8)
+
+    def lengths(self, dumps: Sequence[Any]) -> np.ndarray:
+        """The byte length of each dump as 32 little-endian bits (``(runs, 32)`` ``uint8``)."""
+        lens = np.array([len(d) for d in dumps], dtype="<u4").reshape(-1, 1).view(np.uint8)
+        return np.unpackbits(lens, axis=1, bitorder="little")
+
+    def byte_name(self, offset: int, bit: int) -> str:
+        if self.frame is not None:
+            head, table = self.frame
+            if head <= offset < head + table:
+                return f"table cell {(offset - head) * 8 + bit}"
+            if offset >= head + table:
+                return f"checksum byte {offset - head - table} bit {bit}"
+            return f"head byte {offset} bit {bit}"
+        return f"byte {offset} bit {bit}"
+
+    def element_name(self, i: int) -> str:
+        if len(self.shape) == 1:
+            return f"cell {i}"
+        return "[" + ", ".join(str(int(c)) for c in np.unravel_index(i, self.shape)) + "]"
+
+
+@dataclass(frozen=True)
+class _Part:
+    """A contiguous block of features: ``kind`` is ``bits`` (bytes k, unpacked), ``length``
+    (length of dump k), ``codes`` (array k), ``xor`` (bytes k vs k+1) or ``ne`` (array k vs k+1)."""
+
+    kind: str
+    k: int
+    cols: np.ndarray  # byte offsets (bits, xor) or element indices (codes, ne); unused for length
+    width: int
+    values: int = 2  # feature values 0..values-1 seen in training (codes); 2 for the others
+
+
+class _Layout:
+    """How the dumps of one run become one feature vector; fixed on the training runs only.
+
+    Features, per dump: every bit of the bytes that vary among the training dumps (and the length, if
+    it varies), or every element of an array; per pair of consecutive dumps of one kind: the same
+    bits XORed, or whether each element changed. A change between two dumps of one epoch is what
+    reveals an arrival in between, and no per-dump feature shows it.
+    """
+
+    def __init__(self, train: Sequence[Sequence[Any]]) -> None:
+        m = len(train[0])
+        if m == 0 or any(len(r) != m for r in train):
+            msg = "the learned distinguisher needs the same number (>= 1) of dumps in every run"
+            raise ConfigurationError(msg)
+        self.codes = [_Codes(k, [r[k] for r in train]) for k in range(m)]
+        mats = [c.matrix([r[c.k] for r in train]) for c in self.codes]
+        parts: list[_Part] = []
+        varying: list[np.ndarray] = []
+        for c, x in zip(self.codes, mats, strict=True):
+            if c.is_bytes:
+                cols = np.flatnonzero((x != x[:1]).any(axis=0))
+                varying.append(cols)
+                parts.append(_Part("bits", c.k, cols, 8 * cols.size))
+                if c.length_varies:
+                    parts.append(_Part("length", c.k, np.arange(0), 32))
+            else:
+                varying.append(np.arange(0))
+                parts.append(_Part("codes", c.k, np.arange(x.shape[1]), x.shape[1],
+                                   max(2, int(x.max(initial=0)) + 1)))
+        for k in range(m - 1):
+            a, b = self.codes[k], self.codes[k + 1]
+            if a.is_bytes and b.is_bytes and a.length == b.length:
+                cols = np.union1d(varying[k], varying[k + 1])
+                parts.append(_Part("xor", k, cols, 8 * cols.size))
+            elif not a.is_bytes and not b.is_bytes and a.shape == b.shape:
+                parts.append(_Part("ne", k, np.arange(mats[k].shape[1]), mats[k].shape[1]))
+        self.parts = parts
+        self.starts = np.cumsum([0] + [p.width for p in parts])
+        self.n_features = int(self.starts[-1])
+        self.values = max([p.values for p in parts], default=2)
+
+    def block(self, runs: Sequence[Sequence[Any]], columns: np.ndarray | None = None) -> np.ndarray:
+        """Features of ``runs`` as a ``(len(runs), n)`` ``uint8`` matrix (``columns`` only, if given)."""
+        mats: dict[int, np.ndarray] = {}
+
+        def mat(k: int) -> np.ndarray:
+            if k not in mats:
+                mats[k] = self.codes[k].matrix([r[k] for r in runs])
+            return mats[k]
+
+        out, emitted = [], []
+        for p, start in zip(self.parts, self.starts[:-1], strict=True):
+            if columns is None:
+                want = None
+            else:
+                inside = np.flatnonzero((columns >= start) & (columns < start + p.width))
+                if inside.size == 0:
+                    continue
+                want = columns[inside] - start
+                emitted.append(inside)
+            if p.kind in ("bits", "xor"):
+                # unpack only the bytes that hold a wanted bit
+                need = np.arange(p.cols.size) if want is None else np.unique(want // 8)
+                byts = mat(p.k)[:, p.cols[need]]
+                if p.kind == "xor":
+                    byts = byts ^ mat(p.k + 1)[:, p.cols[need]]
+                x = np.unpackbits(byts, axis=1, bitorder="little")
+                if want is not None:
+                    want = np.searchsorted(need, want // 8) * 8 + want % 8
+            elif p.kind == "length":
+                x = self.codes[p.k].lengths([r[p.k] for r in runs])
+            elif p.kind == "codes":
+                x = mat(p.k)
+            else:
+                x = (mat(p.k) != mat(p.k + 1)).view(np.uint8)
+            out.append(x if want is None else x[:, want])
+        width = self.n_features if columns is None else columns.size
+        full = np.zeros((len(runs), width), np.uint8)
+        if out and columns is None:
+            full = np.concatenate(out, axis=1)
+        elif out:
+            full[:, np.concatenate(emitted)] = np.concatenate(out, axis=1)
+        return full
+
+    def blocks(self, runs: Sequence[Sequence[Any]], columns: np.ndarray | None = None
+               ) -> Iterator[np.ndarray]:
+        """:meth:`block` over ``runs`` in slices of bounded memory."""
+        width = self.n_features if columns is None else columns.size
+        step = max(1, _BLOCK_BYTES // max(1, width))
+        for i in range(0, len(runs), step):
+            yield self.block(runs[i : i + step], columns)
+
+    def name(self, j: int) -> str:
+        """A readable name of feature ``j``."""
+        i = int(np.searchsorted(self.starts, j, side="right")) - 1
+        p, off = self.parts[i], j - int(self.starts[i])
+        c = self.codes[p.k]
+        if p.kind == "bits":
+            return f"dump {p.k + 1} {c.byte_name(int(p.cols[off // 8]), off % 8)}"
+        if p.kind == "length":
+            return f"dump {p.k + 1} length bit {off}"
+        if p.kind == "codes":
+            return f"dump {p.k + 1} {c.element_name(off)}"
+        what = c.byte_name(int(p.cols[off // 8]), off % 8) if p.kind == "xor" else c.element_name(off)
+        return f"{what} changed between dumps {p.k + 1} and {p.k + 2}"
+
+
+@dataclass(frozen=True)
+class _Event:
+    """``score >= threshold`` on the selected columns; ``llr[i, v]``: ratio of column ``i`` at ``v``."""
+
+    columns: np.ndarray
+    llr: np.ndarray  # (len(columns), 256): values unseen in training score 0
+    threshold: float
+
+    def scores(self, x: np.ndarray) -> np.ndarray:
+        """Scores of runs given their selected columns (``(runs, len(columns))`` ``uint8``).
+
+        Prefix sums in column order, so a score is the same float however many columns follow.
+        """
+        if self.columns.size == 0:
+            return np.zeros(len(x))
+        return np.cumsum(self.llr[np.arange(self.columns.size), x], axis=1)[:, -1]
+
+    def hits(self, layout: _Layout, runs: Sequence[Sequence[Any]]) -> int:
+        """Runs among ``runs`` in which the event occurs."""
+        return sum(int((self.scores(x) >= self.threshold).sum())
+                   for x in layout.blocks(runs, self.columns))
+
+
+def _wilson(f: np.ndarray, n: int, z: float) -> tuple[np.ndarray, np.ndarray]:
+    den = 1.0 + z * z / n
+    centre = (f + z * z / (2 * n)) / den
+    half = z * np.sqrt(f * (1.0 - f) / n + z * z / (4.0 * n * n)) / den
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
+def _predicted_bound(fa: np.ndarray, fb: np.ndarray, n: int, alpha: float) -> np.ndarray:
+    """What :func:`epsilon_lower_bound` would roughly certify for events with these frequencies,
+    counted on ``n`` runs per world (Wilson intervals stand in for Clopper-Pearson: vectorized)."""
+    z = _normal_isf(alpha / 4)
+    a_lo, a_hi = _wilson(fa, n, z)
+    b_lo, b_hi = _wilson(fb, n, z)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.maximum.reduce([np.log(b_lo / a_hi), np.log(a_lo / b_hi),
+                               np.log((1 - b_hi) / (1 - a_lo)), np.log((1 - a_hi) / (1 - b_lo))])
+    return np.maximum(np.nan_to_num(r, nan=0.0, posinf=0.0, neginf=0.0), 0.0)
+
+
+def _best_threshold(sa: np.ndarray, sb: np.ndarray, n_test: int, alpha: float
+                    ) -> tuple[float, tuple[float, float]]:
+    """The threshold ``t`` whose event ``score >= t`` promises the largest bound on the test split,
+    and that promise as ``(predicted bound, plug-in epsilon)``: when no event promises a positive
+    bound, the plug-in estimate breaks the tie (the test split may still certify something)."""
+    ts = np.unique(np.concatenate([sa, sb]))
+    fa = (sa.size - np.searchsorted(np.sort(sa), ts, side="left")) / sa.size
+    fb = (sb.size - np.searchsorted(np.sort(sb), ts, side="left")) / sb.size
+    value = _predicted_bound(fa, fb, n_test, alpha)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        point = np.maximum.reduce([np.log(fb / fa), np.log(fa / fb), np.log((1 - fb) / (1 - fa)),
+                                   np.log((1 - fa) / (1 - fb))])
+    point = np.nan_to_num(np.maximum(point, 0.0), nan=0.0, posinf=1e6)
+    i = int(np.lexsort((point, value))[-1])
+    return float(ts[i]), (float(value[i]), float(point[i]))
+
+
+def _learn(layout: _Layout, train_a: Sequence[Sequence[Any]], train_b: Sequence[Sequence[Any]],
+           n_test: int, alpha: float) -> tuple[_Event, LearnedEvent]:
+    """Fix the event on the training runs: DP-Sniper's recipe with a naive-Bayes score.
+
+    1. Per feature and value, smoothed frequencies in each world and their log ratio.
+    2. Keep the features whose G-test of "same law in both worlds" is significant at
+       ``SELECTION_LEVEL / features`` (the single most significant one if none is), at most
+       ``MAX_LEARNED_FEATURES``, so thousands of null cells cannot drown one leaking cell.
+    3. For the ``k`` most significant of them (k = 1, 2, 3, 4, 6, 8, ...), score = sum of the ratios;
+       choose the ``k`` and threshold whose event promises the largest bound on ``n_test`` runs.
+    """
+    na, nb, d, v = len(train_a), len(train_b), layout.n_features, layout.values
+    counts = []
+    for runs in (train_a, train_b):
+        c = np.zeros((d, v), np.int64)
+        for x in layout.blocks(runs):
+            for level in range(v):
+                c[:, level] += np.count_nonzero(x == level, axis=0)
+        counts.append(c.astype(np.float64))
+    ca, cb = counts
+    seen = (ca + cb) > 0
+    kinds = seen.sum(axis=1)
+    pa = (ca + SMOOTHING) / (na + SMOOTHING * kinds)[:, None]
+    pb = (cb + SMOOTHING) / (nb + SMOOTHING * kinds)[:, None]
+    llr = np.where(seen, np.log(pb) - np.log(pa), 0.0)
+    # G-test of homogeneity, turned into a normal score (Wilson-Hilferty) to compare across dofs
+    pooled = (ca + cb) / (na + nb)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = 2.0 * (np.where(ca > 0, ca * np.log(ca / (na * pooled)), 0.0)
+                   + np.where(cb > 0, cb * np.log(cb / (nb * pooled)), 0.0)).sum(axis=1)
+    dof = np.maximum(kinds - 1, 1).astype(np.float64)
+    z = ((np.maximum(g, 0.0) / dof) ** (1 / 3) - (1 - 2 / (9 * dof))) / np.sqrt(2 / (9 * dof))
+    z = np.where(kinds > 1, z, -np.inf)
+    order = np.argsort(-z, kind="stable")
+    cut = _normal_isf(SELECTION_LEVEL / max(d, 1))
+    chosen = order[z[order] > cut][:MAX_LEARNED_FEATURES]
+    if chosen.size == 0 and d and np.isfinite(z[order[0]]):
+        chosen = order[:1]
+    table = np.zeros((chosen.size, 256))
+    table[:, :v] = llr[chosen]
+    k, threshold = 0, 0.0
+    if chosen.size:
+        rows = np.arange(chosen.size)
+        sums = [np.cumsum(table[rows, np.concatenate(list(layout.blocks(runs, chosen)))], axis=1)
+                for runs in (train_a, train_b)]
+        sizes = sorted({j for j in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+                        if j <= chosen.size} | {chosen.size})
+        promise = (-1.0, -1.0)
+        for j in sizes:
+            t, value = _best_threshold(sums[0][:, j - 1], sums[1][:, j - 1], n_test, alpha)
+            if value > promise:  # a tie keeps the smaller number of features
+                promise, k, threshold = value, j, t
+    event = _Event(chosen[:k], table[:k], threshold)
+    ha, hb = event.hits(layout, train_a), event.hits(layout, train_b)
+    n = min(na, nb)
+    info = LearnedEvent(tuple(layout.name(int(j)) for j in event.columns), threshold, n, n_test,
+                        epsilon_lower_bound(ha, hb, n, alpha), epsilon_point(ha, hb, n), d)
+    return event, info
+
+
 # ---------------------------------------------------------------------- the harness
 @dataclass(frozen=True)
 class Evidence:
@@ -223,6 +622,8 @@ class Evidence:
         hits_a, hits_b: runs of world A and world B in which the event occurred.
         lower: the epsilon lower bound it certifies (Bonferroni-corrected confidence).
         point: the plug-in estimate (no confidence).
+        runs: runs per world the hits are counted on: all ``trials`` for a fixed event, the test
+            split for the learned one.
     """
 
     name: str
@@ -230,6 +631,7 @@ class Evidence:
     hits_b: int
     lower: float
     point: float
+    runs: int = 0
 
 
 @dataclass(frozen=True)
@@ -244,6 +646,8 @@ class AuditResult:
         trials: runs per world.
         evidence: per distinguisher.
         covered: whether the claim is meant to cover this scenario (two dumps of one epoch are not).
+        best: the name of the evidence with the largest bound.
+        learned: what the learned distinguisher chose on its training split (``None`` if unused).
     """
 
     scenario: str
@@ -254,6 +658,7 @@ class AuditResult:
     evidence: tuple[Evidence, ...]
     covered: bool = True
     best: str = field(default="")
+    learned: LearnedEvent | None = None
 
     @property
     def exceeded(self) -> bool:
@@ -271,6 +676,10 @@ class AuditResult:
         d.update(exceeded=self.exceeded, violation=self.violation, empirical=_json_num(self.empirical))
         for e in d["evidence"]:
             e.update(lower=_json_num(e["lower"]), point=_json_num(e["point"]))
+        if d["learned"] is not None:
+            d["learned"].update(threshold=_json_num(d["learned"]["threshold"]),
+                                train_lower=_json_num(d["learned"]["train_lower"]),
+                                train_point=_json_num(d["learned"]["train_point"]))
         return d
 
 
@@ -278,44 +687,120 @@ def _json_num(x: float) -> float | str:
     return x if math.isfinite(x) else "inf"
 
 
-def audit(run: Runner, worlds: Worlds, distinguishers: Mapping[str, Distinguisher], *,
+def audit(run: Runner, worlds: Worlds, distinguishers: Mapping[str, Distinguisher] | None = None, *,
           trials: int, claimed: float, alpha: float = 1e-6, scenario: str = "",
-          covered: bool = True) -> AuditResult:
+          covered: bool = True, learn: bool | None = None,
+          train_fraction: float = DEFAULT_TRAIN_FRACTION,
+          encode: Callable[[Any], Any] | None = None) -> AuditResult:
     """Run ``run`` ``trials`` times per world and certify an epsilon lower bound.
 
+    Without ``distinguishers`` the audit *learns* its event (DP-Sniper style): the first
+    ``train_fraction`` of each world's runs are turned into feature vectors (every bit of a snapshot,
+    every element of an array, and what changed between consecutive dumps), the features that tell
+    the worlds apart are selected and weighted by their log-likelihood ratios, and the threshold on
+    the summed score that promises the largest bound is chosen. Only then are the remaining runs
+    made, and the event's hits among them alone give the Clopper-Pearson bound. The event is a fixed
+    function of data independent of the test runs, so the bound is exactly as valid as for a
+    hand-written event: whichever cell or byte leaks, nobody has to name it.
+
     Args:
-        run: the mechanism (see :data:`Runner`); each call must start from a fresh state.
+        run: the mechanism (see :data:`Runner`); each call must start from a fresh state, so runs are
+            independent and identically distributed.
         worlds: the neighbouring streams.
-        distinguishers: named events on the dumps of one run.
+        distinguishers: named fixed events on the dumps of one run, counted on all runs.
         trials: runs per world.
         claimed: the epsilon the mechanism claims.
-        alpha: total error probability of the bound (split evenly over the distinguishers).
+        alpha: total error probability of the bound. Split evenly over the events; with both learned
+            and fixed events, half goes to the learned one and half is split over the fixed ones.
         scenario: a description for reports.
         covered: whether ``claimed`` is meant to hold in this scenario.
+        learn: use the learned distinguisher (default: exactly when ``distinguishers`` is empty).
+        train_fraction: share of each world's runs the learned distinguisher learns from.
+        encode: for the learned distinguisher, turns one dump into a NumPy array or ``bytes`` (for
+            dumps of another type, say a set); dumps must be arrays of one shape, or bytes, otherwise.
 
     Returns:
         An :class:`AuditResult`; ``empirical`` is below the true epsilon with probability
         ``>= 1 - alpha``.
 
     Raises:
-        ValueError: no distinguisher, fewer than one trial, or ``alpha`` outside (0, 1).
+        ConfigurationError: no event to test, fewer than one trial (or fewer than 2 with learning),
+            ``alpha`` or ``train_fraction`` outside (0, 1), or dumps the learned distinguisher cannot
+            read.
+
+    Example:
+        >>> w = neighbouring_worlds(16, background=0)
+        >>> def leaky(batches, dumps):  # keeps the exact set of cells seen, as a bit table
+        ...     bits = np.zeros(16, np.uint8)
+        ...     bits[np.concatenate(batches)] = 1
+        ...     return [bits]
+        >>> r = audit(leaky, w, trials=200, claimed=1.0)
+        >>> r.best, r.exceeded
+        ('learned: dump 1 cell 8', True)
     """
-    if not distinguishers or trials < 1 or not 0 < alpha < 1:
-        msg = "audit needs at least one distinguisher, trials >= 1 and 0 < alpha < 1"
+    fixed = dict(distinguishers) if distinguishers else {}
+    learning = not fixed if learn is None else learn
+    if not (fixed or learning) or trials < 1 or not 0 < alpha < 1 or not 0 < train_fraction < 1:
+        msg = ("audit needs at least one distinguisher (or learn=True), trials >= 1, 0 < alpha < 1 "
+               "and 0 < train_fraction < 1")
         raise ConfigurationError(msg)
-    names = list(distinguishers)
+    n_train = min(max(round(trials * train_fraction), 1), trials - 1) if learning else 0
+    if learning and trials < 2:
+        raise ConfigurationError("the learned distinguisher needs trials >= 2 (training and test runs)")
+    alpha_learned = (alpha / 2 if fixed else alpha) if learning else 0.0
+    alpha_fixed = (alpha - alpha_learned) / len(fixed) if fixed else 0.0
+    names = list(fixed)
     hits = {w: dict.fromkeys(names, 0) for w in ("a", "b")}
-    for w, batches in (("a", worlds.a), ("b", worlds.b)):
-        for _ in range(trials):
-            dumps = run(batches, worlds.dumps)
-            for name in names:
-                hits[w][name] += bool(distinguishers[name](dumps))
-    each = alpha / len(names)
-    evidence = tuple(Evidence(n, hits["a"][n], hits["b"][n],
-                              epsilon_lower_bound(hits["a"][n], hits["b"][n], trials, each),
-                              epsilon_point(hits["a"][n], hits["b"][n], trials)) for n in names)
+    batches = {"a": worlds.a, "b": worlds.b}
+
+    def once(w: str) -> list[Any]:
+        dumps = run(batches[w], worlds.dumps)
+        for name in names:
+            hits[w][name] += bool(fixed[name](dumps))
+        if not learning:
+            return []
+        return [_keep(encode(d) if encode is not None else d) for d in dumps]
+
+    learned: LearnedEvent | None = None
+    test_hits = {"a": 0, "b": 0}
+    if learning:
+        # Training runs first; the event is fixed before a single test run exists.
+        train = {w: [once(w) for _ in range(n_train)] for w in ("a", "b")}
+        layout = _Layout(train["a"] + train["b"])
+        event, learned = _learn(layout, train["a"], train["b"], trials - n_train, alpha_learned)
+        del train
+        chunk = max(64, min(4096, _BLOCK_BYTES // max(1, layout.n_features)))
+        for w in ("a", "b"):
+            todo = trials - n_train
+            while todo:
+                runs = [once(w) for _ in range(min(chunk, todo))]
+                todo -= len(runs)
+                test_hits[w] += event.hits(layout, runs)
+    else:
+        for w in ("a", "b"):
+            for _ in range(trials):
+                once(w)
+    evidence = [Evidence(n, hits["a"][n], hits["b"][n],
+                         epsilon_lower_bound(hits["a"][n], hits["b"][n], trials, alpha_fixed),
+                         epsilon_point(hits["a"][n], hits["b"][n], trials), trials) for n in names]
+    if learned is not None:
+        n_test = learned.test_runs
+        evidence.append(Evidence(learned.describe(), test_hits["a"], test_hits["b"],
+                                 epsilon_lower_bound(test_hits["a"], test_hits["b"], n_test,
+                                                     alpha_learned),
+                                 epsilon_point(test_hits["a"], test_hits["b"], n_test), n_test))
     best = max(evidence, key=lambda e: e.lower)
-    return AuditResult(scenario, claimed, best.lower, 1 - alpha, trials, evidence, covered, best.name)
+    return AuditResult(scenario, claimed, best.lower, 1 - alpha, trials, tuple(evidence), covered,
+                       best.name, learned)
+
+
+def _keep(dump: Any) -> Any:
+    """A private copy of a dump the learned distinguisher stores (runners may reuse buffers)."""
+    if isinstance(dump, (bytearray, memoryview)):
+        return bytes(dump)
+    if isinstance(dump, np.ndarray):
+        return dump.copy()
+    return dump
 
 
 # ---------------------------------------------------------------------- panstream's estimator
@@ -426,10 +911,15 @@ def standard_scenarios(many: int = 16) -> tuple[Scenario, ...]:
     )
 
 
+#: What ``audit_estimator`` (and ``panstream audit --distinguisher``) tests the dumps with.
+DISTINGUISHERS = ("learned", "classic", "both")
+
+
 def audit_estimator(universe: Universe | str = "range:64", epsilon: float = 1.0,
                     calibration: str = DEFAULT_CALIBRATION, *, trials: int = 10_000,
                     alpha: float = 1e-6, scenarios: Sequence[Scenario] | None = None,
-                    background: int = 2) -> list[AuditResult]:
+                    background: int = 2, distinguisher: str = "learned",
+                    train_fraction: float = DEFAULT_TRAIN_FRACTION) -> list[AuditResult]:
     """Subpoena-simulate panstream's estimator; the claim audited is its realized ``epsilon_state``.
 
     Args:
@@ -439,12 +929,16 @@ def audit_estimator(universe: Universe | str = "range:64", epsilon: float = 1.0,
         alpha: error probability of each scenario's bound.
         scenarios: default :func:`standard_scenarios`.
         background: arrivals of each non-target cell.
+        distinguisher: ``"learned"`` (default: learned on a training split of the runs, see
+            :func:`audit`), ``"classic"`` (the fixed tests of :func:`snapshot_distinguishers` on all
+            runs) or ``"both"`` (alpha split in half between them).
+        train_fraction: share of the runs the learned distinguisher learns from.
 
     Returns:
         One :class:`AuditResult` per scenario.
 
     Raises:
-        ConfigurationError: universe too large, or invalid estimator parameters.
+        ConfigurationError: universe too large, or invalid estimator or audit parameters.
 
     Example:
         >>> r = audit_estimator("range:16", trials=300, scenarios=standard_scenarios()[:1])[0]
@@ -459,13 +953,18 @@ def audit_estimator(universe: Universe | str = "range:64", epsilon: float = 1.0,
         raise ConfigurationError(msg)
     if u.size < 2:
         raise ConfigurationError("audit needs a universe of at least 2 cells")
+    if distinguisher not in DISTINGUISHERS:
+        msg = f"distinguisher must be one of {', '.join(DISTINGUISHERS)}, got {distinguisher!r}"
+        raise ConfigurationError(msg)
     claimed = DensityEstimator(u, epsilon, calibration).epsilon_state
     results = []
     for sc in scenarios if scenarios is not None else standard_scenarios():
         worlds = neighbouring_worlds(u.size, occurrences=sc.occurrences, background=background,
                                      batches=4, first_batch=sc.first_batch, dumps=sc.dumps)
         run = estimator_runner(u, epsilon, calibration, rotate_after=sc.rotate_after)
-        tests = snapshot_distinguishers(worlds.target, len(sc.dumps), run(worlds.a, worlds.dumps))
+        tests = (None if distinguisher == "learned" else
+                 snapshot_distinguishers(worlds.target, len(sc.dumps), run(worlds.a, worlds.dumps)))
         results.append(audit(run, worlds, tests, trials=trials, claimed=claimed, alpha=alpha,
-                             scenario=sc.name, covered=sc.covered))
+                             scenario=sc.name, covered=sc.covered,
+                             learn=distinguisher != "classic", train_fraction=train_fraction))
     return results

@@ -8,7 +8,7 @@ import time
 
 import click
 
-from panstream.audit import AuditResult, audit_estimator, standard_scenarios
+from panstream.audit import DISTINGUISHERS, AuditResult, audit_estimator, standard_scenarios
 from panstream.cli.common import (
     FiniteFloatRange,
     calibration_option,
@@ -42,17 +42,24 @@ def _fmt(x: float) -> str:
               default=1e-6, show_default=True,
               help="Error probability of each empirical bound (confidence 1 - alpha).",
               **env("AUDIT_ALPHA"))
+@click.option("--distinguisher", type=click.Choice(DISTINGUISHERS), default="learned",
+              show_default=True,
+              help="learned: find the leaking bits on 30% of the runs, certify on the rest; classic: "
+                   "the fixed tests (target bit, change between dumps, non-table bytes) on all runs; "
+                   "both: alpha split between them.", **env("AUDIT_DISTINGUISHER"))
 @json_option()
 @handle_errors
 def command(universe: Universe, epsilon: float, calibration: str, trials: int, occurrences: int,
-            alpha: float, as_json: bool) -> None:
+            alpha: float, distinguisher: str, as_json: bool) -> None:
     """Subpoena simulation: can an intruder holding dumps of the state tell if a target arrived?
 
     Runs the real estimator TRIALS times in world A (no target) and world B (the target arrives once
-    or OCCURRENCES times among other traffic), takes snapshot dumps, applies the best tests (the
-    target's cell bit, a change between two dumps, any non-table byte) and prints an empirical
-    epsilon lower bound (Clopper-Pearson, confidence 1 - ALPHA) next to the claimed, realized
-    epsilon_state.
+    or OCCURRENCES times among other traffic) and takes snapshot dumps. The default, learned
+    distinguisher reads every bit of the dumps (and what changed between two dumps) on the first
+    30% of the runs, learns which bits tell the worlds apart and fixes a test; the other 70% certify
+    an empirical epsilon lower bound (Clopper-Pearson, confidence 1 - ALPHA), printed next to the
+    claimed, realized epsilon_state. --distinguisher classic applies the fixed tests instead (the
+    target's cell bit, a change between two dumps, any non-table byte) to all runs.
 
     \b
     Exit codes: 0 every covered scenario stays within its claim; 3 a violation (a covered
@@ -64,30 +71,32 @@ def command(universe: Universe, epsilon: float, calibration: str, trials: int, o
     Examples:
       panstream audit                                  # range:64, epsilon 1, about 10 s
       panstream audit --epsilon 0.5 --calibration paper --trials 2000
+      panstream audit --distinguisher classic          # the fixed tests only
     """
     t0 = time.perf_counter()
     results = audit_estimator(universe, epsilon, calibration, trials=trials, alpha=alpha,
-                              scenarios=standard_scenarios(occurrences))
+                              scenarios=standard_scenarios(occurrences), distinguisher=distinguisher)
     seconds = time.perf_counter() - t0
     violations = [r for r in results if r.violation]
     if as_json:
         emit_json({"universe": universe.spec, "epsilon_requested": epsilon,
                    "calibration": calibration, "claimed_epsilon_state": results[0].claimed,
-                   "trials": trials, "alpha": alpha, "seconds": seconds,
+                   "trials": trials, "alpha": alpha, "distinguisher": distinguisher,
+                   "seconds": seconds,
                    "violation": bool(violations), "scenarios": [r.to_dict() for r in results]})
     else:
-        _print(universe, epsilon, calibration, trials, alpha, results, seconds)
+        _print(universe, epsilon, calibration, trials, alpha, distinguisher, results, seconds)
     if violations:
         sys.exit(EXIT_VIOLATION)
 
 
 def _print(universe: Universe, epsilon: float, calibration: str, trials: int, alpha: float,
-           results: list[AuditResult], seconds: float) -> None:
+           distinguisher: str, results: list[AuditResult], seconds: float) -> None:
     claimed = results[0].claimed
     click.echo(f"panstream audit: {universe.spec}, epsilon {epsilon:g} ({calibration}); claimed "
                f"epsilon_state = {claimed:.6f} (realized from the exact p)")
     click.echo(f"  {trials:,} runs per world and scenario; each empirical bound holds with "
-               f"confidence 1 - {alpha:g}; {seconds:.1f} s")
+               f"confidence 1 - {alpha:g}; {distinguisher} distinguisher; {seconds:.1f} s")
     click.echo("")
     click.echo(f"  {'scenario':<68} {'claimed':>8} {'empirical >=':>12}  verdict")
     for r in results:
@@ -99,6 +108,9 @@ def _print(universe: Universe, epsilon: float, calibration: str, trials: int, al
             verdict = "ok"
         click.echo(f"  {r.scenario:<68} {_fmt(r.claimed):>8} {_fmt(r.empirical):>12}  {verdict}")
         click.echo(f"  {'':<4}best test: {r.best}")
+        if r.learned is not None:
+            click.echo(f"  {'':<4}(learned on {r.learned.train_runs:,} runs per world, certified on "
+                       f"{r.learned.test_runs:,})")
     click.echo("")
     if any(r.violation for r in results):
         click.echo("VIOLATION: a leaked state reveals more than the claimed epsilon_state.")
