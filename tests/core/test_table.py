@@ -44,19 +44,20 @@ def test_padding_bits_are_zero_when_packed(layout: str) -> None:
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("batch", [1 << 12, 1 << 19])
-def test_touched_cells_hold_d1_untouched_keep_d0(layout: str, batch: int) -> None:
-    """Touch every other cell once: touched ones ~ Bin(., p), untouched ~ Bin(., 1/2).
-    Two tests at alpha 5e-7 each: at most 1e-6 together."""
+@pytest.mark.parametrize(("batch", "calibration"), [(1 << 12, "rr"), (1 << 19, "rr"),
+                                                    (1 << 12, "tight"), (1 << 19, "tight")])
+def test_touched_cells_hold_d1_untouched_keep_d0(layout: str, batch: int, calibration: str) -> None:
+    """Touch every other cell once: touched ones ~ Bin(., p), untouched ~ Bin(., q) (q = 0.269 for
+    rr at epsilon 1, 1/2 for tight). Two tests at alpha 5e-7 each: at most 1e-6 together."""
     n = 1 << 20
-    est = ps.DensityEstimator(ps.Universe.range(n), epsilon=1.0, layout=layout)
+    est = ps.DensityEstimator(ps.Universe.range(n), epsilon=1.0, calibration=calibration,
+                              layout=layout)
     touched = np.arange(0, n, 2)
     for start in range(0, touched.size, batch):
         est.update_indices(touched[start:start + batch].copy())
     bits = est.bits()
-    p = float(est.p)
-    assert binomial_ok(int(bits[0::2].sum()), n // 2, p, alpha=5e-7)
-    assert binomial_ok(int(bits[1::2].sum()), n // 2, 0.5, alpha=5e-7)
+    assert binomial_ok(int(bits[0::2].sum()), n // 2, float(est.p), alpha=5e-7)
+    assert binomial_ok(int(bits[1::2].sum()), n // 2, float(est.q), alpha=5e-7)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -257,7 +257,7 @@ def test_state_topic_on_the_broker_keeps_only_newest(kafka_broker: Broker) -> No
 
     client = client_config(consumer_config(kafka_broker.bootstrap, "x"))
     store = topic_store("state-newest", client, chunk_bytes=1000)
-    first = decode_shard(DensityEstimator_snapshot(), U.spec, 1.0, "tight")
+    first = decode_shard(DensityEstimator_snapshot(), U.spec, 1.0, "rr")
     store.save("ev/0", first.snapshot())
     second = DensityEstimator_snapshot()
     store.save("ev/0", second)
