@@ -23,6 +23,7 @@ from panstream.errors import (
     UniverseError,
 )
 from panstream.estimators.density import DensityEstimator, Estimate, UpdateResult
+from panstream.planning import Split, SplitPlan, plan_split
 from panstream.release.ledger import PrivacyLedger
 
 # Eager (NumPy only): a lazy export would be shadowed by the submodule panstream.release.remap as soon as
@@ -47,6 +48,8 @@ __all__ = [
     "PanstreamError",
     "PrivacyLedger",
     "SourceError",
+    "Split",
+    "SplitPlan",
     "StateError",
     "TelemetryPolicy",
     "Universe",
@@ -54,6 +57,7 @@ __all__ = [
     "UpdateResult",
     "__version__",
     "calibrate",
+    "plan_split",
     "realized_epsilon",
     "remap",
 ]
