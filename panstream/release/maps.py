@@ -13,10 +13,11 @@ per-bucket counts therefore has L1 sensitivity 1, and adding independent noise o
 and summing the noisy counts into a consistent global total are post-processing.
 
 Accuracy: a bucket is a small table. Its density error is the single-table error with |X| replaced by
-the bucket's cells, about ``1 / (2 (p - q) sqrt(cells))`` from the state plus ``sqrt(2) / (epsilon
-cells (p - q))`` from the release: a /24 (256 cells) with state and output epsilon 1 is +-0.20
-density at 95 %. Small
-buckets are noisy; :func:`bucket_halfwidth` tells before ingesting.
+the bucket's cells, about ``sqrt(pq) / ((p - q) sqrt(cells))`` from the state (randomized response;
+``1 / (2 (p - q) sqrt(cells))`` for a fair-coin D0 at density 0) plus ``sqrt(2) / (epsilon cells
+(p - q))`` from the release: a /24 (256 cells) with state and output epsilon 1 is +-0.12 density at
+95 % (+-0.20 with the tight calibration). Small buckets are noisy; :func:`bucket_halfwidth` tells
+before ingesting.
 
 Everything in a :class:`MapRelease` is computed from the noisy counts and public parameters only.
 
