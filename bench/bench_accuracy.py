@@ -138,14 +138,15 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
         xs = [e for e in grid if cal != "paper" or e < 1.99]
         ys = [stderr_state(f, 1, calibrate(float(e), cal).p, calibrate(float(e), cal).q)
               for e in xs]
-        ax.plot(xs, ys, color=color, label=f"{cal} (formula, f = {f:g})")
+        note = "; realizes -ln(1 - eps/2)" if cal == "paper" else ""
+        ax.plot(xs, ys, color=color, label=f"{cal} (formula, f = {f:g}{note})")
         pts = [r for r in rows if r["calibration"] == cal and r["density"] == f]
         ax.plot([r["epsilon"] for r in pts], [r["sd_state"] * math.sqrt(r["cells"]) for r in pts],
                 linestyle="none", marker=marker, color=color, markerfacecolor="none",
                 label=f"{cal} (measured, |X| = 2^12 and 2^16)")
     ax.plot(grid, 1 / (2 * np.sinh(grid / 2)), color="black", linestyle=":",
             label="limit 1/(2 sinh(eps/2))")
-    ax.set_xlabel("state epsilon")
+    ax.set_xlabel("state epsilon asked for")
     ax.set_ylabel("sd of the density x sqrt|X|")
     ax.set_yscale("log")
     ax.set_title("Error of the noiseless density estimate by calibration")
@@ -163,7 +164,13 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     ap.add_argument("--plot", default=None, help="write the PNG here (e.g. docs/accuracy.png)")
     ap.add_argument("--quick", action="store_true", help="200 runs, |X| = 2**12 only (smoke run)")
+    ap.add_argument("--replot", default=None, metavar="JSON",
+                    help="only redraw --plot from the rows a previous run wrote with --json")
     a = ap.parse_args()
+    if a.replot:
+        with open(a.replot) as fh:
+            plot(json.load(fh), a.plot or "docs/accuracy.png")
+        return
     runs = 200 if a.quick else a.runs
     sizes = SIZES[:1] if a.quick else SIZES
     t0 = time.perf_counter()
