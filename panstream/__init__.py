@@ -31,6 +31,7 @@ from panstream.estimators import (
     release_file,
     restore,
 )
+from panstream.planning import Split, SplitPlan, plan_split
 from panstream.release.density import Release
 from panstream.release.ledger import PrivacyLedger
 from panstream.release.maps import MapRelease
@@ -56,6 +57,8 @@ __all__ = [
     "PrivacyLedger",
     "Release",
     "SourceError",
+    "Split",
+    "SplitPlan",
     "StateError",
     "TelemetryPolicy",
     "Universe",
@@ -64,6 +67,7 @@ __all__ = [
     "__version__",
     "calibrate",
     "load",
+    "plan_split",
     "realized_epsilon",
     "release_file",
     "remap",

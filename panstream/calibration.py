@@ -1,32 +1,44 @@
-"""From a requested state epsilon to the exact D1 probability p, and back to the realized epsilon.
+"""From a requested state epsilon to the exact D0 and D1 probabilities q and p, and back to the
+realized epsilon.
 
 The state of a pan-private density estimator is a table of bits; a cell never seen holds a draw of
-D0 = Bernoulli(1/2), a cell seen at least once holds a draw of D1 = Bernoulli(p). One person changes at
-most one cell's law between D0 and D1, so the table is epsilon-DP with
+D0 = Bernoulli(q), a cell seen at least once holds a draw of D1 = Bernoulli(p), p > q. One person
+changes at most one cell's law between D0 and D1, so the table is epsilon-DP with
 
-    epsilon_state = max(|ln(p / (1/2))|, |ln((1 - p) / (1/2))|) = max(|ln 2p|, |ln 2(1 - p)|),
+    epsilon_state = max(|ln(p / q)|, |ln((1 - p) / (1 - q))|)
 
-which for p > 1/2 equals ``-ln(2(1 - p))`` (Dwork's CACM survey, "Pan-Privacy"; see README "Sources").
+(Dwork's CACM survey, "Pan-Privacy", with q = 1/2; any q works, see README "Sources"). The
+density estimate ``(theta - q) / (p - q)`` has standard deviation
+``sqrt(f p(1-p) + (1-f) q(1-q)) / ((p - q) sqrt|X|)``, so what a calibration buys is signal
+``p - q`` per unit of noise. Three calibrations choose (q, p) for a requested epsilon:
 
-Two calibrations choose p for a requested epsilon:
-
-* ``"tight"`` (the default): the largest p whose state is exactly epsilon-DP, p = 1 - e^(-epsilon)/2.
+* ``"rr"`` (the default): randomized response, q = 1/(1 + e^epsilon), p = 1 - q, so
+  p/q = (1-q)/(1-p) = e^epsilon and p - q = tanh(epsilon/2), the largest signal any pair of
+  Bernoulli laws allows at this epsilon. Binary randomized response is the optimal epsilon-DP
+  randomizer of one bit (Kairouz, Oh and Viswanath, "Extremal Mechanisms for Local Differential
+  Privacy", NeurIPS 2014 / JMLR 2016). Its state standard deviation does not depend on the density:
+  ``sqrt(pq) / ((p - q) sqrt|X|) = 1 / (2 sinh(epsilon/2) sqrt|X|)``, e^(epsilon/2) times smaller
+  than tight's at density 0 (1.28x at epsilon 0.5, 1.65x at 1, 2.72x at 2).
+* ``"tight"``: q = 1/2 and the largest p whose state is exactly epsilon-DP, p = 1 - e^(-epsilon)/2.
   At epsilon = 1 that is p = 0.816, a signal p - 1/2 of 0.316.
-* ``"paper"``: p = 1/2 + epsilon/4, as in the pan-privacy paper (Dwork et al.). At epsilon = 1, p = 0.75, a
-  signal of 0.25 and a realized state epsilon of only ln 2 = 0.693; for epsilon above about 1.59 it is
-  *not* epsilon-DP (at epsilon = 1.9 the realized value is 3.0), and it needs epsilon < 2.
+* ``"paper"``: q = 1/2 and p = 1/2 + epsilon/4, as in the pan-privacy paper (Dwork et al.). At
+  epsilon = 1, p = 0.75, a signal of 0.25 and a realized state epsilon of only ln 2 = 0.693; for
+  epsilon above about 1.59 it is *not* epsilon-DP (at epsilon = 1.9 the realized value is 3.0), and
+  it needs epsilon < 2.
 
-The tight calibration is the default because the estimator's standard error is inversely
-proportional to p - 1/2: for the same promised privacy it gives up to twice the signal (1.27x at
-epsilon = 1, 2x as epsilon -> 0 since 1 - e^-eps/2 ~ 1/2 + eps/2), and its realized epsilon matches the
-promise instead of silently exceeding it for large epsilon.
+Every probability is a dyadic rational ``k / 2**32`` (the precision of the samplers in
+:mod:`panstream.randomness`), rounded so that the realized epsilon is at most the one asked for
+(except "paper", whose formula can exceed it): "tight" rounds p down; "rr" rounds q *up* to the
+smallest dyadic at or above 1/(1+e^epsilon) and sets p = 1 - q exactly, so its realized epsilon is
+``ln(p/q)`` of those dyadics, at most epsilon (about 1e-9 below it). :func:`realized_epsilon` reports
+the epsilon of the exact (p, q) used; nothing printed is a nominal value.
 
-Either way p is rounded *down* to a dyadic rational ``k / 2**32`` (the precision of the samplers in
-:mod:`panstream.randomness`), and :func:`realized_epsilon` reports the epsilon of that exact p.
-
+>>> c = calibrate(1.0)
+>>> c.calibration, round(float(c.q), 6), round(float(c.p - c.q), 6), c.epsilon_state <= 1.0
+('rr', 0.268941, 0.462117, True)
 >>> c = calibrate(1.0, "tight")
->>> round(float(c.p), 6), round(c.epsilon_state, 6)
-(0.81606, 1.0)
+>>> round(float(c.p), 6), round(c.epsilon_state, 6), c.q
+(0.81606, 1.0, Fraction(1, 2))
 >>> c = calibrate(1.0, "paper")
 >>> float(c.p), round(c.epsilon_state, 6)
 (0.75, 0.693147)
@@ -34,6 +46,7 @@ Either way p is rounded *down* to a dyadic rational ``k / 2**32`` (the precision
 
 from __future__ import annotations
 
+import decimal
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -42,18 +55,26 @@ from typing import Literal
 from panstream.errors import ConfigurationError
 from panstream.randomness import P_BITS, dyadic_at_most, probability
 
-Calibration = Literal["tight", "paper"]
-CALIBRATIONS: tuple[str, ...] = ("tight", "paper")
-DEFAULT_CALIBRATION: Calibration = "tight"
+Calibration = Literal["rr", "tight", "paper"]
+CALIBRATIONS: tuple[str, ...] = ("rr", "tight", "paper")
+DEFAULT_CALIBRATION: Calibration = "rr"
+
+_ONE = 1 << P_BITS
+_HALF = 1 << (P_BITS - 1)
+
+#: Largest epsilon "rr" realizes: beyond ln(2**32 - 1) = 22.18, 1/(1+e^epsilon) is below the smallest
+#: positive 32-bit dyadic, so q stays at 2**-32 (never 0: q is rounded up) and the realized epsilon
+#: at 22.18, as "tight" caps p at 1 - 2**-32.
+RR_MAX_EPSILON = math.log(_ONE - 1)
 
 
 @dataclass(frozen=True)
 class Calibrated:
-    """The exact D1 probability for a requested epsilon, and the epsilon it really gives.
+    """The exact D0 and D1 probabilities for a requested epsilon, and the epsilon they really give.
 
     Attributes:
         epsilon: the epsilon asked for.
-        calibration: ``"tight"`` or ``"paper"``.
+        calibration: ``"rr"``, ``"tight"`` or ``"paper"``.
         numerator: p * 2**32, an integer.
         p: the exact D1 probability used, a :class:`~fractions.Fraction`.
         epsilon_state: the realized state epsilon of ``p`` and ``q``.
@@ -66,7 +87,7 @@ class Calibrated:
     numerator: int
     p: Fraction
     epsilon_state: float
-    q_numerator: int = 1 << (P_BITS - 1)
+    q_numerator: int = _HALF
 
     @property
     def q(self) -> Fraction:
@@ -77,10 +98,12 @@ class Calibrated:
 def realized_epsilon(p: Fraction | float, q: Fraction | float = Fraction(1, 2)) -> float:
     """``max(|ln(p/q)|, |ln((1-p)/(1-q))|)``: the state epsilon of D0 = Bernoulli(q) against
     D1 = Bernoulli(p) (one person moves one cell between the two laws). With the default q = 1/2
-    it is ``max(|ln 2p|, |ln 2(1-p)|)``.
+    it is ``max(|ln 2p|, |ln 2(1-p)|)``; with p = 1 - q it is ``|ln(p/q)|``.
 
     >>> round(realized_epsilon(Fraction(3, 4)), 6)
     0.693147
+    >>> round(realized_epsilon(Fraction(3, 4), Fraction(1, 4)), 6)  # ln 3
+    1.098612
     """
     f, g = Fraction(p), Fraction(q)
     if not (0 < f < 1 and 0 < g < 1):
@@ -101,31 +124,71 @@ def validate_epsilon(epsilon: object, what: str = "epsilon") -> float:
     return e
 
 
+def rr_q_numerator(epsilon: float) -> int:
+    """``2**32`` times the smallest dyadic ``k / 2**32 >= 1 / (1 + e^epsilon)``.
+
+    Computed in 60-digit decimal arithmetic (``Decimal.exp`` is correctly rounded), so the ceiling
+    is exact unless 1/(1+e^epsilon) lies within 1e-50 of a multiple of 2**-32. At least 1: q is
+    never 0 (above :data:`RR_MAX_EPSILON` it is 2**-32).
+
+    >>> rr_q_numerator(math.log(3)) == 1 << 30   # q = 1/4 exactly, p = 3/4
+    True
+    >>> rr_q_numerator(30.0), rr_q_numerator(1e300)
+    (1, 1)
+    """
+    if epsilon > RR_MAX_EPSILON + 1:
+        return 1  # 2**32 / (1 + e^epsilon) < 1/e: the ceiling is 1 (and Decimal.exp would overflow)
+    with decimal.localcontext() as ctx:
+        ctx.prec = 60
+        target = decimal.Decimal(1) / (1 + decimal.Decimal(epsilon).exp())
+        return int((target * _ONE).to_integral_value(rounding=decimal.ROUND_CEILING))
+
+
+def _too_small(eps: float, what: str) -> ConfigurationError:
+    return ConfigurationError(f"epsilon {eps} is too small: {what} at {P_BITS}-bit precision and "
+                              "the table would carry no signal")
+
+
 def calibrate(epsilon: float, calibration: str = DEFAULT_CALIBRATION) -> Calibrated:
-    """Choose the exact dyadic p for ``epsilon`` under ``calibration`` (see the module docstring).
+    """Choose the exact dyadic q and p for ``epsilon`` under ``calibration`` (see the module
+    docstring).
 
     Raises:
         ConfigurationError: epsilon is not positive and finite, too small to give any signal at 32
             bits of precision, or (for ``"paper"``) at least 2; or the calibration is unknown.
     """
     eps = validate_epsilon(epsilon)
+    if calibration == "rr":
+        return _calibrate_rr(eps)
     if calibration == "tight":
         # 1 - e^-eps/2, rounded down; computed from expm1 to keep precision for small epsilon.
         target: Fraction | float = Fraction(0.5) - Fraction(math.expm1(-eps)) / 2
-        target = min(target, Fraction((1 << P_BITS) - 1, 1 << P_BITS))
+        target = min(target, Fraction(_ONE - 1, _ONE))
     elif calibration == "paper":
         if eps >= 2:
             msg = (f"the paper calibration p = 1/2 + epsilon/4 needs epsilon < 2, got {eps}; "
-                   "use calibration 'tight'")
+                   "use calibration 'rr' (the default) or 'tight'")
             raise ConfigurationError(msg)
         target = Fraction(1, 2) + Fraction(eps) / 4
     else:
         msg = f"unknown calibration {calibration!r}: use one of {', '.join(CALIBRATIONS)}"
         raise ConfigurationError(msg)
     num = dyadic_at_most(target)
-    if num <= 1 << (P_BITS - 1):
-        msg = (f"epsilon {eps} is too small: p rounds to 1/2 at {P_BITS}-bit precision and the table "
-               "would carry no signal")
-        raise ConfigurationError(msg)
+    if num <= _HALF:
+        raise _too_small(eps, "p rounds to 1/2")
     p = probability(num)
     return Calibrated(eps, calibration, num, p, realized_epsilon(p))
+
+
+def _calibrate_rr(eps: float) -> Calibrated:
+    """Randomized response: q rounded up to 2**-32, p = 1 - q; realized epsilon <= eps, asserted."""
+    k = rr_q_numerator(eps)
+    # The ceiling is exact to 1e-50; this loop only guards the float log of the report.
+    while k < _HALF and realized_epsilon(probability(_ONE - k), probability(k)) > eps:
+        k += 1
+    if k >= _HALF:
+        raise _too_small(eps, "q = 1/(1+e^epsilon) rounds up to 1/2")
+    p, q = probability(_ONE - k), probability(k)
+    realized = realized_epsilon(p, q)
+    assert realized <= eps, (eps, k)  # q was rounded up: never less private than asked
+    return Calibrated(eps, "rr", _ONE - k, p, realized, k)

@@ -107,7 +107,7 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
         "estimated_distinct": e.distinct, "stderr_distinct": e.stderr_distinct,
         "true_density": log.distinct_inside / universe.size, "estimated_density": e.density,
         "epsilon_requested": est.epsilon, "epsilon_state": est.epsilon_state,
-        "calibration": est.calibration, "p": str(est.p), "seconds": elapsed,
+        "calibration": est.calibration, "p": str(est.p), "q": str(est.q), "seconds": elapsed,
         "release": rel.to_dict(), "map": dmap.to_dict(), "audit": [a.to_dict() for a in audit],
     }
     log.addresses.fill(0)
@@ -124,7 +124,8 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
                f" (95%)   z = {z:+.2f}")
     click.echo(f"  density true/estimated   {log.distinct_inside / universe.size:.4f} / {e.density:.4f}")
     click.echo(f"  state privacy            epsilon_state = {est.epsilon_state:.6f} realized "
-               f"(asked {est.epsilon:g}, {est.calibration} calibration, p = {float(est.p):.6f})")
+               f"(asked {est.epsilon:g}, {est.calibration} calibration, q = {float(est.q):.6f}, "
+               f"p = {float(est.p):.6f})")
     click.echo(f"  throughput               {lines_total / elapsed / 1e6:,.1f} M lines/s")
     click.echo(f"  noisy release            {rel.distinct:>12,.0f}  95% CI [{rel.distinct_low:,.0f}, "
                f"{rel.distinct_high:,.0f}]  (laplace, output epsilon {rel.epsilon:g}; pan-private "

@@ -16,12 +16,14 @@ from panstream.cli.common import (
     FiniteFloatRange,
     SpecParam,
     StatePath,
+    apply_split,
     calibration_option,
     emit_json,
     env,
     epsilon_option,
     handle_errors,
     json_option,
+    total_epsilon_options,
     universe_option,
 )
 from panstream.cli.telemetry_options import telemetry_options
@@ -59,11 +61,13 @@ def _source(ctx: click.Context, name: str) -> ParameterSource | None:
 
 
 def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | None,
-                    epsilon: float, calibration: str, budget: float) -> tuple[DensityEstimator, bool]:
-    """Resume the state at ``state`` (checking given parameters) or create a new estimator."""
+                    epsilon: float, calibration: str, budget: float,
+                    split: bool = False) -> tuple[DensityEstimator, bool]:
+    """Resume the state at ``state`` (checking given parameters; with ``split``, the epsilon and
+    budget of --total-epsilon too) or create a new estimator."""
     given = {k: v for k, v in (("universe", universe), ("epsilon", epsilon),
                                ("calibration", calibration))
-             if _source(ctx, k) not in (None, ParameterSource.DEFAULT)}
+             if _source(ctx, k) not in (None, ParameterSource.DEFAULT) or (split and k == "epsilon")}
     if state is not None and os.path.exists(state):
         est = DensityEstimator.load(state, expect=given)
         if est.ledger.blocked is not None:  # an older copy put back: refuse before any input
@@ -72,8 +76,8 @@ def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | 
             msg = (f"{state} is one shard of a Kafka consumer group: resume it with 'panstream "
                    "kafka', not ingest (a shard has no budget of its own)")
             raise StateError(msg)
-        if "budget" in ctx.params and _source(ctx, "budget") not in (None, ParameterSource.DEFAULT) \
-                and budget != est.ledger.budget:
+        if (split or ("budget" in ctx.params and _source(ctx, "budget") not in
+                      (None, ParameterSource.DEFAULT))) and budget != est.ledger.budget:
             msg = (f"the state has an output budget of {est.ledger.budget:g}, not {budget:g}: the "
                    "budget is fixed when a state is created")
             raise ConfigurationError(msg)
@@ -134,6 +138,7 @@ def _progress_printer(tty: bool) -> Any:
               show_default=True, help="Noise of periodic releases.", **env("RELEASE_MECHANISM"))
 @click.option("--budget", type=FiniteFloatRange(min=0), default=DEFAULT_BUDGET, show_default=True,
               help="Total output epsilon releases may spend (new states only).", **env("BUDGET"))
+@total_epsilon_options()
 @click.option("--progress/--no-progress", default=None,
               help="Progress on stderr (default: when stderr is a terminal).", **env("PROGRESS"))
 @telemetry_options(sensitivity=1, what="summary and --progress lines")
@@ -143,7 +148,8 @@ def _progress_printer(tty: bool) -> Any:
 def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | None, epsilon: float,
             calibration: str, state: str | None, fmt: Format, checkpoint_every: float,
             release_every: float | None, release_epsilon: float | None, release_mechanism: str,
-            budget: float, progress: bool | None, telemetry: TelemetryPolicy, as_json: bool) -> None:
+            budget: float, total_epsilon: float | None, releases: int | None,
+            progress: bool | None, telemetry: TelemetryPolicy, as_json: bool) -> None:
     """Read IP logs from FILES (.gz too) or standard input into a pan-private bit table.
 
     \b
@@ -158,7 +164,18 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     into exact ones. Counts are never stored. SIGINT/SIGTERM: final checkpoint
     and exit 0; a second signal exits at once (the state file keeps the last checkpoint). Periodic
     releases stop (ingestion continues) once the budget is spent.
+
+    --total-epsilon E [--releases R] replaces --epsilon and --budget: E is split between the state
+    and R releases as 'panstream plan --total-epsilon' shows (best for one release), and
+    --release-every then releases at the split's per-release epsilon.
     """
+    split = total_epsilon is not None
+    if releases is not None and not split:
+        raise click.UsageError("--releases goes with --total-epsilon")
+    if split:
+        epsilon, budget, per_release = apply_split(ctx, total_epsilon, releases, universe,
+                                                   calibration, release_epsilon)
+        release_epsilon = per_release if release_every else None
     if release_every and not release_epsilon:
         raise click.UsageError("--release-every needs --release-epsilon")
     if release_epsilon and not release_every:
@@ -173,15 +190,15 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
         if state is not None:  # one process at a time: see panstream.storage.state_lock
             held.enter_context(state_lock(state, "ingest"))
         _run(ctx, universe, epsilon, calibration, state, fmt, checkpoint_every, release_every,
-             release_epsilon, release_mechanism, budget, progress, telemetry, as_json, files)
+             release_epsilon, release_mechanism, budget, progress, telemetry, as_json, files, split)
 
 
 def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibration: str,
          state: str | None, fmt: Format, checkpoint_every: float, release_every: float | None,
          release_epsilon: float | None, release_mechanism: str, budget: float,
          progress: bool | None, telemetry: TelemetryPolicy, as_json: bool,
-         files: tuple[str, ...]) -> None:
-    est, resumed = _open_estimator(ctx, state, universe, epsilon, calibration, budget)
+         files: tuple[str, ...], split: bool = False) -> None:
+    est, resumed = _open_estimator(ctx, state, universe, epsilon, calibration, budget, split)
     show_progress = sys.stderr.isatty() if progress is None else progress
 
     def notice(msg: str) -> None:

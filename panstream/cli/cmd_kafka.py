@@ -13,12 +13,14 @@ import click
 from panstream.calibration import calibrate
 from panstream.cli.common import (
     FiniteFloatRange,
+    apply_split,
     calibration_option,
     emit_json,
     env,
     epsilon_option,
     handle_errors,
     json_option,
+    total_epsilon_options,
     universe_option,
 )
 from panstream.cli.kafka_options import bootstrap_option, connection_options
@@ -36,7 +38,9 @@ from panstream.universe import Universe
 @click.option("-g", "--group", required=True, help="Consumer group id: members split partitions.",
               **env("KAFKA_GROUP"))
 @universe_option()
-@epsilon_option()
+@epsilon_option(required=False, help="State epsilon: privacy of a leaked table (or give "
+                "--total-epsilon instead).")
+@total_epsilon_options()
 @calibration_option()
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Directory of the shard snapshots (one file per partition; shared or "
@@ -70,9 +74,11 @@ from panstream.universe import Universe
               default="warning", show_default=True, help="Log level (stderr).", **env("LOG_LEVEL"))
 @telemetry_options(sensitivity=2, what="summary and the metrics")
 @json_option()
+@click.pass_context
 @handle_errors
-def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Universe,
-            epsilon: float, calibration: str, state_dir: str | None, state_topic: str | None,
+def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: str,
+            universe: Universe, epsilon: float | None, total_epsilon: float | None,
+            releases: int | None, calibration: str, state_dir: str | None, state_topic: str | None,
             state_chunk_bytes: int, value_format: str, checkpoint_interval: float,
             idle_timeout: float | None, overrides: tuple[str, ...], security: dict[str, Any],
             metrics_port: int | None, metrics_host: str, log_level: str,
@@ -90,6 +96,10 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
     Example:
       panstream kafka -b 127.0.0.1:9092 -t access-ips -g panstream \\
           --universe ipv4:10.0.0.0/16 --epsilon 1 --state-dir /var/lib/panstream
+
+    --total-epsilon E [--releases R] instead of --epsilon splits E between the shard tables'
+    state epsilon and the group's release budget (R releases), as 'panstream plan
+    --total-epsilon' shows; it sets the budget of a new group ledger (default 1 otherwise).
     """
     logging.basicConfig(level=log_level.upper(), format="panstream: %(levelname)s: %(message)s")
     if log_level in ("warning", "error"):  # kafka-python logs every reconnect attempt
@@ -98,6 +108,14 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
     from panstream.sources import kafka as src
     from panstream.state.stores import DirectoryStore, ensure_ledger
 
+    budget = DEFAULT_BUDGET
+    if (epsilon is None) == (total_epsilon is None):
+        raise click.UsageError("give exactly one of --epsilon or --total-epsilon")
+    if releases is not None and total_epsilon is None:
+        raise click.UsageError("--releases goes with --total-epsilon")
+    if total_epsilon is not None:
+        epsilon, budget, _ = apply_split(ctx, total_epsilon, releases, universe, calibration)
+    assert epsilon is not None
     if (state_dir is None) == (state_topic is None):
         msg = "give exactly one of --state-dir DIR or --state-topic TOPIC (where shards are kept)"
         raise ConfigurationError(msg)
@@ -112,7 +130,10 @@ def command(bootstrap: str, topics: tuple[str, ...], group: str, universe: Unive
         assert state_topic is not None
         store = src.topic_store(state_topic, src.client_config(cfg), state_chunk_bytes)
         where = f"topic {state_topic}"
-    ensure_ledger(store, DEFAULT_BUDGET)  # the group's release ledger lives beside the shards
+    # the group's release ledger lives beside the shards
+    if not ensure_ledger(store, budget) and total_epsilon is not None:
+        click.echo("panstream: the group's release ledger already exists: --total-epsilon does not "
+                   "change its budget (release prints the budget left)", err=True)
     metrics = src.Metrics(metrics_port, metrics_host, telemetry)
     tail = src.KafkaTail(src.TailConfig(cfg, topic_list, universe, epsilon, calibration, store,
                                         value_format, checkpoint_interval, idle_timeout),

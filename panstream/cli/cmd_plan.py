@@ -2,11 +2,11 @@
 
 The error model (explained in ``docs/cli.md``):
 
-* table noise: the debiased density has standard error ``stderr_state(f, m, p)`` (binomial model of
-  the randomized bits, :mod:`panstream.estimators.density`), the distinct count ``m`` times that (or, for a
-  hashed universe, the linear-counting delta method ``m * se / (1 - f)``);
+* table noise: the debiased density has standard error ``stderr_state(f, m, p, q)`` (binomial model
+  of the randomized bits, :mod:`panstream.estimators.density`), the distinct count ``m`` times that
+  (or, for a hashed universe, the linear-counting delta method ``m * se / (1 - f)``);
 * output noise (with ``--release-epsilon``): Laplace noise of scale ``1/(eps_out m)`` on the fraction of
-  ones, i.e. standard deviation ``sqrt(2) / (eps_out m (p - 1/2))`` on the density;
+  ones, i.e. standard deviation ``sqrt(2) / (eps_out m (p - q))`` on the density;
 * hashed universes only, occupancy: ``N`` distinct IDs hashed into ``m`` buckets occupy a random
   number of them; linear counting ``-m ln(1 - f)`` then has variance ``m (e^t - t - 1)`` and bias
   ``(e^t - t - 1) / 2`` with ``t = N / m`` (Whang, Vander-Zanden and Taylor 1990). Without the
@@ -14,6 +14,10 @@ The error model (explained in ``docs/cli.md``):
 
 A bigger table shrinks the occupancy error but grows the table noise (``~ sqrt(m)``): the planner
 finds the ``m`` that minimizes the root-mean-square error of the distinct count.
+
+With ``--total-epsilon E`` it instead splits one total pan-private epsilon between the state and
+``--releases R`` releases so that one release is as accurate as possible
+(:func:`panstream.planning.plan_split`), next to the naive half/half split.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import click
 from panstream.calibration import CALIBRATIONS, calibrate
 from panstream.cli.common import (
     FiniteFloatRange,
+    calibration_option,
     emit_json,
     env,
     epsilon_option,
@@ -34,6 +39,7 @@ from panstream.cli.common import (
     universe_option,
 )
 from panstream.errors import ConfigurationError
+from panstream.planning import SplitPlan, plan_split
 from panstream.release.stats import stderr_distinct, stderr_state
 from panstream.universe import MAX_CELLS, Universe
 
@@ -46,7 +52,7 @@ def _occupancy(n: float, m: int) -> tuple[float, float, float]:
     return f, m * g, g / 2
 
 
-def hashed_error(n: float, m: int, p: float, release_epsilon: float | None = None
+def hashed_error(n: float, m: int, p: float, q: float, release_epsilon: float | None = None
                  ) -> dict[str, float]:
     """Error budget of the distinct count of ``n`` IDs in a hashed table of ``m`` buckets.
 
@@ -56,28 +62,29 @@ def hashed_error(n: float, m: int, p: float, release_epsilon: float | None = Non
     """
     f, var_occ, bias = _occupancy(n, m)
     fc = min(f, 1 - 1 / m)
-    se = stderr_state(fc, m, p)
+    se = stderr_state(fc, m, p, q)
     table = stderr_distinct(fc, se, m, True)
     rel = 0.0
     if release_epsilon:
-        rel = math.sqrt(2) / (release_epsilon * m * (p - 0.5)) * m / (1 - fc)
+        rel = math.sqrt(2) / (release_epsilon * m * (p - q)) * m / (1 - fc)
     rmse = math.sqrt(table**2 + rel**2 + var_occ + bias**2) if math.isfinite(var_occ) else math.inf
     return {"density": f, "table_noise": table, "release_noise": rel,
             "occupancy_sd": math.sqrt(var_occ) if math.isfinite(var_occ) else math.inf,
             "bias": bias, "rmse": rmse, "uncorrected_bias": n - m * f}
 
 
-def best_table_size(n: float, p: float, release_epsilon: float | None = None) -> tuple[int, int]:
+def best_table_size(n: float, p: float, q: float, release_epsilon: float | None = None
+                    ) -> tuple[int, int]:
     """The bucket count (any integer, and the best power of two) minimizing the distinct-count RMSE.
 
-    >>> m, m2 = best_table_size(100_000, 0.8160602794)
+    >>> m, m2 = best_table_size(100_000, 0.7310585786, 0.2689414214)
     >>> 100_000 < m < 10_000_000 and m2 & (m2 - 1) == 0
     True
     """
     lo, hi = max(2.0, n / 50), float(MAX_CELLS)
 
     def err(m: int) -> float:
-        return hashed_error(n, m, p, release_epsilon)["rmse"]
+        return hashed_error(n, m, p, q, release_epsilon)["rmse"]
 
     grid = sorted({int(round(lo * (hi / lo) ** (i / 600))) for i in range(601)})
     best = min(grid, key=err)
@@ -89,20 +96,20 @@ def best_table_size(n: float, p: float, release_epsilon: float | None = None) ->
     return best, pow2
 
 
-def smallest_table_size(n: float, p: float, target: float, best: int,
+def smallest_table_size(n: float, p: float, q: float, target: float, best: int,
                         release_epsilon: float | None = None) -> int | None:
     """The smallest bucket count ``<= best`` whose distinct-count RMSE is at most ``target`` IDs, or
     ``None`` if even ``best`` misses it. Below the best size the error falls as ``m`` grows
     (collisions dominate), so a bisection finds it.
 
-    >>> p = 0.8160602794
-    >>> m = smallest_table_size(100_000, p, 5_000, 178_893)
-    >>> hashed_error(100_000, m, p)["rmse"] <= 5_000 < hashed_error(100_000, m - 1, p)["rmse"]
+    >>> p, q = 0.8160602794, 0.5   # tight at epsilon 1
+    >>> m = smallest_table_size(100_000, p, q, 5_000, 178_893)
+    >>> hashed_error(100_000, m, p, q)["rmse"] <= 5_000 < hashed_error(100_000, m - 1, p, q)["rmse"]
     True
     """
 
     def err(m: int) -> float:
-        return hashed_error(n, m, p, release_epsilon)["rmse"]
+        return hashed_error(n, m, p, q, release_epsilon)["rmse"]
 
     if err(best) > target:
         return None
@@ -144,7 +151,7 @@ def _status(row: dict[str, Any], universe: Universe, expected: int | None) -> st
 
 def plan(universe: Universe, epsilon: float, expected: int | None,
          release_epsilon: float | None, target_error: float = 0.05) -> dict[str, Any]:
-    """Accuracy of ``universe`` at ``epsilon`` for both calibrations (and table sizing if hashed).
+    """Accuracy of ``universe`` at ``epsilon`` for every calibration (and table sizing if hashed).
 
     Every error is one standard deviation, with its 95 % half-width beside it (``*_95``). Errors
     the universe cannot express (a density error over 1, a distinct-count error over
@@ -164,25 +171,26 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
         except ConfigurationError as exc:
             rows.append({"calibration": cal, "error": str(exc)})
             continue
-        p = float(c.p)
-        row: dict[str, Any] = {"calibration": cal, "p": str(c.p), "p_float": p,
-                               "epsilon_state": c.epsilon_state}
+        p, q = float(c.p), float(c.q)
+        row: dict[str, Any] = {"calibration": cal, "p": str(c.p), "p_float": p, "q": str(c.q),
+                               "q_float": q, "epsilon_state": c.epsilon_state}
         if hashed and expected is not None:
-            row.update(hashed_error(expected, m, p, release_epsilon))
+            row.update(hashed_error(expected, m, p, q, release_epsilon))
             row["stderr_distinct"] = row["rmse"]
-            row["stderr_density"] = stderr_state(row["density"], m, p)
-            best, pow2 = best_table_size(expected, p, release_epsilon)
+            row["stderr_density"] = stderr_state(row["density"], m, p, q)
+            best, pow2 = best_table_size(expected, p, q, release_epsilon)
             row["best_size"] = best
-            row["best_size_rmse"] = hashed_error(expected, best, p, release_epsilon)["rmse"]
+            row["best_size_rmse"] = hashed_error(expected, best, p, q, release_epsilon)["rmse"]
             row["best_power_of_two"] = pow2
-            row["best_power_of_two_rmse"] = hashed_error(expected, pow2, p, release_epsilon)["rmse"]
+            row["best_power_of_two_rmse"] = hashed_error(expected, pow2, p, q,
+                                                         release_epsilon)["rmse"]
             row["target_error"] = target_error
-            row["smallest_size"] = smallest_table_size(expected, p, target_error * expected, best,
-                                                       release_epsilon)
+            row["smallest_size"] = smallest_table_size(expected, p, q, target_error * expected,
+                                                       best, release_epsilon)
         else:
             f = 0.0 if expected is None else (expected / m if not hashed else -math.expm1(-expected / m))
-            se = stderr_state(f, m, p)
-            rel = math.sqrt(2) / (release_epsilon * m * (p - 0.5)) if release_epsilon else 0.0
+            se = stderr_state(f, m, p, q)
+            rel = math.sqrt(2) / (release_epsilon * m * (p - q)) if release_epsilon else 0.0
             sd = math.sqrt(se**2 + rel**2)
             row.update({"density": f, "stderr_density": sd, "table_noise_density": se,
                         "release_noise_density": rel,
@@ -207,7 +215,21 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
 
 @click.command()
 @universe_option()
-@epsilon_option()
+@epsilon_option(required=False, help="State epsilon: privacy of a leaked table (or give "
+                "--total-epsilon instead).")
+@click.option("--total-epsilon", type=FiniteFloatRange(min=0, min_open=True), default=None,
+              help="Instead of --epsilon: one total pan-private epsilon (state + all releases); "
+                   "prints the split minimizing the error of one release, beside half/half.",
+              **env("TOTAL_EPSILON"))
+@click.option("--releases", type=click.IntRange(min=1), default=None,
+              help="With --total-epsilon: how many equal releases the budget pays for "
+                   "[default: 1].", **env("RELEASES"))
+@click.option("--density", type=FiniteFloatRange(min=0, max=1), default=None,
+              help="With --total-epsilon: the expected density (fraction of cells that appear) "
+                   "[default: 0, the worst case for tight; rr does not depend on it].",
+              **env("DENSITY"))
+@calibration_option(help="Calibration of --total-epsilon's split and of the --by table (the "
+                    "--epsilon table shows every calibration).")
 @click.option("-n", "--expected-distinct", type=click.IntRange(min=1), default=None,
               help="Distinct items you expect; for hashed universes also sizes the table.",
               **env("EXPECTED_DISTINCT"))
@@ -224,17 +246,24 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
                    "neighbours, per output epsilon.", **env("PLAN_BY"))
 @json_option()
 @handle_errors
-def command(universe: Universe, epsilon: float, expected_distinct: int | None,
-            release_epsilon: float | None, target_error: float, by: str | None,
-            as_json: bool) -> None:
-    """How accurate will the density and distinct count be? Both calibrations, before ingesting.
+def command(universe: Universe, epsilon: float | None, total_epsilon: float | None,
+            releases: int | None, density: float | None, calibration: str,
+            expected_distinct: int | None, release_epsilon: float | None, target_error: float,
+            by: str | None, as_json: bool) -> None:
+    """How accurate will the density and distinct count be? Every calibration, before ingesting.
 
     Errors are 1 standard deviation, with the 95 % half-width in brackets. Without
-    --expected-distinct they are given at density 0, where the table noise is largest. TOO SMALL
+    --expected-distinct they are given at density 0, where the table noise of tight and paper is
+    largest (rr's is the same at every density). TOO SMALL
     means the 95 % interval covers every possible density (the table says nothing); SATURATED means
     a hashed table has too few buckets for N IDs. For hashed:M universes with --expected-distinct N
     it also prints the table size minimizing the total error (collision / occupancy error of linear
     counting against the table's binomial noise) and the smallest table within --target-error.
+
+    With --total-epsilon E (instead of --epsilon) it splits E between the state and --releases R
+    equal releases so that one release is as accurate as possible, and shows the naive split
+    (E/2 to the state, E/2R per release) beside it. 'ingest --total-epsilon E --releases R'
+    applies the same split.
 
     \b
     Examples:
@@ -242,18 +271,53 @@ def command(universe: Universe, epsilon: float, expected_distinct: int | None,
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 -n 20000 --release-epsilon 0.5
       panstream plan -u hashed:1048576 --epsilon 1 -n 100000     # also the best table size
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 --by /24    # error of one /24 of a map
+      panstream plan -u ipv4:10.0.0.0/16 --total-epsilon 2 --releases 4
     """
-    d = plan(universe, epsilon, expected_distinct, release_epsilon, target_error)
+    if (epsilon is None) == (total_epsilon is None):
+        raise click.UsageError("give exactly one of --epsilon (the state's) or --total-epsilon "
+                               "(state and releases together)")
+    if total_epsilon is None and (releases is not None or density is not None):
+        raise click.UsageError("--releases and --density go with --total-epsilon")
+    if total_epsilon is not None:
+        if release_epsilon is not None:
+            raise click.UsageError("--release-epsilon and --total-epsilon exclude each other: "
+                                   "the split chooses the release epsilon")
+        if density is not None and expected_distinct is not None:
+            raise click.UsageError("give --density or --expected-distinct, not both")
+        if density is None and expected_distinct is not None:
+            m = universe.size
+            density = (min(1.0, expected_distinct / m) if universe.kind != "hashed"
+                       else -math.expm1(-expected_distinct / m))
+        sp = plan_split(total_epsilon, universe, releases or 1, density or 0.0, calibration)
+        d: dict[str, Any] = {"split": sp.to_dict()}
+        epsilon = sp.best.epsilon_state_asked
+        eps_list: tuple[float, ...] = (sp.best.epsilon_release,)
+    else:
+        assert epsilon is not None
+        d = plan(universe, epsilon, expected_distinct, release_epsilon, target_error)
+        eps_list = (release_epsilon,) if release_epsilon else ()
     mp = None
     if by is not None:
         from panstream.release.maps import PLAN_EPSILONS, map_plan
 
-        eps_list = (release_epsilon,) if release_epsilon else PLAN_EPSILONS
-        mp = map_plan(universe, by, calibrate(epsilon).p, epsilons=eps_list)
+        cal = calibrate(epsilon, calibration)
+        mp = map_plan(universe, by, cal.p, cal.q, epsilons=eps_list or PLAN_EPSILONS)
+        mp["calibration"] = calibration
         d["map"] = mp
     if as_json:
         emit_json(d)
         return
+    if total_epsilon is not None:
+        _echo_split(sp)
+    else:
+        _echo_plan(d, universe, epsilon, expected_distinct, release_epsilon, target_error)
+    if mp is not None:
+        _echo_map_plan(mp)
+
+
+def _echo_plan(d: dict[str, Any], universe: Universe, epsilon: float,
+               expected_distinct: int | None, release_epsilon: float | None,
+               target_error: float) -> None:
     at = (f"at {expected_distinct:,} distinct" if expected_distinct is not None
           else "at density 0 (worst case)")
     click.echo(f"plan: {universe.spec} ({universe.size:,} cells), epsilon {epsilon:g}, {at}"
@@ -265,8 +329,8 @@ def command(universe: Universe, epsilon: float, expected_distinct: int | None,
         if "error" in r:
             click.echo(f"  {r['calibration']:<6} unavailable: {r['error']}")
             continue
-        click.echo(f"  {r['calibration']:<6} p = {r['p_float']:.6f}  epsilon_state = "
-                   f"{r['epsilon_state']:.4f}  {_errors_line(r, universe, cap)}")
+        click.echo(f"  {r['calibration']:<6} q = {r['q_float']:.6f}  p = {r['p_float']:.6f}  "
+                   f"epsilon_state = {r['epsilon_state']:.4f}  {_errors_line(r, universe, cap)}")
         if r["status"] == "saturated":
             click.echo(f"         SATURATED: {n:,} IDs in {universe.size:,} buckets "
                        f"leave about {universe.size * math.exp(-n / universe.size):.3g}"
@@ -286,16 +350,35 @@ def command(universe: Universe, epsilon: float, expected_distinct: int | None,
             click.echo(f"         {within}; best table: hashed:{r['best_size']} (error "
                        f"{r['best_size_rmse']:,.1f}), power of two hashed:{r['best_power_of_two']} "
                        f"(error {r['best_power_of_two_rmse']:,.1f})")
-    if mp is not None:
-        _echo_map_plan(mp)
+
+
+def _echo_split(sp: SplitPlan) -> None:
+    """The best and the half/half split of a total epsilon, with the error of one release."""
+    click.echo(f"plan: {sp.universe} ({sp.cells:,} cells), total pan-private epsilon "
+               f"{sp.total_epsilon:g} = state + {sp.releases} release(s), {sp.calibration} "
+               f"calibration, {sp.mechanism} releases, at density {sp.density:g}")
+    click.echo("  error of one release: +- 1 standard deviation [95 % half-width]; every epsilon "
+               "realized")
+    for name, s in (("best split", sp.best), ("half/half", sp.naive)):
+        click.echo(f"  {name:<10}  epsilon_state = {s.epsilon_state:.6f}, {s.releases} x release "
+                   f"epsilon {s.epsilon_release:.6g} (budget {s.budget:.6g}; total "
+                   f"{s.epsilon_total:.6f})")
+        click.echo(f"              density +- {s.stderr_density:.6f} [{s.density_95:.6f}]  "
+                   f"distinct +- {s.stderr_distinct:,.1f} [{s.distinct_95:,.1f}]  (state sd "
+                   f"{s.state_sd_density:.6f}, release sd {s.release_sd_density:.6f})")
+    b = sp.best
+    click.echo(f"  the best split's error is {sp.improvement:.2f}x smaller. Apply it with "
+               f"'ingest --total-epsilon {sp.total_epsilon:g} --releases {sp.releases}' (or "
+               f"--epsilon {b.epsilon_state_asked:.10g} --budget {b.budget:.10g}"
+               + ("" if sp.calibration == "rr" else f" --calibration {sp.calibration}") + ")")
 
 
 def _echo_map_plan(mp: dict[str, Any]) -> None:
     """The bucket-size x output-epsilon table of 95 % half-widths (default calibration)."""
     eps = list(mp["rows"][0]["halfwidth"])
     click.echo(f"map by {mp['by']}: {mp['buckets']:,} buckets of {mp['bucket_cells']:,} cells; "
-               "95 % half-width of one bucket's density at density 0 (default calibration; the "
-               "whole map costs the output epsilon once):")
+               f"95 % half-width of one bucket's density at density 0 ({mp['calibration']} "
+               "calibration; the whole map costs the output epsilon once):")
     click.echo(f"  {'bucket':<14} {'cells':>12}  " + "  ".join(f"eps {e:<8}" for e in eps))
     for r in mp["rows"]:
         cols = "  ".join(f"+- {h:<9.4f}" if h < 1 else f"{'> 1':<12}" for h in r["halfwidth"].values())

@@ -108,19 +108,75 @@ def universe_option(required: bool = True, **kw: Any) -> Callable[[F], F]:
 
 
 def epsilon_option(name: str = "--epsilon", envname: str = "EPSILON", default: float | None = None,
-                   help: str = "State epsilon: privacy of a leaked table.") -> Callable[[F], F]:
+                   help: str = "State epsilon: privacy of a leaked table.",
+                   required: bool | None = None) -> Callable[[F], F]:
+    """A positive finite epsilon; required unless it has a default (or ``required=False``: then
+    ``None`` when not given, for commands that accept an alternative such as --total-epsilon)."""
     # click >= 8.3 treats an explicit default=None as a value and skips the required check.
     extra: dict[str, Any] = {} if default is None else {"default": default}
     return click.option(name, type=FiniteFloatRange(min=0, min_open=True), **extra,
-                        required=default is None, show_default=default is not None, help=help,
-                        **env(envname))
+                        required=default is None if required is None else required,
+                        show_default=default is not None, help=help, **env(envname))
 
 
-def calibration_option() -> Callable[[F], F]:
+CALIBRATION_HELP = ("rr: randomized response, q = 1/(1+e^eps), p = 1 - q (exactly eps-DP, the most "
+                    "signal a bit can carry: p - q = tanh(eps/2)); tight: q = 1/2, "
+                    "p = 1 - e^-eps/2; paper: q = 1/2, p = 1/2 + eps/4 (Dwork et al.).")
+
+
+def calibration_option(help: str = CALIBRATION_HELP) -> Callable[[F], F]:
     return click.option("--calibration", type=click.Choice(CALIBRATIONS),
                         default=DEFAULT_CALIBRATION, show_default=True,
-                        help="tight: p = 1 - e^-eps/2 (exactly eps-DP, most signal); "
-                             "paper: p = 1/2 + eps/4 (Dwork et al.).", **env("CALIBRATION"))
+                        help=help, **env("CALIBRATION"))
+
+
+def total_epsilon_options() -> Callable[[F], F]:
+    """``--total-epsilon E`` and ``--releases R``: split one total pan-private epsilon between the
+    state and R releases (:func:`panstream.planning.plan_split`) instead of --epsilon/--budget."""
+
+    def deco(f: F) -> F:
+        f = click.option("--releases", type=click.IntRange(min=1), default=None,
+                         help="With --total-epsilon: how many equal releases the budget pays for "
+                              "[default: 1].", **env("RELEASES"))(f)
+        return click.option(
+            "--total-epsilon", type=FiniteFloatRange(min=0, min_open=True), default=None,
+            help="Instead of --epsilon and --budget: one total pan-private epsilon (state + all "
+                 "releases), split as 'panstream plan --total-epsilon' shows (new states; a "
+                 "resumed state must have been made with the same split).",
+            **env("TOTAL_EPSILON"))(f)
+
+    return deco
+
+
+def apply_split(ctx: click.Context, total_epsilon: float | None, releases: int | None,
+                universe: Universe | None, calibration: str, release_epsilon: float | None = None
+                ) -> tuple[float, float, float]:
+    """The ``(epsilon, budget, per-release epsilon)`` of ``--total-epsilon``, announced on stderr.
+
+    Raises:
+        click.UsageError: --total-epsilon together with --epsilon, --budget or --release-epsilon,
+            or without --universe.
+    """
+    from panstream.planning import plan_split
+
+    assert total_epsilon is not None
+    clash = [f"--{k.replace('_', '-')}" for k in ("epsilon", "budget", "release_epsilon")
+             if k in ctx.params and ctx.get_parameter_source(k) not in
+             (None, click.core.ParameterSource.DEFAULT)]
+    if clash:
+        raise click.UsageError(f"--total-epsilon chooses the state epsilon, the budget and the "
+                               f"release epsilon: drop {', '.join(clash)}")
+    if universe is None:
+        raise click.UsageError("--total-epsilon needs --universe: the best split depends on the "
+                               "number of cells")
+    sp = plan_split(total_epsilon, universe, releases or 1, 0.0, calibration)
+    b = sp.best
+    click.echo(f"panstream: total epsilon {total_epsilon:g} split for {b.releases} release(s): "
+               f"epsilon_state {b.epsilon_state:.6f} (realized) + {b.releases} x release epsilon "
+               f"{b.epsilon_release:g} (budget {b.budget:g}); one release +- "
+               f"{b.density_95:.6f} density at 95 % (half/half split: +- "
+               f"{sp.naive.density_95:.6f})", err=True)
+    return b.epsilon_state_asked, b.budget, b.epsilon_release
 
 
 def json_option() -> Callable[[F], F]:

@@ -84,11 +84,13 @@ class BitTable:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def random(cls, size: int, layout: str = "auto") -> BitTable:
-        """A fresh table whose every bit is an independent fair coin (D0) from the OS CSPRNG."""
+    def random(cls, size: int, layout: str = "auto", q_numerator: int = 1 << 31) -> BitTable:
+        """A fresh table whose every bit is an independent D0 = Bernoulli(``q_numerator / 2**32``)
+        draw from the OS CSPRNG (default: a fair coin, read as uniform bytes)."""
         lay = choose_layout(size, layout)
         nbytes = (size + 7) // 8
-        packed = _random_packed(nbytes)
+        fair = q_numerator == 1 << 31  # fair bits are uniform bytes
+        packed = _random_packed(nbytes) if fair else _bernoulli_packed(size, q_numerator)
         return cls._from_packed_array(size, packed, lay)
 
     @classmethod
@@ -338,6 +340,22 @@ def _packed_write(t: np.ndarray, idx: np.ndarray, v: np.ndarray) -> None:
     finally:
         key.fill(0)
         eq.fill(False)
+
+
+def _bernoulli_packed(size: int, q_numerator: int) -> np.ndarray:
+    """``size`` exact Bernoulli(``q_numerator / 2**32``) draws packed eight to a byte (little bit
+    order, zero padding), drawn :data:`_CHUNK` cells at a time with :func:`bernoulli`; every
+    temporary is wiped. Simple and exact, about 8 random bits per cell."""
+    out = np.zeros((size + 7) // 8, dtype=np.uint8)
+    for sl in _chunks(size):
+        v = bernoulli(sl.stop - sl.start, q_numerator)
+        try:
+            b = np.packbits(v, bitorder="little")
+            out[sl.start // 8 : sl.start // 8 + b.size] = b
+            b.fill(0)
+        finally:
+            v.fill(False)
+    return out
 
 
 def _random_packed(nbytes: int) -> np.ndarray:

@@ -8,10 +8,12 @@ If a fraction ``f`` of the cells appeared, the fraction of ones is ``theta`` wit
     E[theta] = f * p + (1 - f) * q   so   f_hat = (theta - q) / (p - q)   is unbiased
 
 (formulas in :mod:`panstream.release.stats`). Accuracy: under the binomial model
-Var[theta] = (f p (1-p) + (1-f) q (1-q)) / |X|, so with q = 1/2 the standard deviation of the
-density estimate is about ``1 / (2 (p - 1/2) sqrt|X|)``: at epsilon = 1
-(tight calibration, p - 1/2 = 0.316) and |X| = 2**16 that is 0.0062, i.e. +-1.2 % density at 95 %.
-Quadrupling |X| halves it; the error of a distinct *count* (density * |X|) grows as sqrt|X|.
+Var[theta] = (f p (1-p) + (1-f) q (1-q)) / |X|. The default randomized-response calibration has
+p = 1 - q, so p(1-p) = q(1-q) and the standard deviation of the density estimate is
+``sqrt(pq) / ((p - q) sqrt|X|) = 1 / (2 sinh(epsilon/2) sqrt|X|)`` whatever the density: at
+epsilon = 1 (p - q = tanh(1/2) = 0.462) and |X| = 2**16 that is 0.0037, i.e. +-0.73 % density at
+95 % ("tight", q = 1/2: 0.0062 at density 0). Quadrupling |X| halves it; the error of a distinct
+*count* (density * |X|) grows as sqrt|X|.
 
 The estimate here is noiseless and for diagnostics and tests only: publishing it would leak more than
 the state's epsilon. Publish through :meth:`DensityEstimator.release`, which adds output noise.
@@ -81,7 +83,8 @@ class DensityEstimator(Estimator):
     Args:
         universe: the public universe of cells (a :class:`Universe` or its spec string).
         epsilon: the state epsilon asked for (privacy of any single leaked table).
-        calibration: ``"tight"`` (default: p = 1 - e^-eps/2) or ``"paper"`` (p = 1/2 + eps/4); see
+        calibration: ``"rr"`` (default, randomized response: q = 1/(1+e^eps), p = 1 - q),
+            ``"tight"`` (q = 1/2, p = 1 - e^-eps/2) or ``"paper"`` (q = 1/2, p = 1/2 + eps/4); see
             :mod:`panstream.calibration`.
         budget: total output epsilon that releases may spend (sequential composition).
         layout: ``"auto"``, ``"bytes"`` or ``"packed"``; see :mod:`panstream.estimators.bittable`.
@@ -114,8 +117,8 @@ class DensityEstimator(Estimator):
         self.epsilon_state: float = cal.epsilon_state
         self.ledger = _ledger if _ledger is not None else PrivacyLedger(budget)
         try:
-            self._table = _table if _table is not None else BitTable.random(self.universe.size,
-                                                                             layout)
+            self._table = _table if _table is not None else BitTable.random(
+                self.universe.size, layout, self._q_numerator)
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
 
@@ -198,7 +201,7 @@ class DensityEstimator(Estimator):
 
     def _fresh_table(self) -> None:
         self._table.wipe()
-        self._table = BitTable.random(self.size, self.layout)
+        self._table = BitTable.random(self.size, self.layout, self._q_numerator)
 
     def wipe(self) -> None:
         """Overwrite the table's memory with zeros (before it is dropped)."""

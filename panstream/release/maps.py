@@ -13,10 +13,11 @@ per-bucket counts therefore has L1 sensitivity 1, and adding independent noise o
 and summing the noisy counts into a consistent global total are post-processing.
 
 Accuracy: a bucket is a small table. Its density error is the single-table error with |X| replaced by
-the bucket's cells, about ``1 / (2 (p - q) sqrt(cells))`` from the state plus ``sqrt(2) / (epsilon
-cells (p - q))`` from the release: a /24 (256 cells) with state and output epsilon 1 is +-0.20
-density at 95 %. Small
-buckets are noisy; :func:`bucket_halfwidth` tells before ingesting.
+the bucket's cells, about ``sqrt(pq) / ((p - q) sqrt(cells))`` from the state (randomized response;
+``1 / (2 (p - q) sqrt(cells))`` for a fair-coin D0 at density 0) plus ``sqrt(2) / (epsilon cells
+(p - q))`` from the release: a /24 (256 cells) with state and output epsilon 1 is +-0.12 density at
+95 % (+-0.20 with the tight calibration). Small buckets are noisy; :func:`bucket_halfwidth` tells
+before ingesting.
 
 Everything in a :class:`MapRelease` is computed from the noisy counts and public parameters only.
 
@@ -47,7 +48,6 @@ from panstream.errors import ConfigurationError
 from panstream.release.noise import NoiseLaw, exact_epsilon
 from panstream.release.stats import (
     DEFAULT_CONFIDENCE,
-    HALF,
     CountingTable,
     debias,
     noise_quantile,
@@ -65,12 +65,12 @@ _DENSITY_GRID = 64
 
 
 def bucket_halfwidth(cells: int, epsilon: float, p: Fraction | float,
-                     q: Fraction | float = HALF, mechanism: str = "laplace",
+                     q: Fraction | float, mechanism: str = "laplace",
                      confidence: float = DEFAULT_CONFIDENCE, density: float = 0.0) -> float:
     """Half-width of a bucket's density interval at ``confidence`` (state and release noise), for a
     bucket of ``cells`` cells at output ``epsilon`` and true ``density`` (0 is the widest).
 
-    >>> round(bucket_halfwidth(256, 1.0, Fraction(3, 4)), 3)
+    >>> round(bucket_halfwidth(256, 1.0, Fraction(3, 4), Fraction(1, 2)), 3)
     0.249
     """
     law = NoiseLaw.for_mechanism(mechanism, exact_epsilon(epsilon))
@@ -377,7 +377,7 @@ PLAN_EPSILONS: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0)
 
 
 def map_plan(universe: Universe, by: int | str, p: Fraction | float,
-             q: Fraction | float = HALF, epsilons: tuple[float, ...] = PLAN_EPSILONS,
+             q: Fraction | float, epsilons: tuple[float, ...] = PLAN_EPSILONS,
              confidence: float = DEFAULT_CONFIDENCE) -> dict[str, Any]:
     """The error of one bucket before ingesting: 95 % half-width of a bucket's density (at density
     0, the widest) for ``by`` and its neighbouring bucket sizes, at each output epsilon.

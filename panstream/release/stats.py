@@ -14,12 +14,17 @@ ones ``theta`` has
     E[theta] = f p + (1 - f) q,   Var[theta] = (f p (1-p) + (1 - f) q (1-q)) / cells,
 
 so ``(theta - q) / (p - q)`` is an unbiased density with standard error
-``sqrt(f p(1-p) + (1-f) q(1-q)) / ((p - q) sqrt(cells))`` (binomial model: independent bits).
+``sqrt(f p(1-p) + (1-f) q(1-q)) / ((p - q) sqrt(cells))`` (binomial model: independent bits). For
+randomized response (p = 1 - q) the two variances are equal and the error is
+``sqrt(pq) / ((p - q) sqrt(cells))`` at every density. Every function takes q explicitly: no
+formula here assumes a fair-coin D0.
 
->>> debias(192, 256, Fraction(3, 4))
+>>> debias(192, 256, Fraction(3, 4), HALF)
 1.0
->>> round(stderr_state(0.0, 256, Fraction(3, 4)), 4)
+>>> round(stderr_state(0.0, 256, Fraction(3, 4), HALF), 4)
 0.125
+>>> round(stderr_state(0.0, 256, Fraction(3, 4), Fraction(1, 4)), 4)  # rr at epsilon ln 3
+0.0541
 """
 
 from __future__ import annotations
@@ -72,19 +77,18 @@ class CountingTable(Protocol):
         ...
 
 
-def debias(ones: float, cells: int, p: Fraction | float, q: Fraction | float = HALF) -> float:
+def debias(ones: float, cells: int, p: Fraction | float, q: Fraction | float) -> float:
     """Density of a table or bucket of ``cells`` cells from its (noisy) count of ones:
     ``(ones / cells - q) / (p - q)``.
 
-    >>> debias(192, 256, Fraction(3, 4))
+    >>> debias(192, 256, Fraction(3, 4), Fraction(1, 4))
     1.0
     """
     pf, qf = float(p), float(q)
     return (ones / cells - qf) / (pf - qf)
 
 
-def stderr_state(density: float, cells: int, p: Fraction | float, q: Fraction | float = HALF
-                 ) -> float:
+def stderr_state(density: float, cells: int, p: Fraction | float, q: Fraction | float) -> float:
     """Binomial-model standard error of the density of a table or bucket from the table alone
     (plug-in density clamped to [0, 1]): ``sqrt((f p (1-p) + (1-f) q (1-q)) / cells) / (p - q)``."""
     f = min(1.0, max(0.0, density))

@@ -605,7 +605,7 @@ class KafkaTail:
         (needs a broker; see ``tests/kafka/``)::
 
             tail = KafkaTail(TailConfig(consumer_config("127.0.0.1:9092", "g"), ["events"],
-                             Universe.parse("ipv4:10.0.0.0/16"), 1.0, "tight",
+                             Universe.parse("ipv4:10.0.0.0/16"), 1.0, "rr",
                              DirectoryStore("state")))
             summary = tail.run(stop=threading.Event())
     """

@@ -44,7 +44,6 @@ import numpy as np
 from panstream.errors import ConfigurationError, StateError
 from panstream.estimators.bittable import BitTable
 from panstream.estimators.density import DensityEstimator
-from panstream.randomness import secure_bytes
 from panstream.release.ledger import ShardLedger
 from panstream.universe import Universe
 
@@ -144,7 +143,8 @@ def merge_partitioned(shards: Mapping[int, DensityEstimator], owner: np.ndarray
     """One table from the shards: cell ``c`` takes its bit from shard ``owner[c]``.
 
     A partition that has no shard was never consumed, so its cells were never seen: they get fresh
-    D0 bits (fair coins from the OS CSPRNG), which is their correct law.
+    D0 = Bernoulli(q) bits from the OS CSPRNG (q of the shards' calibration: 1/2 for tight and
+    paper, 1/(1+e^epsilon) for rr), which is their correct law.
 
     Args:
         shards: ``{partition: estimator}``.
@@ -164,7 +164,9 @@ def merge_partitioned(shards: Mapping[int, DensityEstimator], owner: np.ndarray
     if owner.shape != (size,):
         msg = f"cell-owner map has {owner.size} entries for a universe of {size} cells"
         raise StateError(msg)
-    merged = np.unpackbits(secure_bytes((size + 7) // 8), count=size, bitorder="little")
+    fresh = BitTable.random(size, "packed", first.q_numerator)  # D0 for unconsumed partitions
+    merged = fresh.bits()
+    fresh.wipe()
     for part, est in shards.items():
         cells = np.flatnonzero(owner == part)
         bits = est.bits()

@@ -22,7 +22,7 @@ Example:
     >>> store.save("events/0", encode_shard(est))
     >>> store.keys()
     ['events/0']
-    >>> back = decode_shard(store.load("events/0"), "range:1024", 1.0, "tight")
+    >>> back = decode_shard(store.load("events/0"), "range:1024", 1.0, "rr")
     >>> bool((back.bits() == est.bits()).all())
     True
 """

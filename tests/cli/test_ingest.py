@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import signal
 import subprocess
@@ -66,7 +67,11 @@ def test_env_vars_configure_everything(tmp_path: Path) -> None:
     (["ingest", "-u", U, "--format", "xml"], "unknown log format"),
     (["ingest", "-u", U, "--release-every", "5"], "--release-epsilon"),
     (["ingest"], "--universe is required"),
-    (["plan", "-u", U], "Missing option '--epsilon'"),
+    (["plan", "-u", U], "give exactly one of --epsilon"),
+    (["plan", "-u", U, "--epsilon", "1", "--total-epsilon", "2"], "give exactly one of --epsilon"),
+    (["plan", "-u", U, "--epsilon", "1", "--releases", "2"], "go with --total-epsilon"),
+    (["ingest", "-u", U, "--total-epsilon", "2", "--budget", "1"], "drop --budget"),
+    (["ingest", "--total-epsilon", "2"], "--total-epsilon needs --universe"),
 ])
 def test_usage_errors_exit_2_with_one_line(args: list[str], needle: str) -> None:
     r = invoke(args, input=b"")
@@ -109,10 +114,13 @@ def test_inspect_shows_parameters_and_budget_never_the_estimate(tmp_path: Path) 
     assert not {"density", "distinct", "ones", "theta"} & set(d)
 
 
-def test_plan_both_calibrations_and_hashed_sizing() -> None:
+def test_plan_every_calibration_and_hashed_sizing() -> None:
     d = json.loads(invoke(["plan", "-u", U, "--epsilon", "1", "--json"]).stdout)
-    tight, paper = d["calibrations"]
-    assert tight["stderr_density"] < paper["stderr_density"]
+    rr, tight, paper = d["calibrations"]
+    assert [r["calibration"] for r in (rr, tight, paper)] == ["rr", "tight", "paper"]
+    assert rr["stderr_density"] < tight["stderr_density"] < paper["stderr_density"]
+    # rr at density 0 is e^(1/2) = 1.65 times more accurate than tight (to the 2**-32 rounding)
+    assert tight["stderr_density"] / rr["stderr_density"] == pytest.approx(math.exp(0.5), rel=1e-6)
     assert abs(tight["stderr_distinct"] - 65536 * tight["stderr_density"]) < 1e-6
     d = json.loads(invoke(["plan", "-u", "hashed:1048576", "--epsilon", "1",
                            "--expected-distinct", "100000", "--json"]).stdout)

@@ -40,8 +40,9 @@ def test_plan_smallest_size_meets_the_target_and_one_less_does_not() -> None:
                            "--target-error", "0.05", "--json"]).stdout)
     row = d["calibrations"][0]
     assert row["status"] == "saturated" and row["stderr_distinct"] is None
-    m, p = row["smallest_size"], row["p_float"]
-    assert hashed_error(100_000, m, p)["rmse"] <= 5_000 < hashed_error(100_000, m - 1, p)["rmse"]
+    m, p, q = row["smallest_size"], row["p_float"], row["q_float"]
+    assert (hashed_error(100_000, m, p, q)["rmse"] <= 5_000
+            < hashed_error(100_000, m - 1, p, q)["rmse"])
     assert m <= row["best_size"]
 
 

@@ -1,4 +1,5 @@
-"""The bit table's law: D0 = Bernoulli(1/2) at init, exactly one D1 = Bernoulli(p) draw per touched cell.
+"""The bit table's law: D0 = Bernoulli(q) at init (a fair coin for tight and paper, q = 1/(1+e^eps)
+rounded up for rr), exactly one D1 = Bernoulli(p) draw per touched cell.
 
 Each binomial or chi-square check below has a false-failure probability of at most 1e-6 (stated at
 the check); sample sizes are fixed and nothing is retried. Both layouts are checked, and batches both
@@ -36,6 +37,47 @@ def test_init_bits_are_fair_coins_and_independent(layout: str) -> None:
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("eps", [1.0, 3.0])
+def test_init_bits_for_q_below_one_half_are_bernoulli_q_and_independent(layout: str,
+                                                                         eps: float) -> None:
+    """A fresh rr table (q = 0.269 at epsilon 1, 0.047 at 3) of 2**20 + 13 cells, so the last
+    byte is partial and the sampler's chunks do not divide the table. Three checks, each at alpha
+    3e-7 (together at most 1e-6):
+
+    * ones ~ Bin(n, q) (exact binomial test);
+    * the four patterns of adjacent pairs have probabilities q^2, q(1-q), (1-q)q, (1-q)^2
+      (chi-square, 3 df): independence between neighbouring cells;
+    * the count of ones at each bit position i % 8 is Bin(n_j, q): sum of the squared
+      standardized counts ~ chi-square(8) (normal approximation at n_j = 131,073), which a
+      packing that moved bits inside a byte, or drew some positions from another law, fails.
+    """
+    n = (1 << 20) + 13
+    qn = ps.calibrate(eps, "rr").q_numerator
+    q = qn / 2**32
+    bits = BitTable.random(n, layout, q_numerator=qn).bits()
+    assert bits.size == n and bits.dtype == np.uint8 and set(np.unique(bits)) <= {0, 1}
+    assert binomial_ok(int(bits.sum()), n, q, alpha=3e-7)
+    m = n - 1
+    pairs = np.bincount(bits[0:m:2] * 2 + bits[1:m:2], minlength=4)
+    law = np.array([(1 - q) ** 2, (1 - q) * q, q * (1 - q), q * q])
+    assert stats.chisquare(pairs, law * pairs.sum()).pvalue > 3e-7
+    pos = np.arange(n) % 8
+    nj = np.bincount(pos, minlength=8)
+    ones = np.bincount(pos, weights=bits, minlength=8)
+    z2 = float((((ones - nj * q) ** 2) / (nj * q * (1 - q))).sum())
+    assert stats.chi2.sf(z2, 8) > 3e-7
+
+
+def test_the_packed_init_of_q_sets_no_padding_bit() -> None:
+    """Padding bits past the last cell stay 0 (the format requires it) for any q."""
+    for size in (1, 13, (1 << 18) + 5):
+        t = BitTable.random(size, "packed", q_numerator=1 << 32)  # q = 1: every cell is 1
+        packed = t.to_packed()
+        assert t.count_ones() == size and len(packed) == (size + 7) // 8
+        assert packed[-1] >> (size % 8 or 8) == 0
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 def test_padding_bits_are_zero_when_packed(layout: str) -> None:
     t = BitTable.random(13, layout)
     packed = t.to_packed()
@@ -44,19 +86,20 @@ def test_padding_bits_are_zero_when_packed(layout: str) -> None:
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("batch", [1 << 12, 1 << 19])
-def test_touched_cells_hold_d1_untouched_keep_d0(layout: str, batch: int) -> None:
-    """Touch every other cell once: touched ones ~ Bin(., p), untouched ~ Bin(., 1/2).
-    Two tests at alpha 5e-7 each: at most 1e-6 together."""
+@pytest.mark.parametrize(("batch", "calibration"), [(1 << 12, "rr"), (1 << 19, "rr"),
+                                                    (1 << 12, "tight"), (1 << 19, "tight")])
+def test_touched_cells_hold_d1_untouched_keep_d0(layout: str, batch: int, calibration: str) -> None:
+    """Touch every other cell once: touched ones ~ Bin(., p), untouched ~ Bin(., q) (q = 0.269 for
+    rr at epsilon 1, 1/2 for tight). Two tests at alpha 5e-7 each: at most 1e-6 together."""
     n = 1 << 20
-    est = ps.DensityEstimator(ps.Universe.range(n), epsilon=1.0, layout=layout)
+    est = ps.DensityEstimator(ps.Universe.range(n), epsilon=1.0, calibration=calibration,
+                              layout=layout)
     touched = np.arange(0, n, 2)
     for start in range(0, touched.size, batch):
         est.update_indices(touched[start:start + batch].copy())
     bits = est.bits()
-    p = float(est.p)
-    assert binomial_ok(int(bits[0::2].sum()), n // 2, p, alpha=5e-7)
-    assert binomial_ok(int(bits[1::2].sum()), n // 2, 0.5, alpha=5e-7)
+    assert binomial_ok(int(bits[0::2].sum()), n // 2, float(est.p), alpha=5e-7)
+    assert binomial_ok(int(bits[1::2].sum()), n // 2, float(est.q), alpha=5e-7)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

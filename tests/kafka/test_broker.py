@@ -3,7 +3,8 @@
 Group joins take about 3 s with these settings, so each test keeps its joins few. Statistical checks
 state their false-failure probability. "Nothing lost" checks run with ``--epsilon 30``: p is then the
 largest 32-bit dyadic below 1, so a seen cell reads 0 with probability 2**-32, while a lost arrival
-leaves a D0 bit that reads 0 with probability 1/2. Allowing at most 2 zeros among n <= 30,000 seen
+leaves a D0 bit that reads 0 with probability 1 - 2**-32 (rr, the default: q = 2**-32; at least 1/2
+for any calibration). Allowing at most 2 zeros among n <= 30,000 seen
 cells fails falsely with probability below C(n,3) 2**-96 < 1e-16, and a loss of a 100-message batch
 goes unnoticed with probability below 1e-25.
 """
@@ -257,7 +258,7 @@ def test_state_topic_on_the_broker_keeps_only_newest(kafka_broker: Broker) -> No
 
     client = client_config(consumer_config(kafka_broker.bootstrap, "x"))
     store = topic_store("state-newest", client, chunk_bytes=1000)
-    first = decode_shard(DensityEstimator_snapshot(), U.spec, 1.0, "tight")
+    first = decode_shard(DensityEstimator_snapshot(), U.spec, 1.0, "rr")
     store.save("ev/0", first.snapshot())
     second = DensityEstimator_snapshot()
     store.save("ev/0", second)

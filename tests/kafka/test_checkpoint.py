@@ -123,7 +123,7 @@ def test_restore_checks_parameters(tmp_path) -> None:
     store.save("t/0", DensityEstimator(U, epsilon=1.0).snapshot())
     with pytest.raises(StateError, match="epsilon"):
         restore_shard(store, "t/0", 0, lambda: DensityEstimator(U, epsilon=2.0),
-                      lambda d: decode_shard(d, U, 2.0, "tight"))
+                      lambda d: decode_shard(d, U, 2.0, "rr"))
     fresh = restore_shard(store, "t/9", 9, lambda: DensityEstimator(U), lambda d: None)  # type: ignore
     assert fresh.key == "t/9" and fresh.next_offset is None
 
@@ -151,7 +151,7 @@ def test_crash_between_save_and_commit_replays_harmlessly() -> None:
         Checkpointer(store, crash).checkpoint([shard])     # snapshot durable, commit lost
     committed = 20_000                                     # the previous commit
     restored = restore_shard(store, "t/0", 0, lambda: DensityEstimator(U),
-                             lambda d: decode_shard(d, U, 1.0, "tight"))
+                             lambda d: decode_shard(d, U, 1.0, "rr"))
     restored.estimator.update_indices(stream[committed:].copy())  # the replay
     bits = restored.estimator.bits()
 

@@ -113,6 +113,20 @@ def test_partitioned_merge_takes_each_cell_from_its_owner() -> None:
         kafka_partitions_of_cells(Universe.parse("hashed:1024"), 3)
 
 
+@pytest.mark.parametrize("calibration", ["rr", "tight"])
+def test_cells_of_an_unconsumed_partition_get_fresh_d0_bits(calibration: str) -> None:
+    """Partition 2 of 3 never had a shard: its cells were never seen, so their bits must be D0 =
+    Bernoulli(q) (q = 0.269 for rr: a fair coin there would read as density 0.5). Exact binomial
+    test at alpha 1e-6 over the ~21,800 cells of that partition."""
+    stats = pytest.importorskip("scipy.stats")
+    u = Universe.parse("range:65536")
+    owner = kafka_partitions_of_cells(u, 3)
+    shards = {j: DensityEstimator(u, calibration=calibration) for j in (0, 1)}
+    bits = merge_partitioned(shards, owner).bits()[owner == 2]
+    q = float(shards[0].q)
+    assert stats.binomtest(int(bits.sum()), bits.size, q).pvalue > 1e-6
+
+
 def test_both_merges_are_unbiased_for_keyed_streams() -> None:
     """Items keyed by their text land in their owner partition; both merges estimate the truth.
 

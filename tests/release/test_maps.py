@@ -88,9 +88,9 @@ def test_intervals_cover_known_bucket_densities_at_their_level() -> None:
 def test_the_stated_halfwidth_matches_the_planner() -> None:
     est = ps.DensityEstimator("ipv4:10.0.0.0/16", epsilon=1.0)
     m = est.release_map(1.0, by="/24")
-    assert m.halfwidth == pytest.approx(bucket_halfwidth(256, 1.0, est.p), rel=1e-9)
+    assert m.halfwidth == pytest.approx(bucket_halfwidth(256, 1.0, est.p, est.q), rel=1e-9)
     # Smaller buckets are noisier: a /28 (16 cells) is about 4x as wide as a /24 (256 cells).
-    assert bucket_halfwidth(16, 1.0, est.p) > 3 * bucket_halfwidth(256, 1.0, est.p)
+    assert bucket_halfwidth(16, 1.0, est.p, est.q) > 3 * bucket_halfwidth(256, 1.0, est.p, est.q)
 
 
 def test_export_as_dict_json_csv_and_text() -> None:

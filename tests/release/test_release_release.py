@@ -57,10 +57,11 @@ def test_release_keeps_no_noise() -> None:
 
 def test_noise_goes_on_the_count_before_debiasing() -> None:
     est = estimator(budget=1.0)
-    p = float(est.p)
+    p, q = float(est.p), float(est.q)
+    assert q != 0.5  # the default (rr) D0 is not a fair coin: debiasing must use q
     for mech in ("laplace", "geometric"):
         r = est.release(0.5, mech)
-        assert r.density == ((r.noisy_ones / r.size) - 0.5) / (p - 0.5)
+        assert r.density == ((r.noisy_ones / r.size) - q) / (p - q)
         assert r.distinct == distinct_from_density(r.density, r.size, hashed=False)
 
 

@@ -1,11 +1,13 @@
 """Golden snapshots: files written by every format version must load, unchanged, forever.
 
 ``tests/state/golden/v2-*.pst`` were produced by :func:`golden_states` below (run this file as a
-script to write them again, only when a new format version is introduced: old files stay). Each
+script to write the ones missing; existing files are never rewritten). Each
 test checks that today's panstream reads them to the exact known state and writes the same state
 back byte for byte, so any change to the format is caught here. The ``v1-*.pst`` files were written
 by panstream 0.1 (format version 1, never written any more): they must keep loading with the same
-meaning, a fair-coin D0 (q = 1/2).
+meaning, a fair-coin D0 (q = 1/2). ``v2-range13-rr.pst`` holds a randomized-response state (the
+default since issue 11): its q numerator is not 2**31, and its realized epsilon is recomputed from
+the two stored numerators on load.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ V2: dict[str, tuple[str, float, str, list[int], dict[str, Any] | None]] = {
     "v2-range13-tight.pst": V1["v1-range13-tight.pst"],
     "v2-ipv4-paper.pst": V1["v1-ipv4-paper.pst"],
     "v2-shard-range13-tight.pst": ("range:13", 1.0, "tight", [0, 1] * 6 + [1], None),
+    "v2-range13-rr.pst": ("range:13", 1.0, "rr", [0, 0, 1, 0, 1, 1, 0, 0, 0, 1, 0, 0, 1], _LEDGER),
 }
 
 
@@ -64,9 +67,13 @@ def test_a_golden_file_restores_to_the_known_state(name: str) -> None:
         assert est.ledger.shard  # a shard carries no budget of its own
     else:
         assert est.ledger.to_dict() == ledger
-    assert est.p_numerator == ps.calibrate(eps, cal).numerator
-    assert est.q == Fraction(1, 2)  # tight and paper: D0 is a fair coin, in v1 and in v2
-    assert est.epsilon_state == ps.realized_epsilon(est.p, est.q)
+    want = ps.calibrate(eps, cal)
+    assert (est.p_numerator, est.q_numerator) == (want.numerator, want.q_numerator)
+    if cal in ("tight", "paper"):
+        assert est.q == Fraction(1, 2)  # D0 is a fair coin, in v1 and in v2
+    else:
+        assert est.q == Fraction(1155094610, 1 << 32) and est.p == 1 - est.q  # rr at epsilon 1
+    assert est.epsilon_state == ps.realized_epsilon(est.p, est.q) <= eps
     assert type(estimators.load(GOLDEN / name)) is ps.DensityEstimator
 
 
@@ -90,6 +97,17 @@ def test_the_same_state_is_written_byte_for_byte_as_in_the_golden_file(name: str
     assert golden_states()[name].snapshot() == data
 
 
+def test_an_rr_file_with_a_q_this_version_would_not_calibrate_is_refused() -> None:
+    """The realized epsilon is recomputed from the stored numerators, never trusted: a file whose q
+    was rounded down (a larger realized epsilon than the stored epsilon's) does not load."""
+    snap = fmt.decode((GOLDEN / "v2-range13-rr.pst").read_bytes())
+    for q_num in (snap.params["q_numerator"] - 1, 1 << 30):  # one step down; a coarse 1/4
+        forged = {**snap.params, "q_numerator": q_num, "p_numerator": (1 << 32) - q_num}
+        data = fmt.encode(forged, snap.ledger, snap.payload)
+        with pytest.raises(fmt.SnapshotMismatchError, match="q = "):
+            ps.DensityEstimator.restore(data)
+
+
 @pytest.mark.parametrize("name", ["v1-range13-tight.pst", "v2-range13-tight.pst"])
 def test_the_documented_hexdump_is_the_golden_file(name: str) -> None:
     """docs/snapshot-format.md walks through both files byte by byte."""
@@ -100,8 +118,10 @@ def test_the_documented_hexdump_is_the_golden_file(name: str) -> None:
     assert bytes.fromhex(hexbytes) == data
 
 
-if __name__ == "__main__":  # pragma: no cover - regenerate (new format versions only)
+if __name__ == "__main__":  # pragma: no cover - write the golden files that do not exist yet
     GOLDEN.mkdir(exist_ok=True)
     for fname, est in golden_states().items():
+        if (GOLDEN / fname).exists():
+            continue  # a golden file, once written, never changes
         (GOLDEN / fname).write_bytes(est.snapshot())
         print("wrote", GOLDEN / fname)

@@ -81,7 +81,7 @@ def test_restoring_a_shard_wipes_the_bytes_read_from_the_store(
 
     monkeypatch.setattr(DirectoryStore, "load", spy)
     shard = restore_shard(store, "t/0", 0, lambda: ps.DensityEstimator("range:1024"),
-                          lambda d: decode_shard(d, "range:1024", 1.0, "tight"))
+                          lambda d: decode_shard(d, "range:1024", 1.0, "rr"))
     assert (shard.estimator.bits() == est.bits()).all()
     assert isinstance(loaded[0], bytearray) and not any(loaded[0])
 

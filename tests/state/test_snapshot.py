@@ -83,8 +83,9 @@ def test_the_head_holds_public_parameters_and_the_ledger_only() -> None:
     rebuilt = fmt.encode_head(est.params(), est.ledger.to_dict(), len(table))
     assert head == rebuilt
     text = head[fmt.PREAMBLE.size :]
-    assert text.startswith(b'{"calibration":"tight","cells":256,"epsilon":1.0,"kind":"density",'
-                           b'"p_bits":32,"p_numerator":3504952211,"q_numerator":2147483648,'
+    # the default calibration, rr: q = 1155094610 / 2**32 >= 1/(1+e), p = 1 - q exactly
+    assert text.startswith(b'{"calibration":"rr","cells":256,"epsilon":1.0,"kind":"density",'
+                           b'"p_bits":32,"p_numerator":3139872686,"q_numerator":1155094610,'
                            b'"universe":"ipv4:10.0.0.0/24"}{"budget":1.0,"entries":[')
 
 
@@ -182,7 +183,7 @@ def test_unknown_flags_ask_for_an_upgrade() -> None:
     ({"universe": "range:41"}, "written for universe range:40 but range:41.*--universe range:40"),
     ({"universe": ps.Universe.range(8)}, "written for universe range:40"),
     ({"epsilon": 0.5}, "written with epsilon 1.0 but 0.5.*--epsilon 1.0"),
-    ({"calibration": "paper"}, "calibration 'tight' but 'paper'.*--calibration tight"),
+    ({"calibration": "paper"}, "calibration 'rr' but 'paper'.*--calibration rr"),
 ])
 def test_parameters_that_contradict_the_stored_ones_are_refused(small: bytes, expect: dict,
                                                                  match: str) -> None:
@@ -192,7 +193,7 @@ def test_parameters_that_contradict_the_stored_ones_are_refused(small: bytes, ex
 
 def test_matching_expectations_load(small: bytes) -> None:
     est = ps.DensityEstimator.restore(small, expect={"universe": "range:40", "epsilon": 1,
-                                                     "calibration": "tight"})
+                                                     "calibration": "rr"})
     assert est.size == 40
     assert ps.DensityEstimator.restore(small, expect={"epsilon": None}).size == 40
     with pytest.raises(ValueError, match="unknown expect= keys"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 from pathlib import Path
@@ -128,17 +129,24 @@ def test_read_snapshot_and_atomic_write_serve_raw_bytes(tmp_path: Path) -> None:
     assert np.array_equal(back.bits(), est.bits())
 
 
-def test_rotation_draws_a_fresh_table_and_ledger_and_returns_the_old_ledger() -> None:
+@pytest.mark.parametrize("calibration", ["rr", "tight"])
+def test_rotation_draws_a_fresh_table_and_ledger_and_returns_the_old_ledger(calibration: str) -> None:
     """After rotate() the table is a fresh D0 draw, independent of the old one; the budget stays.
 
-    Over 65536 cells, independent fair coins agree on Binomial(65536, 1/2) cells; a band of 5.5
-    standard deviations fails with probability < 4e-8.
+    Independent draws agree on a cell with probability q^2 + (1-q)^2 where the old bit was D0 and
+    pq + (1-p)(1-q) where it was D1 (1/2 either way for tight); the number of agreeing cells is a
+    sum of independent Bernoullis, and a band of 5.5 standard deviations fails with probability
+    < 4e-8 (normal tail; the Bernstein bound at this n is within a few percent of it).
     """
-    est = ps.DensityEstimator("range:65536", budget=2.0)
+    est = ps.DensityEstimator("range:65536", calibration=calibration, budget=2.0)
     est.update_indices(np.arange(1000))
     est.ledger.charge(0.5, "laplace")
     before = est.bits()
     old = est.rotate()
     assert old.spent == 0.5 and est.ledger.spent == 0.0 and est.ledger.budget == 2.0
     agree = int((est.bits() == before).sum())
-    assert abs(agree - 32768) < 5.5 * 128
+    p, q = float(est.p), float(est.q)
+    a0, a1 = q * q + (1 - q) ** 2, p * q + (1 - p) * (1 - q)
+    mean = 64536 * a0 + 1000 * a1
+    sd = math.sqrt(64536 * a0 * (1 - a0) + 1000 * a1 * (1 - a1))
+    assert abs(agree - mean) < 5.5 * sd

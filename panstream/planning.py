@@ -1,0 +1,274 @@
+"""The best split of one total pan-private epsilon between the state and the releases.
+
+Users think in one number: the pan-private epsilon of a state and everything published from it,
+
+    total = epsilon_state + releases * epsilon_release
+
+(one intrusion plus all outputs; see :mod:`panstream.release.ledger`). Where the total goes
+decides the error of every release. One release of the density has two independent noises:
+
+* the table's binomial noise, standard deviation
+  ``sqrt(f p(1-p) + (1-f) q(1-q)) / ((p - q) sqrt|X|)`` with (q, p) calibrated for
+  ``epsilon_state`` (randomized response: ``1 / (2 sinh(epsilon_state / 2) sqrt|X|)``);
+* the release noise on the count of ones, variance ``2 / epsilon_release**2`` for Laplace (the
+  exact lattice law's variance is used), divided by ``(|X| (p - q))**2`` once debiased.
+
+More state epsilon means a cleaner table *and* a larger ``p - q`` that shrinks the release noise
+too, but leaves less for the releases. The sum is a function of one variable
+(``epsilon_state + R epsilon_release = total``); :func:`plan_split` minimizes it numerically (a grid,
+then golden-section search), rounds the per-release epsilon down to three significant digits (the
+optimum is flat), and reports the error of one release next to the naive half/half split. Every
+epsilon reported is realized: the state's from the exact dyadic (q, p), the releases' exactly as the
+samplers use them; the state's ledger budget is ``R * epsilon_release``.
+
+>>> s = plan_split(2.0, "range:65536", releases=1)
+>>> s.best.epsilon_total <= 2.0 and s.best.stderr_density < s.naive.stderr_density
+True
+>>> round(s.best.epsilon_state, 3), s.best.epsilon_release, round(s.improvement, 2)
+(1.926, 0.0737, 2.1)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from panstream.calibration import (
+    CALIBRATIONS,
+    DEFAULT_CALIBRATION,
+    Calibrated,
+    calibrate,
+    validate_epsilon,
+)
+from panstream.errors import ConfigurationError
+from panstream.release.noise import MECHANISMS, MIN_EPSILON, NoiseLaw
+from panstream.release.stats import DEFAULT_CONFIDENCE, noise_quantile, stderr_distinct, stderr_state
+from panstream.universe import Universe
+
+__all__ = ["Split", "SplitPlan", "plan_split", "release_error"]
+
+#: Significant digits the per-release epsilon is rounded (down) to.
+_DIGITS = 3
+
+
+@dataclass(frozen=True)
+class Split:
+    """One way to spend the total, and the error of one release made that way.
+
+    Attributes:
+        epsilon_state: realized state epsilon (from the exact dyadic q and p).
+        epsilon_state_asked: the ``epsilon=`` / ``--epsilon`` that realizes it (equal to the
+            target for "rr" and "tight"; "paper" realizes -ln(1 - epsilon/2)).
+        epsilon_release: output epsilon of each release (realized exactly).
+        releases: number of releases planned.
+        budget: ``releases * epsilon_release``, the state's output budget (ledger).
+        epsilon_total: ``epsilon_state + budget``, at most the total asked for.
+        p, q: the exact D1 and D0 probabilities, as strings.
+        stderr_density: standard deviation of one released density (state and release noise).
+        density_95: its 95 % (``confidence``) half-width.
+        stderr_distinct, distinct_95: the same for the distinct count (delta method if hashed).
+        state_sd_density, release_sd_density: the two parts of ``stderr_density``.
+    """
+
+    epsilon_state: float
+    epsilon_state_asked: float
+    epsilon_release: float
+    releases: int
+    budget: float
+    epsilon_total: float
+    p: str
+    q: str
+    stderr_density: float
+    density_95: float
+    stderr_distinct: float
+    distinct_95: float
+    state_sd_density: float
+    release_sd_density: float
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """The split minimizing the error of one release, and the naive half/half split beside it.
+
+    Attributes:
+        total_epsilon, universe, cells, releases, density, calibration, mechanism, confidence: the
+            question asked.
+        best: the split minimizing ``stderr_density`` of one release.
+        naive: half the total to the state, half to the releases (``total / (2 R)`` each).
+    """
+
+    total_epsilon: float
+    universe: str
+    cells: int
+    releases: int
+    density: float
+    calibration: str
+    mechanism: str
+    confidence: float
+    best: Split
+    naive: Split
+
+    @property
+    def improvement(self) -> float:
+        """How many times smaller the best split's standard deviation is than the naive one's."""
+        return self.naive.stderr_density / self.best.stderr_density
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as a JSON-serializable dict (with ``improvement``)."""
+        d = asdict(self)
+        d["improvement"] = self.improvement
+        return d
+
+
+def _asked_for(target: float, calibration: str) -> float:
+    """The epsilon to ask of ``calibration`` so that the realized state epsilon is at most
+    ``target``: ``target`` itself for rr and tight (they round towards privacy), and for paper
+    (whose realized epsilon is -ln(1 - epsilon/2)) ``2 (1 - e^-target)``."""
+    if calibration == "paper":
+        return -2 * math.expm1(-target)
+    return target
+
+
+def release_error(cal: Calibrated, cells: int, epsilon_release: float, density: float = 0.0,
+                  mechanism: str = "laplace") -> tuple[float, float]:
+    """Standard deviations of one released density from the state and from the release noise.
+
+    Args:
+        cal: the state's calibration (exact p and q).
+        cells: |X|.
+        epsilon_release: the release's output epsilon (sensitivity 1 on the count of ones).
+        density: the true density (the state part depends on it unless p = 1 - q).
+        mechanism: ``"laplace"`` or ``"geometric"``.
+
+    >>> s, r = release_error(calibrate(1.0), 1 << 16, 1.0)
+    >>> round(s, 5), float(f"{r:.3g}")
+    (0.00375, 4.67e-05)
+    """
+    law = NoiseLaw.for_mechanism(mechanism, epsilon_release)
+    state = stderr_state(density, cells, cal.p, cal.q)
+    release = math.sqrt(law.variance) / (cells * float(cal.p - cal.q))
+    return state, release
+
+
+def _variance(target: float, total: float, releases: int, cells: int, density: float,
+              calibration: str, mechanism: str) -> float:
+    """Variance of one released density when ``target`` goes to the state (inf if impossible)."""
+    out = (total - target) / releases
+    if target <= 0 or out < MIN_EPSILON:
+        return math.inf
+    try:
+        cal = calibrate(_asked_for(target, calibration), calibration)
+    except ConfigurationError:
+        return math.inf
+    s, r = release_error(cal, cells, out, density, mechanism)
+    return s * s + r * r
+
+
+def _round_down(x: float, digits: int = _DIGITS) -> float:
+    """``x > 0`` rounded down to ``digits`` significant digits (as the shortest float)."""
+    v = float(f"{x:.{digits - 1}e}")
+    if v > x:
+        step = 10.0 ** (math.floor(math.log10(v)) - digits + 1)
+        v = float(f"{v - step:.{digits - 1}e}")
+    return v
+
+
+def _split(state_target: float, epsilon_release: float, total: float, releases: int, universe: Universe,
+           density: float, calibration: str, mechanism: str, confidence: float) -> Split:
+    """The :class:`Split` giving ``state_target`` to the state and ``epsilon_release`` to each
+    release, with the state's asked epsilon nudged down if float rounding would pass ``total``."""
+    asked = _asked_for(state_target, calibration)
+    budget = releases * epsilon_release
+    cal = calibrate(asked, calibration)
+    while cal.epsilon_state + budget > total:  # at most an ulp or two
+        asked = math.nextafter(asked, 0.0)
+        cal = calibrate(asked, calibration)
+    m = universe.size
+    hashed = universe.kind == "hashed"
+    s, r = release_error(cal, m, epsilon_release, density, mechanism)
+    sd = math.hypot(s, r)
+    scale = m * float(cal.p - cal.q)
+    law = NoiseLaw.for_mechanism(mechanism, epsilon_release)
+    half = noise_quantile(s * scale, law, confidence) / scale
+    return Split(epsilon_state=cal.epsilon_state, epsilon_state_asked=asked,
+                 epsilon_release=epsilon_release, releases=releases, budget=budget,
+                 epsilon_total=cal.epsilon_state + budget, p=str(cal.p), q=str(cal.q),
+                 stderr_density=sd, density_95=half,
+                 stderr_distinct=stderr_distinct(density, sd, m, hashed),
+                 distinct_95=stderr_distinct(density, half, m, hashed),
+                 state_sd_density=s, release_sd_density=r)
+
+
+def plan_split(total_epsilon: float, universe: Universe | str, releases: int = 1,
+               density: float = 0.0, calibration: str = DEFAULT_CALIBRATION,
+               mechanism: str = "laplace", confidence: float = DEFAULT_CONFIDENCE) -> SplitPlan:
+    """The split of ``total_epsilon`` (state + ``releases`` equal releases) minimizing the standard
+    deviation of one released density, beside the naive half/half split.
+
+    Args:
+        total_epsilon: the pan-private epsilon of the state and all its releases.
+        universe: the universe (or its spec).
+        releases: how many releases the state's budget must pay for (equal shares).
+        density: the expected density (fraction of cells that appear), in [0, 1]; 0 is the worst
+            case for "tight" and "paper" and changes nothing for "rr".
+        calibration: of the state (default "rr").
+        mechanism: of the releases, ``"laplace"`` or ``"geometric"``.
+        confidence: level of the ``*_95`` half-widths.
+
+    Returns:
+        A :class:`SplitPlan`; ``best.epsilon_total <= total_epsilon``.
+
+    Raises:
+        ConfigurationError: invalid arguments, or a total too small to split at 32-bit precision.
+    """
+    total = validate_epsilon(total_epsilon, "total epsilon")
+    u = Universe.parse(universe) if isinstance(universe, str) else universe
+    if isinstance(releases, bool) or not isinstance(releases, int) or releases < 1:
+        msg = f"releases must be a positive integer, got {releases!r}"
+        raise ConfigurationError(msg)
+    if not (isinstance(density, (int, float)) and 0.0 <= density <= 1.0):
+        msg = f"density must lie in [0, 1], got {density!r}"
+        raise ConfigurationError(msg)
+    if calibration not in CALIBRATIONS:
+        msg = f"unknown calibration {calibration!r}: use one of {', '.join(CALIBRATIONS)}"
+        raise ConfigurationError(msg)
+    if mechanism not in MECHANISMS:
+        msg = f"unknown mechanism {mechanism!r}: use one of {', '.join(MECHANISMS)}"
+        raise ConfigurationError(msg)
+    if not 0 < confidence < 1:
+        msg = f"confidence must lie strictly between 0 and 1, got {confidence!r}"
+        raise ConfigurationError(msg)
+    m, f = u.size, float(density)
+
+    def var(t: float) -> float:
+        return _variance(t, total, releases, m, f, calibration, mechanism)
+
+    grid = [total * i / 256 for i in range(1, 256)]
+    values = [var(t) for t in grid]
+    i = min(range(len(grid)), key=values.__getitem__)
+    if not math.isfinite(values[i]):
+        msg = (f"a total epsilon of {total:g} is too small to split between a state and "
+               f"{releases} release(s) at {calibration} calibration")
+        raise ConfigurationError(msg)
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    g = (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = var(a), var(b)
+    for _ in range(60):
+        if fa <= fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = var(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = var(b)
+    t = a if fa <= fb else b
+    eps_out = _round_down((total - t) / releases)
+    best = _split(total - releases * eps_out, eps_out, total, releases, u, f, calibration,
+                  mechanism, confidence)
+    naive = _split(total / 2, total / (2 * releases), total, releases, u, f, calibration,
+                   mechanism, confidence)
+    return SplitPlan(total, u.spec, m, releases, f, calibration, mechanism, float(confidence),
+                     best, naive)
