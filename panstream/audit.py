@@ -13,8 +13,9 @@ distinguishers), and the smallest ratio they allow is an epsilon the mechanism c
 If that bound is above the claimed epsilon, the claim is false (with confidence ``1 - alpha``).
 
 For panstream's table the best distinguisher is the target's own cell: in A it holds a D0 =
-Bernoulli(1/2) draw, in B a D1 = Bernoulli(p) draw, and ``P[bit=0 | A] / P[bit=0 | B] = 1/(2(1-p))
-= e^epsilon_state`` exactly under the tight calibration. The bound therefore approaches, but with
+Bernoulli(q) draw, in B a D1 = Bernoulli(p) draw, and the larger of ``P[bit=1 | B] / P[bit=1 | A] =
+p/q`` and ``P[bit=0 | A] / P[bit=0 | B] = (1-q)/(1-p)`` is ``e^epsilon_state`` exactly (for the
+default randomized-response calibration both are). The bound therefore approaches, but with
 probability ``1 - alpha`` stays below, ``epsilon_state``.
 
 A broken design need not leak through that cell, though (a biased D0 elsewhere, a second cell

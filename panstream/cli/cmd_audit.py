@@ -94,7 +94,7 @@ def _print(universe: Universe, epsilon: float, calibration: str, trials: int, al
            distinguisher: str, results: list[AuditResult], seconds: float) -> None:
     claimed = results[0].claimed
     click.echo(f"panstream audit: {universe.spec}, epsilon {epsilon:g} ({calibration}); claimed "
-               f"epsilon_state = {claimed:.6f} (realized from the exact p)")
+               f"epsilon_state = {claimed:.6f} (realized from the exact p and q)")
     click.echo(f"  {trials:,} runs per world and scenario; each empirical bound holds with "
                f"confidence 1 - {alpha:g}; {distinguisher} distinguisher; {seconds:.1f} s")
     click.echo("")
