@@ -1,7 +1,8 @@
-"""panstream: pan-private streaming density and distinct-count estimation.
+"""panstream: pan-private streaming density, distinct-count and frequency estimation.
 
-Keep only a randomized bit table over a public universe, never the data; publish noisy releases
-against a privacy budget. See README.md for the privacy model.
+Keep only a randomized table over a public universe (a bit per cell, or a modular counter per
+cell), never the data; publish noisy releases against a privacy budget. See README.md for the
+privacy model.
 
 >>> import panstream as ps
 >>> est = ps.DensityEstimator(ps.Universe.ipv4("10.0.0.0/24"), epsilon=1.0)
@@ -23,6 +24,7 @@ from panstream.errors import (
     UniverseError,
 )
 from panstream.estimators.density import DensityEstimator, Estimate, UpdateResult
+from panstream.estimators.frequency import FrequencyEstimate, FrequencyEstimator
 from panstream.release.ledger import PrivacyLedger
 
 # Eager (NumPy only): a lazy export would be shadowed by the submodule panstream.release.remap as soon as
@@ -41,6 +43,9 @@ __all__ = [
     "DEFAULT_TELEMETRY_EPSILON",
     "DensityEstimator",
     "Estimate",
+    "FrequencyEstimate",
+    "FrequencyEstimator",
+    "FrequencyRelease",
     "IndexResult",
     "ItemError",
     "MapRelease",
@@ -69,6 +74,10 @@ def __getattr__(name: str) -> object:
         from panstream.release.maps import MapRelease
 
         return MapRelease
+    if name == "FrequencyRelease":
+        from panstream.release.frequency import FrequencyRelease
+
+        return FrequencyRelease
     if name == "Release":
         from panstream.release.density import Release
 
