@@ -160,19 +160,24 @@ class CounterTable:
             ConfigurationError: a value is not below ``modulus``.
         """
         c = np.asarray(counters, dtype=np.uint8).reshape(-1)
-        if c.size and int(c.max()) >= modulus:
-            msg = f"counter values must lie in 0..{modulus - 1}"
-            raise ConfigurationError(msg)
-        size = c.size
-        shift = 8 - _log2(modulus)
-        if choose_layout(size, modulus, layout) == "bytes":
-            return cls(size, modulus, np.left_shift(c, shift), "bytes")
-        t = np.zeros((size + 1) // 2, dtype=np.uint8)
-        np.left_shift(c[0::2], shift - 4, out=t)
-        hi = np.left_shift(c[1::2], shift)
-        t[: size // 2] |= hi
-        hi.fill(0)
-        return cls(size, modulus, t, "packed")
+        converted = not (isinstance(counters, np.ndarray) and np.shares_memory(c, counters))
+        try:
+            if c.size and int(c.max()) >= modulus:
+                msg = f"counter values must lie in 0..{modulus - 1}"
+                raise ConfigurationError(msg)
+            size = c.size
+            shift = 8 - _log2(modulus)
+            if choose_layout(size, modulus, layout) == "bytes":
+                return cls(size, modulus, np.left_shift(c, shift), "bytes")
+            t = np.zeros((size + 1) // 2, dtype=np.uint8)
+            np.left_shift(c[0::2], shift - 4, out=t)
+            hi = np.left_shift(c[1::2], shift)
+            t[: size // 2] |= hi
+            hi.fill(0)
+            return cls(size, modulus, t, "packed")
+        finally:
+            if converted:
+                c.fill(0)  # our own converted copy of the counters
 
     @classmethod
     def _from_payload_array(cls, size: int, modulus: int, payload: np.ndarray, layout: str
