@@ -48,6 +48,7 @@ from panstream.estimators.base import Estimator, UpdateResult, as_universe
 from panstream.estimators.counters import (
     CounterTable,
     choose_layout,
+    payload_counter,
     payload_problem,
 )
 from panstream.randomness import P_BITS
@@ -58,7 +59,8 @@ from panstream.release.stats import DEFAULT_CONFIDENCE
 from panstream.state import format as fmt
 from panstream.universe import Universe
 
-__all__ = ["FrequencyEstimate", "FrequencyEstimator", "UpdateResult", "merge_partitioned"]
+__all__ = ["FrequencyEstimate", "FrequencyEstimator", "UpdateResult", "merge_partitioned",
+           "snapshot_counter"]
 
 
 @dataclass(frozen=True)
@@ -301,3 +303,24 @@ def merge_partitioned(shards: Mapping[int, FrequencyEstimator], owner: np.ndarra
         merged.fill(0)
     return FrequencyEstimator(first.universe, first.epsilon, first.modulus, 0.0, first.layout,
                               _table=table, _ledger=ShardLedger())
+
+
+def snapshot_counter(data: bytes | bytearray | memoryview, cell: int) -> int:
+    """The counter of ``cell`` in verified frequency snapshot bytes (what an intruder reads from a
+    dump; for audits), at the offset ``docs/snapshot-format.md`` gives.
+
+    >>> est = FrequencyEstimator("range:8", modulus=4)
+    >>> snapshot_counter(est.snapshot(), 5) == int(est.counters()[5])
+    True
+
+    Raises:
+        StateError: the data is not a valid frequency snapshot, or ``cell`` is out of range.
+    """
+    snap = fmt.decode(data)
+    if snap.kind != FrequencyEstimator.kind:
+        msg = f"the snapshot holds a {snap.kind} estimator, not a frequency one"
+        raise StateError(msg)
+    if not 0 <= cell < snap.params["cells"]:
+        msg = f"cell {cell} is outside 0..{snap.params['cells'] - 1}"
+        raise StateError(msg)
+    return payload_counter(snap.payload, cell, int(snap.params["modulus"]))

@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from panstream.calibration import calibrate_frequency
 from panstream.errors import ConfigurationError
 from panstream.release.noise import NoiseLaw
 from panstream.release.stats import DEFAULT_CONFIDENCE, noise_quantile
@@ -406,8 +407,9 @@ def _worst_state_var(w: np.ndarray, cells: int, distinct: int, alpha: float) -> 
 
 
 def plan_frequency(cells: int, epsilon: float, modulus: int, expected_distinct: int, *,
-                   alpha: Fraction, epsilon_state: float, release_epsilon: float | None = None,
-                   crop: int | None = None, confidence: float = DEFAULT_CONFIDENCE) -> FrequencyPlan:
+                   release_epsilon: float | None = None, crop: int | None = None,
+                   confidence: float = DEFAULT_CONFIDENCE, alpha: Fraction | None = None,
+                   epsilon_state: float | None = None) -> FrequencyPlan:
     """Half-widths of N_hat_1, present, the fraction seen once and the cropped mean, for a table of
     ``cells`` counters modulo ``modulus`` holding ``expected_distinct`` present cells.
 
@@ -415,17 +417,20 @@ def plan_frequency(cells: int, epsilon: float, modulus: int, expected_distinct: 
     present cells sit (all on one residue; for the ratios also over their true value in its range,
     the variance being convex in it). A release at ``release_epsilon`` adds noise of scale
     ``2 / release_epsilon`` to every count (sensitivity 2); ``crop`` defaults to ``min(4, k - 1)``
-    as in the release. Use
-    :func:`panstream.calibration.calibrate_frequency` for ``alpha`` and ``epsilon_state``.
+    as in the release. ``alpha`` and ``epsilon_state`` default to
+    :func:`panstream.calibration.calibrate_frequency` of ``epsilon`` and ``modulus``.
 
-    >>> from panstream.calibration import calibrate_frequency
-    >>> c = calibrate_frequency(1.0, 16)
-    >>> p = plan_frequency(1 << 16, 1.0, 16, 20_000, alpha=c.alpha, epsilon_state=c.epsilon_state,
-    ...                    release_epsilon=0.5)
-    >>> round(p.once), round(p.fraction_once, 3)
-    (1437, 0.106)
+    >>> p = plan_frequency(1 << 16, 1.0, 16, 20_000, release_epsilon=0.5)
+    >>> round(p.once), round(p.fraction_once, 3), round(p.cropped_mean, 3)
+    (1437, 0.106, 0.321)
+
+    Raises:
+        ConfigurationError: invalid epsilon, modulus, expected count or crop.
     """
-    if not 0 <= expected_distinct <= cells:
+    if alpha is None or epsilon_state is None:
+        cal = calibrate_frequency(epsilon, modulus)
+        alpha, epsilon_state = cal.alpha, cal.epsilon_state
+    if isinstance(expected_distinct, bool) or not 0 <= expected_distinct <= cells:
         msg = f"expected distinct must lie in 0..{cells}, got {expected_distinct}"
         raise ConfigurationError(msg)
     t = min(4, modulus - 1) if crop is None else int(crop)

@@ -126,3 +126,15 @@ def test_payloads_a_writer_cannot_produce_are_refused(k: int, payload: bytes, ma
     data = ps.FrequencyEstimator("range:13", modulus=k).snapshot()
     with pytest.raises(fmt.CorruptSnapshotError, match=match):
         estimators.restore(_reencode(data, payload=payload))
+
+
+def test_an_auditor_reads_any_counter_from_the_dump() -> None:
+    from panstream.estimators.frequency import snapshot_counter
+
+    est = ps.FrequencyEstimator("range:13", modulus=4)
+    data = est.snapshot()
+    assert [snapshot_counter(data, c) for c in range(13)] == est.counters().tolist()
+    with pytest.raises(ps.StateError, match="outside"):
+        snapshot_counter(data, 13)
+    with pytest.raises(ps.StateError, match="not a frequency one"):
+        snapshot_counter(ps.DensityEstimator("range:13").snapshot(), 0)
