@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
                                                else "frequency.md"))
     items = 1 << (21 if args.quick else 24)
     repeats = 1 if args.quick else 5
-    runs = args.runs or (40 if args.quick else 400)
+    runs = args.runs or (40 if args.quick else 1000)
     start, load0 = time.perf_counter(), _loadavg()
     results = []
     for sl in (int(s) for s in args.sizes.split(",")):
