@@ -1,7 +1,8 @@
-"""panstream: pan-private streaming density and distinct-count estimation.
+"""panstream: pan-private streaming density, distinct-count and frequency estimation.
 
-Keep only a randomized bit table over a public universe, never the data; publish noisy releases
-against a privacy budget. See README.md for the privacy model.
+Keep only a randomized table over a public universe (a bit per cell, or a modular counter per
+cell), never the data; publish noisy releases against a privacy budget. See README.md for the
+privacy model.
 
 >>> import panstream as ps
 >>> est = ps.DensityEstimator(ps.Universe.ipv4("10.0.0.0/24"), epsilon=1.0)
@@ -31,8 +32,10 @@ from panstream.estimators import (
     release_file,
     restore,
 )
+from panstream.estimators.frequency import FrequencyEstimate, FrequencyEstimator
 from panstream.planning import Split, SplitPlan, plan_split
 from panstream.release.density import Release
+from panstream.release.frequency import FrequencyRelease
 from panstream.release.ledger import PrivacyLedger
 from panstream.release.maps import MapRelease
 from panstream.release.remap import remap
@@ -50,6 +53,9 @@ __all__ = [
     "DensityEstimator",
     "Estimate",
     "Estimator",
+    "FrequencyEstimate",
+    "FrequencyEstimator",
+    "FrequencyRelease",
     "IndexResult",
     "ItemError",
     "MapRelease",

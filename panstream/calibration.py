@@ -192,3 +192,89 @@ def _calibrate_rr(eps: float) -> Calibrated:
     realized = realized_epsilon(p, q)
     assert realized <= eps, (eps, k)  # q was rounded up: never less private than asked
     return Calibrated(eps, "rr", _ONE - k, p, realized, k)
+
+
+# ---------------------------------------------------------------------- frequency (modular counters)
+#: The moduli a frequency estimator accepts: powers of two from 4 to 256.
+MODULI: tuple[int, ...] = (4, 8, 16, 32, 64, 128, 256)
+#: The default modulus of the frequency estimator's counters.
+DEFAULT_MODULUS = 16
+
+
+@dataclass(frozen=True)
+class FrequencyCalibration:
+    """The exact initial law of a modular counter for a requested epsilon.
+
+    A counter of :mod:`panstream.estimators.frequency` starts at 0 with probability ``alpha`` and
+    otherwise uniform on Z_k, so its law is D(0) = alpha + (1 - alpha)/k, D(j) = (1 - alpha)/k.
+
+    Attributes:
+        epsilon: the epsilon asked for.
+        modulus: k, the counter modulus.
+        numerator: alpha * 2**32, an integer (alpha rounded *down* to the 32-bit dyadic grid).
+        alpha: the exact alpha used, a :class:`~fractions.Fraction`.
+        epsilon_state: the realized state epsilon ``ln(max D / min D) = ln(1 + alpha k/(1-alpha))``.
+    """
+
+    epsilon: float
+    modulus: int
+    numerator: int
+    alpha: Fraction
+    epsilon_state: float
+
+
+def validate_modulus(modulus: object) -> int:
+    """Return ``modulus`` as an int if it is a power of two in 4..256, else raise.
+
+    Raises:
+        ConfigurationError: not one of :data:`MODULI`.
+    """
+    if isinstance(modulus, bool) or not isinstance(modulus, int) or modulus not in MODULI:
+        msg = (f"modulus must be a power of two from 4 to 256 ({', '.join(map(str, MODULI))}), got "
+               f"{modulus!r}; it must exceed the counts you want to tell apart (see docs/frequency.md)")
+        raise ConfigurationError(msg)
+    return modulus
+
+
+def frequency_epsilon(alpha: Fraction | float, modulus: int) -> float:
+    """The state epsilon of modular counters with initial law parameter ``alpha``.
+
+    Every shift of D lies within ``max D / min D = 1 + alpha k / (1 - alpha)`` of D, and that ratio
+    is attained, so the realized epsilon is its logarithm (computed from the exact ``alpha``).
+
+    >>> round(frequency_epsilon(Fraction(1, 5), 4), 6)   # 1 + (1/5)(4)/(4/5) = 2
+    0.693147
+    """
+    a = Fraction(alpha)
+    if not 0 <= a < 1:
+        return math.inf
+    return math.log1p(float(a * modulus / (1 - a)))
+
+
+def calibrate_frequency(epsilon: float, modulus: int = DEFAULT_MODULUS) -> FrequencyCalibration:
+    """alpha = (e^eps - 1)/(e^eps - 1 + k), rounded down to a dyadic ``n / 2**32``, and the realized
+    epsilon of that exact alpha (at most the one asked for: the epsilon grows with alpha).
+
+    >>> c = calibrate_frequency(1.0, 16)
+    >>> round(float(c.alpha), 6), round(c.epsilon_state, 6), c.epsilon_state <= 1.0
+    (0.096978, 1.0, True)
+
+    Raises:
+        ConfigurationError: invalid epsilon or modulus, or an epsilon so small that alpha rounds to
+            0 at 32 bits (the counters would carry no signal).
+    """
+    eps = validate_epsilon(epsilon)
+    k = validate_modulus(modulus)
+    em1 = Fraction(math.expm1(eps)) if eps < 700 else None
+    target = Fraction(1) if em1 is None else em1 / (em1 + k)
+    target = min(target, Fraction((1 << P_BITS) - 1, 1 << P_BITS))
+    num = dyadic_at_most(target)
+    # expm1 is rounded; never let that rounding lift alpha above the asked-for epsilon.
+    while num and frequency_epsilon(probability(num), k) > eps:
+        num -= 1
+    if num == 0:
+        msg = (f"epsilon {eps} is too small for modulus {k}: alpha rounds to 0 at {P_BITS}-bit "
+               "precision and the counters would carry no signal")
+        raise ConfigurationError(msg)
+    alpha = probability(num)
+    return FrequencyCalibration(eps, k, num, alpha, frequency_epsilon(alpha, k))

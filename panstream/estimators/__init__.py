@@ -1,6 +1,8 @@
 """Estimator families: the per-cell randomized state panstream keeps, behind one contract.
 
 * :class:`DensityEstimator` — one bit per cell (how many distinct, and where).
+* :class:`FrequencyEstimator` — one modular counter per cell (how often: seen once, returning,
+  cropped means).
 
 All keep the contract of :class:`~panstream.estimators.base.Estimator` (updates, ledger, snapshots,
 rotation), which the state files, checkpoints, Kafka shards, merges, audit and command line use.
@@ -18,14 +20,16 @@ import numpy as np
 from panstream.errors import ConfigurationError
 from panstream.estimators.base import Estimator, UpdateResult
 from panstream.estimators.density import DensityEstimator, Estimate
+from panstream.estimators.frequency import FrequencyEstimate, FrequencyEstimator
 from panstream.state import files
 from panstream.state import format as fmt
 
 #: The estimator class of each snapshot ``kind``.
-FAMILIES: dict[str, type[Estimator]] = {DensityEstimator.kind: DensityEstimator}
+FAMILIES: dict[str, type[Estimator]] = {DensityEstimator.kind: DensityEstimator,
+                                        FrequencyEstimator.kind: FrequencyEstimator}
 
-__all__ = ["FAMILIES", "DensityEstimator", "Estimate", "Estimator", "UpdateResult", "family",
-           "load", "release_file", "restore"]
+__all__ = ["FAMILIES", "DensityEstimator", "Estimate", "Estimator", "FrequencyEstimate",
+           "FrequencyEstimator", "UpdateResult", "family", "load", "release_file", "restore"]
 
 
 def family(kind: str) -> type[Estimator]:
@@ -60,6 +64,9 @@ def load(path: str | os.PathLike[str], *, expect: Mapping[str, Any] | None = Non
     >>> ps.DensityEstimator("range:64").save(path)
     >>> type(load(path)).__name__
     'DensityEstimator'
+    >>> ps.FrequencyEstimator("range:64").save(path)
+    >>> type(load(path)).__name__
+    'FrequencyEstimator'
     """
     snap, payload = files.read_verified(path, expect=expect)
     try:
