@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import BudgetExhaustedError, ConfigurationError
-from panstream.estimators.density import DensityEstimator
+from panstream.estimators.base import Estimator
 from panstream.parse import Format, LineParser, detect_format
 from panstream.sources.files import ChunkReader
 from panstream.telemetry import CountWindow, TelemetryPolicy
@@ -114,7 +114,7 @@ class Input:
 
 
 class Ingestor:
-    """Run log inputs into a :class:`DensityEstimator`, owning the checkpoint and release order.
+    """Run log inputs into an estimator (either family), owning the checkpoint and release order.
 
     Args:
         est: the estimator to update.
@@ -134,6 +134,7 @@ class Ingestor:
     Example (exact counts, an explicit opt-in):
         >>> import io
         >>> from panstream.sources import ChunkReader
+        >>> from panstream import DensityEstimator
         >>> est = DensityEstimator("ipv4:10.0.0.0/24", epsilon=1.0)
         >>> ing = Ingestor(est, Format("plain"), telemetry=TelemetryPolicy.exact_counts())
         >>> data = io.BytesIO(b"10.0.0.1\\n10.0.0.2\\nnope\\n")
@@ -142,7 +143,7 @@ class Ingestor:
         (3, 2, 1)
     """
 
-    def __init__(self, est: DensityEstimator, fmt: Format, *, state_path: str | None = None,
+    def __init__(self, est: Estimator, fmt: Format, *, state_path: str | None = None,
                  checkpoint_every: float | None = None, release_every: float | None = None,
                  release_epsilon: float | None = None, release_mechanism: str = "laplace",
                  on_release: Callable[[dict[str, Any]], None] | None = None,

@@ -10,17 +10,21 @@ from collections.abc import Iterator
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
+from panstream import estimators
+from panstream.calibration import DEFAULT_MODULUS
 from panstream.cli.common import (
     FiniteFloatRange,
     SpecParam,
     StatePath,
     apply_split,
     calibration_option,
+    check_family_options,
     emit_json,
     env,
     epsilon_option,
+    estimator_options,
+    given,
     handle_errors,
     json_option,
     total_epsilon_options,
@@ -28,7 +32,7 @@ from panstream.cli.common import (
 )
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError, SourceError, StateError
-from panstream.estimators.density import DensityEstimator
+from panstream.estimators.base import Estimator
 from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.parse import Format, parse_format, tune_allocator
 from panstream.release.ledger import DEFAULT_BUDGET
@@ -56,28 +60,27 @@ def _stop_on_signals(ing: Ingestor) -> Iterator[None]:
             signal.signal(s, h)
 
 
-def _source(ctx: click.Context, name: str) -> ParameterSource | None:
-    return ctx.get_parameter_source(name)
-
-
 def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | None,
-                    epsilon: float, calibration: str, budget: float,
-                    split: bool = False) -> tuple[DensityEstimator, bool]:
-    """Resume the state at ``state`` (checking given parameters; with ``split``, the epsilon and
-    budget of --total-epsilon too) or create a new estimator."""
-    given = {k: v for k, v in (("universe", universe), ("epsilon", epsilon),
-                               ("calibration", calibration))
-             if _source(ctx, k) not in (None, ParameterSource.DEFAULT) or (split and k == "epsilon")}
+                    epsilon: float, calibration: str, budget: float, split: bool = False,
+                    kind: str = "density", modulus: int = DEFAULT_MODULUS
+                    ) -> tuple[Estimator, bool]:
+    """Resume the state at ``state`` (checking the parameters given, its family included; with
+    ``split``, the epsilon and budget of --total-epsilon too) or create a new estimator."""
+    asked = {"kind": kind, "universe": universe, "epsilon": epsilon, "calibration": calibration,
+             "modulus": modulus}
+    option = {"kind": "estimator"}
+    expect = {k: v for k, v in asked.items()
+              if given(ctx, option.get(k, k)) or (split and k == "epsilon")}
     if state is not None and os.path.exists(state):
-        est = DensityEstimator.load(state, expect=given)
+        est = estimators.load(state, expect=expect)
         if est.ledger.blocked is not None:  # an older copy put back: refuse before any input
             raise StateError(est.ledger.blocked)
         if est.ledger.shard:
             msg = (f"{state} is one shard of a Kafka consumer group: resume it with 'panstream "
                    "kafka', not ingest (a shard has no budget of its own)")
             raise StateError(msg)
-        if (split or ("budget" in ctx.params and _source(ctx, "budget") not in
-                      (None, ParameterSource.DEFAULT))) and budget != est.ledger.budget:
+        if (split or ("budget" in ctx.params and given(ctx, "budget"))) \
+                and budget != est.ledger.budget:
             msg = (f"the state has an output budget of {est.ledger.budget:g}, not {budget:g}: the "
                    "budget is fixed when a state is created")
             raise ConfigurationError(msg)
@@ -85,7 +88,8 @@ def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | 
     if universe is None:
         raise click.UsageError("--universe is required when starting a new state "
                                "(or set PANSTREAM_UNIVERSE)")
-    return DensityEstimator(universe, epsilon=epsilon, calibration=calibration, budget=budget), False
+    return estimators.new(kind, universe, epsilon, calibration=calibration, modulus=modulus,
+                          budget=budget), False
 
 
 def _counts(s: IngestStats, outside: str = "outside") -> str:
@@ -95,6 +99,22 @@ def _counts(s: IngestStats, outside: str = "outside") -> str:
                 f"{s.empty:,} empty")
     return (f"~{max(s.accepted, 0):,} accepted, ~{max(s.malformed, 0):,} malformed, "
             f"~{max(s.outside, 0):,} {outside}, ~{max(s.empty, 0):,} empty")
+
+
+def release_line(rel: dict[str, Any]) -> str:
+    """One human line for a periodic release of either family (its ``to_dict()``)."""
+    tail = f"epsilon {rel['epsilon']:g}, budget left {rel['budget_remaining']:g}"
+    if "distinct" in rel:
+        return (f"release: distinct {rel['distinct']:,.0f} [{rel['distinct_low']:,.0f}, "
+                f"{rel['distinct_high']:,.0f}], density {rel['density']:.6f}, {tail}")
+    s = rel["stats"]
+
+    def iv(name: str) -> str:
+        v = s[name]
+        return f"{v['value']:,.0f} [{v['low']:,.0f}, {v['high']:,.0f}]"
+
+    return (f"release: present {iv('present')}, seen once {iv('once')}, returning "
+            f"{iv('returning')}, {tail}")
 
 
 def _lines(s: IngestStats) -> str:
@@ -117,6 +137,7 @@ def _progress_printer(tty: bool) -> Any:
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @universe_option(required=False)
 @epsilon_option(default=1.0)
+@estimator_options()
 @calibration_option()
 @click.option("-s", "--state", type=StatePath(for_writing=True), default=None,
               help="State file: created if missing, resumed if present. Without it the table "
@@ -146,15 +167,21 @@ def _progress_printer(tty: bool) -> Any:
 @click.pass_context
 @handle_errors
 def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | None, epsilon: float,
-            calibration: str, state: str | None, fmt: Format, checkpoint_every: float,
+            estimator: str, modulus: int, calibration: str, state: str | None, fmt: Format,
+            checkpoint_every: float,
             release_every: float | None, release_epsilon: float | None, release_mechanism: str,
             budget: float, total_epsilon: float | None, releases: int | None,
             progress: bool | None, telemetry: TelemetryPolicy, as_json: bool) -> None:
-    """Read IP logs from FILES (.gz too) or standard input into a pan-private bit table.
+    """Read IP logs from FILES (.gz too) or standard input into a pan-private table.
 
     \b
       tail -F access.log | panstream ingest -u ipv4:10.0.0.0/16 -s web.pst -f clf
       panstream ingest -u ipv4:0.0.0.0/0 -s all.pst logs/*.gz
+      panstream ingest -u ipv4:10.0.0.0/16 -s freq.pst --estimator frequency access.log
+
+    The default density estimator keeps one randomized bit per cell (how many distinct, and
+    where); --estimator frequency keeps one randomized counter mod --modulus per cell (how often:
+    seen once, returning; docs/frequency.md).
 
     Only the randomized table and public parameters are saved. Malformed lines, binary junk,
     over-long lines (> 4096 bytes), empty lines and addresses outside the universe are skipped.
@@ -169,6 +196,7 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     and R releases as 'panstream plan --total-epsilon' shows (best for one release), and
     --release-every then releases at the split's per-release epsilon.
     """
+    check_family_options(ctx, estimator)
     split = total_epsilon is not None
     if releases is not None and not split:
         raise click.UsageError("--releases goes with --total-epsilon")
@@ -190,15 +218,18 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
         if state is not None:  # one process at a time: see panstream.storage.state_lock
             held.enter_context(state_lock(state, "ingest"))
         _run(ctx, universe, epsilon, calibration, state, fmt, checkpoint_every, release_every,
-             release_epsilon, release_mechanism, budget, progress, telemetry, as_json, files, split)
+             release_epsilon, release_mechanism, budget, progress, telemetry, as_json, files, split,
+             estimator, modulus)
 
 
 def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibration: str,
          state: str | None, fmt: Format, checkpoint_every: float, release_every: float | None,
          release_epsilon: float | None, release_mechanism: str, budget: float,
          progress: bool | None, telemetry: TelemetryPolicy, as_json: bool,
-         files: tuple[str, ...], split: bool = False) -> None:
-    est, resumed = _open_estimator(ctx, state, universe, epsilon, calibration, budget, split)
+         files: tuple[str, ...], split: bool = False, estimator: str = "density",
+         modulus: int = DEFAULT_MODULUS) -> None:
+    est, resumed = _open_estimator(ctx, state, universe, epsilon, calibration, budget, split,
+                                   estimator, modulus)
     show_progress = sys.stderr.isatty() if progress is None else progress
 
     def notice(msg: str) -> None:
@@ -208,10 +239,7 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
         if as_json:
             emit_json({"release": rel})
         else:
-            click.echo(f"release: distinct {rel['distinct']:,.0f} "
-                       f"[{rel['distinct_low']:,.0f}, {rel['distinct_high']:,.0f}], density "
-                       f"{rel['density']:.6f}, epsilon {rel['epsilon']:g}, budget left "
-                       f"{rel['budget_remaining']:g}")
+            click.echo(release_line(rel))
         sys.stdout.flush()
 
     ing = Ingestor(est, fmt, state_path=state, checkpoint_every=checkpoint_every,
@@ -241,8 +269,8 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
     if show_progress and sys.stderr.isatty():
         sys.stderr.write("\n")
     summary = {
-        "state": state, "resumed": resumed, "universe": est.universe.spec,
-        "epsilon_state": est.epsilon_state, "calibration": est.calibration, "p": str(est.p),
+        "state": state, "resumed": resumed, "estimator": est.kind, "universe": est.universe.spec,
+        "epsilon_state": est.epsilon_state, **est.describe(),
         "budget": est.ledger.budget, "budget_spent": est.ledger.spent, **stats.to_dict(),
     }
     if as_json:

@@ -20,6 +20,7 @@ from panstream.cli.kafka_options import bootstrap_option, connection_options, no
 from panstream.errors import ConfigurationError
 from panstream.estimators import release_file
 from panstream.release.density import Release, format_release
+from panstream.release.frequency import FrequencyRelease, format_frequency_release
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.release.maps import MapRelease, format_map
 from panstream.release.noise import MECHANISMS
@@ -82,6 +83,9 @@ from panstream.release.noise import MECHANISMS
               help="With --by: also draw the map as a PNG (Hilbert heat map for IP universes, step "
                    "plot for ranges); needs the plot extra (pip install 'panstream[plot]').",
               **env("RELEASE_PLOT"))
+@click.option("--crop", "crop", type=click.IntRange(min=1), default=None, metavar="T",
+              help="Frequency states: the threshold of the cropped mean and of 'seen >= T times' "
+                   "(1..modulus-1; default min(4, modulus-1)).", **env("RELEASE_CROP"))
 @json_option()
 @handle_errors
 def command(state: str | None, state_dir: str | None, state_topic: str | None,
@@ -89,13 +93,15 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
             merge: str, partitions: int | None, keyed: bool, new_ledger: bool,
             budget: float | None, epsilon: float,
             mechanism: str, by: str | None, csv_out: str | None, plot_out: str | None,
-            as_json: bool) -> None:
-    """Release the noisy density and distinct count of a state, spending output budget.
+            crop: int | None, as_json: bool) -> None:
+    """Release the noisy statistics of a state, spending output budget.
 
-    Loads the state, adds exact noise of scale 1/EPSILON to its count of ones, debiases, records
-    the release (epsilon, mechanism, time) in the state's privacy ledger and saves the state
-    atomically *before* printing anything. A release that would exceed the budget is refused and
-    nothing is drawn or written. The epsilon printed is the realized one.
+    Loads the state, adds exact noise to its count of ones (density: scale 1/EPSILON; the density
+    and distinct count) or to its counter histogram (frequency: scale 2/EPSILON; seen once,
+    returning, cropped mean...), records the release (epsilon, mechanism, time) in the state's
+    privacy ledger and saves the state atomically *before* printing anything. A release that
+    would exceed the budget is refused and nothing is drawn or written. The epsilon printed is
+    the realized one. The state file says which estimator it holds.
 
     The shards of a 'panstream kafka' group are released from its --state-dir or, with -b, its
     --state-topic: merged into one estimate and charged to the group's release ledger (a file in
@@ -129,24 +135,26 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
                "state's budget is fixed when the state or the group's ledger is created)")
         raise ConfigurationError(msg)
     new_budget = DEFAULT_BUDGET if budget is None else budget
+    options = {} if crop is None else {"t": crop}
     if state_dir is not None:  # shards of 'panstream kafka' (panstream.state.stores)
         from panstream.state.stores import release_state_dir
 
         rel, _ = release_state_dir(state_dir, epsilon, mechanism, merge, partitions, keyed,
-                                   new_ledger, by=by, budget=new_budget)
+                                   new_ledger, by=by, budget=new_budget, **options)
     elif state_topic is not None:
         rel = _release_topic(state_topic, bootstrap, overrides, security, epsilon, mechanism,
-                             merge, partitions, keyed, new_ledger, by, new_budget)
+                             merge, partitions, keyed, new_ledger, by, new_budget, options)
     else:
         assert state is not None
         # Under the state's lock (a running ingest would overwrite the charge); the ledger is
         # durable before the number is shown.
-        rel = release_file(state, epsilon, mechanism, by=by)
-    if isinstance(rel, Release):
+        rel = release_file(state, epsilon, mechanism, by=by, **options)
+    if isinstance(rel, (Release, FrequencyRelease)):
         if as_json:
             emit_json(rel.to_dict())
         else:
-            click.echo(format_release(rel))
+            click.echo(format_release(rel) if isinstance(rel, Release)
+                       else format_frequency_release(rel))
         return
     _show_map(rel, csv_out, as_json)
     if plot_out is not None:
@@ -182,7 +190,8 @@ def _show_map(m: MapRelease, csv_out: str | None, as_json: bool) -> None:
 def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...],
                    security: dict[str, Any], epsilon: float, mechanism: str, merge: str,
                    partitions: int | None, keyed: bool, new_ledger: bool,
-                   by: str | None = None, budget: float = DEFAULT_BUDGET) -> Release | MapRelease:
+                   by: str | None = None, budget: float = DEFAULT_BUDGET,
+                   options: dict[str, Any] | None = None) -> Any:
     """Release the shards of a state topic, charged to the topic's release ledger record."""
     if not bootstrap:
         msg = "--state-topic needs -b/--bootstrap-server HOST:PORT (or PANSTREAM_KAFKA_BOOTSTRAP)"
@@ -196,7 +205,7 @@ def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...]
         store = src.topic_store(topic, client, create=False)
     try:
         rel, _ = release_store(store, epsilon, mechanism, merge, partitions, keyed, new_ledger,
-                               by=by, budget=budget)
+                               by=by, budget=budget, **(options or {}))
     finally:
         store.log.close()  # type: ignore[attr-defined]  # KafkaRecordLog: flushes, then closes
     return rel

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from panstream import estimators
 from panstream.calibration import CALIBRATIONS
 from panstream.cli.common import (
     FiniteFloatRange,
@@ -15,7 +16,7 @@ from panstream.cli.common import (
     json_option,
 )
 from panstream.errors import StateError
-from panstream.estimators.density import DensityEstimator
+from panstream.estimators.base import Estimator
 from panstream.state.files import state_lock
 from panstream.universe import Universe
 
@@ -50,7 +51,7 @@ def command(state: str, universe: Universe | None, epsilon: float | None, calibr
       panstream rotate -s web.pst
     """
     with state_lock(state, "rotate"):  # a running ingest would put the old table back
-        est = DensityEstimator.load(state)
+        est = estimators.load(state)
         _check_guards(state, est, universe, epsilon, calibration)
         old = est.rotate()
         est.save(state)
@@ -60,14 +61,15 @@ def command(state: str, universe: Universe | None, epsilon: float | None, calibr
     if as_json:
         emit_json(out)
         return
-    click.echo(f"rotated {state}: new epoch over {est.universe.spec} with a fresh table "
+    click.echo(f"rotated {state}: new epoch of its {est.kind} estimator over "
+               f"{est.universe.spec} with a fresh table "
                f"(epsilon_state {est.epsilon_state:.6f}) and a fresh output budget of "
                f"{est.ledger.budget:g}")
     click.echo(f"  old epoch: {len(old.entries)} release(s), epsilon {old.spent:g} spent; those "
                "releases stay valid. The old table was wiped from memory and replaced on disk.")
 
 
-def _check_guards(state: str, est: DensityEstimator, universe: Universe | None,
+def _check_guards(state: str, est: Estimator, universe: Universe | None,
                   epsilon: float | None, calibration: str | None) -> None:
     """Refuse to rotate a state whose parameters contradict ``-u``/``--epsilon``/``--calibration``.
 
@@ -76,7 +78,7 @@ def _check_guards(state: str, est: DensityEstimator, universe: Universe | None,
     """
     given = [("-u", "universe", est.universe.spec, universe.spec if universe else None),
              ("--epsilon", "epsilon", repr(est.epsilon), None if epsilon is None else repr(epsilon)),
-             ("--calibration", "calibration", est.calibration, calibration)]
+             ("--calibration", "calibration", est.describe().get("calibration"), calibration)]
     for flag, name, stored, asked in given:
         if asked is not None and asked != stored:
             msg = (f"{state} holds {name} {stored}, not {asked}: nothing was rotated. Rotation keeps a "

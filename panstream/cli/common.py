@@ -16,9 +16,13 @@ from typing import Any, TypeVar
 
 import click
 
-from panstream.calibration import CALIBRATIONS, DEFAULT_CALIBRATION
+from panstream.calibration import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_MODULUS, MODULI
 from panstream.errors import PanstreamError
+from panstream.estimators import FAMILIES
 from panstream.universe import Universe
+
+#: The estimator families the command line offers.
+FAMILY_NAMES = tuple(FAMILIES)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -128,6 +132,55 @@ def calibration_option(help: str = CALIBRATION_HELP) -> Callable[[F], F]:
     return click.option("--calibration", type=click.Choice(CALIBRATIONS),
                         default=DEFAULT_CALIBRATION, show_default=True,
                         help=help, **env("CALIBRATION"))
+
+
+ESTIMATOR_HELP = ("density: one bit per cell (how many distinct, and where: maps); frequency: one "
+                  "counter mod --modulus per cell (how often: seen once, returning, cropped "
+                  "mean; docs/frequency.md). A resumed state keeps its own.")
+
+
+def estimator_options() -> Callable[[F], F]:
+    """``--estimator density|frequency`` and ``--modulus K`` (frequency's counters, mod K)."""
+
+    def deco(f: F) -> F:
+        f = click.option("--modulus", type=click.Choice([str(k) for k in MODULI]),
+                         default=str(DEFAULT_MODULUS), show_default=True, callback=_as_int,
+                         help="With --estimator frequency: counters count modulo this (a power "
+                              "of two, 4..256): pick it above the counts you want to tell apart; "
+                              "the error grows as its square root.", **env("MODULUS"))(f)
+        return click.option("--estimator", type=click.Choice(list(FAMILY_NAMES)),
+                            default="density", show_default=True, help=ESTIMATOR_HELP,
+                            **env("ESTIMATOR"))(f)
+
+    return deco
+
+
+def _as_int(ctx: click.Context, param: click.Parameter, value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def given(ctx: click.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line or in the environment (not a
+    default)."""
+    return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+
+
+def check_family_options(ctx: click.Context, estimator: str) -> None:
+    """Refuse an option of one estimator family given for the other.
+
+    Raises:
+        click.UsageError: --calibration or --total-epsilon with frequency, --modulus with density.
+    """
+    if estimator == "frequency":
+        wrong = [f"--{n.replace('_', '-')}" for n in ("calibration", "total_epsilon")
+                 if n in ctx.params and given(ctx, n)]
+        if wrong:
+            verb = "concern" if len(wrong) > 1 else "concerns"
+            raise click.UsageError(f"{' and '.join(wrong)} {verb} the density estimator; the "
+                                   "frequency estimator takes --epsilon and --modulus")
+    elif "modulus" in ctx.params and given(ctx, "modulus"):
+        raise click.UsageError("--modulus concerns the frequency estimator: add --estimator "
+                               "frequency")
 
 
 def total_epsilon_options() -> Callable[[F], F]:

@@ -17,19 +17,23 @@ from typing import Any
 
 import numpy as np
 
+from panstream.calibration import DEFAULT_CALIBRATION, DEFAULT_MODULUS
 from panstream.errors import ConfigurationError
 from panstream.estimators.base import Estimator, UpdateResult
 from panstream.estimators.density import DensityEstimator, Estimate
 from panstream.estimators.frequency import FrequencyEstimate, FrequencyEstimator
+from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
 from panstream.state import files
 from panstream.state import format as fmt
+from panstream.universe import Universe
 
 #: The estimator class of each snapshot ``kind``.
 FAMILIES: dict[str, type[Estimator]] = {DensityEstimator.kind: DensityEstimator,
                                         FrequencyEstimator.kind: FrequencyEstimator}
 
 __all__ = ["FAMILIES", "DensityEstimator", "Estimate", "Estimator", "FrequencyEstimate",
-           "FrequencyEstimator", "UpdateResult", "family", "load", "release_file", "restore"]
+           "FrequencyEstimator", "UpdateResult", "check_release_options", "expect_of", "family",
+           "load", "new", "release_file", "restore"]
 
 
 def family(kind: str) -> type[Estimator]:
@@ -44,6 +48,36 @@ def family(kind: str) -> type[Estimator]:
         msg = (f"this panstream does not implement estimators of kind {kind!r} (it has "
                f"{', '.join(FAMILIES)}): upgrade panstream to read the state")
         raise fmt.SnapshotVersionError(msg) from None
+
+
+def new(kind: str, universe: Universe | str, epsilon: float, *,
+        calibration: str = DEFAULT_CALIBRATION, modulus: int = DEFAULT_MODULUS,
+        budget: float = DEFAULT_BUDGET, ledger: PrivacyLedger | None = None,
+        layout: str = "auto") -> Estimator:
+    """A fresh estimator of family ``kind`` (``"density"`` uses ``calibration``, ``"frequency"``
+    uses ``modulus``; the other family's setting is ignored).
+
+    >>> type(new("frequency", "range:64", 1.0, modulus=8)).__name__
+    'FrequencyEstimator'
+    """
+    family(kind)
+    if kind == FrequencyEstimator.kind:
+        return FrequencyEstimator(universe, epsilon, modulus, budget, layout, _ledger=ledger)
+    return DensityEstimator(universe, epsilon, calibration, budget, layout, _ledger=ledger)
+
+
+def expect_of(kind: str | None = None, universe: Universe | str | None = None,
+              epsilon: float | None = None, calibration: str | None = None,
+              modulus: int | None = None) -> dict[str, Any]:
+    """The ``expect=`` mapping that checks a stored state against the parameters a caller resumes
+    with (``None`` means "not given": not checked); ``calibration`` concerns only density states
+    and ``modulus`` only frequency states."""
+    d: dict[str, Any] = {"kind": kind, "universe": universe, "epsilon": epsilon}
+    if kind != FrequencyEstimator.kind:
+        d["calibration"] = calibration
+    if kind != DensityEstimator.kind:
+        d["modulus"] = modulus
+    return {k: v for k, v in d.items() if v is not None}
 
 
 def restore(data: bytes | bytearray | memoryview, *, expect: Mapping[str, Any] | None = None,
@@ -98,6 +132,7 @@ def release_file(path: str | os.PathLike[str], epsilon: float, mechanism: str = 
     with files.state_lock(path, "a release"):
         est = load(path)
         try:
+            check_release_options(est.kind, kwargs, f"{path} holds a {est.kind} state")
             if by is None:
                 rel = est.release(epsilon, mechanism, **kwargs)
             elif isinstance(est, DensityEstimator):
@@ -109,3 +144,16 @@ def release_file(path: str | os.PathLike[str], epsilon: float, mechanism: str = 
         finally:
             est.wipe()
     return rel
+
+
+def check_release_options(kind: str, options: Mapping[str, Any], where: str) -> None:
+    """Refuse release options of the other family before anything is charged (``t``, the
+    cropping threshold, is the frequency family's).
+
+    Raises:
+        ConfigurationError: ``t`` given for a density release.
+    """
+    if options.get("t") is not None and kind != FrequencyEstimator.kind:
+        msg = (f"--crop (t) sets the threshold of a frequency release's cropped mean; {where}: "
+               "nothing was released")
+        raise ConfigurationError(msg)

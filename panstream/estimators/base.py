@@ -93,6 +93,10 @@ class Estimator(ABC):
 
     #: The family's name in snapshots (the ``kind`` parameter).
     kind: ClassVar[str]
+    #: How much one person can change the statistic a release adds noise to (the L1 sensitivity of
+    #: one table's count of ones, or of its counter histogram); a group merge multiplies it by the
+    #: number of tables one person can reach.
+    unit_sensitivity: ClassVar[int]
 
     universe: Universe
     epsilon: float

@@ -101,6 +101,7 @@ class DensityEstimator(Estimator):
     """
 
     kind: ClassVar[str] = "density"
+    unit_sensitivity: ClassVar[int] = 1  # one person changes the count of ones by at most 1
 
     def __init__(self, universe: Universe | str, epsilon: float = 1.0,
                  calibration: str = DEFAULT_CALIBRATION, budget: float = DEFAULT_BUDGET,

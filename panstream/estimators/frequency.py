@@ -124,6 +124,7 @@ class FrequencyEstimator(Estimator):
     """
 
     kind: ClassVar[str] = "frequency"
+    unit_sensitivity: ClassVar[int] = 2  # one person moves one counter: the histogram by 2 in L1
 
     def __init__(self, universe: Universe | str, epsilon: float = 1.0,
                  modulus: int = DEFAULT_MODULUS, budget: float = DEFAULT_BUDGET,

@@ -50,8 +50,10 @@ from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
+from panstream import estimators
+from panstream.calibration import DEFAULT_MODULUS
 from panstream.errors import ConfigurationError, PanstreamError, SourceError, StateError
-from panstream.estimators.density import DensityEstimator
+from panstream.estimators.base import Estimator
 from panstream.parse import LineParser
 from panstream.release.ledger import ShardLedger
 from panstream.state.checkpoint import Checkpointer, Shard, ShardStore, restore_shard, shard_key
@@ -535,7 +537,8 @@ def state_client(bootstrap: str | Sequence[str], overrides: Mapping[str, Any] | 
 # ---------------------------------------------------------------------- the consumer
 @dataclass
 class TailConfig:
-    """What :class:`KafkaTail` runs with (built by ``panstream kafka``)."""
+    """What :class:`KafkaTail` runs with (built by ``panstream kafka``): ``estimator`` names the
+    shards' family (``density``: ``calibration`` applies; ``frequency``: ``modulus``)."""
 
     consumer: dict[str, Any]
     topics: list[str]
@@ -547,6 +550,8 @@ class TailConfig:
     checkpoint_interval: float = 5.0
     idle_timeout: float | None = None
     poll_timeout_ms: int = 200
+    estimator: str = "density"
+    modulus: int = DEFAULT_MODULUS
 
 
 @dataclass
@@ -626,14 +631,16 @@ class KafkaTail:
         self._final_checkpoint_done = False
 
     # -------------------------------------------------------------- estimators
-    def _fresh(self) -> DensityEstimator:
+    def _fresh(self) -> Estimator:
         # A shard has no budget of its own: the group's ledger (ensure_ledger) is the only one.
-        return DensityEstimator(self.config.universe, epsilon=self.config.epsilon,
-                                calibration=self.config.calibration, _ledger=ShardLedger())
+        c = self.config
+        return estimators.new(c.estimator, c.universe, c.epsilon, calibration=c.calibration,
+                              modulus=c.modulus, ledger=ShardLedger())
 
-    def _decode(self, data: bytes | bytearray) -> DensityEstimator:
-        return decode_shard(data, self.config.universe, self.config.epsilon,
-                            self.config.calibration)
+    def _decode(self, data: bytes | bytearray) -> Estimator:
+        c = self.config
+        return decode_shard(data, c.universe, c.epsilon, c.calibration, kind=c.estimator,
+                            modulus=c.modulus)
 
     # -------------------------------------------------------------- commits
     @staticmethod

@@ -35,15 +35,19 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from panstream.errors import ConfigurationError, StateError
+from panstream.estimators.base import Estimator
 from panstream.estimators.bittable import BitTable
 from panstream.estimators.density import DensityEstimator
+from panstream.estimators.frequency import FrequencyEstimator
+from panstream.estimators.frequency import merge_partitioned as merge_frequency_partitioned
+from panstream.release.frequency import MergedHistograms, sum_histograms
 from panstream.release.ledger import ShardLedger
 from panstream.universe import Universe
 
@@ -252,3 +256,46 @@ def kafka_partitions_of_cells(universe: Universe, partitions: int) -> np.ndarray
         h = _murmur2_rows(rows)
         owner[np.asarray(cells)] = (h & np.uint32(0x7FFFFFFF)).astype(np.int64) % partitions
     return owner
+
+
+# ---------------------------------------------------------------------- either family
+def merge_group_partitioned(shards: Mapping[int, Estimator], owner: np.ndarray) -> Estimator:
+    """The partition-aware merge of a group's shards, whichever family they are: cell ``c`` takes
+    its bit (:func:`merge_partitioned`) or its counter
+    (:func:`panstream.estimators.frequency.merge_partitioned`) from shard ``owner[c]``.
+
+    Raises:
+        StateError: no shards, shards of different families or parameters.
+    """
+    kind = _one_kind(shards.values())
+    if kind == FrequencyEstimator.kind:
+        return merge_frequency_partitioned(
+            {p: e for p, e in shards.items() if isinstance(e, FrequencyEstimator)}, owner)
+    return merge_partitioned({p: e for p, e in shards.items() if isinstance(e, DensityEstimator)},
+                             owner)
+
+
+def merge_group_sum(shards: Sequence[Estimator]) -> DensityEstimator | MergedHistograms:
+    """The sum merge of a group's shards, whichever family they are: density tables laid end to
+    end (:func:`concatenate`), counter histograms added
+    (:func:`panstream.release.frequency.sum_histograms`).
+
+    Raises:
+        StateError: no shards, shards of different families or parameters.
+    """
+    kind = _one_kind(shards)
+    if kind == FrequencyEstimator.kind:
+        return sum_histograms([e for e in shards if isinstance(e, FrequencyEstimator)])
+    return concatenate([e for e in shards if isinstance(e, DensityEstimator)])
+
+
+def _one_kind(shards: Iterable[Estimator]) -> str:
+    kinds = {e.kind for e in shards}
+    if not kinds:
+        msg = "no shard tables to merge: is the state directory/topic the right one?"
+        raise StateError(msg)
+    if len(kinds) > 1:
+        msg = (f"the store holds shards of different estimator families ({', '.join(sorted(kinds))}):"
+               " one consumer group runs one family; use one state directory or topic per group")
+        raise StateError(msg)
+    return kinds.pop()

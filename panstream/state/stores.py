@@ -38,18 +38,19 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from panstream import estimators
 from panstream.errors import ConfigurationError, StateError
 from panstream.estimators.base import Estimator
 from panstream.estimators.density import DensityEstimator
+from panstream.release.frequency import MergedHistograms
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger, ShardLedger
 from panstream.state.files import LedgerHistory, atomic_write, state_lock
 from panstream.universe import Universe
 
 if TYPE_CHECKING:  # pragma: no cover
-    from panstream.release.density import Release
-    from panstream.release.maps import MapRelease
+    pass
 
 #: Default largest chunk of a snapshot in one Kafka message: below the broker's default
 #: ``message.max.bytes`` (1 MiB) with room for the record overhead.
@@ -69,19 +70,21 @@ def encode_shard(est: Estimator) -> bytearray:
     return est.snapshot_buffer(as_shard=True)
 
 
-def decode_shard(data: bytes | bytearray, universe: Universe | str, epsilon: float, calibration: str
-                 ) -> DensityEstimator:
-    """Restore a shard snapshot, checking it matches the parameters this consumer runs with.
+def decode_shard(data: bytes | bytearray, universe: Universe | str, epsilon: float,
+                 calibration: str | None = None, *, kind: str = "density",
+                 modulus: int | None = None) -> Estimator:
+    """Restore a shard snapshot, checking it matches the parameters this consumer runs with (its
+    estimator family ``kind``, universe, epsilon, and ``calibration`` or ``modulus``).
 
     The shard gets a :class:`~panstream.release.ledger.ShardLedger`, which refuses every release
     (also for a shard written by an older panstream with a budget of its own).
 
     Raises:
-        StateError: the snapshot is corrupt, or its universe, epsilon or calibration differ from
-            the configured ones (the message names the stored values to resume with).
+        StateError: the snapshot is corrupt, or its family or parameters differ from the
+            configured ones (the message names the stored values to resume with).
     """
-    est = DensityEstimator.restore(data, expect={"universe": universe, "epsilon": epsilon,
-                                                 "calibration": calibration})
+    est = estimators.restore(data, expect=estimators.expect_of(kind, universe, epsilon,
+                                                               calibration, modulus))
     est.ledger = ShardLedger()
     return est
 
@@ -454,19 +457,21 @@ class GroupState:
     """The shards of a state store, merged into one releasable estimator.
 
     Attributes:
-        estimator: the merged estimator (its ledger is the state directory's release ledger).
+        estimator: the merged estimator (its ledger is the state directory's release ledger): a
+            table of the shards' family, or (frequency sum merge) the shards' summed histograms.
         method: ``"partitioned"`` or ``"sum"``; shards: number of shards; topics: their topics.
         partitions: the partition count used by the partition-aware merge (0 for ``sum``).
         keyed: whether the operator asserted that messages are keyed by the item (default
             partitioner), so an item's messages reach one partition per topic.
-        sensitivity: how much one person can change the merged count of ones: 1 for the
-            partition-aware merge (one bit per cell); for the sum merge the number of shards an item
-            can reach (its topics if keyed, every shard if not).
+        sensitivity: how much one person can change the merged statistic: the family's unit (1
+            for a count of ones, 2 for a counter histogram) for the partition-aware merge (one cell
+            per cell); for the sum merge that times the number of shards an item can reach (its
+            topics if keyed, every shard if not).
         state_tables: how many stored shard tables one person's arrivals can change (the same
             bound for the shards on disk), which multiplies the state epsilon.
     """
 
-    estimator: DensityEstimator
+    estimator: Estimator | MergedHistograms
     method: str
     shards: int
     topics: tuple[str, ...]
@@ -505,13 +510,13 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
     if not keys:
         msg = f"no shard snapshots in {store!r}: point at the consumers' --state-dir/--state-topic"
         raise StateError(msg)
-    shards: dict[tuple[str, int], DensityEstimator] = {}
+    shards: dict[tuple[str, int], Estimator] = {}
     for key in keys:
         data = store.load(key)
         if data is not None:
             topic, _, part = key.rpartition("/")
             try:
-                shards[(topic, int(part))] = DensityEstimator.restore(data)
+                shards[(topic, int(part))] = estimators.restore(data)
             finally:
                 if isinstance(data, bytearray):
                     data[:] = bytes(len(data))
@@ -527,15 +532,18 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
             raise ConfigurationError(msg)
         k = partitions or (max(p for _, p in shards) + 1)
         owner = m.kafka_partitions_of_cells(first.universe, k)
-        est = m.merge_partitioned({p: e for (_, p), e in shards.items()}, owner)
+        est: Estimator | MergedHistograms = m.merge_group_partitioned(
+            {p: e for (_, p), e in shards.items()}, owner)
     else:
         k = 0
-        est = m.concatenate([shards[key] for key in sorted(shards)])
+        est = m.merge_group_sum([shards[key] for key in sorted(shards)])
     for e in shards.values():
         e.wipe()
     est.ledger = ShardLedger()  # releasable only once the group's one ledger is attached
     reach = len(topics) if keyed else len(shards)  # shards one person's item can change
-    sensitivity = 1 if method == "partitioned" else reach
+    # One person changes one table's statistic by the family's unit (a count of ones by 1, a
+    # histogram by 2); the sum merge adds the tables one person can reach.
+    sensitivity = first.unit_sensitivity * (1 if method == "partitioned" else reach)
     return GroupState(est, method, len(shards), topics, k, keyed, sensitivity, reach)
 
 
@@ -564,8 +572,12 @@ def ensure_ledger(store: DirectoryStore | TopicStore, budget: float) -> bool:
 def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism: str = "laplace",
                   merge: str = "auto", partitions: int | None = None, keyed: bool = False,
                   new_ledger: bool = False, *, by: int | str | None = None,
-                  budget: float = DEFAULT_BUDGET) -> tuple[Release | MapRelease, GroupState]:
+                  budget: float = DEFAULT_BUDGET, **options: Any) -> tuple[Any, GroupState]:
     """Merge a shard store and release it, recording the release in its ledger durably first.
+
+    The release is the one of the shards' family (a density :class:`~panstream.release.density.
+    Release` or map; a :class:`~panstream.release.frequency.FrequencyRelease`); ``options`` go to
+    it (``confidence=``, and ``t=`` for frequency).
 
     The release is charged to the store's release ledger (a directory's :data:`LEDGER_FILE`, a
     state topic's :data:`LEDGER_KEY` record), which is written (atomically / with ``acks=all``)
@@ -600,12 +612,13 @@ def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism:
     """
     with store.ledger_lock():
         return _release_locked(store, epsilon, mechanism, merge, partitions, keyed, new_ledger,
-                               by, budget)
+                               by, budget, options)
 
 
 def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanism: str,
                     merge: str, partitions: int | None, keyed: bool, new_ledger: bool,
-                    by: int | str | None, budget: float) -> tuple[Release | MapRelease, GroupState]:
+                    by: int | str | None, budget: float, options: dict[str, Any]
+                    ) -> tuple[Any, GroupState]:
     group = merge_store(store, merge, partitions, keyed)
     if by is not None and group.method != "partitioned":
         msg = (f"a map of a group needs the partitioned merge (this one is {group.method}: the "
@@ -627,13 +640,18 @@ def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanis
         group.estimator.ledger = parse_ledger(raw, where)
     if history is not None:
         history.check(group.estimator.ledger)  # an older ledger file put back: refused, loudly
-    rel: Release | MapRelease
+    kind = "frequency" if isinstance(group.estimator, MergedHistograms) else group.estimator.kind
+    estimators.check_release_options(kind, options, f"the group keeps {kind} shards")
+    rel: Any
     if by is None:
         rel = group.estimator.release(epsilon, mechanism, sensitivity=group.sensitivity,
-                                      state_tables=group.state_tables)
-    else:
+                                      state_tables=group.state_tables, **options)
+    elif isinstance(group.estimator, DensityEstimator):
         rel = group.estimator.release_map(epsilon, by, mechanism, sensitivity=group.sensitivity,
                                           state_tables=group.state_tables)
+    else:
+        msg = "density maps (--by) need a density group; this one keeps frequency counters"
+        raise ConfigurationError(msg)
     store.write_ledger(json.dumps(group.estimator.ledger.to_dict(), sort_keys=True).encode())
     if history is not None:
         history.record(group.estimator.ledger)
@@ -657,7 +675,7 @@ def release_state_dir(directory: str | os.PathLike[str], epsilon: float,
                       mechanism: str = "laplace", merge: str = "auto",
                       partitions: int | None = None, keyed: bool = False,
                       new_ledger: bool = False, *, by: int | str | None = None,
-                      budget: float = DEFAULT_BUDGET) -> tuple[Release | MapRelease, GroupState]:
+                      budget: float = DEFAULT_BUDGET, **options: Any) -> tuple[Any, GroupState]:
     """:func:`release_store` on the :class:`DirectoryStore` ``directory``."""
     return release_store(DirectoryStore(directory), epsilon, mechanism, merge, partitions, keyed,
-                         new_ledger, by=by, budget=budget)
+                         new_ledger, by=by, budget=budget, **options)
