@@ -50,11 +50,11 @@ from typing import Any
 import numpy as np
 
 import panstream as ps
-from panstream.calibration import DEFAULT_CALIBRATION
+from panstream import estimators
+from panstream.calibration import DEFAULT_CALIBRATION, DEFAULT_MODULUS
 from panstream.errors import ConfigurationError
-from panstream.estimators.density import DensityEstimator
 from panstream.release.ledger import PrivacyLedger
-from panstream.state.format import DIGEST_SIZE, read_frame
+from panstream.state.format import DIGEST_SIZE, decode, read_frame
 from panstream.universe import Universe
 
 #: A mechanism under audit: given the batches of one world and the batch indices after which the
@@ -303,14 +303,19 @@ class _Codes:
         self.is_bytes = all(isinstance(d, (bytes, bytearray, memoryview)) for d in train)
         self.edges: np.ndarray | None = None
         self.frame: tuple[int, int] | None = None
+        self.bits_per_cell = 1
         self.shape: tuple[int, ...] = ()
         if self.is_bytes:
             lengths = np.array([len(d) for d in train])
             self.length = int(lengths.max(initial=0))
             self.length_varies = bool((lengths != lengths[0]).any())
             try:
-                f = read_frame(bytes(train[0]))
+                first = bytes(train[0])
+                f = read_frame(first)
                 self.frame = (f.head_size, f.payload_size)
+                # A payload bit is a cell of a bit table; counters take several bits per cell.
+                cells = int(decode(first).params["cells"])
+                self.bits_per_cell = max(1, 8 * f.payload_size // max(1, cells))
             except ps.PanstreamError:
                 self.frame = None
             return
@@ -363,7 +368,11 @@ class _Codes:
         if self.frame is not None:
             head, table = self.frame
             if head <= offset < head + table:
-                return f"table cell {(offset - head) * 8 + bit}"
+                position = (offset - head) * 8 + bit
+                if self.bits_per_cell == 1:
+                    return f"table cell {position}"
+                return (f"table cell {position // self.bits_per_cell} bit "
+                        f"{position % self.bits_per_cell}")
             if offset >= head + table:
                 return f"checksum byte {offset - head - table} bit {bit}"
             return f"head byte {offset} bit {bit}"
@@ -807,20 +816,24 @@ def _keep(dump: Any) -> Any:
 # ---------------------------------------------------------------------- panstream's estimator
 def estimator_runner(universe: Universe | str, epsilon: float = 1.0,
                      calibration: str = DEFAULT_CALIBRATION, *,
-                     rotate_after: Sequence[int] = ()) -> Runner:
+                     rotate_after: Sequence[int] = (), estimator: str = "density",
+                     modulus: int = DEFAULT_MODULUS) -> Runner:
     """The real estimator as a :data:`Runner`: fresh state per run, dumps are ``snapshot()`` bytes.
 
     Args:
-        universe, epsilon, calibration: as for :class:`DensityEstimator`.
+        universe, epsilon, calibration: as for :class:`~panstream.DensityEstimator`.
         rotate_after: batch indices after which the operator rotates the epoch (after the dump
             taken at that index, i.e. an announced intrusion).
+        estimator, modulus: the family (``"density"`` or ``"frequency"``, whose counters count
+            modulo ``modulus``).
     """
     u = Universe.parse(universe) if isinstance(universe, str) else universe
 
     def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
         # The ledger's epoch is a random label, independent of the stream by construction; it is
         # fixed here so that the test "non-table bytes differ from world A" compares exactly.
-        est = DensityEstimator(u, epsilon, calibration, _ledger=PrivacyLedger(epoch="audit"))
+        est = estimators.new(estimator, u, epsilon, calibration=calibration, modulus=modulus,
+                             ledger=PrivacyLedger(epoch="audit"))
         out: list[Any] = []
         for i, batch in enumerate(batches):
             est.update(batch.copy())  # update() wipes the array it is handed
@@ -861,15 +874,46 @@ def snapshot_distinguishers(target: int, dumps: int, reference: Sequence[bytes]
     def bit_changed(k: int) -> Distinguisher:
         return lambda d: cell_bit(d[k], target) != cell_bit(d[k + 1], target)
 
-    refs = [non_table_bytes(r) for r in reference]
-
-    def other_bytes_differ(d: Sequence[Any]) -> bool:
-        return any(non_table_bytes(x) != r for x, r in zip(d, refs, strict=True))
-
     tests = {f"target bit of dump {k + 1} is 1": bit_is_one(k) for k in range(dumps)}
     for k in range(dumps - 1):
         tests[f"target bit changed between dumps {k + 1} and {k + 2}"] = bit_changed(k)
-    tests["non-table bytes differ from world A"] = other_bytes_differ
+    tests["non-table bytes differ from world A"] = other_bytes_differ(reference)
+    return tests
+
+
+def other_bytes_differ(reference: Sequence[bytes]) -> Distinguisher:
+    """The event "some byte outside the table differs from the world-A run ``reference``": it
+    catches anything a snapshot stores beside its table."""
+    refs = [non_table_bytes(r) for r in reference]
+    return lambda d: any(non_table_bytes(x) != r for x, r in zip(d, refs, strict=True))
+
+
+def counter_distinguishers(target: int, dumps: int, reference: Sequence[bytes], modulus: int
+                           ) -> dict[str, Distinguisher]:
+    """The intruder's tests on frequency snapshots (counters modulo ``modulus``).
+
+    * ``target counter of dump k is j`` for every value j: together they hold the optimal test
+      against one dump (the counter's law is D shifted by the target's count);
+    * ``target counter moved by s between dumps k and k+1``: what two dumps of one epoch give away
+      (the count in between, modulo k);
+    * ``non-table bytes differ from world A``, as for :func:`snapshot_distinguishers`.
+    """
+    from panstream.estimators.frequency import snapshot_counter
+
+    def value_is(k: int, j: int) -> Distinguisher:
+        return lambda d: snapshot_counter(d[k], target) == j
+
+    def moved_by(k: int, step: int) -> Distinguisher:
+        return lambda d: (snapshot_counter(d[k + 1], target)
+                          - snapshot_counter(d[k], target)) % modulus == step
+
+    tests = {f"target counter of dump {k + 1} is {j}": value_is(k, j)
+             for k in range(dumps) for j in range(modulus)}
+    for k in range(dumps - 1):
+        for step in range(modulus):
+            tests[f"target counter moved by {step} between dumps {k + 1} and {k + 2}"] = \
+                moved_by(k, step)
+    tests["non-table bytes differ from world A"] = other_bytes_differ(reference)
     return tests
 
 
@@ -920,12 +964,15 @@ def audit_estimator(universe: Universe | str = "range:64", epsilon: float = 1.0,
                     calibration: str = DEFAULT_CALIBRATION, *, trials: int = 10_000,
                     alpha: float = 1e-6, scenarios: Sequence[Scenario] | None = None,
                     background: int = 2, distinguisher: str = "learned",
-                    train_fraction: float = DEFAULT_TRAIN_FRACTION) -> list[AuditResult]:
+                    train_fraction: float = DEFAULT_TRAIN_FRACTION, estimator: str = "density",
+                    modulus: int = DEFAULT_MODULUS) -> list[AuditResult]:
     """Subpoena-simulate panstream's estimator; the claim audited is its realized ``epsilon_state``.
 
     Args:
         universe: a small public universe (the guarantee is per cell; at most 2**16 cells here).
         epsilon, calibration: estimator parameters.
+        estimator, modulus: the family audited (``"frequency"``: counters modulo ``modulus``;
+            its classic tests are :func:`counter_distinguishers`).
         trials: runs per world per scenario.
         alpha: error probability of each scenario's bound.
         scenarios: default :func:`standard_scenarios`.
@@ -957,14 +1004,20 @@ def audit_estimator(universe: Universe | str = "range:64", epsilon: float = 1.0,
     if distinguisher not in DISTINGUISHERS:
         msg = f"distinguisher must be one of {', '.join(DISTINGUISHERS)}, got {distinguisher!r}"
         raise ConfigurationError(msg)
-    claimed = DensityEstimator(u, epsilon, calibration).epsilon_state
+    claimed = estimators.state_epsilon(estimator, epsilon, calibration=calibration,
+                                       modulus=modulus)
     results = []
     for sc in scenarios if scenarios is not None else standard_scenarios():
         worlds = neighbouring_worlds(u.size, occurrences=sc.occurrences, background=background,
                                      batches=4, first_batch=sc.first_batch, dumps=sc.dumps)
-        run = estimator_runner(u, epsilon, calibration, rotate_after=sc.rotate_after)
-        tests = (None if distinguisher == "learned" else
-                 snapshot_distinguishers(worlds.target, len(sc.dumps), run(worlds.a, worlds.dumps)))
+        run = estimator_runner(u, epsilon, calibration, rotate_after=sc.rotate_after,
+                               estimator=estimator, modulus=modulus)
+        tests = None
+        if distinguisher != "learned":
+            reference = run(worlds.a, worlds.dumps)
+            tests = (counter_distinguishers(worlds.target, len(sc.dumps), reference, modulus)
+                     if estimator == "frequency" else
+                     snapshot_distinguishers(worlds.target, len(sc.dumps), reference))
         results.append(audit(run, worlds, tests, trials=trials, claimed=claimed, alpha=alpha,
                              scenario=sc.name, covered=sc.covered,
                              learn=distinguisher != "classic", train_fraction=train_fraction))

@@ -12,9 +12,11 @@ from panstream.audit import DISTINGUISHERS, AuditResult, audit_estimator, standa
 from panstream.cli.common import (
     FiniteFloatRange,
     calibration_option,
+    check_family_options,
     emit_json,
     env,
     epsilon_option,
+    estimator_options,
     handle_errors,
     json_option,
     universe_option,
@@ -32,11 +34,13 @@ def _fmt(x: float) -> str:
 @click.command()
 @universe_option(required=False, default="range:64", show_default=True)
 @epsilon_option(default=1.0)
+@estimator_options()
 @calibration_option()
 @click.option("--trials", type=click.IntRange(min=100), default=10_000, show_default=True,
               help="Runs of the estimator per world and scenario.", **env("AUDIT_TRIALS"))
-@click.option("--occurrences", type=click.IntRange(min=1), default=16, show_default=True,
-              help="Arrivals of the target in world B for the 'many times' scenarios.",
+@click.option("--occurrences", type=click.IntRange(min=1), default=None,
+              help="Arrivals of the target in world B for the 'many times' scenarios [default: "
+                   "16; frequency: modulus - 1, the largest count a counter tells apart].",
               **env("AUDIT_OCCURRENCES"))
 @click.option("--alpha", type=FiniteFloatRange(min=0, max=1, min_open=True, max_open=True),
               default=1e-6, show_default=True,
@@ -48,9 +52,11 @@ def _fmt(x: float) -> str:
                    "the fixed tests (target bit, change between dumps, non-table bytes) on all runs; "
                    "both: alpha split between them.", **env("AUDIT_DISTINGUISHER"))
 @json_option()
+@click.pass_context
 @handle_errors
-def command(universe: Universe, epsilon: float, calibration: str, trials: int, occurrences: int,
-            alpha: float, distinguisher: str, as_json: bool) -> None:
+def command(ctx: click.Context, universe: Universe, epsilon: float, estimator: str, modulus: int,
+            calibration: str, trials: int, occurrences: int | None, alpha: float,
+            distinguisher: str, as_json: bool) -> None:
     """Subpoena simulation: can an intruder holding dumps of the state tell if a target arrived?
 
     Runs the real estimator TRIALS times in world A (no target) and world B (the target arrives once
@@ -72,20 +78,33 @@ def command(universe: Universe, epsilon: float, calibration: str, trials: int, o
       panstream audit                                  # range:64, epsilon 1, about 10 s
       panstream audit --epsilon 0.5 --calibration paper --trials 2000
       panstream audit --distinguisher classic          # the fixed tests only
+      panstream audit --estimator frequency --modulus 8   # the counters (target seen 7 times)
+
+    For the frequency estimator the dumps are counter tables: the target's counter is D shifted
+    by its count modulo --modulus, every shift within e^epsilon_state of D (docs/frequency.md).
     """
+    check_family_options(ctx, estimator)
+    if occurrences is None:
+        occurrences = modulus - 1 if estimator == "frequency" else 16
     t0 = time.perf_counter()
     results = audit_estimator(universe, epsilon, calibration, trials=trials, alpha=alpha,
-                              scenarios=standard_scenarios(occurrences), distinguisher=distinguisher)
+                              scenarios=standard_scenarios(occurrences), distinguisher=distinguisher,
+                              estimator=estimator, modulus=modulus)
     seconds = time.perf_counter() - t0
     violations = [r for r in results if r.violation]
     if as_json:
-        emit_json({"universe": universe.spec, "epsilon_requested": epsilon,
-                   "calibration": calibration, "claimed_epsilon_state": results[0].claimed,
+        family = ({"calibration": calibration} if estimator == "density"
+                  else {"modulus": modulus})
+        emit_json({"estimator": estimator, "universe": universe.spec,
+                   "epsilon_requested": epsilon, **family,
+                   "claimed_epsilon_state": results[0].claimed,
                    "trials": trials, "alpha": alpha, "distinguisher": distinguisher,
                    "seconds": seconds,
                    "violation": bool(violations), "scenarios": [r.to_dict() for r in results]})
     else:
-        _print(universe, epsilon, calibration, trials, alpha, distinguisher, results, seconds)
+        what = (f"{calibration}" if estimator == "density"
+                else f"frequency estimator, counters mod {modulus}")
+        _print(universe, epsilon, what, trials, alpha, distinguisher, results, seconds)
     if violations:
         sys.exit(EXIT_VIOLATION)
 
@@ -94,7 +113,7 @@ def _print(universe: Universe, epsilon: float, calibration: str, trials: int, al
            distinguisher: str, results: list[AuditResult], seconds: float) -> None:
     claimed = results[0].claimed
     click.echo(f"panstream audit: {universe.spec}, epsilon {epsilon:g} ({calibration}); claimed "
-               f"epsilon_state = {claimed:.6f} (realized from the exact p and q)")
+               f"epsilon_state = {claimed:.6f} (realized from the exact probabilities)")
     click.echo(f"  {trials:,} runs per world and scenario; each empirical bound holds with "
                f"confidence 1 - {alpha:g}; {distinguisher} distinguisher; {seconds:.1f} s")
     click.echo("")

@@ -10,14 +10,16 @@ from typing import Any
 
 import click
 
-from panstream.calibration import calibrate
+from panstream import estimators
 from panstream.cli.common import (
     FiniteFloatRange,
     apply_split,
     calibration_option,
+    check_family_options,
     emit_json,
     env,
     epsilon_option,
+    estimator_options,
     handle_errors,
     json_option,
     total_epsilon_options,
@@ -41,6 +43,7 @@ from panstream.universe import Universe
 @epsilon_option(required=False, help="State epsilon: privacy of a leaked table (or give "
                 "--total-epsilon instead).")
 @total_epsilon_options()
+@estimator_options()
 @calibration_option()
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Directory of the shard snapshots (one file per partition; shared or "
@@ -78,14 +81,16 @@ from panstream.universe import Universe
 @handle_errors
 def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: str,
             universe: Universe, epsilon: float | None, total_epsilon: float | None,
-            releases: int | None, calibration: str, state_dir: str | None, state_topic: str | None,
+            releases: int | None, estimator: str, modulus: int, calibration: str,
+            state_dir: str | None, state_topic: str | None,
             state_chunk_bytes: int, value_format: str, checkpoint_interval: float,
             idle_timeout: float | None, overrides: tuple[str, ...], security: dict[str, Any],
             metrics_port: int | None, metrics_host: str, log_level: str,
             telemetry: TelemetryPolicy, as_json: bool) -> None:
     """Tail Kafka topics in a consumer group; keep one pan-private table per partition.
 
-    Each assigned partition gets its own bit table (a shard), restored from the state store on
+    Each assigned partition gets its own table (a shard: a bit per cell, or with --estimator
+    frequency a counter mod --modulus per cell), restored from the state store on
     assignment and checkpointed every --checkpoint-interval seconds and before a rebalance takes
     it away: snapshots are made durable first, then offsets are committed (auto-commit is off).
     A crash replays a few messages, which leaves the tables' law unchanged. SIGTERM/SIGINT make a
@@ -108,6 +113,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     from panstream.sources import kafka as src
     from panstream.state.stores import DirectoryStore, ensure_ledger
 
+    check_family_options(ctx, estimator)
     budget = DEFAULT_BUDGET
     if (epsilon is None) == (total_epsilon is None):
         raise click.UsageError("give exactly one of --epsilon or --total-epsilon")
@@ -136,7 +142,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                    "change its budget (release prints the budget left)", err=True)
     metrics = src.Metrics(metrics_port, metrics_host, telemetry)
     tail = src.KafkaTail(src.TailConfig(cfg, topic_list, universe, epsilon, calibration, store,
-                                        value_format, checkpoint_interval, idle_timeout),
+                                        value_format, checkpoint_interval, idle_timeout,
+                                        estimator=estimator, modulus=modulus),
                          metrics)
     stop = threading.Event()
 
@@ -160,7 +167,9 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
            "count_sd": summary.count_sd,
            "checkpoints": summary.checkpoints, "rebalances": summary.rebalances,
            "stopped_by": summary.stopped_by, "seconds": round(summary.seconds, 3),
-           "epsilon_state": calibrate(epsilon, calibration).epsilon_state}
+           "estimator": estimator,
+           "epsilon_state": estimators.state_epsilon(estimator, epsilon, calibration=calibration,
+                                                     modulus=modulus)}
     if as_json:
         emit_json(out)
         return

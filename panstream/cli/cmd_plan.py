@@ -23,6 +23,7 @@ With ``--total-epsilon E`` it instead splits one total pan-private epsilon betwe
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import click
@@ -31,9 +32,11 @@ from panstream.calibration import CALIBRATIONS, calibrate
 from panstream.cli.common import (
     FiniteFloatRange,
     calibration_option,
+    check_family_options,
     emit_json,
     env,
     epsilon_option,
+    estimator_options,
     handle_errors,
     json_option,
     universe_option,
@@ -230,6 +233,10 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
               **env("DENSITY"))
 @calibration_option(help="Calibration of --total-epsilon's split and of the --by table (the "
                     "--epsilon table shows every calibration).")
+@estimator_options()
+@click.option("--crop", type=click.IntRange(min=1), default=None, metavar="T",
+              help="With --estimator frequency: the threshold of the cropped mean (default "
+                   "min(4, modulus-1)).", **env("PLAN_CROP"))
 @click.option("-n", "--expected-distinct", type=click.IntRange(min=1), default=None,
               help="Distinct items you expect; for hashed universes also sizes the table.",
               **env("EXPECTED_DISTINCT"))
@@ -246,8 +253,10 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
                    "neighbours, per output epsilon.", **env("PLAN_BY"))
 @json_option()
 @handle_errors
-def command(universe: Universe, epsilon: float | None, total_epsilon: float | None,
-            releases: int | None, density: float | None, calibration: str,
+@click.pass_context
+def command(ctx: click.Context, universe: Universe, epsilon: float | None,
+            total_epsilon: float | None, releases: int | None, density: float | None,
+            calibration: str, estimator: str, modulus: int, crop: int | None,
             expected_distinct: int | None, release_epsilon: float | None, target_error: float,
             by: str | None, as_json: bool) -> None:
     """How accurate will the density and distinct count be? Every calibration, before ingesting.
@@ -272,7 +281,21 @@ def command(universe: Universe, epsilon: float | None, total_epsilon: float | No
       panstream plan -u hashed:1048576 --epsilon 1 -n 100000     # also the best table size
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 --by /24    # error of one /24 of a map
       panstream plan -u ipv4:10.0.0.0/16 --total-epsilon 2 --releases 4
+      panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 --estimator frequency -n 20000
+
+    With --estimator frequency it shows the worst-case 95 % half-widths of the frequency
+    statistics (seen once, present, fraction seen once, cropped mean) for -n present cells and
+    the --modulus, over every frequency profile (docs/frequency.md, "Sizing").
     """
+    check_family_options(ctx, estimator)
+    if estimator == "frequency":
+        if epsilon is None or by is not None:
+            raise click.UsageError("--estimator frequency plans with --epsilon (no --by maps)")
+        _frequency_plan(universe, epsilon, modulus, expected_distinct, release_epsilon, crop,
+                        as_json)
+        return
+    if crop is not None:
+        raise click.UsageError("--crop concerns the frequency estimator: add --estimator frequency")
     if (epsilon is None) == (total_epsilon is None):
         raise click.UsageError("give exactly one of --epsilon (the state's) or --total-epsilon "
                                "(state and releases together)")
@@ -403,3 +426,33 @@ def _errors_line(r: dict[str, Any], universe: Universe, cap: float) -> str:
         dist = (f"distinct +- {r['stderr_distinct']:,.1f} "
                 + (f"[{half:,.1f}]" if half is not None else f"[more than {cap:,.0f}]"))
     return f"{dens}  {dist}"
+
+
+def _frequency_plan(universe: Universe, epsilon: float, modulus: int,
+                    expected_distinct: int | None, release_epsilon: float | None,
+                    crop: int | None, as_json: bool) -> None:
+    """The frequency estimator's plan (:func:`panstream.release.incidence.plan_frequency`)."""
+    from panstream.release.incidence import plan_frequency
+
+    n = expected_distinct if expected_distinct is not None else universe.size // 4
+    if n > universe.size:
+        raise click.UsageError(f"-n {n:,} is more than the universe's {universe.size:,} cells")
+    fp = plan_frequency(universe.size, epsilon, modulus, n, release_epsilon=release_epsilon,
+                        crop=crop)
+    if as_json:
+        emit_json({"frequency": fp.to_dict()})
+        return
+    given_n = "" if expected_distinct is not None else " (no -n: a quarter of the cells)"
+    rel = (f", one release at epsilon {release_epsilon:g}" if release_epsilon
+           else " (table noise only: add --release-epsilon)")
+    click.echo(f"plan: frequency estimator over {universe.spec} ({universe.size:,} counters mod "
+               f"{modulus}), epsilon {epsilon:g} (realized {fp.epsilon_state:.6f}, alpha "
+               f"{float(Fraction(fp.alpha)):.6f}), {n:,} present cells{given_n}{rel}")
+    click.echo("  worst case over every frequency profile, 95 % half-width:")
+    click.echo(f"    seen exactly once           +- {fp.once:,.0f} cells")
+    click.echo(f"    present (seen >= 1)         +- {fp.present:,.0f} cells")
+    click.echo(f"    fraction seen once          +- {fp.fraction_once:.4f}")
+    click.echo(f"    mean count cropped at {fp.crop:<5} +- {fp.cropped_mean:.4f}")
+    click.echo(f"  counts of {modulus} or more are seen modulo {modulus} (aliasing): choose "
+               "--modulus above the counts you need to tell apart; the error grows as its square "
+               "root (docs/frequency.md)")

@@ -17,7 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from panstream.calibration import DEFAULT_CALIBRATION, DEFAULT_MODULUS
+from panstream.calibration import (
+    DEFAULT_CALIBRATION,
+    DEFAULT_MODULUS,
+    calibrate,
+    calibrate_frequency,
+)
 from panstream.errors import ConfigurationError
 from panstream.estimators.base import Estimator, UpdateResult
 from panstream.estimators.density import DensityEstimator, Estimate
@@ -33,7 +38,7 @@ FAMILIES: dict[str, type[Estimator]] = {DensityEstimator.kind: DensityEstimator,
 
 __all__ = ["FAMILIES", "DensityEstimator", "Estimate", "Estimator", "FrequencyEstimate",
            "FrequencyEstimator", "UpdateResult", "check_release_options", "expect_of", "family",
-           "load", "new", "release_file", "restore"]
+           "load", "new", "release_file", "restore", "state_epsilon"]
 
 
 def family(kind: str) -> type[Estimator]:
@@ -64,6 +69,19 @@ def new(kind: str, universe: Universe | str, epsilon: float, *,
     if kind == FrequencyEstimator.kind:
         return FrequencyEstimator(universe, epsilon, modulus, budget, layout, _ledger=ledger)
     return DensityEstimator(universe, epsilon, calibration, budget, layout, _ledger=ledger)
+
+
+def state_epsilon(kind: str, epsilon: float, *, calibration: str = DEFAULT_CALIBRATION,
+                  modulus: int = DEFAULT_MODULUS) -> float:
+    """The realized state epsilon a family's table would have, from its exact probabilities.
+
+    >>> state_epsilon("density", 1.0) <= 1.0 and state_epsilon("frequency", 1.0) <= 1.0
+    True
+    """
+    family(kind)
+    if kind == FrequencyEstimator.kind:
+        return calibrate_frequency(epsilon, modulus).epsilon_state
+    return calibrate(epsilon, calibration).epsilon_state
 
 
 def expect_of(kind: str | None = None, universe: Universe | str | None = None,
