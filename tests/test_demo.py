@@ -19,6 +19,13 @@ def test_demo_estimate_matches_truth_within_its_interval() -> None:
     assert out["true_distinct"] == 8000
     assert abs(out["estimated_distinct"] - 8000) < 5.3 * out["stderr_distinct"]
     assert out["epsilon_state"] <= out["epsilon_requested"] == 1.0
+    # How often: the frequency release's "returning" covers the truth within 5.33 of its standard
+    # errors (false failure < 1e-7) when no client's count aliases.
+    f = out["frequency"]
+    returning = f["release"]["stats"]["returning"]
+    if f["true_aliased"] == 0:
+        assert abs(returning["value"] - f["true_returning"]) <= 5.33 * returning["stderr"]
+    assert f["true_once"] + f["true_returning"] == 8000
 
 
 def test_demo_rejects_bad_universe_with_usage_error() -> None:

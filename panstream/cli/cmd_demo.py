@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import click
+import numpy as np
 
 from panstream.audit import AuditResult, audit_estimator, standard_scenarios
 from panstream.cli.common import (
@@ -19,6 +20,7 @@ from panstream.cli.common import (
 )
 from panstream.demo import synthetic_ipv4_log
 from panstream.estimators.density import DensityEstimator
+from panstream.estimators.frequency import FrequencyEstimator
 from panstream.parse import LineParser, format_ipv4_lines
 from panstream.universe import Universe
 
@@ -80,24 +82,34 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
     log = synthetic_ipv4_log(universe, distinct, lines, seed=seed)
     est = DensityEstimator(universe, epsilon=epsilon, calibration=calibration,
                            budget=max(1.0, 2 * release_epsilon))  # one release and one map
+    # How often, not only whether: a second family's table over the same log (its own state
+    # epsilon; a dump of both tables at once is 2 x epsilon_state, see docs/frequency.md).
+    freq = FrequencyEstimator(universe, epsilon=epsilon, budget=release_epsilon)
     # The log as text, parsed the way 'panstream ingest' parses a plain log (2 MiB chunks).
     text = bytearray(format_ipv4_lines(log.addresses))
     parser = LineParser(universe, "plain")
     t0 = time.perf_counter()
+    t_freq = 0.0
     rejected = 0
     view = memoryview(text)
     start = 0
     while start < len(text):
         end = text.rfind(b"\n", start, start + _CHUNK) + 1 or len(text)
         r = parser.parse(view[start:end])
+        t1 = time.perf_counter()
+        freq.update_indices(r.indices, wipe=False)  # not part of the timed density pipeline
+        t_freq += time.perf_counter() - t1
         est.update_indices(r.indices)
         rejected += r.malformed + r.outside + r.empty
         start = end
-    elapsed = time.perf_counter() - t0
+    elapsed = time.perf_counter() - t0 - t_freq
     view.release()
     text[:] = bytes(len(text))
     e = est.estimate()
     rel = est.release(release_epsilon, "laplace")
+    frel = freq.release(release_epsilon, "laplace")
+    freq.wipe()
+    truth = _true_counts(log.addresses, universe)  # the synthetic log's truth, for comparison
     dmap = est.release_map(release_epsilon, f"/{min(32, universe._prefix + 8)}")
     audit = _short_audit(est.epsilon, est.calibration, audit_trials)
     lines_total = int(log.addresses.size)
@@ -109,6 +121,8 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
         "epsilon_requested": est.epsilon, "epsilon_state": est.epsilon_state,
         "calibration": est.calibration, "p": str(est.p), "q": str(est.q), "seconds": elapsed,
         "release": rel.to_dict(), "map": dmap.to_dict(), "audit": [a.to_dict() for a in audit],
+        "frequency": {"release": frel.to_dict(), "true_once": truth[0],
+                      "true_returning": truth[1], "true_aliased": truth[2]},
     }
     log.addresses.fill(0)
     if map_png is not None:
@@ -130,6 +144,13 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
     click.echo(f"  noisy release            {rel.distinct:>12,.0f}  95% CI [{rel.distinct_low:,.0f}, "
                f"{rel.distinct_high:,.0f}]  (laplace, output epsilon {rel.epsilon:g}; pan-private "
                f"total {rel.epsilon_total:.6g})")
+    st = frel.stats
+    click.echo(f"  how often (frequency)    seen once {st.once.value:,.0f} [{st.once.low:,.0f}, "
+               f"{st.once.high:,.0f}] (true {truth[0]:,}), returning {st.returning.value:,.0f} "
+               f"[{st.returning.low:,.0f}, {st.returning.high:,.0f}] (true {truth[1]:,}); 95%, "
+               f"counters mod {freq.modulus}, output epsilon {frel.epsilon:g}"
+               + (f"; {truth[2]:,} heavy clients (>= {freq.modulus} requests) alias"
+                  if truth[2] else ""))
     for a in audit:
         verdict = "within the claim" if not a.exceeded else "REVEALS the target (not covered)"
         click.echo(f"  subpoena simulation      {a.scenario}: empirical epsilon >= {a.empirical:.3f} "
@@ -154,3 +175,21 @@ def _short_audit(epsilon: float, calibration: str, trials: int) -> list[AuditRes
     scen = standard_scenarios(8)
     return audit_estimator("range:64", epsilon, calibration, trials=trials,
                            scenarios=(scen[0], scen[3]))
+
+
+def _true_counts(addresses: np.ndarray, universe: Universe) -> tuple[int, int, int]:
+    """The synthetic log's truth for the frequency line: clients inside the universe seen exactly
+    once, seen at least twice, and seen at least 16 times (whose counters alias)."""
+    cells = addresses.astype(np.int64) - _ipv4(universe.item_of(0))
+    cells = cells[(cells >= 0) & (cells < universe.size)]
+    counts = np.bincount(cells, minlength=universe.size)
+    cells.fill(0)
+    try:
+        return int((counts == 1).sum()), int((counts >= 2).sum()), int((counts >= 16).sum())
+    finally:
+        counts.fill(0)
+
+
+def _ipv4(text: str) -> int:
+    a, b, c, d = (int(x) for x in text.split("."))
+    return a << 24 | b << 16 | c << 8 | d
