@@ -5,23 +5,18 @@ arrives, interleaved with the same other traffic), hands the dumps to an intrude
 an epsilon lower bound that holds with probability at least 1 - alpha (alpha = 1e-6 here, so each
 assertion "bound below the claim" fails falsely with probability at most 1e-6).
 
-The deliberately broken variants below live in this test file only: they are what the audit exists
-to catch, never a code path of panstream. One of them uses NumPy's seeded PCG64 on purpose.
+The deliberately broken variants live in tests/state/broken_designs.py only: they are what the audit
+exists to catch, never a code path of panstream. One of them uses NumPy's seeded PCG64 on purpose.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-from collections.abc import Sequence
-from typing import Any
-
 import numpy as np
 import pytest
 
-import panstream as ps
 from panstream import audit as A
-from panstream.state import format as fmt
+
+from . import broken_designs as bd
 
 ALPHA = 1e-6
 CLAIM = 1.0  # epsilon_state of the default estimator (tight calibration, epsilon 1)
@@ -124,18 +119,7 @@ def _run_and_catch(run: A.Runner, worlds: A.Worlds, tests: dict[str, A.Distingui
 
 def test_broken_a_state_that_stores_the_item_count_is_caught() -> None:
     """BROKEN ON PURPOSE: the snapshot's ledger also records how many items were seen."""
-    u = ps.Universe.range(64)
-
-    def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
-        est, seen, out = ps.DensityEstimator(u, _ledger=ps.PrivacyLedger(epoch="audit")), 0, []
-        for i, batch in enumerate(batches):
-            seen += batch.size
-            est.update(batch.copy())
-            if i in dumps:
-                ledger = {**est.ledger.to_dict(), "items_seen": seen}
-                out.append(fmt.encode(est.params(), ledger, est._payload_view()))
-        return out
-
+    run = bd.stored_count()
     w = A.neighbouring_worlds(64)
     r = _run_and_catch(run, w, A.snapshot_distinguishers(w.target, 1, run(w.a, w.dumps)))
     assert r.best == "non-table bytes differ from world A"
@@ -144,63 +128,23 @@ def test_broken_a_state_that_stores_the_item_count_is_caught() -> None:
 def test_broken_a_state_that_stores_the_generator_seed_is_caught() -> None:
     """BROKEN ON PURPOSE: a seeded PCG64 draws the table and the seed is saved with it. The intruder
     replays the initial table from the seed and checks whether the target's bit was redrawn."""
-    p = float(ps.DensityEstimator("range:64").p)
-
-    def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
-        seed = int.from_bytes(os.urandom(8), "little")
-        rng = np.random.Generator(np.random.PCG64(seed))
-        bits = rng.integers(0, 2, 64, dtype=np.uint8)
-        out = []
-        for i, batch in enumerate(batches):
-            bits[batch] = rng.random(batch.size) < p
-            if i in dumps:
-                out.append((seed, bits.copy()))
-        return out
-
-    def redrawn(d: Sequence[Any]) -> bool:
-        seed, bits = d[-1]
-        initial = np.random.Generator(np.random.PCG64(seed)).integers(0, 2, 64, dtype=np.uint8)
-        return bool(bits[w.target] != initial[w.target])
-
     w = A.neighbouring_worlds(64)
-    _run_and_catch(run, w, {"target bit differs from the replayed initial table": redrawn})
+    _run_and_catch(bd.seeded_pcg64(), w,
+                   {"target bit differs from the replayed initial table":
+                    bd.replayed_bit_differs(w.target)})
 
 
 def test_broken_an_exact_set_is_caught() -> None:
     """NON-PRIVATE BASELINE: keep the set of items seen."""
-
-    def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
-        seen: set[int] = set()
-        out = []
-        for i, batch in enumerate(batches):
-            seen.update(batch.tolist())
-            if i in dumps:
-                out.append(frozenset(seen))
-        return out
-
     w = A.neighbouring_worlds(64)
-    _run_and_catch(run, w, {"target in the set": lambda d: w.target in d[-1]})
+    _run_and_catch(bd.exact_set(), w, {"target in the set": lambda d: w.target in d[-1]})
 
 
 def test_broken_a_count_min_sketch_is_caught() -> None:
     """NON-PRIVATE BASELINE: a count-min sketch (depth 3, width 16, public hashes)."""
-    depth, width = 3, 16
-
-    cols = np.array([[int.from_bytes(hashlib.blake2b(f"{r}:{x}".encode(), digest_size=4).digest(),
-                                     "little") % width for r in range(depth)] for x in range(64)])
-
-    def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
-        c = np.zeros((depth, width), dtype=np.int64)
-        out = []
-        for i, batch in enumerate(batches):
-            for r in range(depth):
-                np.add.at(c[r], cols[batch, r], 1)
-            if i in dumps:
-                out.append(c.copy())
-        return out
-
+    cols, run = bd.count_min_columns(), bd.count_min()
     w = A.neighbouring_worlds(64, occurrences=1)
-    query = lambda c: int(c[range(depth), cols[w.target]].min())  # noqa: E731
+    query = lambda c: int(c[range(bd.COUNT_MIN_DEPTH), cols[w.target]].min())  # noqa: E731
     in_a = query(run(w.a, w.dumps)[-1])
     _run_and_catch(run, w, {"target's estimate above world A's": lambda d: query(d[-1]) > in_a})
 
