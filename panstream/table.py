@@ -31,6 +31,7 @@ from panstream.randomness import (
     bernoulli,
     bernoulli_from_bytes,
     bernoulli_half_packed,
+    bernoulli_packed,
     fill_secure,
     secure_bytes,
 )
@@ -43,6 +44,9 @@ AUTO_BYTES_MAX_CELLS = 1 << 28
 #: Batches at least this large overlap drawing randomness (in a helper thread) with writing.
 _PIPELINE_MIN = 1 << 17
 _CHUNK = 1 << 18
+
+#: D0 with q = 1/2 (the default of BitTable.random) is plain CSPRNG bytes.
+_HALF = 1 << 31
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -84,11 +88,16 @@ class BitTable:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def random(cls, size: int, layout: str = "auto") -> BitTable:
-        """A fresh table whose every bit is an independent fair coin (D0) from the OS CSPRNG."""
+    def random(cls, size: int, layout: str = "auto", q_numerator: int = _HALF) -> BitTable:
+        """A fresh table whose every bit is an independent D0 = Bernoulli(``q_numerator / 2**32``)
+        draw from the OS CSPRNG (a fair coin by default). ``q != 1/2`` is drawn exactly by
+        :func:`~panstream.randomness.bernoulli_packed`, shared with the helper thread."""
         lay = choose_layout(size, layout)
         nbytes = (size + 7) // 8
-        packed = _random_packed(nbytes)
+        if q_numerator == _HALF:
+            packed = _random_packed(nbytes)
+        else:
+            packed = bernoulli_packed(nbytes, q_numerator, executor=_executor())
         return cls._from_packed_array(size, packed, lay)
 
     @classmethod
