@@ -200,8 +200,9 @@ DEEP_BITS = P_BITS * GROUP_CELLS - LEVEL1_BITS - LEVEL2_BITS
 _ATOM_BITS = P_BITS * GROUP_CELLS  # every pattern probability is a multiple of 2**-256
 _L1 = 1 << LEVEL1_BITS
 _HALF = 1 << (P_BITS - 1)
-#: Output bytes per work item of :func:`bernoulli_packed` (2 MiB of random bytes read at once).
-PACKED_CHUNK = 1 << 20
+#: Output bytes per work item of :func:`bernoulli_packed`: 512 KiB of random bytes read at once and
+#: 2 MiB of ``intp`` level-1 values per thread, which stay in cache between the read and the lookup.
+PACKED_CHUNK = 1 << 18
 
 
 def pattern_atoms(numerator: int) -> list[int]:
@@ -227,7 +228,7 @@ class IntervalTables:
         numerator: ``q * 2**32``.
         counts: ``c(x) = floor(P(x) * 2**16)`` for each pattern ``x`` (level-1 values given to ``x``).
         lut: ``uint8[2**16]``: the pattern of each level-1 value ``u < split`` (runs of ``c(x)``
-            values in pattern order); entries from ``split`` on are placeholders.
+            values in pattern order); entries from ``split`` on are ``placeholder``.
         split: ``S = sum(c)``; level-1 values ``u >= S`` (``T = 2**16 - S <= 255`` of them) are ties.
         exact: ``E[j] = sum(r(x) for x < j) * 2**256`` for ``j = 0..256``, where
             ``r(x) = P(x) - c(x) / 2**16``: the residual intervals laid end to end in the tie
@@ -235,12 +236,15 @@ class IntervalTables:
         floor2, ceil2: ``int64[257]``: ``E`` on the level-2 grid (``2**-48``), rounded down and up.
         exact_rows: ``uint8[256, 32]``: ``S * 2**240 + E[j]`` for ``j < 256`` as big-endian 256-bit
             numbers, for the comparisons of the deepest level.
+        placeholder: the value of ``lut`` in the tie region: the least likely pattern (eight ones
+            for ``q < 1/2``, eight zeros otherwise), so few decided groups share it.
     """
 
     numerator: int
     counts: np.ndarray
     lut: np.ndarray
     split: int
+    placeholder: int
     exact: tuple[int, ...]
     floor2: np.ndarray
     ceil2: np.ndarray
@@ -272,7 +276,8 @@ def interval_tables(numerator: int) -> IntervalTables:
     shift1 = _ATOM_BITS - LEVEL1_BITS
     counts = [a >> shift1 for a in atoms]
     split = sum(counts)
-    lut = np.zeros(_L1, dtype=np.uint8)
+    placeholder = 0xFF if numerator < _HALF else 0
+    lut = np.full(_L1, placeholder, dtype=np.uint8)
     lut[:split] = np.repeat(np.arange(1 << GROUP_CELLS, dtype=np.uint8), counts)
     exact = [0]
     for a, c in zip(atoms, counts, strict=True):
@@ -289,7 +294,7 @@ def interval_tables(numerator: int) -> IntervalTables:
         arr.flags.writeable = False
     cnt = np.array(counts, dtype=np.int64)
     cnt.flags.writeable = False
-    return IntervalTables(numerator, cnt, lut, split, tuple(exact), floor2, ceil2, exact_rows)
+    return IntervalTables(numerator, cnt, lut, split, placeholder, tuple(exact), floor2, ceil2, exact_rows)
 
 
 def resolve_level2(tab: IntervalTables, u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -308,7 +313,9 @@ def resolve_level2(tab: IntervalTables, u: np.ndarray, w: np.ndarray) -> tuple[n
     v = u.astype(np.int64)
     v -= tab.split
     v <<= LEVEL2_BITS
-    v |= w.astype(np.int64)
+    low = w.astype(np.int64)
+    v |= low
+    low.fill(0)
     above_c = np.searchsorted(tab.ceil2, v, side="right")
     above_f = np.searchsorted(tab.floor2, v, side="right")
     v.fill(0)
@@ -333,58 +340,94 @@ def resolve_deep(tab: IntervalTables, prefix: np.ndarray) -> int:
     differs = rows != prefix
     first = np.argmax(differs, axis=1)
     some = differs[np.arange(rows.shape[0]), first]
-    below = rows[np.arange(rows.shape[0]), first] < prefix[first]
+    mine = prefix[first]
+    below = rows[np.arange(rows.shape[0]), first] < mine
     at_most = ~some | below  # row == prefix, or row < prefix at the first differing byte
     pattern = int(np.count_nonzero(at_most)) - 1
-    for arr in (differs, first, some, below, at_most):
+    for arr in (differs, first, some, mine, below, at_most):
         arr.fill(0)
     return pattern
 
 
+class GroupScratch:
+    """One thread's reusable buffers for :func:`sample_groups` (``n`` groups at most).
+
+    ``index`` holds the level-1 values as ``intp``: converting them explicitly into a buffer owned
+    here, and wiped, keeps NumPy from making its own index copy of the random values (which it would
+    free without overwriting). ``flag`` marks tie candidates.
+    """
+
+    __slots__ = ("flag", "index")
+
+    def __init__(self, n: int) -> None:
+        self.index = np.zeros(n, dtype=np.intp)
+        self.flag = np.zeros(n, dtype=bool)
+
+    def wipe(self) -> None:
+        self.index.fill(0)
+        self.flag.fill(False)
+
+
 def sample_groups(tab: IntervalTables, raw: np.ndarray, out: np.ndarray,
-                  read: Callable[[int], np.ndarray] | None = None) -> None:
+                  read: Callable[[int], np.ndarray] | None = None,
+                  scratch: GroupScratch | None = None) -> None:
     """Turn ``2 * out.size`` fresh uniform bytes ``raw`` into ``out.size`` exact groups (bytes).
 
     Level 1: group ``i``'s first 16 bits of ``U`` are bytes ``2i`` (low) and ``2i + 1`` (high) of
     ``raw`` read as a little-endian integer ``u`` (any fixed bijection of two uniform bytes onto
-    ``0..2**16-1`` is uniform; this one is the machine's native order); ``lut`` gives the pattern
-    unless ``u >= S``. Ties read 4 more bytes each (:func:`resolve_level2`, ``U``'s next 32 bits as a
-    little-endian integer), deep ties 26 more (:func:`resolve_deep`, ``U``'s last 208 bits as a
-    big-endian integer), through ``read`` (default :func:`secure_bytes`; it must return fresh uniform
-    bytes). ``raw`` and every temporary holding draws are overwritten with zeros before returning.
+    ``0..2**16-1`` is uniform); ``lut[u]`` is written straight into ``out``. For ``u >= S`` the table
+    holds a placeholder, the least likely pattern (``tab.placeholder``), so ties are found among the
+    few groups that show it (under 1% of them) instead of by a second pass over ``u``. Ties read 4
+    more bytes each (:func:`resolve_level2`, ``U``'s next 32 bits as a little-endian integer), deep
+    ties 26 more (:func:`resolve_deep`, ``U``'s last 208 bits as a big-endian integer), through
+    ``read`` (default :func:`secure_bytes`; it must return fresh uniform bytes).
+
+    ``raw``, ``scratch`` and every temporary holding draws or values derived from them are
+    overwritten with zeros before returning.
     """
     rd = secure_bytes if read is None else read
     n = out.size
     if raw.size != 2 * n:
         msg = f"need {2 * n} random bytes for {n} groups, got {raw.size}"
         raise ValueError(msg)
+    scr = scratch if scratch is not None else GroupScratch(n)
+    if scr.index.size < n:
+        msg = f"scratch for {scr.index.size} groups is too small for {n}"
+        raise ValueError(msg)
     u = raw.view("<u2")
-    scratch: list[np.ndarray] = []  # every temporary derived from the draws, wiped at the end
+    index, flag = scr.index[:n], scr.flag[:n]
+    temps: list[np.ndarray] = []  # every other temporary derived from the draws, wiped at the end
     try:
-        got = tab.lut[u]
-        scratch.append(got)
-        out[...] = got
+        index[...] = u
+        np.take(tab.lut, index, out=out, mode="wrap")  # all values are in range: no wrapping
         if tab.split == _L1:
             return
-        tied = np.greater_equal(u, tab.split)
-        scratch.append(tied)
-        idx = np.flatnonzero(tied)
-        scratch.append(idx)
-        if idx.size == 0:
+        np.equal(out, tab.placeholder, out=flag)
+        cand = np.flatnonzero(flag)
+        temps.append(cand)
+        uc = u[cand]
+        temps.append(uc)
+        is_tie = uc >= tab.split
+        temps.append(is_tie)
+        ties = cand[is_tie]
+        temps.append(ties)
+        if ties.size == 0:
             return
-        ut = u[idx]
-        scratch.append(ut)
-        w4 = rd(4 * idx.size)
-        scratch.append(w4)
+        ut = u[ties]
+        temps.append(ut)
+        w4 = rd(4 * ties.size)
+        temps.append(w4)
         w = w4.view("<u4")
         patterns, deep = resolve_level2(tab, ut, w)
-        scratch += [patterns, deep]
-        out[idx] = patterns
+        temps += [patterns, deep]
+        out[ties] = patterns
         for d in deep.tolist():
-            out[idx[d]] = _deep_pattern(tab, ut[d : d + 1], w[d : d + 1], rd)
+            out[ties[d]] = _deep_pattern(tab, ut[d : d + 1], w[d : d + 1], rd)
     finally:
         raw.fill(0)
-        for arr in scratch:
+        index.fill(0)
+        flag.fill(False)
+        for arr in temps:
             arr.fill(0)
 
 
@@ -518,14 +561,16 @@ def bernoulli_packed(nbytes: int, numerator: int, out: np.ndarray | None = None,
 
     def make_sampler() -> Callable[[slice | None], None]:
         raw = np.empty(2 * min(nbytes, PACKED_CHUNK), dtype=np.uint8)
+        scratch = GroupScratch(min(nbytes, PACKED_CHUNK))
 
         def sample(sl: slice | None) -> None:
             if sl is None:
                 raw.fill(0)
+                scratch.wipe()
                 return
             r = raw[: 2 * (sl.stop - sl.start)]
             fill_secure(r)
-            sample_groups(tab, r, res[sl])  # wipes r
+            sample_groups(tab, r, res[sl], scratch=scratch)  # wipes r and scratch
 
         return sample
 

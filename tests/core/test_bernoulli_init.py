@@ -27,6 +27,7 @@ from panstream.randomness import (
     DEEP_BITS,
     LEVEL1_BITS,
     LEVEL2_BITS,
+    GroupScratch,
     IntervalTables,
     bernoulli_packed,
     dyadic_at_most,
@@ -138,6 +139,16 @@ def test_sampler_assigns_each_pattern_exactly_its_probability(numerator: int) ->
     assert sum(mass) == 1 << ATOMS
 
 
+@pytest.mark.parametrize("numerator", EXACT_QS)
+def test_tie_placeholder_is_the_least_likely_pattern(numerator: int) -> None:
+    """Ties are found among the groups whose lookup shows the placeholder: it fills the whole tie
+    region and is the rarest pattern, so few decided groups are candidates too."""
+    tab = interval_tables(numerator)
+    assert (tab.lut[tab.split :] == tab.placeholder).all()
+    atoms = pattern_atoms(numerator)
+    assert atoms[tab.placeholder] == min(atoms)
+
+
 def test_rr_tables_tie_rarely_and_cost_about_two_bits_per_cell() -> None:
     for numerator in RR.values():
         tab = interval_tables(numerator)
@@ -201,9 +212,11 @@ def test_every_level1_value_through_the_real_path(numerator: int) -> None:
     script = level2 + deep
     out = np.empty(65536, dtype=np.uint8)
     read = ScriptedBytes(bytes(script))
-    sample_groups(tab, raw, out, read)
+    scratch = GroupScratch(1 << 17)
+    sample_groups(tab, raw, out, read, scratch)
     assert read.pos == len(script)
     assert not raw.any(), "random bytes must be wiped"
+    assert not scratch.index.any() and not scratch.flag.any(), "level-1 values must be wiped"
     np.testing.assert_array_equal(np.bincount(out[: tab.split], minlength=256), tab.counts)
     for t, x in zip(tie_us, expected_ties, strict=True):
         assert out[t] == x
