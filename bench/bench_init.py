@@ -62,7 +62,8 @@ def rr_numerator(eps: float) -> int:
     return dyadic_at_most(Fraction(1) / (1 + Fraction(math.exp(eps))))
 
 
-# ------------------------------------------------------------------------ alternatives (bench only)
+# ------------------------------------------------------------------------ alternatives (bench only:
+# exact, but slower than bernoulli_packed; they wipe their main buffers, not every comparison mask)
 def naive_packed(nbytes: int, numerator: int, executor: object) -> np.ndarray:
     """Per-cell byte comparison (``randomness.bernoulli``, ~8.03 bits per cell), packed."""
 
@@ -71,8 +72,10 @@ def naive_packed(nbytes: int, numerator: int, executor: object) -> np.ndarray:
             if sl is None:
                 return
             draws = bernoulli(8 * (sl.stop - sl.start), numerator)
-            res[sl] = np.packbits(draws, bitorder="little")
+            packed = np.packbits(draws, bitorder="little")
+            res[sl] = packed
             draws.fill(False)
+            packed.fill(0)
 
         return work
 
@@ -111,8 +114,10 @@ def nibble_packed(nbytes: int, numerator: int, executor: object) -> np.ndarray:
                 w.fill(0)
             b1.fill(0)
             ties.fill(0)
-            res[sl] = np.packbits(bits, bitorder="little")
+            packed = np.packbits(bits, bitorder="little")
+            res[sl] = packed
             bits.fill(False)
+            packed.fill(0)
 
         return work
 

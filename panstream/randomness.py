@@ -353,8 +353,9 @@ class GroupScratch:
     """One thread's reusable buffers for :func:`sample_groups` (``n`` groups at most).
 
     ``index`` holds the level-1 values as ``intp``: converting them explicitly into a buffer owned
-    here, and wiped, keeps NumPy from making its own index copy of the random values (which it would
-    free without overwriting). ``flag`` marks tie candidates.
+    here, and wiped, keeps NumPy from casting the 16-bit random values to ``intp`` in buffers of its
+    own (as ``lut[u]`` and ``np.take`` do with 16-bit indices), which it frees without overwriting.
+    ``flag`` marks tie candidates.
     """
 
     __slots__ = ("flag", "index")
