@@ -296,6 +296,7 @@ def test_extreme_q_are_nearly_constant() -> None:
 
 
 def test_degenerate_and_fair_q() -> None:
+    """q = 0 and 1 need no randomness; q = 1/2 is plain CSPRNG bytes (ones ~ Bin, alpha 1e-6)."""
     assert not bernoulli_packed(1000, 0).any()
     assert (bernoulli_packed(1000, ONE) == 0xFF).all()
     fair = bernoulli_packed(1 << 20, 1 << 31)
@@ -311,7 +312,8 @@ def test_degenerate_and_fair_q() -> None:
 
 def test_writes_into_out_and_wipes_every_random_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every array the CSPRNG filled (level-1 chunks, tie bytes, deep bytes) is zero afterwards,
-    except the output itself; several chunks and the helper thread are used."""
+    except the output itself; several chunks and the helper thread are used. The output's ones pass
+    a binomial test at alpha 1e-6."""
     filled: list[np.ndarray] = []
     real = randomness.fill_secure
 
