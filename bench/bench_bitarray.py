@@ -4,7 +4,7 @@ Both hold ``m`` cells as little-endian packed bits. For a batch of cell indices 
 the parser and the Kafka decoder produce) and one 0/1 draw per index, each writes the draws into the
 table; then each counts the ones (what every estimate and release reads).
 
-* NumPy: panstream's own packed write (:func:`panstream.table._packed_write`, eight vectorized
+* NumPy: panstream's own packed write (:func:`panstream.estimators.bittable._packed_write`, eight vectorized
   passes) and ``np.bitwise_count`` over 64-bit words.
 * bitarray: sequence assignment ``a[ones] = 1; a[zeros] = 0`` (bitarray takes Python lists of
   indices, so the ``tolist`` the batch needs is part of its cost) and ``a.count(1)``.

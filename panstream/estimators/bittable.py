@@ -31,6 +31,7 @@ from panstream.randomness import (
     bernoulli,
     bernoulli_from_bytes,
     bernoulli_half_packed,
+    bernoulli_packed,
     fill_secure,
     secure_bytes,
 )
@@ -43,6 +44,9 @@ AUTO_BYTES_MAX_CELLS = 1 << 28
 #: Batches at least this large overlap drawing randomness (in a helper thread) with writing.
 _PIPELINE_MIN = 1 << 17
 _CHUNK = 1 << 18
+
+#: D0 with q = 1/2 (the default of BitTable.random) is plain CSPRNG bytes.
+_HALF = 1 << 31
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -84,13 +88,16 @@ class BitTable:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def random(cls, size: int, layout: str = "auto", q_numerator: int = 1 << 31) -> BitTable:
+    def random(cls, size: int, layout: str = "auto", q_numerator: int = _HALF) -> BitTable:
         """A fresh table whose every bit is an independent D0 = Bernoulli(``q_numerator / 2**32``)
-        draw from the OS CSPRNG (default: a fair coin, read as uniform bytes)."""
+        draw from the OS CSPRNG (a fair coin by default). ``q != 1/2`` is drawn exactly by
+        :func:`~panstream.randomness.bernoulli_packed`, shared with the helper thread."""
         lay = choose_layout(size, layout)
         nbytes = (size + 7) // 8
-        fair = q_numerator == 1 << 31  # fair bits are uniform bytes
-        packed = _random_packed(nbytes) if fair else _bernoulli_packed(size, q_numerator)
+        if q_numerator == _HALF:
+            packed = _random_packed(nbytes)
+        else:
+            packed = bernoulli_packed(nbytes, q_numerator, executor=_executor())
         return cls._from_packed_array(size, packed, lay)
 
     @classmethod
@@ -340,22 +347,6 @@ def _packed_write(t: np.ndarray, idx: np.ndarray, v: np.ndarray) -> None:
     finally:
         key.fill(0)
         eq.fill(False)
-
-
-def _bernoulli_packed(size: int, q_numerator: int) -> np.ndarray:
-    """``size`` exact Bernoulli(``q_numerator / 2**32``) draws packed eight to a byte (little bit
-    order, zero padding), drawn :data:`_CHUNK` cells at a time with :func:`bernoulli`; every
-    temporary is wiped. Simple and exact, about 8 random bits per cell."""
-    out = np.zeros((size + 7) // 8, dtype=np.uint8)
-    for sl in _chunks(size):
-        v = bernoulli(sl.stop - sl.start, q_numerator)
-        try:
-            b = np.packbits(v, bitorder="little")
-            out[sl.start // 8 : sl.start // 8 + b.size] = b
-            b.fill(0)
-        finally:
-            v.fill(False)
-    return out
 
 
 def _random_packed(nbytes: int) -> np.ndarray:
