@@ -23,6 +23,7 @@ from scipy import stats
 
 from panstream import randomness
 from panstream.errors import ConfigurationError
+from panstream.estimators.bittable import BitTable
 from panstream.randomness import (
     DEEP_BITS,
     LEVEL1_BITS,
@@ -37,7 +38,6 @@ from panstream.randomness import (
     resolve_level2,
     sample_groups,
 )
-from panstream.estimators.bittable import BitTable
 
 ONE = 1 << 32
 ATOMS = 256  # every pattern probability is a multiple of 2**-256
