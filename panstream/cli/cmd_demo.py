@@ -109,7 +109,7 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
     rel = est.release(release_epsilon, "laplace")
     frel = freq.release(release_epsilon, "laplace")
     freq.wipe()
-    truth = _true_counts(log.addresses, universe)  # the synthetic log's truth, for comparison
+    truth = _true_counts(log.addresses, universe, freq.modulus)  # the log's truth, to compare
     dmap = est.release_map(release_epsilon, f"/{min(32, universe._prefix + 8)}")
     audit = _short_audit(est.epsilon, est.calibration, audit_trials)
     lines_total = int(log.addresses.size)
@@ -122,7 +122,8 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
         "calibration": est.calibration, "p": str(est.p), "q": str(est.q), "seconds": elapsed,
         "release": rel.to_dict(), "map": dmap.to_dict(), "audit": [a.to_dict() for a in audit],
         "frequency": {"release": frel.to_dict(), "true_once": truth[0],
-                      "true_returning": truth[1], "true_aliased": truth[2]},
+                      "true_returning": truth[1], "true_aliased": truth[2],
+                      "true_once_modulo": truth[3]},
     }
     log.addresses.fill(0)
     if map_png is not None:
@@ -145,12 +146,13 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
                f"{rel.distinct_high:,.0f}]  (laplace, output epsilon {rel.epsilon:g}; pan-private "
                f"total {rel.epsilon_total:.6g})")
     st = frel.stats
+    k = freq.modulus
+    aliased = (f"; {truth[2]:,} heavy clients (>= {k} requests) alias: {truth[3]:,} have a "
+               f"count of 1 mod {k}" if truth[2] else "")
     click.echo(f"  how often (frequency)    seen once {st.once.value:,.0f} [{st.once.low:,.0f}, "
                f"{st.once.high:,.0f}] (true {truth[0]:,}), returning {st.returning.value:,.0f} "
                f"[{st.returning.low:,.0f}, {st.returning.high:,.0f}] (true {truth[1]:,}); 95%, "
-               f"counters mod {freq.modulus}, output epsilon {frel.epsilon:g}"
-               + (f"; {truth[2]:,} heavy clients (>= {freq.modulus} requests) alias"
-                  if truth[2] else ""))
+               f"counters mod {k}, output epsilon {frel.epsilon:g}{aliased}")
     for a in audit:
         verdict = "within the claim" if not a.exceeded else "REVEALS the target (not covered)"
         click.echo(f"  subpoena simulation      {a.scenario}: empirical epsilon >= {a.empirical:.3f} "
@@ -177,15 +179,18 @@ def _short_audit(epsilon: float, calibration: str, trials: int) -> list[AuditRes
                            scenarios=(scen[0], scen[3]))
 
 
-def _true_counts(addresses: np.ndarray, universe: Universe) -> tuple[int, int, int]:
+def _true_counts(addresses: np.ndarray, universe: Universe, modulus: int
+                 ) -> tuple[int, int, int, int]:
     """The synthetic log's truth for the frequency line: clients inside the universe seen exactly
-    once, seen at least twice, and seen at least 16 times (whose counters alias)."""
+    once, seen at least twice, seen at least ``modulus`` times (whose counters alias), and seen a
+    number of times that is 1 modulo ``modulus`` (what the counters estimate as "once")."""
     cells = addresses.astype(np.int64) - _ipv4(universe.item_of(0))
     cells = cells[(cells >= 0) & (cells < universe.size)]
     counts = np.bincount(cells, minlength=universe.size)
     cells.fill(0)
     try:
-        return int((counts == 1).sum()), int((counts >= 2).sum()), int((counts >= 16).sum())
+        return (int((counts == 1).sum()), int((counts >= 2).sum()),
+                int((counts >= modulus).sum()), int((counts % modulus == 1).sum()))
     finally:
         counts.fill(0)
 
