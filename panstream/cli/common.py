@@ -214,8 +214,7 @@ def apply_split(ctx: click.Context, total_epsilon: float | None, releases: int |
 
     assert total_epsilon is not None
     clash = [f"--{k.replace('_', '-')}" for k in ("epsilon", "budget", "release_epsilon")
-             if k in ctx.params and ctx.get_parameter_source(k) not in
-             (None, click.core.ParameterSource.DEFAULT)]
+             if k in ctx.params and given(ctx, k)]
     if clash:
         raise click.UsageError(f"--total-epsilon chooses the state epsilon, the budget and the "
                                f"release epsilon: drop {', '.join(clash)}")
