@@ -9,7 +9,7 @@ snapshot of each shard (privacy invariant 5):
 * :class:`TopicStore`: a compacted Kafka topic, so members on different hosts need no shared disk.
   Snapshots larger than the broker's message size limit are split into chunks (see the class).
   It talks to Kafka through the tiny :class:`RecordLog` protocol; the Kafka implementation lives in
-  :mod:`panstream.sources.kafka`, the only module that imports kafka.
+  :mod:`panstream.sources.kafka`, the only package that imports kafka.
 
 A shard snapshot is exactly :meth:`DensityEstimator.snapshot`: the bit table and public parameters.
 The store adds nothing: no offset, no count, no timestamp of arrivals.

@@ -1,0 +1,61 @@
+"""Tail Kafka topics with kafka-python into one pan-private shard table per partition.
+
+This package is the only part of panstream that imports ``kafka``. Its files follow the stages:
+
+* :mod:`.config`: consumer settings, ``-C`` overrides, messages for an unreachable broker;
+* :mod:`.decode`: message values to cell indices (``item``, ``lines``);
+* :mod:`.metrics`: Prometheus figures (counts only as noisy window releases);
+* :mod:`.store`: the state topic (a :class:`~panstream.state.stores.RecordLog` on Kafka);
+* :mod:`.tail`: the consumer-group member and its rebalance listener.
+
+The package It wires a ``KafkaConsumer`` in a
+consumer group to the pure parts: :mod:`panstream.state.checkpoint` (the commit order),
+:mod:`panstream.state.stores` (where shards live) and the estimator.
+
+Life of a consumer (:class:`KafkaTail`):
+
+* **Assign.** The rebalance listener pauses each newly assigned partition; the main loop then
+  restores that partition's shard from the store (or starts a fresh D0 table) and resumes it. The
+  consumer reads on from the group's committed offset.
+* **Process.** ``poll()`` returns batches per partition; each batch is decoded into cell indices
+  (``item``: one item per message; ``lines``: newline-separated items per message), applied to the
+  partition's shard with fresh D1 draws, and the working buffers are overwritten with zeros.
+  Malformed messages (lines) are skipped. Their counts, like every count of messages and items,
+  live only in the current 1-s telemetry window and are published with geometric noise
+  (:class:`Metrics`, :mod:`panstream.telemetry`); nothing exact about the items is kept longer.
+* **Checkpoint** every ``checkpoint_interval`` seconds: every owned shard's snapshot durable
+  (whether or not its partition received anything: the writes must not say who arrived), then
+  commit offsets (last processed + 1). Auto-commit is always off.
+* **Revoke.** Before a rebalance takes partitions away, the listener checkpoints their shards and
+  commits their offsets, then wipes them; the next owner restores them. Partitions *lost* (this
+  member was evicted) are wiped without saving: another member may already own them.
+* **Stop** (SIGTERM/SIGINT, or ``idle_timeout`` seconds without messages): final checkpoint and
+  commit, leave the group (``close()``), return.
+
+Threading: kafka-python 3 runs the group protocol on its own IO thread, and rebalance listener
+callbacks run there, but only while the main thread is blocked inside ``poll()`` or ``close()``; the
+shards are therefore never touched by two threads at once. Blocking calls that need the IO loop
+(``commit()``) cannot be made from the listener, so it commits with ``commit_async`` and awaits the
+returned future (:class:`_Rebalance` is an ``AsyncConsumerRebalanceListener``).
+"""
+
+from panstream.sources.kafka.config import (
+    CONSUMER_DEFAULTS,
+    bootstrap_seconds,
+    client_config,
+    connecting_notice,
+    consumer_config,
+    parse_overrides,
+    unreachable_message,
+)
+from panstream.sources.kafka.decode import VALUE_FORMATS, Decoded, Decoder
+from panstream.sources.kafka.metrics import COUNT_FIELDS, KAFKA_TELEMETRY_SENSITIVITY, Metrics
+from panstream.sources.kafka.store import KafkaRecordLog, state_client, topic_store
+from panstream.sources.kafka.tail import KafkaTail, RunSummary, TailConfig
+
+__all__ = [
+    "CONSUMER_DEFAULTS", "COUNT_FIELDS", "KAFKA_TELEMETRY_SENSITIVITY", "VALUE_FORMATS", "Decoded",
+    "Decoder", "KafkaRecordLog", "KafkaTail", "Metrics", "RunSummary", "TailConfig",
+    "bootstrap_seconds", "client_config", "connecting_notice", "consumer_config",
+    "parse_overrides", "state_client", "topic_store", "unreachable_message",
+]

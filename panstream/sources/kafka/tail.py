@@ -1,0 +1,300 @@
+"""The consumer-group member: one shard table per assigned partition (see the package docstring)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
+
+from panstream import estimators
+from panstream.calibration import DEFAULT_MODULUS
+from panstream.errors import PanstreamError, SourceError
+from panstream.estimators.base import Estimator
+from panstream.release.ledger import ShardLedger
+from panstream.sources.kafka.config import unreachable_message
+from panstream.sources.kafka.decode import Decoder
+from panstream.sources.kafka.metrics import Metrics
+from panstream.state.checkpoint import Checkpointer, Shard, ShardStore, restore_shard, shard_key
+from panstream.state.stores import decode_shard
+from panstream.universe import Universe
+
+log = logging.getLogger("panstream.kafka")
+
+@dataclass
+class TailConfig:
+    """What :class:`KafkaTail` runs with (built by ``panstream kafka``): ``estimator`` names the
+    shards' family (``density``: ``calibration`` applies; ``frequency``: ``modulus``)."""
+
+    consumer: dict[str, Any]
+    topics: list[str]
+    universe: Universe
+    epsilon: float
+    calibration: str
+    store: ShardStore
+    value_format: str = "item"
+    checkpoint_interval: float = 5.0
+    idle_timeout: float | None = None
+    poll_timeout_ms: int = 200
+    estimator: str = "density"
+    modulus: int = DEFAULT_MODULUS
+
+
+@dataclass
+class RunSummary:
+    """Operational summary of one run (printed; never stored).
+
+    ``messages``, ``items``, ``malformed`` and ``outside`` are sums of the per-window telemetry
+    releases (noisy unless ``exact_counts``; ``count_sd`` is the sd of each such total).
+    """
+
+    partitions: list[str] = field(default_factory=list)
+    messages: int = 0
+    items: int = 0
+    malformed: int = 0
+    outside: int = 0
+    exact_counts: bool = False
+    telemetry_epsilon: float | None = None
+    count_sd: float = 0.0
+    checkpoints: int = 0
+    rebalances: int = 0
+    seconds: float = 0.0
+    stopped_by: str = ""
+
+
+class _Rebalance(AsyncConsumerRebalanceListener):
+    """Runs on kafka-python's IO thread while the main thread waits in ``poll()``/``close()``."""
+
+    def __init__(self, tail: KafkaTail) -> None:
+        self.tail = tail
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        offsets = self.tail._release(revoked, save=True)
+        if offsets:
+            try:
+                await self.tail.consumer.commit_async(offsets)
+            except Exception as exc:  # noqa: BLE001 - a failed commit only means a replay
+                log.warning("commit on revoke failed (%s): the next owner replays a few messages "
+                            "from the previous commit, which is harmless", exc)
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.tail._assigned(assigned)
+
+    async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.tail._release(lost, save=False)
+
+
+class KafkaTail:
+    """A consumer-group member keeping one shard table per assigned partition.
+
+    Args:
+        config: :class:`TailConfig`.
+        metrics: a :class:`Metrics` (a private one without HTTP endpoint if ``None``).
+        consumer_factory: builds the ``KafkaConsumer`` from settings (tests, benchmarks).
+
+    Example:
+        (needs a broker; see ``tests/kafka/``)::
+
+            tail = KafkaTail(TailConfig(consumer_config("127.0.0.1:9092", "g"), ["events"],
+                             Universe.parse("ipv4:10.0.0.0/16"), 1.0, "rr",
+                             DirectoryStore("state")))
+            summary = tail.run(stop=threading.Event())
+    """
+
+    def __init__(self, config: TailConfig, metrics: Metrics | None = None,
+                 consumer_factory: Callable[..., Any] = KafkaConsumer) -> None:
+        self.config = config
+        self.metrics = metrics or Metrics()
+        self.decoder = Decoder(config.universe, config.value_format)
+        self.shards: dict[TopicPartition, Shard] = {}
+        self._pending: set[TopicPartition] = set()
+        self._consumer_factory = consumer_factory
+        self.consumer: Any = None
+        self.checkpointer = Checkpointer(config.store, self._commit_sync)
+        self.summary = RunSummary()
+        self._last_activity = time.monotonic()
+        self._ever_assigned = False
+        self._final_checkpoint_done = False
+
+    # -------------------------------------------------------------- estimators
+    def _fresh(self) -> Estimator:
+        # A shard has no budget of its own: the group's ledger (ensure_ledger) is the only one.
+        c = self.config
+        return estimators.new(c.estimator, c.universe, c.epsilon, calibration=c.calibration,
+                              modulus=c.modulus, ledger=ShardLedger())
+
+    def _decode(self, data: bytes | bytearray) -> Estimator:
+        c = self.config
+        return decode_shard(data, c.universe, c.epsilon, c.calibration, kind=c.estimator,
+                            modulus=c.modulus)
+
+    # -------------------------------------------------------------- commits
+    @staticmethod
+    def _offsets(offsets: Mapping[Hashable, int]) -> dict[TopicPartition, OffsetAndMetadata]:
+        return {tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}
+
+    def _commit_sync(self, offsets: dict[Hashable, int]) -> None:
+        try:
+            self.consumer.commit(self._offsets(offsets))
+        except KafkaError as exc:
+            msg = (f"offset commit failed: {exc}; the snapshots are durable, so a restart replays "
+                   "a few messages, which is harmless")
+            raise SourceError(msg) from None
+
+    # -------------------------------------------------------------- rebalance (IO thread)
+    def _assigned(self, assigned: set[TopicPartition]) -> None:
+        new = [tp for tp in assigned if tp not in self.shards]
+        if new:
+            self.consumer.pause(*new)
+            self._pending.update(new)
+        self._ever_assigned = True
+        self._last_activity = time.monotonic()
+        self.summary.rebalances += 1
+        self.metrics.rebalances.inc()
+
+    def _release(self, tps: set[TopicPartition], save: bool) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Drop the shards of ``tps``; with ``save``, make them durable first and return offsets."""
+        shards = [self.shards[tp] for tp in tps if tp in self.shards]
+        offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        # On close() after the final checkpoint every shard is durable and nothing was processed
+        # since: no second write (the same whatever arrived: this is the close path, always).
+        if save and shards and not self._final_checkpoint_done:
+            offsets = self._offsets(self.checkpointer.durable(shards))  # snapshots durable first
+            self.checkpointer.done()
+            self.metrics.checkpoints.inc()
+        for tp in tps:
+            shard = self.shards.pop(tp, None)
+            if shard is not None:
+                shard.estimator.wipe()
+            self._pending.discard(tp)
+            with contextlib.suppress(Exception):
+                self.metrics.lag.remove(tp.topic, str(tp.partition))
+        self.metrics.assigned.set(len(self.shards))
+        return offsets
+
+    # -------------------------------------------------------------- main thread
+    def _restore_pending(self) -> None:
+        if not self._pending:
+            return
+        refresh = getattr(self.config.store, "refresh", None)
+        if refresh is not None:
+            refresh()  # one replay of a state topic for the whole batch
+        for tp in sorted(self._pending):
+            self.shards[tp] = restore_shard(self.config.store, shard_key(tp.topic, tp.partition),
+                                            tp, self._fresh, self._decode)
+        ready = list(self._pending)
+        self._pending.clear()
+        self.consumer.resume(*ready)
+        self.metrics.assigned.set(len(self.shards))
+        self._last_activity = time.monotonic()  # idle time counts from when reading can start
+
+    def _apply(self, records: Mapping[TopicPartition, list[Any]]) -> None:
+        msgs = items = malformed = outside = 0
+        for tp, recs in records.items():
+            shard = self.shards.get(tp)
+            if shard is None or not recs:
+                continue
+            values = [r.value for r in recs]
+            dec = self.decoder(values)
+            values.clear()
+            n = shard.estimator.update_indices(dec.indices)  # wipes the index array
+            shard.applied(recs[-1].offset)
+            msgs += len(recs)
+            items += n
+            malformed += dec.malformed
+            outside += dec.outside
+        self.metrics.batch(msgs, items, malformed, outside)
+
+    def _update_lag(self) -> None:
+        for tp in self.shards:
+            with contextlib.suppress(Exception):
+                hw = self.consumer.highwater(tp)
+                pos = self.consumer.position(tp, timeout_ms=0)
+                if hw is not None and pos is not None:
+                    self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, hw - pos))
+        self.metrics.since_checkpoint.set(self.checkpointer.seconds_since_durable())
+
+    def checkpoint(self) -> None:
+        """Snapshots durable, then commit (see :mod:`panstream.state.checkpoint`)."""
+        res = self.checkpointer.checkpoint(list(self.shards.values()))
+        if res.saved:
+            self.metrics.checkpoints.inc()
+            self.summary.checkpoints += 1
+
+    def run(self, stop: threading.Event | None = None) -> RunSummary:
+        """Consume until ``stop`` is set or ``idle_timeout`` passes without messages.
+
+        Always ends with a final checkpoint and commit and leaves the group.
+
+        Raises:
+            SourceError: the broker is unreachable or a commit failed.
+            StateError: a shard could not be saved or restored.
+        """
+        stop = stop or threading.Event()
+        cfg = self.config
+        t0 = time.monotonic()
+        try:
+            self.consumer = self._consumer_factory(**cfg.consumer)
+        except KafkaError as exc:
+            raise SourceError(unreachable_message(cfg.consumer, exc)) from None
+        self.consumer.subscribe(topics=list(cfg.topics), listener=_Rebalance(self))
+        self._last_activity = time.monotonic()
+        last_lag = 0.0
+        try:
+            while not stop.is_set():
+                records = self.consumer.poll(timeout_ms=cfg.poll_timeout_ms)
+                self._restore_pending()
+                now = time.monotonic()
+                if records:
+                    self._apply(records)
+                    records = None
+                    self._last_activity = now
+                elif cfg.idle_timeout is not None:
+                    grace = 0.0 if self._ever_assigned else 30.0
+                    if now - self._last_activity >= cfg.idle_timeout + grace:
+                        self.summary.stopped_by = "idle-timeout"
+                        break
+                self.metrics.tick(now)
+                if self.checkpointer.due(cfg.checkpoint_interval):
+                    self.checkpoint()
+                if now - last_lag >= 1.0:
+                    self._update_lag()
+                    last_lag = now
+            else:
+                self.summary.stopped_by = "signal"
+            self.checkpoint()  # final: snapshots durable, then commit
+            self._final_checkpoint_done = True
+            self.summary.partitions = sorted(s.key for s in self.shards.values())
+        except KafkaError as exc:
+            cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+            if isinstance(cause, PanstreamError):
+                raise cause from None  # e.g. a shard could not be saved on revoke
+            msg = (f"Kafka consumer failed: {exc}; offsets after the last checkpoint were not "
+                   "committed, a restart replays them (harmless)")
+            raise SourceError(msg) from None
+        finally:
+            with contextlib.suppress(Exception):
+                self.consumer.close(autocommit=False)  # leaves the group; revoke finds nothing dirty
+            for shard in self.shards.values():
+                shard.estimator.wipe()
+            self.shards.clear()
+            self.metrics.close_window()  # the last (partial) window, released like the others
+            self._summarize_counts()
+            self.summary.seconds = time.monotonic() - t0
+        return self.summary
+
+    def _summarize_counts(self) -> None:
+        """Copy the released (noisy unless opted out) totals into the summary."""
+        w, s = self.metrics.window, self.summary
+        s.messages, s.items = w.totals["messages"], w.totals["items"]
+        s.malformed, s.outside = w.totals["malformed"], w.totals["outside"]
+        s.exact_counts, s.telemetry_epsilon = w.policy.exact, w.policy.epsilon
+        s.count_sd = w.total_sd()
