@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +153,7 @@ def certify(policy: TelemetryPolicy, tmp: Path) -> tuple[float, float, str]:
         va = [f.get(name, float("nan")) for f in train_a]
         vb = [f.get(name, float("nan")) for f in train_b]
         u = sorted(set(va) | set(vb))
-        for t in [(x + y) / 2 for x, y in zip(u, u[1:])]:  # midpoints between observed values
+        for t in [(x + y) / 2 for x, y in pairwise(u)]:  # midpoints between observed values
             for sign in (1, -1):
                 ha = sum(sign * v >= sign * t for v in va)
                 hb = sum(sign * v >= sign * t for v in vb)
