@@ -66,6 +66,11 @@ DEFAULT_WINDOW_SECONDS = 1.0
 #: What the default prints in place of counts.
 NOTHING_COUNTED = "telemetry: nothing counted"
 
+#: What a printed total adds for the telemetry when the printer cannot know how the stream was
+#: read (release, inspect, plan): nothing by default.
+TOTAL_TELEMETRY_NOTE = ("+ telemetry 0 (nothing counted by default; a run with --telemetry-epsilon E "
+                        "adds k x E for a person with k arrivals, --exact-counts infinity)")
+
 #: What the exact-counts opt-in reveals (for help texts and the startup warning).
 EXACT_COUNTS_WARNING = ("exact counts are on: the summary, progress lines and metrics show exact item "
                         "counts, which change by one when one item does (epsilon = infinity for "
