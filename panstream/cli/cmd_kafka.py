@@ -193,4 +193,4 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     click.echo(f"  checkpoints / rebalances  {summary.checkpoints} / {summary.rebalances}")
     click.echo(f"  state privacy             epsilon_state = {out['epsilon_state']:.6f} realized "
                f"per shard table (times the number of shards one item's messages reach: 1 if "
-               f"keyed by the item, every partition if not); telemetry {telemetry.total_clause()}")
+               f"keyed by the item, every partition if not) {telemetry.total_clause()}")
