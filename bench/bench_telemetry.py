@@ -1,4 +1,4 @@
-"""What noisy telemetry and the ``.gz`` reader cost, as ratios within one run (run by hand).
+"""What the telemetry policies and the ``.gz`` reader cost, as ratios within one run (run by hand).
 
     python bench/bench_telemetry.py [--lines 5000000] [--repeat 5]
 
@@ -6,7 +6,8 @@ Writes a synthetic plain log (NumPy PCG64: synthetic data only) and its gzip cop
 interleaved and best of ``--repeat`` each, the in-process ingest loop (:class:`panstream.ingest.
 Ingestor`, the command's loop without interpreter start-up):
 
-* ``noisy``: the default telemetry (per-1-s-window geometric releases at eps_t = 0.1);
+* ``default``: nothing counted (the default since issue 21: no window, no count past a chunk);
+* ``noisy``: the ``--telemetry-epsilon 0.1`` opt-in (per-1-s-window geometric releases);
 * ``exact``: the ``--exact-counts`` opt-in (same windows, no noise) — the baseline;
 * ``noisy 10 ms``: noisy windows 100 times shorter than the default, a stress bound on the
   per-window cost (a run of a few tenths of a second has only one 1-s window);
@@ -69,17 +70,19 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     tune_allocator()
-    noisy, exact = TelemetryPolicy(), TelemetryPolicy.exact_counts()
-    stress = TelemetryPolicy(window=0.01)
+    none, exact = TelemetryPolicy(), TelemetryPolicy.exact_counts()  # default: nothing counted
+    noisy, stress = TelemetryPolicy.noisy(0.1), TelemetryPolicy.noisy(0.1, window=0.01)
     with tempfile.TemporaryDirectory() as d:
         plain = os.path.join(d, "a.log")
         gz = plain + ".gz"
         make_log(plain, args.lines)
         with open(plain, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
             dst.write(src.read())
-        times: dict[str, list[float]] = {k: [] for k in ("noisy", "exact", "stress", "gz1", "gz")}
+        times: dict[str, list[float]] = {k: [] for k in ("none", "noisy", "exact", "stress", "gz1",
+                                                         "gz")}
         windows = stress_windows = 0
         for _ in range(args.repeat):  # interleaved: load drifts hit every variant alike
+            times["none"].append(run_ingest(plain, none)[0])
             t, windows = run_ingest(plain, noisy)
             times["noisy"].append(t)
             times["exact"].append(run_ingest(plain, exact)[0])
@@ -90,6 +93,8 @@ def main() -> None:
     best = {k: min(v) for k, v in times.items()}
     print(json.dumps({
         "lines": args.lines, "repeat": args.repeat, "windows_per_noisy_run": windows,
+        "default_nothing_counted_Mlines_s": args.lines / best["none"] / 1e6,
+        "default_vs_exact_throughput": best["exact"] / best["none"],
         "noisy_Mlines_s": args.lines / best["noisy"] / 1e6,
         "exact_Mlines_s": args.lines / best["exact"] / 1e6,
         "noisy_vs_exact_throughput": best["exact"] / best["noisy"],
@@ -98,8 +103,8 @@ def main() -> None:
         "gz_readinto1_Mlines_s": args.lines / best["gz1"] / 1e6,
         "gz_readinto_Mlines_s": args.lines / best["gz"] / 1e6,
         "gz_readinto1_vs_readinto_throughput": best["gz"] / best["gz1"],
-        "noise_sd_per_count_per_window": {"ingest": TelemetryPolicy().noise_sd,
-                                          "kafka": TelemetryPolicy(sensitivity=2).noise_sd},
+        "noise_sd_per_count_per_window": {"ingest": TelemetryPolicy.noisy(0.1).noise_sd,
+                                          "kafka": TelemetryPolicy.noisy(0.1, 2).noise_sd},
         "loadavg": os.getloadavg(),
     }, indent=1))
 

@@ -15,12 +15,19 @@ One object, :class:`Ingestor`, owns the order in which things become durable. Fo
 5. on stop (end of input or :meth:`Ingestor.request_stop`, e.g. from SIGINT/SIGTERM): flush and write
    a final checkpoint.
 
-The counts in :class:`IngestStats` (lines, malformed, ...) are operational and never written to the
-state. They are covered by the printed guarantee (see :mod:`panstream.telemetry`): exact counts live
-only in the current reporting window (1 s) and are released with geometric noise at a separate
-event-level telemetry epsilon; the stats hold only the running sums of those noisy releases, unless
-the run opted into exact counts (:meth:`TelemetryPolicy.exact_counts`). Nothing here imports click
-or touches signals; the command line (``panstream ingest``) wires both.
+Periodic events run on a fixed clock (:mod:`panstream.schedule`): the k-th checkpoint is due at
+``start + k * checkpoint_every`` (releases, progress reports and telemetry windows likewise), no
+arrival can move it, and a reader that waits for input (a pipe) is told to wake at the next
+instant at the latest (``ChunkReader.set_idle``), so the event runs at its instant and not at the
+next arrival or idle tick. A periodic save also sets the state file's access and modification
+times to the scheduled instant (``os.utime``), so they show the schedule and not when the write
+finished.
+
+Nothing counts arrivals by default (:mod:`panstream.telemetry`): :class:`IngestStats` holds the
+run's clock (seconds, checkpoints, releases) and, for file inputs, the read position in bytes; the
+line and item counts exist only under an explicit opt-in (noisy per-window counts at an
+event-level epsilon, or exact counts). Nothing here imports click or touches signals; the command
+line (``panstream ingest``) wires both.
 """
 
 from __future__ import annotations
@@ -36,8 +43,9 @@ import numpy as np
 from panstream.errors import BudgetExhaustedError, ConfigurationError
 from panstream.estimators.base import Estimator
 from panstream.parse import Format, LineParser, detect_format
+from panstream.schedule import Schedule, wait_before
 from panstream.sources.files import ChunkReader
-from panstream.telemetry import CountWindow, TelemetryPolicy
+from panstream.telemetry import NOTHING_COUNTED, CountWindow, TelemetryPolicy
 
 #: The counts of one reporting window. One log line is exactly one of these, so the window's count
 #: vector has L1 sensitivity 1; the lines total is their sum.
@@ -47,6 +55,9 @@ COUNT_FIELDS = ("accepted", "empty", "malformed", "outside")
 #: a 2 MiB chunk of plain addresses holds about 150,000 lines, so it goes straight to the table).
 BATCH = 1 << 17
 
+#: The longest a reader of a stream waits for input before an idle tick (seconds).
+IDLE_TICK = 0.2
+
 #: A chunk shorter than this means the reader drained its input: flush pending indices.
 DRAINED_BELOW = 1 << 20
 
@@ -55,19 +66,34 @@ DRAINED_BELOW = 1 << 20
 class IngestStats:
     """Operational figures of one run (printed, never stored).
 
-    The counts are sums of the noisy per-window releases of :mod:`panstream.telemetry` (exact only
-    under :meth:`TelemetryPolicy.exact_counts`); a noisy count may be slightly negative.
+    By default (:meth:`TelemetryPolicy.none`) nothing here counts arrivals: ``counted`` is false,
+    the count fields stay 0 and :meth:`to_dict` leaves them out. Under an opt-in they are sums of
+    the per-window releases of :mod:`panstream.telemetry` (noisy, possibly slightly negative, or
+    exact under :meth:`TelemetryPolicy.exact_counts`).
 
     Attributes:
-        lines: lines read; accepted: items applied to the table; empty, malformed, outside: lines
-        skipped for each reason (malformed includes over-long lines and binary junk);
-        exact_counts: whether the counts are exact; telemetry_epsilon: event-level epsilon of the
-        counts (``None`` when exact); count_sd, lines_sd: noise sd of each count and of ``lines``;
-        windows: reporting windows released; seconds: wall-clock time of the run; checkpoints,
-        releases: how many were written; refused_releases: releases refused for lack of budget;
-        formats: format used per input.
+        seconds: time of the run; checkpoints, releases: how many were written (on the clock's
+        schedule, plus the final checkpoint); refused_releases: releases refused for lack of budget;
+        interrupted: stopped by a signal; input: the input being read; position, size: bytes of the
+        current *file* input read so far and its size (``None`` for a stream: a pipe's volume is not
+        shown); bytes_read: bytes of the file inputs finished; formats: format used per file input;
+        counted: whether counts are kept (an opt-in); lines, accepted, empty, malformed, outside:
+        the counts (lines read; items applied to the table; lines skipped for each reason);
+        exact_counts, telemetry_epsilon: the opt-in; count_sd, lines_sd: noise sd of each count
+        and of ``lines``; windows: telemetry windows released.
     """
 
+    seconds: float = 0.0
+    checkpoints: int = 0
+    releases: int = 0
+    refused_releases: int = 0
+    interrupted: bool = False
+    input: str = ""
+    position: int | None = None
+    size: int | None = None
+    bytes_read: int = 0
+    formats: list[str] = field(default_factory=list)
+    counted: bool = False
     lines: int = 0
     accepted: int = 0
     empty: int = 0
@@ -78,12 +104,6 @@ class IngestStats:
     count_sd: float = 0.0
     lines_sd: float = 0.0
     windows: int = 0
-    seconds: float = 0.0
-    checkpoints: int = 0
-    releases: int = 0
-    refused_releases: int = 0
-    interrupted: bool = False
-    formats: list[str] = field(default_factory=list)
 
     @property
     def lines_per_second(self) -> float:
@@ -100,17 +120,26 @@ class IngestStats:
         self.lines_sd = window.total_sd(len(COUNT_FIELDS))
 
     def to_dict(self) -> dict[str, Any]:
+        """The figures for ``--json``: no count key at all unless counts were opted into."""
         d = asdict(self)
-        d["lines_per_second"] = self.lines_per_second
+        if self.counted:
+            d["lines_per_second"] = self.lines_per_second
+        else:
+            for k in (*COUNT_FIELDS, "lines", "exact_counts", "telemetry_epsilon", "count_sd",
+                      "lines_sd", "windows"):
+                del d[k]
+            d["telemetry"] = NOTHING_COUNTED
         return d
 
 
 @dataclass
 class Input:
-    """One input: a name for messages and a :class:`ChunkReader`."""
+    """One input: a name for messages, a :class:`ChunkReader`, and for a file its read position
+    (``f() -> (bytes read, size)`` or ``None``; see ``panstream.sources.files``)."""
 
     name: str
     reader: ChunkReader
+    position: Callable[[], tuple[int, int] | None] | None = None
 
 
 class Ingestor:
@@ -120,16 +149,18 @@ class Ingestor:
         est: the estimator to update.
         fmt: the log format (``auto`` is resolved per input from its first chunk).
         state_path: where to checkpoint (``None``: keep the table in memory only).
-        checkpoint_every: seconds between periodic checkpoints (``None`` or 0: only the final one).
-        release_every: seconds between periodic releases (``None``: none).
+        checkpoint_every: seconds between periodic checkpoints, on a fixed grid from the start
+            (``None`` or 0: only the final one).
+        release_every: seconds between periodic releases (``None``: none), on a fixed grid.
         release_epsilon: output epsilon of each periodic release.
         release_mechanism: ``laplace`` or ``geometric``.
         on_release: called with each release's ``to_dict()`` after its ledger charge is durable.
         on_notice: called with one-line operational messages (e.g. a refused release).
-        on_progress: called about every ``progress_every`` seconds with the running stats.
-        telemetry: how the operational counts are released (default: noisy, event-level
-            epsilon :data:`panstream.telemetry.DEFAULT_TELEMETRY_EPSILON` per 1-s window).
+        on_progress: called every ``progress_every`` seconds (fixed grid) with the running stats;
+            ``progress_every <= 0`` reports at every loop turn (tests only: turns follow arrivals).
+        telemetry: whether and how arrivals are counted (default: nothing counted).
         clock: monotonic clock (for tests).
+        wall_clock: wall clock, for the state file's times (for tests).
 
     Example (exact counts, an explicit opt-in):
         >>> import io
@@ -141,6 +172,9 @@ class Ingestor:
         >>> s = ing.run([Input("example", ChunkReader(data.readinto))])
         >>> s.lines, s.accepted, s.malformed
         (3, 2, 1)
+        >>> s = Ingestor(est, Format("plain")).run([Input("x", ChunkReader(io.BytesIO(b"1\\n").readinto))])
+        >>> s.counted, "accepted" in s.to_dict(), s.to_dict()["telemetry"]
+        (False, False, 'telemetry: nothing counted')
     """
 
     def __init__(self, est: Estimator, fmt: Format, *, state_path: str | None = None,
@@ -150,7 +184,8 @@ class Ingestor:
                  on_notice: Callable[[str], None] | None = None,
                  on_progress: Callable[[IngestStats], None] | None = None,
                  progress_every: float = 1.0, telemetry: TelemetryPolicy | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time) -> None:
         if release_every and not release_epsilon:
             msg = "periodic releases need a release epsilon"
             raise ConfigurationError(msg)
@@ -166,14 +201,18 @@ class Ingestor:
         self.on_progress = on_progress
         self.progress_every = progress_every
         self.clock = clock
+        self.wall_clock = wall_clock
         self.telemetry = telemetry or TelemetryPolicy()
-        self.stats = IngestStats(exact_counts=self.telemetry.exact,
+        self.stats = IngestStats(counted=self.telemetry.counts,
+                                 exact_counts=self.telemetry.exact,
                                  telemetry_epsilon=self.telemetry.epsilon)
         self._window: CountWindow | None = None
         self._stop = False
         self._pending: list[np.ndarray] = []
         self._npending = 0
         self._parsers: dict[str, LineParser] = {}
+        self._t0 = 0.0
+        self._wall0 = 0.0
 
     # ------------------------------------------------------------------ control
     def request_stop(self) -> None:
@@ -206,15 +245,25 @@ class Ingestor:
         self._npending = 0
         self.est.update_indices(idx)  # wipes idx
 
-    def checkpoint(self) -> None:
-        """Flush, then save the state atomically (step 3). No-op without a state path."""
+    def checkpoint(self, at: float | None = None) -> None:
+        """Flush, then save the state atomically (step 3). No-op without a state path.
+
+        Args:
+            at: the scheduled instant (monotonic clock) of a periodic checkpoint: the file's
+                access and modification times are set to it, so they show the schedule rather
+                than when the write finished. ``None`` (the final checkpoint, at the end of input
+                or on a signal): the file keeps the real time.
+        """
         self.flush()
         if self.state_path is None:
             return
         self.est.save(self.state_path)
+        if at is not None:
+            wall = int(round((self._wall0 + (at - self._t0)) * 1e9))
+            os.utime(self.state_path, ns=(wall, wall))
         self.stats.checkpoints += 1
 
-    def release_now(self) -> dict[str, Any] | None:
+    def release_now(self, at: float | None = None) -> dict[str, Any] | None:
         """Flush, release (charging the ledger), checkpoint, then publish (step 4).
 
         Returns the release as a dict, or ``None`` if the budget refused it.
@@ -229,7 +278,7 @@ class Ingestor:
             if self.on_notice:
                 self.on_notice(f"{exc}; periodic releases stop, ingestion continues")
             return None
-        self.checkpoint()
+        self.checkpoint(at)
         out = rel.to_dict()
         self.stats.releases += 1
         if self.on_release:
@@ -237,16 +286,17 @@ class Ingestor:
         return out
 
     def _close_window(self, now: float) -> None:
-        """Release the window's counts (noisy by default) into the stats; forget the exact ones."""
-        assert self._window is not None
+        """Release the window's counts (an opt-in) into the stats; forget the exact ones."""
+        if self._window is None:
+            return
         self._window.close(now)
         self.stats.absorb(self._window)
 
     def _ingest_chunk(self, kind: str, chunk: memoryview) -> None:
         res = self._parser(kind).parse(chunk)
-        assert self._window is not None
-        self._window.add(accepted=int(res.indices.size), empty=res.empty,
-                         malformed=res.malformed, outside=res.outside)
+        if self._window is not None:  # counts only under an opt-in; by default none outlive this
+            self._window.add(accepted=int(res.indices.size), empty=res.empty,
+                             malformed=res.malformed, outside=res.outside)
         if res.indices.size:
             self._pending.append(res.indices)
             self._npending += int(res.indices.size)
@@ -264,46 +314,71 @@ class Ingestor:
             SourceError: an input failed (the final checkpoint is still written).
             StateError: a checkpoint could not be written.
         """
-        t0 = self.clock()
-        now = t0
-        self._window = CountWindow(self.telemetry, COUNT_FIELDS, now=t0)
-        next_ckpt = t0 + self.checkpoint_every if self.checkpoint_every else None
-        next_rel = t0 + self.release_every if self.release_every else None
-        next_prog = t0 + self.progress_every
+        t0 = self._t0 = self.clock()
+        wall0 = self._wall0 = self.wall_clock()
+
+        def grid(every: float | None) -> Schedule | None:
+            return Schedule(t0, every, wall0) if every and every > 0 else None
+
+        ckpt = grid(self.checkpoint_every)
+        rel = grid(self.release_every)
+        prog = grid(self.progress_every) if self.on_progress else None
+        every_turn = self.on_progress is not None and prog is None
+        win = grid(self.telemetry.window) if self.telemetry.counts else None
+        self._window = CountWindow(self.telemetry, COUNT_FIELDS, now=t0) if win else None
+        schedules = [ckpt, rel, prog, win]
+        stats = self.stats
         try:
             for inp in inputs:
                 if self._stop:
                     break
+                stats.input = inp.name
+                where = inp.position() if inp.position else None
+                stats.position, stats.size = where if where else (None, None)
+                set_idle = getattr(inp.reader, "set_idle", None)
+                if set_idle is not None:
+                    set_idle(wait_before(self.clock(), schedules, IDLE_TICK))
                 kind = None if self.format.kind == "auto" else self.format.spec
                 for chunk in inp.reader:
                     if len(chunk):
                         if kind is None:
                             kind = detect_format(chunk)
-                            self.stats.formats.append(f"{inp.name}: {kind}")
+                            if where is not None:  # a file's format; a stream's is not shown
+                                stats.formats.append(f"{inp.name}: {kind}")
                         self._ingest_chunk(kind, chunk)
                     if len(chunk) < DRAINED_BELOW:
                         # The input is drained (a short chunk or an idle tick): apply what is
                         # pending now, so recent items never wait in memory for more traffic.
                         self.flush()
                     now = self.clock()
-                    if next_ckpt is not None and now >= next_ckpt:
-                        self.checkpoint()
-                        next_ckpt = now + (self.checkpoint_every or 0)
-                    if next_rel is not None and self.release_every and now >= next_rel:
-                        self.release_now()  # may switch releases off (budget spent)
-                        next_rel = now + self.release_every if self.release_every else None
-                    if self._window.due(now):
-                        self._close_window(now)
-                    if self.on_progress and now >= next_prog:
-                        self.stats.seconds = now - t0
-                        self.on_progress(self.stats)
-                        next_prog = now + self.progress_every
+                    if ckpt is not None and ckpt.due(now):
+                        self.checkpoint(ckpt.advance(now))
+                    if rel is not None and self.release_every and rel.due(now):
+                        self.release_now(rel.advance(now))  # may switch releases off
+                        if not self.release_every:
+                            schedules[1] = rel = None
+                    if win is not None and win.due(now):
+                        self._close_window(win.advance(now))
+                    if prog is not None and prog.due(now) or every_turn:
+                        at = prog.advance(now) if prog is not None else now
+                        stats.seconds = at - t0  # the scheduled instant: no loop timing in it
+                        if where is not None and inp.position is not None:
+                            where = inp.position() or where
+                            stats.position, stats.size = where
+                        assert self.on_progress is not None
+                        self.on_progress(stats)
                     if self._stop:
-                        self.stats.interrupted = True
+                        stats.interrupted = True
                         break
+                    if set_idle is not None:
+                        set_idle(wait_before(self.clock(), schedules, IDLE_TICK))
+                if where is not None and inp.position is not None:
+                    where = inp.position() or where
+                    stats.bytes_read += where[0]
+                    stats.position, stats.size = where
         finally:
             self.checkpoint()
             end = self.clock()
             self._close_window(end)  # the last (partial) window, released like the others
-            self.stats.seconds = end - t0
-        return self.stats
+            stats.seconds = end - t0
+        return stats

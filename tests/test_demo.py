@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
 from panstream.cli.main import cli
@@ -42,3 +44,21 @@ def test_python_dash_m_panstream_and_env_configuration() -> None:
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["epsilon_requested"] == 0.5 and out["lines"] == 50000
+
+
+def test_the_demo_prints_the_total_that_holds_for_what_it_keeps_and_releases() -> None:
+    """Issue 21 §4: the demo keeps a density *and* a frequency table over one stream and releases
+    three times (density, map, frequency at 0.5 each). One person is in both tables, so a dump of
+    both is 1 + 1 = 2-DP and the pan-private total is 1 + 1 + 0.5 + 0.5 + 0.5 = 3.5; it used to
+    print "pan-private total 1.5" and "2" and "a dump of it is epsilon_state-DP"."""
+    args = ["demo", "--lines", "50000", "--distinct", "1000", "--audit-trials", "0"]
+    text = CliRunner().invoke(cli, args).output
+    assert re.findall(r"pan-private total\s+([\d.]+)", text) == ["3.5"], text
+    assert "a dump of both is 2.000000-DP" in text and "epsilon_state-DP" not in text
+    assert "telemetry 0 (nothing counted)" in text
+    out = json.loads(CliRunner().invoke(cli, [*args, "--json"]).output)
+    parts = (out["epsilon_state_density"], out["epsilon_state_frequency"],
+             out["released_density"], out["released_frequency"])
+    assert parts == pytest.approx((1.0, 1.0, 1.0, 0.5), abs=1e-6)
+    assert out["epsilon_total"] == pytest.approx(sum(parts)) == pytest.approx(3.5, abs=1e-6)
+    assert out["epsilon_dump"] == pytest.approx(2.0, abs=1e-6)

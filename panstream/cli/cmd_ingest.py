@@ -93,7 +93,7 @@ def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | 
 
 
 def _counts(s: IngestStats, outside: str = "outside") -> str:
-    """The counts of ``s`` for a human line: ``~`` marks noisy ones (shown at least 0)."""
+    """The counts of ``s`` for a human line (an opt-in): ``~`` marks noisy ones (shown >= 0)."""
     if s.exact_counts:
         return (f"{s.accepted:,} accepted, {s.malformed:,} malformed, {s.outside:,} {outside}, "
                 f"{s.empty:,} empty")
@@ -121,9 +121,38 @@ def _lines(s: IngestStats) -> str:
     return f"{s.lines:,} lines" if s.exact_counts else f"~{max(s.lines, 0):,} lines"
 
 
+def _size(n: int) -> str:
+    """Bytes for a human line (1,024-based units)."""
+    x = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if x < 1024 or unit == "GiB":
+            return f"{x:,.0f} {unit}" if unit == "B" else f"{x:,.1f} {unit}"
+        x /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _where(s: IngestStats) -> str:
+    """What is being read: a file's position (public to its readers), a stream's name only."""
+    if s.position is not None and s.size is not None:
+        pct = 100.0 * s.position / s.size if s.size else 100.0
+        return f"reading {s.input}: {_size(s.position)} of {_size(s.size)} ({pct:.0f} %)"
+    return f"reading {s.input}" if s.input else "waiting for input"
+
+
+def progress_line(s: IngestStats) -> str:
+    """One progress line. By default it shows only what the clock and the input's own position
+    say (alive, uptime on the schedule's instants, checkpoints, releases, a file's byte offset):
+    nothing an arrival can move. Counts appear only under an opt-in."""
+    msg = (f"panstream: alive {s.seconds:,.0f} s, {s.checkpoints} checkpoint(s), "
+           f"{s.releases} release(s); {_where(s)}")
+    if s.counted:
+        msg += f"; {_lines(s)}, {_counts(s)}"
+    return msg
+
+
 def _progress_printer(tty: bool) -> Any:
     def show(s: IngestStats) -> None:
-        msg = (f"panstream: {_lines(s)} ({s.lines_per_second / 1e6:,.1f} M/s), {_counts(s)}")
+        msg = progress_line(s)
         if tty:
             sys.stderr.write("\r\x1b[K" + msg)
         else:
@@ -131,6 +160,64 @@ def _progress_printer(tty: bool) -> Any:
         sys.stderr.flush()
 
     return show
+
+
+def summary_record(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy,
+                   state: str | None, resumed: bool) -> dict[str, Any]:
+    """The ``--json`` summary: parameters, the clock's figures, and the deployment's total.
+
+    ``epsilon_total`` covers everything this run kept and emitted, per person: the table, the
+    releases charged so far and the telemetry (0: nothing counted). Under a counting opt-in no
+    per-person total exists (it grows with a person's arrivals): it is ``None`` and
+    ``telemetry_epsilon_per_arrival`` says what each arrival costs (``None`` for exact counts:
+    infinity). ``epsilon_total_at_budget`` is the total once the whole budget is spent.
+    """
+    eps_state, led = est.epsilon_state, est.ledger
+    counted = telemetry.counts
+    return {
+        "state": state, "resumed": resumed, "estimator": est.kind, "universe": est.universe.spec,
+        "epsilon_state": eps_state, **est.describe(),
+        "budget": led.budget, "budget_spent": led.spent, **stats.to_dict(),
+        "epsilon_total": None if counted else eps_state + led.spent,
+        "epsilon_total_at_budget": None if counted else eps_state + led.budget,
+        "telemetry_epsilon_per_arrival": telemetry.epsilon if counted else 0.0,
+    }
+
+
+def total_line(eps_state: float, spent: float, budget: float, telemetry: TelemetryPolicy) -> str:
+    """The deployment's pan-private total, per person, for one human line."""
+    core = f"epsilon_state {eps_state:.6f} + releases {spent:g}"
+    if not telemetry.counts:
+        return (f"pan-private total {eps_state + spent:.6f} per person = {core} + telemetry 0 "
+                f"(nothing counted); at most {eps_state + budget:.6f} once the budget of "
+                f"{budget:g} is spent")
+    return (f"pan-private total: {core} = {eps_state + spent:.6f} for the table and releases, "
+            f"{telemetry.total_clause()}: no per-person total while counts are on")
+
+
+def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy,
+                  state: str | None, resumed: bool) -> list[str]:
+    """The human summary (stderr), one string per line."""
+    where = f"state {state} ({'resumed' if resumed else 'created'})" if state else \
+        "no --state: the table was not saved"
+    head = f"panstream ingest: done in {stats.seconds:.2f} s"
+    if stats.bytes_read:
+        head += f", {_size(stats.bytes_read)} of files read"
+    if stats.counted:
+        head += (f"; {_lines(stats)} ({stats.lines_per_second / 1e6:,.2f} M lines/s); "
+                 f"{_counts(stats, f'outside {est.universe.spec}')}")
+    out = [head]
+    if stats.counted and not stats.exact_counts:
+        out.append(f"panstream ingest: {telemetry.describe()}; these totals: sd "
+                   f"{stats.count_sd:,.0f} each, {stats.lines_sd:,.0f} for lines")
+    elif not stats.counted:
+        out.append(f"panstream ingest: {telemetry.describe()}")
+    out.append(f"panstream ingest: {where}; epsilon_state = {est.epsilon_state:.6f} realized; "
+               f"{stats.checkpoints} checkpoint(s), {stats.releases} release(s)"
+               + (" [interrupted]" if stats.interrupted else ""))
+    out.append("panstream ingest: " + total_line(est.epsilon_state, est.ledger.spent,
+                                                 est.ledger.budget, telemetry))
+    return out
 
 
 @click.command()
@@ -185,12 +272,15 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
 
     Only the randomized table and public parameters are saved. Malformed lines, binary junk,
     over-long lines (> 4096 bytes), empty lines and addresses outside the universe are skipped.
-    The counts printed (summary, --progress) are differentially private by default: each 1-s
-    window's counts get geometric noise at --telemetry-epsilon per item, then the exact counts
-    are forgotten (a printed total is a sum of noisy windows, with its sd); --exact-counts opts
-    into exact ones. Counts are never stored. SIGINT/SIGTERM: final checkpoint
-    and exit 0; a second signal exits at once (the state file keeps the last checkpoint). Periodic
-    releases stop (ingestion continues) once the budget is spent.
+    Nothing counts arrivals by default: the summary and --progress lines show that the run is
+    alive (uptime, checkpoints and releases, all on a fixed clock from the start), how far it is
+    through each FILE in bytes (a stream's volume is not shown), and the pan-private total per
+    person (table + releases + telemetry 0). --telemetry-epsilon E opts into noisy per-window
+    counts (E per arrival: k x E for a person with k arrivals), --exact-counts into exact ones.
+    Checkpoints run at start + k x --checkpoint-every whatever arrives, and the state file's
+    times are set to those instants. SIGINT/SIGTERM: final checkpoint and exit 0; a second
+    signal exits at once (the state file keeps the last checkpoint). Periodic releases stop
+    (ingestion continues) once the budget is spent.
 
     --total-epsilon E [--releases R] replaces --epsilon and --budget: E is split between the state
     and R releases as 'panstream plan --total-epsilon' shows (best for one release), and
@@ -202,7 +292,7 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
         raise click.UsageError("--releases goes with --total-epsilon")
     if split:
         epsilon, budget, per_release = apply_split(ctx, total_epsilon, releases, universe,
-                                                   calibration, release_epsilon)
+                                                   calibration, release_epsilon, telemetry)
         release_epsilon = per_release if release_every else None
     if release_every and not release_epsilon:
         raise click.UsageError("--release-every needs --release-epsilon")
@@ -259,7 +349,7 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
                 return
             opened.append(path)
             with open_input(path) as f:
-                yield Input(path, f.reader)
+                yield Input(path, f.reader, f.position)
 
     try:
         with _stop_on_signals(ing):
@@ -268,26 +358,11 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
         raise SourceError(_failed_input(exc, ing, state, files[len(opened):])) from None
     if show_progress and sys.stderr.isatty():
         sys.stderr.write("\n")
-    summary = {
-        "state": state, "resumed": resumed, "estimator": est.kind, "universe": est.universe.spec,
-        "epsilon_state": est.epsilon_state, **est.describe(),
-        "budget": est.ledger.budget, "budget_spent": est.ledger.spent, **stats.to_dict(),
-    }
     if as_json:
-        emit_json({"summary": summary})
+        emit_json({"summary": summary_record(est, stats, telemetry, state, resumed)})
         return
-    where = f"state {state} ({'resumed' if resumed else 'created'})" if state else \
-        "no --state: the table was not saved"
-    click.echo(f"panstream ingest: {_lines(stats)} in {stats.seconds:.2f} s "
-               f"({stats.lines_per_second / 1e6:,.2f} M lines/s); "
-               f"{_counts(stats, f'outside {est.universe.spec}')}", err=True)
-    if not stats.exact_counts:
-        click.echo(f"panstream ingest: {telemetry.describe()}; these totals: sd "
-                   f"{stats.count_sd:,.0f} each, {stats.lines_sd:,.0f} for lines "
-                   "(--exact-counts for exact ones)", err=True)
-    click.echo(f"panstream ingest: {where}; epsilon_state = {est.epsilon_state:.6f} realized; "
-               f"{stats.checkpoints} checkpoint(s), {stats.releases} release(s)"
-               + (" [interrupted]" if stats.interrupted else ""), err=True)
+    for line in summary_lines(est, stats, telemetry, state, resumed):
+        click.echo(line, err=True)
 
 
 def _failed_input(exc: SourceError, ing: Ingestor, state: str | None,
@@ -295,9 +370,13 @@ def _failed_input(exc: SourceError, ing: Ingestor, state: str | None,
     """The message of an input that failed mid-way: what went into the table, what did not, and
     whether the state holds it (the ingest loop writes its final checkpoint on every exit)."""
     s = ing.stats
-    applied = (f"{s.accepted:,} items applied in this run" if s.exact_counts else
-               f"about {max(s.accepted, 0):,} items applied in this run (noisy count, sd "
-               f"{s.count_sd:,.0f})")
+    if s.exact_counts:
+        applied = f"{s.accepted:,} items applied in this run"
+    elif s.counted:
+        applied = (f"about {max(s.accepted, 0):,} items applied in this run (noisy count, sd "
+                   f"{s.count_sd:,.0f})")
+    else:
+        applied = "the items before it were applied in this run"
     saved = (f"the state {state} holds everything applied (final checkpoint written)"
              if state and s.checkpoints else "no --state: nothing was saved")
     later = f"; not read at all: {', '.join(not_read)}" if not_read else ""

@@ -10,6 +10,7 @@ import click
 from panstream import estimators
 from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_option
 from panstream.state.format import PREFIX_SIZE, read_frame
+from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 
 
 def describe(path: str) -> dict[str, Any]:
@@ -29,6 +30,8 @@ def describe(path: str) -> dict[str, Any]:
         "epsilon_state": est.epsilon_state,
         "budget": led.budget, "budget_spent": led.spent, "budget_remaining": led.remaining,
         "releases": len(led.entries), "epsilon_total": est.epsilon_state + led.spent,
+        "epsilon_total_at_budget": est.epsilon_state + led.budget,
+        "telemetry": "nothing counted by default (0 per person)",
         "shard": led.shard, "releases_refused": led.blocked,
     }
     est.wipe()
@@ -67,7 +70,9 @@ def command(state: str, as_json: bool) -> None:
         return
     click.echo(f"output budget    {d['budget']:g}: spent {d['budget_spent']:g} in "
                f"{d['releases']} release(s), {d['budget_remaining']:g} left")
-    click.echo(f"pan-private      epsilon_state + spent = {d['epsilon_total']:.6f}")
+    click.echo(f"pan-private      epsilon_state + spent = {d['epsilon_total']:.6f} per person "
+               f"{TOTAL_TELEMETRY_NOTE}; at most {d['epsilon_total_at_budget']:.6f} once the "
+               "budget is spent")
     if d["releases_refused"]:
         click.echo(f"ROLLED BACK      releases are refused: {d['releases_refused']}")
 

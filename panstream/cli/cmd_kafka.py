@@ -120,7 +120,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     if releases is not None and total_epsilon is None:
         raise click.UsageError("--releases goes with --total-epsilon")
     if total_epsilon is not None:
-        epsilon, budget, _ = apply_split(ctx, total_epsilon, releases, universe, calibration)
+        epsilon, budget, _ = apply_split(ctx, total_epsilon, releases, universe, calibration,
+                                         telemetry=telemetry)
     assert epsilon is not None
     if (state_dir is None) == (state_topic is None):
         msg = "give exactly one of --state-dir DIR or --state-topic TOPIC (where shards are kept)"
@@ -170,6 +171,10 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
            "estimator": estimator,
            "epsilon_state": estimators.state_epsilon(estimator, epsilon, calibration=calibration,
                                                      modulus=modulus)}
+    if not telemetry.counts:  # the default: no count exists, so none is printed
+        out = {k: v for k, v in out.items() if k not in ("messages", "items_applied",
+               "malformed_skipped", "outside_universe_skipped", "exact_counts", "count_sd")}
+    out["telemetry"] = telemetry.describe()
     if as_json:
         emit_json(out)
         return
@@ -177,14 +182,15 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                f"final checkpoint committed; state in {where}")
     click.echo(f"  partitions owned at exit  {', '.join(summary.partitions) or '-'}")
     n = (lambda x: f"{x:,}") if summary.exact_counts else (lambda x: f"~{max(x, 0):,}")
-    click.echo(f"  consumed                  {n(summary.messages)} messages, "
-               f"{n(summary.items)} items applied")
-    click.echo(f"  skipped                   {n(summary.malformed)} malformed, "
-               f"{n(summary.outside)} outside {universe.spec}")
+    if telemetry.counts:
+        click.echo(f"  consumed                  {n(summary.messages)} messages, "
+                   f"{n(summary.items)} items applied")
+        click.echo(f"  skipped                   {n(summary.malformed)} malformed, "
+                   f"{n(summary.outside)} outside {universe.spec}")
     if not summary.exact_counts:
-        click.echo(f"  counts                    {telemetry.describe()}; these totals: sd "
-                   f"{summary.count_sd:,.0f} each (--exact-counts for exact ones)")
+        click.echo(f"  counts                    {telemetry.describe()}"
+                   + (f"; these totals: sd {summary.count_sd:,.0f} each" if telemetry.counts else ""))
     click.echo(f"  checkpoints / rebalances  {summary.checkpoints} / {summary.rebalances}")
     click.echo(f"  state privacy             epsilon_state = {out['epsilon_state']:.6f} realized "
                f"per shard table (times the number of shards one item's messages reach: 1 if "
-               f"keyed by the item, every partition if not)")
+               f"keyed by the item, every partition if not) {telemetry.total_clause()}")

@@ -44,6 +44,7 @@ from panstream.cli.common import (
 from panstream.errors import ConfigurationError
 from panstream.planning import SplitPlan, plan_split
 from panstream.release.stats import stderr_distinct, stderr_state
+from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 from panstream.universe import MAX_CELLS, Universe
 
 
@@ -319,6 +320,7 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
         assert epsilon is not None
         d = plan(universe, epsilon, expected_distinct, release_epsilon, target_error)
         eps_list = (release_epsilon,) if release_epsilon else ()
+    d["telemetry"] = "nothing counted by default (0 per person)"
     mp = None
     if by is not None:
         from panstream.release.maps import PLAN_EPSILONS, map_plan
@@ -346,6 +348,8 @@ def _echo_plan(d: dict[str, Any], universe: Universe, epsilon: float,
     click.echo(f"plan: {universe.spec} ({universe.size:,} cells), epsilon {epsilon:g}, {at}"
                + (f", one release at epsilon {release_epsilon:g}" if release_epsilon else ""))
     click.echo("  errors: +- 1 standard deviation [95 % half-width]")
+    click.echo(f"  pan-private total per person: epsilon_state + the releases' budget "
+               f"{TOTAL_TELEMETRY_NOTE}")
     cap = expressible_distinct(universe)
     n = expected_distinct or 0
     for r in d["calibrations"]:
@@ -381,7 +385,7 @@ def _echo_split(sp: SplitPlan) -> None:
                f"{sp.total_epsilon:g} = state + {sp.releases} release(s), {sp.calibration} "
                f"calibration, {sp.mechanism} releases, at density {sp.density:g}")
     click.echo("  error of one release: +- 1 standard deviation [95 % half-width]; every epsilon "
-               "realized")
+               f"realized; the total is per person {TOTAL_TELEMETRY_NOTE}")
     for name, s in (("best split", sp.best), ("half/half", sp.naive)):
         click.echo(f"  {name:<10}  epsilon_state = {s.epsilon_state:.6f}, {s.releases} x release "
                    f"epsilon {s.epsilon_release:.6g} (budget {s.budget:.6g}; total "

@@ -202,9 +202,14 @@ def total_epsilon_options() -> Callable[[F], F]:
 
 
 def apply_split(ctx: click.Context, total_epsilon: float | None, releases: int | None,
-                universe: Universe | None, calibration: str, release_epsilon: float | None = None
-                ) -> tuple[float, float, float]:
+                universe: Universe | None, calibration: str, release_epsilon: float | None = None,
+                telemetry: Any = None) -> tuple[float, float, float]:
     """The ``(epsilon, budget, per-release epsilon)`` of ``--total-epsilon``, announced on stderr.
+
+    The announcement says what the total covers: the state, the releases and the telemetry (0 by
+    default: nothing counted). With a counting opt-in (``telemetry``, a
+    :class:`~panstream.telemetry.TelemetryPolicy`) it says that the total does not cover the
+    counts, and what they cost a person with k arrivals.
 
     Raises:
         click.UsageError: --total-epsilon together with --epsilon, --budget or --release-epsilon,
@@ -227,7 +232,11 @@ def apply_split(ctx: click.Context, total_epsilon: float | None, releases: int |
                f"epsilon_state {b.epsilon_state:.6f} (realized) + {b.releases} x release epsilon "
                f"{b.epsilon_release:g} (budget {b.budget:g}); one release +- "
                f"{b.density_95:.6f} density at 95 % (half/half split: +- "
-               f"{sp.naive.density_95:.6f})", err=True)
+               f"{sp.naive.density_95:.6f}); telemetry 0 (nothing counted): "
+               f"{b.epsilon_total:.6f} per person in all"
+               if telemetry is None or not telemetry.counts else
+               f"{sp.naive.density_95:.6f}); WARNING: the counts you opted into are not in this "
+               f"total ({telemetry.total_clause()})", err=True)
     return b.epsilon_state_asked, b.budget, b.epsilon_release
 
 

@@ -1,9 +1,9 @@
 """Telemetry options shared by ``panstream ingest`` and ``panstream kafka``.
 
-``--telemetry-epsilon`` sets the event-level epsilon of the operational counts (summary, progress
-lines, metrics), which are released per 1-s window with geometric noise (see
-:mod:`panstream.telemetry`); ``--exact-counts`` (or ``PANSTREAM_EXACT_COUNTS=1``) is the explicit
-opt-in to exact counts, announced by a warning line at startup that says what they reveal.
+By default nothing counts arrivals (:mod:`panstream.telemetry`). Two explicit opt-ins, each
+announced by a warning line at startup that says what it costs a person with k arrivals:
+``--telemetry-epsilon E`` (noisy per-window counts, E per arrival) and ``--exact-counts`` (or
+``PANSTREAM_EXACT_COUNTS=1``; exact counts, epsilon = infinity).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 
 from panstream.cli.common import FiniteFloatRange, env
 from panstream.errors import PanstreamError
-from panstream.telemetry import DEFAULT_TELEMETRY_EPSILON, EXACT_COUNTS_WARNING, TelemetryPolicy
+from panstream.telemetry import EXACT_COUNTS_WARNING, TelemetryPolicy, noisy_counts_warning
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,13 +31,14 @@ def telemetry_options(sensitivity: int, what: str) -> Callable[[F], F]:
     """
     options = [
         click.option("--telemetry-epsilon", type=FiniteFloatRange(min=0, min_open=True),
-                     default=DEFAULT_TELEMETRY_EPSILON, show_default=True,
-                     help=f"Event-level epsilon of the counts in the {what}: each 1-s window's "
-                          "counts get two-sided geometric noise, the exact counts are then "
-                          "forgotten. Separate from the table's and the releases' epsilon.",
+                     default=None,
+                     help=f"Opt in to noisy counts in the {what}: each 1-s window's counts get "
+                          "two-sided geometric noise at this epsilon per ARRIVAL (a person with k "
+                          "arrivals: k x it, on top of the pan-private total). Default: nothing "
+                          "is counted (liveness, checkpoints, positions only).",
                      **env("TELEMETRY_EPSILON")),
         click.option("--exact-counts", is_flag=True, default=False,
-                     help=f"Show exact counts in the {what} instead. They reveal the stream "
+                     help=f"Opt in to exact counts in the {what}. They reveal the stream "
                           "exactly (one item more changes them by one: epsilon = infinity for "
                           "those counts); the table, state and releases keep their guarantee.",
                      **env("EXACT_COUNTS")),
@@ -48,13 +49,19 @@ def telemetry_options(sensitivity: int, what: str) -> Callable[[F], F]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             eps = kwargs.pop("telemetry_epsilon")
             if kwargs.pop("exact_counts"):
+                if eps is not None:
+                    raise click.UsageError("--exact-counts and --telemetry-epsilon exclude each "
+                                           "other: exact or noisy counts, or (default) none")
                 click.echo(f"panstream: WARNING: {EXACT_COUNTS_WARNING}", err=True)
                 kwargs["telemetry"] = TelemetryPolicy.exact_counts(sensitivity)
-            else:
+            elif eps is not None:
                 try:
-                    kwargs["telemetry"] = TelemetryPolicy(eps, sensitivity)
+                    kwargs["telemetry"] = TelemetryPolicy.noisy(eps, sensitivity)
                 except PanstreamError as exc:
                     raise click.BadParameter(str(exc), param_hint="--telemetry-epsilon") from None
+                click.echo(f"panstream: WARNING: {noisy_counts_warning(eps)}", err=True)
+            else:
+                kwargs["telemetry"] = TelemetryPolicy.none(sensitivity)
             return f(*args, **kwargs)
 
         out: Any = wrapper

@@ -47,6 +47,7 @@ from panstream.release.stats import (
     output_law,
     stderr_state,
 )
+from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,8 @@ def format_release(r: Release) -> str:
         f"{r.density_high:.6f}]",
         f"  noisy count of ones   {r.noisy_ones:>14,.3f}",
         f"  privacy               output epsilon {r.epsilon:g} + state epsilon "
-        f"{r.epsilon_state:.6g} -> pan-private epsilon_total {r.epsilon_total:.6g}",
+        f"{r.epsilon_state:.6g} -> pan-private epsilon_total {r.epsilon_total:.6g} "
+        f"{TOTAL_TELEMETRY_NOTE}",
         f"  group of k people     k x {r.epsilon_total:.6g} (e.g. k = 2: {r.group_privacy(2):.6g})",
         *([f"  merged shards         one person changes up to {r.state_tables} stored table(s) "
            f"(state epsilon counted {r.state_tables}x) and the count of ones by up to "

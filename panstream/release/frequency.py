@@ -38,6 +38,7 @@ from panstream.errors import ConfigurationError, StateError
 from panstream.release.incidence import IncidenceModel, Interval
 from panstream.release.ledger import PrivacyLedger, ShardLedger, group_privacy
 from panstream.release.stats import DEFAULT_CONFIDENCE, noisy_count, output_law
+from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 from panstream.universe import Universe
 
 __all__ = ["CounterHistogram", "FrequencyRelease", "FrequencySummary", "MergedHistograms",
@@ -303,7 +304,8 @@ def format_frequency_release(r: FrequencyRelease) -> str:
         f"  aliasing                    a count of {k} or more is seen modulo {k}: the statistics "
         f"are exact in expectation only if counts stay below {k} (docs/frequency.md)",
         f"  privacy                     output epsilon {r.epsilon:g} + state epsilon "
-        f"{r.epsilon_state:.6g} -> pan-private epsilon_total {r.epsilon_total:.6g}",
+        f"{r.epsilon_state:.6g} -> pan-private epsilon_total {r.epsilon_total:.6g} "
+        f"{TOTAL_TELEMETRY_NOTE}",
         *([f"  merged shards               one person changes up to {r.state_tables} stored "
            f"table(s) and the histogram by up to {r.sensitivity} (noise scaled to it)"]
           if r.sensitivity > SENSITIVITY or r.state_tables > 1 else []),

@@ -55,6 +55,7 @@ from panstream.release.stats import (
     output_law,
     stderr_state,
 )
+from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 from panstream.universe import Universe
 
 # The interval's plug-in density is replaced by the end of its 1/_DENSITY_GRID cell where the state
@@ -365,7 +366,8 @@ def format_map(m: MapRelease, limit: int = 20) -> str:
         f"  total (sum of buckets)  density {t.density:.6f} [{t.density_low:.6f}, "
         f"{t.density_high:.6f}], distinct {t.distinct:,.0f}",
         f"  privacy               output epsilon {m.epsilon:g} for the whole map (disjoint buckets) "
-        f"+ state epsilon {m.epsilon_state:.6g} -> pan-private epsilon_total {m.epsilon_total:.6g}",
+        f"+ state epsilon {m.epsilon_state:.6g} -> pan-private epsilon_total {m.epsilon_total:.6g} "
+        f"{TOTAL_TELEMETRY_NOTE}",
         f"  output budget         {m.budget - m.budget_remaining:g} of {m.budget:g} spent, "
         f"{m.budget_remaining:g} left",
     ]

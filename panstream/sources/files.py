@@ -64,6 +64,12 @@ class ChunkReader:
             self._poll = select.poll()
             self._poll.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
 
+    def set_idle(self, seconds: float) -> None:
+        """Wait at most ``seconds`` for data before the next idle tick (the ingest loop sets it to
+        the time left until its next scheduled event, so that event runs on time; see
+        :mod:`panstream.schedule`)."""
+        self._idle = max(0.0, seconds)
+
     def _ready(self, timeout: float) -> bool:
         if self._poll is None:
             return True
@@ -212,6 +218,21 @@ class _Input(AbstractContextManager["_Input"]):
                 fd = self._f.fileno()
         self.reader = ChunkReader(readinto, fd, chunk_size=chunk_size, max_line=max_line,
                                   name=path, position=position)
+
+    def position(self) -> tuple[int, int] | None:
+        """``(bytes of the file read so far, its size)``: the compressed bytes of a ``.gz``;
+        ``None`` for a FIFO or device. A file offset, which anyone who can read the file sees
+        anyway (progress lines show it; see docs/threat-model.md)."""
+        try:
+            raw = self._f.fileobj if self.path.endswith(".gz") else self._f
+            st = os.fstat(raw.fileno())
+            import stat
+
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            return raw.tell(), st.st_size
+        except (OSError, ValueError, AttributeError):
+            return None
 
     def __exit__(self, *exc: object) -> None:
         self._f.close()

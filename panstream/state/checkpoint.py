@@ -28,6 +28,13 @@ assigned partition; shard and partition move together on a rebalance.
    the error propagates: the consumer stops with a one-line message.
 5. **Record** the time of this durable checkpoint (served as a metric).
 
+**When.** Periodic checkpoints run on a fixed clock (:mod:`panstream.schedule`): the k-th is due at
+``start + k * interval`` from the :class:`Checkpointer`'s creation, whatever arrived, and a late one
+(a batch in hand when it came due) does not move the next. A consumer should wait for messages no
+longer than :meth:`Checkpointer.seconds_until_due`, so that it wakes at the instant rather than at
+the next message or poll timeout. (Planning the next checkpoint from the last one's end, as before,
+let an arrival that ended a poll early shift every later checkpoint: issue 21 §2.)
+
 A rebalance that revokes partitions runs the same steps for their shards: :meth:`Checkpointer.durable`
 (steps 1-3), then the source commits the returned offsets (kafka-python's rebalance listener must do
 that asynchronously, awaiting the commit), then the shards are wiped and handed over.
@@ -75,6 +82,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from panstream.estimators.base import Estimator
+from panstream.schedule import Schedule
 
 
 class ShardStore(Protocol):
@@ -156,8 +164,9 @@ class Checkpointer:
         self._encode = encode or _default_encoder
         self._clock = clock
         #: Monotonic time of the last durable checkpoint (start time until the first one).
-        self.last_durable = clock()
+        self.last_durable = self.started = clock()
         self.checkpoints = 0
+        self._schedule: Schedule | None = None
 
     def durable(self, shards: Iterable[Shard]) -> dict[Hashable, int]:
         """Steps 1-3: make every shard's snapshot durable; return the offsets to commit next.
@@ -193,6 +202,8 @@ class Checkpointer:
                 committed then) or the commit failed (the snapshots stay; a replay follows).
         """
         t0 = self._clock()
+        if self._schedule is not None and self._schedule.due(t0):
+            self._schedule.advance(t0)                                  # this instant is served
         shards = list(shards)
         offsets = self.durable(shards)                                  # steps 1-3
         if offsets:
@@ -200,9 +211,24 @@ class Checkpointer:
         self.done()                                                     # step 5
         return CheckpointResult(tuple(s.key for s in shards), offsets, self._clock() - t0)
 
+    def _grid(self, interval: float) -> Schedule:
+        if self._schedule is None or self._schedule.interval != interval:
+            self._schedule = Schedule(self.started, interval)
+        return self._schedule
+
     def due(self, interval: float) -> bool:
-        """Whether ``interval`` seconds have passed since the last durable checkpoint."""
-        return self._clock() - self.last_durable >= interval
+        """Whether the next instant ``started + k * interval`` has come (a fixed grid: neither
+        arrivals nor the time the last checkpoint took can move it). ``interval <= 0``: always."""
+        if interval <= 0:
+            return True
+        return self._grid(interval).due(self._clock())
+
+    def seconds_until_due(self, interval: float) -> float:
+        """Seconds until the next checkpoint is due (0 if it is): the longest a consumer should
+        wait for messages."""
+        if interval <= 0:
+            return 0.0
+        return max(0.0, self._grid(interval).next - self._clock())
 
     def seconds_since_durable(self) -> float:
         """Seconds since the last durable checkpoint (a metric)."""

@@ -1,11 +1,13 @@
-"""What ``panstream ingest`` prints about the stream is covered by its guarantee (issue 10 §2),
-and a truncated ``.gz`` says what went in (issue 14 item 6).
+"""What ``panstream ingest`` prints about the stream is covered by its guarantee (issue 10 §2,
+issue 21 §1), and a truncated ``.gz`` says what went in (issue 14 item 6).
 
-The attack: an operator's log (or a read of the process's memory) shows the run's counts; the
-attacker knows the stream up to one item and guesses whether it was there. With exact counts
-("1,000 accepted" vs "1,001 accepted") the guess is always right; by default the counts are sums
-of per-window geometric releases at the telemetry epsilon, and no guess gains more than
-tanh(eps_t / 2) = 0.05 over a coin.
+By default nothing is counted (tests below and tests/cli/test_telemetry_observer.py). The tests of
+per-window noise exercise the noisy opt-in (--telemetry-epsilon 0.1), which covers one *arrival*
+(and k x 0.1 for a person with k arrivals). The attack on it: an operator's log (or a read of the
+process's memory) shows the run's counts; the attacker knows the stream up to one item and
+guesses whether it was there. With exact counts ("1,000 accepted" vs "1,001 accepted") the guess
+is always right; noisy counts are sums of per-window geometric releases at the telemetry epsilon,
+and no guess gains more than tanh(eps_t / 2) = 0.05 over a coin.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.parse import Format
 from panstream.sources import ChunkReader
-from panstream.telemetry import DEFAULT_TELEMETRY_EPSILON, TelemetryPolicy
+from panstream.telemetry import TelemetryPolicy
+
+#: The noisy opt-in these tests exercise (--telemetry-epsilon 0.1; the default counts nothing).
+EPS_T = 0.1
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 U = "ipv4:10.0.0.0/24"
@@ -74,12 +79,12 @@ def _advantage(policy: TelemetryPolicy, trials: int) -> float:
 def test_the_ingest_loop_keeps_and_shows_no_exact_count() -> None:
     """After a run, the loop's memory holds no exact count: the window's exact counts are zero,
     and the stats are released values (with their sd), not the truth."""
-    shown, ing = _observed(STREAM_B, TelemetryPolicy())
+    shown, ing = _observed(STREAM_B, TelemetryPolicy.noisy(EPS_T))
     assert ing._window is not None and set(ing._window._exact.values()) == {0}
     final = shown[-1]
-    assert not final.exact_counts and final.telemetry_epsilon == DEFAULT_TELEMETRY_EPSILON
+    assert not final.exact_counts and final.telemetry_epsilon == EPS_T
     assert final.windows >= 2 and final.count_sd == pytest.approx(
-        TelemetryPolicy().noise_sd * math.sqrt(final.windows))
+        TelemetryPolicy.noisy(EPS_T).noise_sd * math.sqrt(final.windows))
     assert final.lines == final.accepted + final.empty + final.malformed + final.outside
     assert "bytes" not in final.to_dict()  # byte counts would size the lines: not kept
 
@@ -92,8 +97,8 @@ def test_one_item_more_is_hidden_in_everything_ingest_reports() -> None:
     its advantage is at most tanh(0.05) = 0.05; with 1,500 runs per stream the estimate's sd is
     <= sqrt(0.5 / 1500) = 0.018, and the bound 0.05 + 5.3 sd fails falsely with p < 1e-7."""
     assert _advantage(TelemetryPolicy.exact_counts(), 50) == 1.0
-    adv = _advantage(TelemetryPolicy(), TRIALS)
-    assert adv <= math.tanh(DEFAULT_TELEMETRY_EPSILON / 2) + 5.3 * math.sqrt(0.5 / TRIALS), adv
+    adv = _advantage(TelemetryPolicy.noisy(EPS_T), TRIALS)
+    assert adv <= math.tanh(EPS_T / 2) + 5.3 * math.sqrt(0.5 / TRIALS), adv
 
 
 def _printed_accepted(stderr: str) -> int:
@@ -102,22 +107,44 @@ def _printed_accepted(stderr: str) -> int:
     return int(m.group(1).replace(",", ""))
 
 
-def test_the_printed_summary_is_noisy_by_default_and_says_so() -> None:
-    """The human summary marks noisy counts with ~ and states eps_t and the noise sd; the CLI's
-    printed count for 1,001 items is not a function of the stream (40 runs: all equal with
+def test_by_default_nothing_is_counted_and_the_total_says_so() -> None:
+    """Issue 21 §1: the default summary (human and JSON) has no count of lines or items at all,
+    says "telemetry: nothing counted", and prints the pan-private total per person."""
+    r = invoke(["ingest", "-u", U, "-f", "plain"], input=STREAM_B)
+    assert r.exit_code == 0 and "WARNING" not in r.stderr
+    assert "telemetry: nothing counted" in r.stderr and "accepted" not in r.stderr
+    assert "pan-private total 1.000000 per person" in r.stderr and "telemetry 0" in r.stderr
+    j = invoke(["ingest", "-u", U, "-f", "plain", "--json"], input=STREAM_B)
+    s = next(json.loads(ln)["summary"] for ln in j.stdout.splitlines() if "summary" in ln)
+    assert not {"lines", "accepted", "malformed", "outside", "empty", "lines_per_second"} & set(s)
+    assert s["telemetry"] == "telemetry: nothing counted" and s["counted"] is False
+    assert s["epsilon_total"] == s["epsilon_state"] and s["telemetry_epsilon_per_arrival"] == 0
+
+
+def test_the_noisy_opt_in_prints_noisy_counts_and_what_they_cost() -> None:
+    """--telemetry-epsilon: the summary marks noisy counts with ~, states eps_t per ARRIVAL and the
+    noise sd, warns at startup what a person with k arrivals pays, and prints no per-person total;
+    the printed count for 1,001 items is not a function of the stream (40 runs: all equal with
     probability < 0.06^39)."""
-    outs = [invoke(["ingest", "-u", U, "-f", "plain"], input=STREAM_B) for _ in range(40)]
+    args = ["ingest", "-u", U, "-f", "plain", "--telemetry-epsilon", "0.1"]
+    outs = [invoke(args, input=STREAM_B) for _ in range(40)]
     assert all(r.exit_code == 0 for r in outs)
-    assert "~" in outs[0].stderr and "telemetry epsilon 0.1" in outs[0].stderr
-    assert "sd 14.1 per count per window" in outs[0].stderr
-    assert "--exact-counts" in outs[0].stderr and "WARNING" not in outs[0].stderr
+    err = outs[0].stderr
+    assert "~" in err and "telemetry epsilon 0.1 per ARRIVAL" in err
+    assert "sd 14.1 per count per window" in err
+    assert "WARNING: noisy counts are on" in err and "k x 0.1" in err
+    assert "no per-person total while counts are on" in err
     assert len({_printed_accepted(r.stderr) for r in outs}) > 1
+    both = invoke([*args, "--exact-counts"], input=STREAM_B)
+    assert both.exit_code == 2 and "exclude each other" in both.output
 
 
 def test_json_summary_and_progress_lines_carry_only_noisy_counts() -> None:
-    r = invoke(["ingest", "-u", U, "-f", "plain", "--json", "--progress"], input=STREAM_B)
+    r = invoke(["ingest", "-u", U, "-f", "plain", "--json", "--progress", "--telemetry-epsilon",
+                "0.1"], input=STREAM_B)
     s = next(json.loads(ln)["summary"] for ln in r.stdout.splitlines() if "summary" in ln)
     assert s["exact_counts"] is False and s["telemetry_epsilon"] == 0.1 and s["count_sd"] > 14
+    assert s["epsilon_total"] is None and s["telemetry_epsilon_per_arrival"] == 0.1
     assert "bytes" not in s
     for ln in r.stderr.splitlines():  # progress lines, if the run was long enough to print one
         if "lines (" in ln:
@@ -177,9 +204,14 @@ def test_a_truncated_gz_applies_every_complete_line_and_says_what_was_not_read(
     assert "ingest it again" in msg and "Traceback" not in msg
     assert state.exists() and DensityEstimator.load(state).universe.spec == "ipv4:10.0.0.0/16"
 
-    # Without --exact-counts the message gives a noisy figure, never the exact count.
+    # Without --exact-counts the message gives no count (noisy under --telemetry-epsilon).
     state.unlink()
     r = invoke(["ingest", "-u", "ipv4:10.0.0.0/16", "-s", str(state), str(bad)])
+    assert r.exit_code == 1 and "items applied" not in r.stderr
+    assert "the items before it were applied" in r.stderr
+    state.unlink()
+    r = invoke(["ingest", "-u", "ipv4:10.0.0.0/16", "-s", str(state), "--telemetry-epsilon", "0.1",
+                str(bad)])
     assert r.exit_code == 1 and "noisy count, sd" in r.stderr and "about " in r.stderr
 
 

@@ -12,15 +12,18 @@ import math
 
 import pytest
 
-from panstream import DEFAULT_TELEMETRY_EPSILON, TelemetryPolicy
+from panstream import TelemetryPolicy
 from panstream.errors import ConfigurationError, PanstreamError
 from panstream.telemetry import CountWindow
+
+#: The noisy opt-in these tests exercise (--telemetry-epsilon 0.1; the default counts nothing).
+EPS_T = 0.1
 
 
 def test_noise_is_the_geometric_law_at_epsilon_over_sensitivity() -> None:
     """sd of one count per window: 14.1 for log lines (sensitivity 1), 28.3 for Kafka (2)."""
-    ingest, kafka = TelemetryPolicy(), TelemetryPolicy(sensitivity=2)
-    assert ingest.epsilon == DEFAULT_TELEMETRY_EPSILON == 0.1
+    ingest, kafka = TelemetryPolicy.noisy(EPS_T), TelemetryPolicy.noisy(EPS_T, 2)
+    assert ingest.epsilon == EPS_T == 0.1
     assert ingest.law.mechanism == "geometric"
     assert float(ingest.law.epsilon_exact) == 0.1 and float(kafka.law.epsilon_exact) == 0.05
     assert round(ingest.noise_sd, 1) == 14.1 and round(kafka.noise_sd, 1) == 28.3
@@ -39,7 +42,7 @@ def test_bad_epsilon_is_a_configuration_error(bad: float) -> None:
 
 def test_a_window_forgets_its_exact_counts_when_it_closes() -> None:
     """A read of memory after the window closed finds only released values."""
-    w = CountWindow(TelemetryPolicy(), ("accepted", "malformed"), now=0.0)
+    w = CountWindow(TelemetryPolicy.noisy(EPS_T), ("accepted", "malformed"), now=0.0)
     w.add(accepted=1_000_003, malformed=7)
     assert not w.due(0.5) and w.due(1.0)
     out = w.close(now=1.0)
@@ -49,7 +52,7 @@ def test_a_window_forgets_its_exact_counts_when_it_closes() -> None:
     # arrived" by being skipped), and the totals are sums of released values.
     out2 = w.close(now=2.0)
     assert w.totals == {k: out[k] + out2[k] for k in out} and w.windows == 2
-    assert w.total_sd() == pytest.approx(TelemetryPolicy().noise_sd * math.sqrt(2))
+    assert w.total_sd() == pytest.approx(TelemetryPolicy.noisy(EPS_T).noise_sd * math.sqrt(2))
 
 
 def test_exact_counts_are_an_explicit_opt_in() -> None:
@@ -58,7 +61,7 @@ def test_exact_counts_are_an_explicit_opt_in() -> None:
     assert "infinity" in pol.describe()
     with pytest.raises(ConfigurationError):
         pol.law  # noqa: B018
-    assert not TelemetryPolicy().exact and "0.1" in TelemetryPolicy().describe()
+    assert not TelemetryPolicy.noisy(EPS_T).exact and "0.1" in TelemetryPolicy.noisy(EPS_T).describe()
 
 
 TRIALS = 20_000
@@ -85,6 +88,6 @@ def test_two_streams_differing_in_one_item_are_hard_to_tell_apart() -> None:
     tanh(eps/2) = 0.05 against the default. Each proportion has sd <= sqrt(0.25 / 20,000), the
     difference sd <= 0.0050: the bound 0.05 + 6 sd = 0.080 fails falsely with probability < 1e-9."""
     assert _advantage(TelemetryPolicy.exact_counts()) == 1.0
-    bound = math.tanh(DEFAULT_TELEMETRY_EPSILON / 2)
-    adv = _advantage(TelemetryPolicy())
+    bound = math.tanh(EPS_T / 2)
+    adv = _advantage(TelemetryPolicy.noisy(EPS_T))
     assert adv <= bound + 6 * math.sqrt(0.5 / TRIALS), adv

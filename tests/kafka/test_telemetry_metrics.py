@@ -18,7 +18,10 @@ from pathlib import Path
 from _kafka_helpers import Broker, Producer, free_port, panstream_cmd
 
 from panstream.sources.kafka import Metrics, consumer_config, unreachable_message
-from panstream.telemetry import DEFAULT_TELEMETRY_EPSILON, TelemetryPolicy
+from panstream.telemetry import TelemetryPolicy
+
+#: The noisy opt-in these tests exercise (--telemetry-epsilon 0.1; the default counts nothing).
+EPS_T = 0.1
 
 
 class Clock:
@@ -33,9 +36,27 @@ def _scrape(m: Metrics, name: str) -> float | None:
     return m.registry.get_sample_value(name)
 
 
+def test_by_default_the_metrics_count_nothing() -> None:
+    """Issue 21 §1: the default metrics have no message or item gauge at all; they show liveness
+    (uptime, checkpoints), and lag and committed offsets (what the broker shows any client)."""
+    clock = Clock()
+    m = Metrics(clock=clock)
+    m.batch(messages=5000, items=4990, malformed=7, outside=3)  # dropped: nothing outlives a batch
+    clock.t = 2.0
+    m.tick()
+    names = {s.name for metric in m.registry.collect() for s in metric.samples}
+    assert not any("per_second" in n or "messages" in n or "items" in n for n in names), names
+    assert m.window is None
+    assert _scrape(m, "panstream_kafka_telemetry_epsilon") == 0.0
+    assert _scrape(m, "panstream_kafka_uptime_seconds") == 2.0
+    m.committed.labels("t", "0").set(42)
+    assert m.registry.get_sample_value("panstream_kafka_committed_offset",
+                                       {"topic": "t", "partition": "0"}) == 42
+
+
 def test_metrics_export_only_noisy_window_rates_and_no_cumulative_count() -> None:
     clock = Clock()
-    m = Metrics(telemetry=TelemetryPolicy(sensitivity=2), clock=clock)
+    m = Metrics(telemetry=TelemetryPolicy.noisy(EPS_T, 2), clock=clock)
     m.batch(messages=5000, items=4990, malformed=7, outside=3)
     clock.t = 0.5
     m.tick()  # not due: nothing published yet, the window keeps counting
@@ -43,7 +64,7 @@ def test_metrics_export_only_noisy_window_rates_and_no_cumulative_count() -> Non
     clock.t = 1.0
     m.tick()
     assert set(m.window._exact.values()) == {0}  # the exact counts are gone
-    assert _scrape(m, "panstream_kafka_telemetry_epsilon") == DEFAULT_TELEMETRY_EPSILON
+    assert _scrape(m, "panstream_kafka_telemetry_epsilon") == EPS_T
     assert round(_scrape(m, "panstream_kafka_telemetry_noise_sd") or 0, 1) == 28.3
     names = {s.name for metric in m.registry.collect() for s in metric.samples}
     # The old exact counters are gone; what counts items is a per-window rate.
@@ -90,13 +111,14 @@ def test_one_message_more_is_hidden_in_the_scraped_metrics() -> None:
     tanh(0.05) = 0.05. Difference of proportions: sd <= sqrt(0.5 / 20,000) = 0.005, bound
     0.05 + 6 sd = 0.080 (false failure < 1e-9)."""
     assert _advantage(TelemetryPolicy.exact_counts(sensitivity=2)) == 1.0
-    adv = _advantage(TelemetryPolicy(sensitivity=2))
-    assert adv <= math.tanh(DEFAULT_TELEMETRY_EPSILON / 2) + 6 * math.sqrt(0.5 / TRIALS), adv
+    adv = _advantage(TelemetryPolicy.noisy(EPS_T, 2))
+    assert adv <= math.tanh(EPS_T / 2) + 6 * math.sqrt(0.5 / TRIALS), adv
 
 
-def test_a_run_summary_is_noisy_by_default(kafka_broker: Broker, topic_factory,
-                                           produce: Producer, tmp_path: Path) -> None:
-    """The exit summary (JSON and human) gives noisy totals with eps_t and their sd."""
+def test_a_run_summary_counts_nothing_by_default(kafka_broker: Broker, topic_factory,
+                                                 produce: Producer, tmp_path: Path) -> None:
+    """The exit summary has no count by default and says so; under the noisy opt-in it gives noisy
+    totals with eps_t per arrival and their sd, after a warning of what they cost."""
     topic = topic_factory(2)
     produce(topic, [b"10.0.0.%d" % i for i in range(200)] + [b"junk"])
 
@@ -110,13 +132,13 @@ def test_a_run_summary_is_noisy_by_default(kafka_broker: Broker, topic_factory,
         return done
 
     out = json.loads(run("g-telemetry-json", "--json").stdout)
-    assert out["exact_counts"] is False and out["telemetry_epsilon"] == 0.1
-    assert out["count_sd"] >= 28
-    assert {"messages", "items_applied", "malformed_skipped", "outside_universe_skipped"} <= set(out)
-    human = run("g-telemetry-text")
+    assert not {"messages", "items_applied", "malformed_skipped", "outside_universe_skipped",
+                "count_sd"} & set(out)
+    assert out["telemetry"].startswith("telemetry: nothing counted")
+    human = run("g-telemetry-text", "--telemetry-epsilon", "0.1")
     text = human.stdout.decode()
-    assert "~" in text and "telemetry epsilon 0.1" in text and "sd 28.3 per count" in text
-    assert "WARNING" not in human.stderr.decode()
+    assert "~" in text and "telemetry epsilon 0.1 per ARRIVAL" in text and "sd 28.3 per count" in text
+    assert "WARNING: noisy counts are on" in human.stderr.decode()
 
 
 # ------------------------------------------------------------------ unreachable broker

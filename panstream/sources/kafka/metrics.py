@@ -1,38 +1,47 @@
-"""Prometheus metrics of a consumer: operational figures, counts only as noisy window releases."""
+"""Prometheus metrics of a consumer: liveness and lag by default; counts only as an opt-in."""
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
 
 from panstream.errors import ConfigurationError
+from panstream.schedule import Schedule
 from panstream.telemetry import CountWindow, TelemetryPolicy
 
-#: The counts of one telemetry window. One item (a message in the ``item`` format, a line in
-#: ``lines``) adds at most one message and one of items/malformed/outside: L1 sensitivity 2.
+#: The counts of one telemetry window (an opt-in). One item (a message in the ``item`` format, a
+#: line in ``lines``) adds at most one message and one of items/malformed/outside: L1 sensitivity 2.
 COUNT_FIELDS = ("messages", "items", "malformed", "outside")
 KAFKA_TELEMETRY_SENSITIVITY = 2
 
 
 class Metrics:
-    """Prometheus metrics (``prometheus_client``), operational figures only.
+    """Prometheus metrics (``prometheus_client``).
 
-    Every figure that counts messages or items is a per-window release of
-    :class:`~panstream.telemetry.CountWindow`: the exact counts of a 1-s window get two-sided
-    geometric noise at the telemetry epsilon (sensitivity 2: a message and its item) and are then
-    forgotten; the gauges show the noisy rates of the last window (which may dip below zero when
-    traffic is near zero), and :attr:`window` keeps only noisy totals. Nothing cumulative and
-    exact is kept or exported. The other figures do not count items: per-partition consumer lag
-    (the broker exposes it to any client), seconds since the last durable checkpoint,
-    rebalances, checkpoints, partitions owned, and the telemetry epsilon and noise sd themselves.
-    ``port=None`` disables the HTTP endpoint (figures still kept).
+    By default nothing here counts messages or items (issue 21 §1: per-window counts with noise per
+    *arrival* told a heavy client apart from its absence 266 times in 267). What is served shows
+    that the consumer is alive and keeping up, from figures no arrival can move or that the broker
+    already shows to any client of the group:
+
+    * ``panstream_kafka_uptime_seconds`` (the clock), ``panstream_kafka_checkpoints`` and
+      ``panstream_kafka_seconds_since_checkpoint`` (checkpoints run on a fixed schedule from the
+      start, :mod:`panstream.schedule`), ``panstream_kafka_rebalances`` and
+      ``panstream_kafka_assigned_partitions`` (the group's doing);
+    * ``panstream_kafka_consumer_lag{topic,partition}`` (high-water mark minus position) and
+      ``panstream_kafka_committed_offset{topic,partition}`` (what ``kafka-consumer-groups
+      --describe`` shows anyone with access to the group).
+
+    Under an opt-in (``--telemetry-epsilon``: noisy per-window releases of
+    :class:`~panstream.telemetry.CountWindow` at an event-level epsilon, sensitivity 2; or
+    ``--exact-counts``) the gauges ``panstream_kafka_{messages,items,malformed,outside}_per_second``
+    exist too, with the last window's rate. ``panstream_kafka_telemetry_epsilon`` says which:
+    0 (nothing counted), the epsilon per arrival, or +Inf (exact). ``port=None`` disables the HTTP
+    endpoint (figures still kept).
 
     Args:
         port, host: where to serve ``/metrics``.
-        telemetry: the release policy of the counts (default: noisy at
-            :data:`~panstream.telemetry.DEFAULT_TELEMETRY_EPSILON`, sensitivity 2).
+        telemetry: whether and how arrivals are counted (default: nothing counted).
         clock: monotonic clock (for tests).
     """
 
@@ -41,36 +50,48 @@ class Metrics:
                  clock: Callable[[], float] = time.monotonic) -> None:
         from prometheus_client import CollectorRegistry, Counter, Gauge
 
-        self.telemetry = telemetry or TelemetryPolicy(sensitivity=KAFKA_TELEMETRY_SENSITIVITY)
+        self.telemetry = telemetry or TelemetryPolicy.none(KAFKA_TELEMETRY_SENSITIVITY)
         self._clock = clock
-        self.window = CountWindow(self.telemetry, COUNT_FIELDS, now=clock())
+        self._start = clock()
+        counting = self.telemetry.counts
+        self.window: CountWindow | None = (CountWindow(self.telemetry, COUNT_FIELDS, now=self._start)
+                                           if counting else None)
+        self._windows = Schedule(self._start, self.telemetry.window) if counting else None
         self.registry = CollectorRegistry()
         r = self.registry
-        noisy = ("" if self.telemetry.exact else
-                 ", noisy: geometric noise at panstream_kafka_telemetry_epsilon")
-        self.messages_rate = Gauge("panstream_kafka_messages_per_second",
-                                   f"Messages consumed per second (last window{noisy})", registry=r)
-        self.items_rate = Gauge("panstream_kafka_items_per_second",
-                                f"Items applied to the tables per second (last window{noisy})",
-                                registry=r)
-        self.malformed_rate = Gauge("panstream_kafka_malformed_per_second",
-                                    f"Malformed messages (or lines) skipped per second (last "
-                                    f"window{noisy})", registry=r)
-        self.outside_rate = Gauge("panstream_kafka_outside_per_second",
-                                  f"Well-formed items outside the universe skipped per second "
-                                  f"(last window{noisy})", registry=r)
+        if counting:
+            noisy = ("" if self.telemetry.exact else
+                     ", noisy: geometric noise at panstream_kafka_telemetry_epsilon per arrival")
+            self.messages_rate = Gauge("panstream_kafka_messages_per_second",
+                                       f"Messages consumed per second (last window{noisy})",
+                                       registry=r)
+            self.items_rate = Gauge("panstream_kafka_items_per_second",
+                                    f"Items applied to the tables per second (last window{noisy})",
+                                    registry=r)
+            self.malformed_rate = Gauge("panstream_kafka_malformed_per_second",
+                                        f"Malformed messages (or lines) skipped per second (last "
+                                        f"window{noisy})", registry=r)
+            self.outside_rate = Gauge("panstream_kafka_outside_per_second",
+                                      f"Well-formed items outside the universe skipped per second "
+                                      f"(last window{noisy})", registry=r)
         self.telemetry_epsilon = Gauge("panstream_kafka_telemetry_epsilon",
-                                       "Event-level epsilon of the per-window counts (+Inf: exact "
-                                       "counts, --exact-counts)", registry=r)
-        self.telemetry_epsilon.set(math.inf if self.telemetry.epsilon is None
-                                   else self.telemetry.epsilon)
+                                       "Epsilon per arrival of the message/item counts: 0 = nothing "
+                                       "counted (default), +Inf = exact counts (--exact-counts)",
+                                       registry=r)
+        self.telemetry_epsilon.set(self.telemetry.cost(1))
         self.noise_sd = Gauge("panstream_kafka_telemetry_noise_sd",
-                              "Noise sd of each count of one window (divide by the window's "
-                              "seconds for the rates)", registry=r)
+                              "Noise sd of each count of one window (0 unless noisy counts are "
+                              "on)", registry=r)
         self.noise_sd.set(self.telemetry.noise_sd)
+        self.uptime = Gauge("panstream_kafka_uptime_seconds", "Seconds since the consumer started "
+                            "(liveness)", registry=r)
+        self.uptime.set_function(lambda: self._clock() - self._start)
         self.lag = Gauge("panstream_kafka_consumer_lag",
                          "Messages behind the partition's high-water mark", ["topic", "partition"],
                          registry=r)
+        self.committed = Gauge("panstream_kafka_committed_offset",
+                               "Offset committed at the last checkpoint (as the broker shows it)",
+                               ["topic", "partition"], registry=r)
         self.since_checkpoint = Gauge("panstream_kafka_seconds_since_checkpoint",
                                       "Seconds since the last durable checkpoint", registry=r)
         self.rebalances = Counter("panstream_kafka_rebalances", "Partition assignments received",
@@ -90,17 +111,24 @@ class Metrics:
                 raise ConfigurationError(msg) from None
 
     def batch(self, messages: int, items: int, malformed: int = 0, outside: int = 0) -> None:
-        """Add one applied batch's exact counts to the current window (released at its close)."""
-        self.window.add(messages=messages, items=items, malformed=malformed, outside=outside)
+        """Add one applied batch's exact counts to the current window (an opt-in; by default the
+        counts are dropped here and nothing outlives the batch)."""
+        if self.window is not None:
+            self.window.add(messages=messages, items=items, malformed=malformed, outside=outside)
 
     def tick(self, now: float | None = None) -> None:
-        """Close the window if it is due (call often, traffic or not: the schedule is the clock's)."""
+        """Close the window if it is due (call often, traffic or not: the windows are a fixed grid
+        from the start)."""
+        if self._windows is None:
+            return
         now = self._clock() if now is None else now
-        if self.window.due(now):
-            self.close_window(now)
+        if self._windows.due(now):
+            self.close_window(self._windows.advance(now))
 
     def close_window(self, now: float | None = None) -> None:
         """Release the current window's counts to the gauges and forget the exact ones."""
+        if self.window is None:
+            return
         now = self._clock() if now is None else now
         out = self.window.close(now)
         dt = max(self.window.last_seconds, 1e-9)
@@ -113,4 +141,3 @@ class Metrics:
         if self.server is not None:
             self.server.shutdown()
             self.server = None
-

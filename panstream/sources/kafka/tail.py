@@ -177,6 +177,7 @@ class KafkaTail:
             self._pending.discard(tp)
             with contextlib.suppress(Exception):
                 self.metrics.lag.remove(tp.topic, str(tp.partition))
+                self.metrics.committed.remove(tp.topic, str(tp.partition))
         self.metrics.assigned.set(len(self.shards))
         return offsets
 
@@ -228,6 +229,8 @@ class KafkaTail:
         if res.saved:
             self.metrics.checkpoints.inc()
             self.summary.checkpoints += 1
+        for tp, off in res.committed.items():  # what the broker shows any client of the group
+            self.metrics.committed.labels(tp.topic, str(tp.partition)).set(off)  # type: ignore[attr-defined]
 
     def run(self, stop: threading.Event | None = None) -> RunSummary:
         """Consume until ``stop`` is set or ``idle_timeout`` passes without messages.
@@ -250,7 +253,8 @@ class KafkaTail:
         last_lag = 0.0
         try:
             while not stop.is_set():
-                records = self.consumer.poll(timeout_ms=cfg.poll_timeout_ms)
+                wait = self.checkpointer.seconds_until_due(cfg.checkpoint_interval)  # fixed clock
+                records = self.consumer.poll(timeout_ms=min(cfg.poll_timeout_ms, int(wait * 1000) + 1))
                 self._restore_pending()
                 now = time.monotonic()
                 if records:
@@ -294,6 +298,8 @@ class KafkaTail:
     def _summarize_counts(self) -> None:
         """Copy the released (noisy unless opted out) totals into the summary."""
         w, s = self.metrics.window, self.summary
+        if w is None:  # the default: nothing counted
+            return
         s.messages, s.items = w.totals["messages"], w.totals["items"]
         s.malformed, s.outside = w.totals["malformed"], w.totals["outside"]
         s.exact_counts, s.telemetry_epsilon = w.policy.exact, w.policy.epsilon
