@@ -212,7 +212,7 @@ def test_putting_an_old_group_ledger_back_is_detected(tmp_path: Path) -> None:
     (d / LEDGER_FILE).write_bytes(old)
     with pytest.raises(RolledBackStateError, match="release ledger"):
         release_state_dir(d, 0.5, "laplace", keyed=True)
-    assert Path(history_path(d / LEDGER_FILE)).exists()
+    assert Path(DirectoryStore(d).ledger_history().path).exists()
 
 
 def test_an_older_ledger_record_appended_to_a_state_topic_does_not_refund(tmp_path: Path) -> None:
