@@ -43,8 +43,8 @@ import math
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from panstream.errors import BudgetExhaustedError, ConfigurationError, StateError

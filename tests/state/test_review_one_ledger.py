@@ -27,7 +27,6 @@ from panstream import estimators
 from panstream.cli.main import cli
 from panstream.release.ledger import RolledBackStateError, ShardReleaseError
 from panstream.state.checkpoint import Checkpointer, Shard
-from panstream.state.files import history_path
 from panstream.state.stores import (
     LEDGER_FILE,
     DirectoryStore,
