@@ -296,6 +296,7 @@ class Estimator(ABC):
         """
         history = None
         self.check_ledger_binding()
+        files.refuse_hard_link(path)
         if not self.ledger.shard:
             disk = files.ledger_on_disk(path)
             if disk is not None and disk.epoch == self.ledger.epoch:

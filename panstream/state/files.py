@@ -130,6 +130,7 @@ def state_lock(path: PathLike, who: str, wait: float = 0.0) -> Iterator[None]:
             break
         os.close(fd)  # the holder before us removed that file as we opened it: take the new one
     try:
+        refuse_hard_link(path)
         yield
     finally:
         # Remove the sidecar while still holding it (nothing but the state stays in the directory);
@@ -137,6 +138,29 @@ def state_lock(path: PathLike, who: str, wait: float = 0.0) -> Iterator[None]:
         with contextlib.suppress(OSError):
             os.unlink(lp)
         os.close(fd)
+
+
+def refuse_hard_link(path: PathLike) -> None:
+    """Refuse a state file that has several names (hard links).
+
+    Two names of one file are two locks and two histories (they are named after the path, and a
+    hard link is not a symbolic link that :func:`real_path` could resolve), so a release through
+    one name would not see an ingest or a rollback through the other. The first save through
+    either name then turns them into two copies (the rename gives that name a new file), the case
+    no file-local design can see (``docs/threat-model.md``).
+
+    Raises:
+        StateError: ``path`` exists and has more than one name.
+    """
+    try:
+        st = os.stat(real_path(path))
+    except OSError:
+        return
+    if st.st_nlink > 1:
+        msg = (f"state {os.fspath(path)} has {st.st_nlink} names (hard links): one table must "
+               "have one file with one name, or its lock and ledger history are split; remove "
+               "the other names (find them with 'find / -samefile PATH') and keep one")
+        raise StateError(msg)
 
 
 def temp_path(path: PathLike) -> str:
