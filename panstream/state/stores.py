@@ -7,6 +7,9 @@ snapshot of each shard (privacy invariant 5):
   replaced atomically (temporary file, fsync, rename, fsync of the directory). Group members on
   several hosts share it through a shared or persistent volume.
 * :class:`TopicStore`: a compacted Kafka topic, so members on different hosts need no shared disk.
+
+Both also hold the group's release ledger, an append-only log of reservations
+(:mod:`panstream.release.ledger_log`; :func:`release_store`, :func:`ensure_ledger`).
   Snapshots larger than the broker's message size limit are split into chunks (see the class).
   It talks to Kafka through the tiny :class:`RecordLog` protocol; the Kafka implementation lives in
   :mod:`panstream.sources.kafka`, the only package that imports kafka.
@@ -336,14 +339,12 @@ class _Manifest:
             raise StateError(msg) from None
 
 
-#: Record key of a state topic's release ledger, written only by ``panstream release``. Shard keys
-#: are ``<topic>/<partition>`` (a Kafka topic name has no ``#``) and chunk keys ``<shard>#...``, so a
-#: key starting with ``#`` is never shard data.
+#: Record key of a state topic's charged release ledger in panstream <= 0.2 (one JSON ledger,
+#: compacted to its newest value). Still read: the union of its records fixes the ledger's epoch
+#: and counts as spent, and the first new release migrates it into the log. Never written now.
 LEDGER_KEY = "#release-ledger"
 
-#: Record key of the empty ledger that consumers write when they find a state topic without shards
-#: (:func:`ensure_ledger`). A separate key, so a consumer can never overwrite the ledger that
-#: releases charge: a release reads :data:`LEDGER_KEY` and falls back to this one.
+#: Record key of the empty ledger that consumers of panstream <= 0.2 wrote; read as an opening.
 INITIAL_LEDGER_KEY = "#release-ledger-initial"
 
 #: Key prefix of the group ledger's log records (:mod:`panstream.release.ledger_log`): each record
@@ -366,9 +367,10 @@ class TopicStore:
     state topic with ``cleanup.policy=compact`` and a short ``segment.ms`` and
     ``min.cleanable.dirty.ratio`` so they go soon (docs/kafka.md, threat model).
 
-    The group's release ledger is one more record of the same topic, under :data:`LEDGER_KEY`
-    (written by releases only; compaction keeps its newest value, it never gets a tombstone) or,
-    before the first release, :data:`INITIAL_LEDGER_KEY` (the empty ledger consumers create).
+    The group's release ledger is an append-only log of records in the same topic
+    (:mod:`panstream.release.ledger_log`), each under a key of its own
+    (:data:`LEDGER_RECORD_PREFIX` and 32 random hex digits) that never gets a tombstone, so
+    compaction never removes one and every reader replays the same ledger.
 
     Args:
         log: the record log (see :class:`RecordLog`).
@@ -683,9 +685,11 @@ def ensure_ledger(store: DirectoryStore | TopicStore, budget: float) -> bool:
     Consumers call this when they start, so a release ledger exists from the first shard on. A
     store that already holds shards but no ledger is left alone: the ledger was lost, and
     :func:`release_store` refuses to start a new one silently (that would reset the budget).
-    A directory keeps it in :data:`LEDGER_FILE`; a state topic in the record
-    :data:`INITIAL_LEDGER_KEY`, which releases read but never write (they write
-    :data:`LEDGER_KEY`), so a consumer racing a release cannot overwrite a charged ledger.
+    The ledger is *opened*: an opening record (epoch and budget) appended to the store's ledger
+    log (a directory's :data:`LEDGER_FILE`, the state topic's ledger records). Appending never
+    overwrites anything, and the first opening in the log is the ledger, so a consumer that checked
+    an empty store and appends its opening late (after other consumers and a release) changes
+    nothing: an opening of another epoch is ignored by every replay.
 
     Returns:
         Whether a new ledger was written.
@@ -710,8 +714,9 @@ def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism:
     it (``confidence=``, and ``t=`` for frequency).
 
     The release is charged to the store's release ledger (a directory's :data:`LEDGER_FILE`, a
-    state topic's :data:`LEDGER_KEY` record), which is written (atomically / with ``acks=all``)
-    *before* the release is returned. Its noise is scaled to the merge's sensitivity and its state
+    state topic's ledger records): its reservation is appended durably (``fsync`` / ``acks=all``)
+    *before any noise is drawn*, and the release proceeds only if the log's replay admits it
+    (:func:`group_ledger`), so processes releasing at once, from any hosts, never overspend. Its noise is scaled to the merge's sensitivity and its state
     epsilon counts every shard one person can change (see :func:`merge_store`, ``keyed``).
 
     With ``by`` the release is a density map of the merged table (:mod:`panstream.release.maps`), charged
