@@ -716,7 +716,8 @@ def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism:
     The release is charged to the store's release ledger (a directory's :data:`LEDGER_FILE`, a
     state topic's ledger records): its reservation is appended durably (``fsync`` / ``acks=all``)
     *before any noise is drawn*, and the release proceeds only if the log's replay admits it
-    (:func:`group_ledger`), so processes releasing at once, from any hosts, never overspend. Its noise is scaled to the merge's sensitivity and its state
+    (:func:`group_ledger`), so processes releasing at once, from any hosts, never overspend.
+    Its noise is scaled to the merge's sensitivity and its state
     epsilon counts every shard one person can change (see :func:`merge_store`, ``keyed``).
 
     With ``by`` the release is a density map of the merged table (:mod:`panstream.release.maps`), charged
