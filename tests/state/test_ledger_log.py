@@ -180,3 +180,15 @@ def test_an_old_topic_ledger_survives_compaction_once_migrated() -> None:
     release_store(TopicStore(log), 0.25, keyed=True)
     log.compact()  # keeps only b's record of the old key
     assert spent(TopicStore(log)) == 0.75
+
+
+def test_an_old_consumers_initial_ledger_is_read_as_the_opening() -> None:
+    log = MemoryLog()
+    TopicStore(log).save("t/0", encode_shard(ps.DensityEstimator(U)))
+    initial = PrivacyLedger(0.5)
+    log.append(b"#release-ledger-initial", json.dumps(initial.to_dict()).encode())
+    log.flush()
+    assert not ensure_ledger(TopicStore(log), 1.0)  # a ledger exists: a new consumer leaves it
+    rel, _ = release_store(TopicStore(log), 0.5, keyed=True)
+    assert rel.budget_remaining == 0.0  # the old record's budget of 0.5, not a new 1.0
+    assert json.loads(TopicStore(log).read_ledger() or b"")["epoch"] == initial.epoch
