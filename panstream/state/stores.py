@@ -389,6 +389,7 @@ class TopicStore:
         self._cache: tuple[dict[str, _Manifest], dict[str, bytes]] | None = None
         self._legacy: PrivacyLedger | None = None
         self._records: list[bytes | PrivacyLedger] = []
+        self._ledger_stale = True  # whether _legacy and _records must be read (again) from the log
 
     def refresh(self) -> None:
         """Forget the last replay of the log: the next :meth:`load` reads it again.
@@ -398,8 +399,9 @@ class TopicStore:
         """
         self._cache = None
 
-    def _scan(self) -> tuple[dict[str, _Manifest], dict[str, bytes]]:
-        """Replay the log: newest manifest per shard and every live chunk record."""
+    def _scan(self, shards: bool = True) -> tuple[dict[str, _Manifest], dict[str, bytes]]:
+        """Replay the log: newest manifest per shard and every live chunk record, and the ledger
+        records (only these with ``shards`` false: no chunk is kept, the shard cache is left)."""
         manifests: dict[str, _Manifest] = {}
         chunks: dict[str, bytes] = {}
         live: dict[str, set[str]] = {}
@@ -417,6 +419,8 @@ class TopicStore:
                         records.append(parse_ledger(value, key))
                 elif key.startswith(LEDGER_RECORD_PREFIX):
                     records.append(value)
+            elif not shards:
+                continue
             elif "#" in key:
                 if value is None:
                     chunks.pop(key, None)
@@ -426,15 +430,17 @@ class TopicStore:
                 manifests.pop(key, None)
             else:
                 manifests[key] = _Manifest.decode(key, value)
-        for k in chunks:
-            live.setdefault(k.split("#", 1)[0], set()).add(k)
-        self._live = live
         # An older panstream's charged ledger (one key, compacted to its newest value): the union
         # of every such record still in the log fixes the epoch and counts as spent.
         self._legacy = (parse_ledger(_unite(charged, f"record {LEDGER_KEY!r} of {self.log!r}"),
                                      LEDGER_KEY) if charged else None)
         self._records = records
-        self._cache = (manifests, chunks)
+        self._ledger_stale = False
+        if shards:
+            for k in chunks:
+                live.setdefault(k.split("#", 1)[0], set()).add(k)
+            self._live = live
+            self._cache = (manifests, chunks)
         return manifests, chunks
 
     def save(self, key: str, data: bytes | bytearray) -> None:
@@ -500,8 +506,8 @@ class TopicStore:
         """Replay the ledger log (:func:`panstream.release.ledger_log.replay`): every ledger
         record of the topic in log order (reading the topic again unless ``fresh`` is false and a
         replay of it is at hand)."""
-        if fresh or self._cache is None:
-            self._scan()
+        if fresh or self._ledger_stale:
+            self._scan(shards=False)  # the ledger records only: no chunk kept in memory
         return replay(self._records, self.ledger_where(), fixed=self._legacy)
 
     def append_ledger(self, record: bytes) -> None:
@@ -512,18 +518,17 @@ class TopicStore:
         that ledger as an opening (migrated into the log: its entries stay spent even once
         compaction keeps only the newest record of the old key).
         """
-        if self._cache is None:
-            self._scan()
+        if self._ledger_stale:
+            self._scan(shards=False)
         if self._legacy is not None and not any(isinstance(r, bytes) for r in self._records):
             self._put(Opening(self._legacy).encode())
         self._put(record)
         self.log.flush()
-        self._cache = None
+        self._ledger_stale = True  # read again (with everyone else's appends) before next use
 
     def _put(self, record: bytes) -> None:
         key = f"{LEDGER_RECORD_PREFIX}{secrets.token_hex(16)}"
         self.log.append(key.encode(), bytes(record))
-        self._records.append(bytes(record))
 
     def read_ledger(self) -> bytes | None:
         """The release ledger (JSON) as replayed from the topic's ledger records at the last read

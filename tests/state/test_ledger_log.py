@@ -192,3 +192,14 @@ def test_an_old_consumers_initial_ledger_is_read_as_the_opening() -> None:
     rel, _ = release_store(TopicStore(log), 0.5, keyed=True)
     assert rel.budget_remaining == 0.0  # the old record's budget of 0.5, not a new 1.0
     assert json.loads(TopicStore(log).read_ledger() or b"")["epoch"] == initial.epoch
+
+
+def test_a_store_reads_its_own_appends() -> None:
+    log = MemoryLog()
+    store = TopicStore(log)
+    assert store.keys() == [] and store.read_ledger() is None
+    assert ensure_ledger(store, 1.0)
+    assert json.loads(store.read_ledger() or b"")["budget"] == 1.0  # the same store object
+    store.save("t/0", encode_shard(ps.DensityEstimator(U)))
+    release_store(store, 0.25, keyed=True)
+    assert spent(store) == 0.25
