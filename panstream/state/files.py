@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -156,7 +157,7 @@ def refuse_hard_link(path: PathLike) -> None:
         st = os.stat(real_path(path))
     except OSError:
         return
-    if st.st_nlink > 1:
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:  # (a directory always has several)
         msg = (f"state {os.fspath(path)} has {st.st_nlink} names (hard links): one table must "
                "have one file with one name, or its lock and ledger history are split; remove "
                "the other names (find them with 'find / -samefile PATH') and keep one")
