@@ -56,7 +56,13 @@ from panstream.release.ledger import (
     ShardLedger,
 )
 from panstream.release.ledger_log import Opening, Replay, Reservation, replay
-from panstream.state.files import LedgerHistory, atomic_write, history_path, state_lock
+from panstream.state.files import (
+    LedgerHistory,
+    atomic_write,
+    history_path,
+    real_path,
+    state_lock,
+)
 from panstream.universe import Universe
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -207,13 +213,12 @@ class DirectoryStore:
         path = self.directory / LEDGER_FILE
         legacy = self._legacy_ledger()
         body = (b"" if legacy is None else Opening(legacy).encode() + b"\n") + record + b"\n"
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-                         | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:  # through a symbolic link to the real file, as the lock (issue 21)
+            fd = os.open(real_path(path), os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                         0o600)
         except OSError as exc:
             msg = (f"cannot open release ledger {path}: {exc.strerror}; check the path and "
-                   "permissions (a symbolic link is refused: point --state-dir at the real "
-                   "directory)")
+                   "permissions")
             raise StateError(msg) from None
         try:
             size = os.fstat(fd).st_size

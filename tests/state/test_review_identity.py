@@ -140,3 +140,18 @@ def test_rotate_is_the_way_to_a_fresh_budget(tmp_path: Path) -> None:
     assert est.ledger.epoch != old.epoch and est.ledger.spent == 0
     est.save(real)
     assert estimators.release_file(real, 1.0).budget_remaining == 0.0
+
+
+def test_a_symlinked_group_ledger_is_appended_through_the_link(tmp_path: Path) -> None:
+    d = tmp_path / "state"
+    store = DirectoryStore(d)
+    ensure_ledger(store, 1.0)
+    store.save("t/0", encode_shard(ps.DensityEstimator(U)))
+    elsewhere = tmp_path / "ledger.log"
+    (d / LEDGER_FILE).rename(elsewhere)
+    (d / LEDGER_FILE).symlink_to(elsewhere)
+    args = ["release", "--state-dir", str(d), "--keyed", "--epsilon", "1"]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    assert (d / LEDGER_FILE).is_symlink() and b'"kind":"reserve"' in elsewhere.read_bytes()
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 1 and "refused" in res.output
