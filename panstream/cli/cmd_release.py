@@ -60,7 +60,8 @@ from panstream.release.noise import MECHANISMS
 @click.option("--new-ledger", is_flag=True, default=False,
               help="With --state-dir/--state-topic: start a new release ledger although shards "
                    "exist (only if no release was ever made from them; a lost ledger would "
-                   "otherwise reset the budget silently).", **env("RELEASE_NEW_LEDGER"))
+                   "otherwise reset the budget silently). Refused where the directory's ledger "
+                   "history records releases.", **env("RELEASE_NEW_LEDGER"))
 @click.option("--budget", type=FiniteFloatRange(min=0), default=None,
               help="With --new-ledger: the output budget of the group's new ledger (default 1; "
                    "shard files carry no budget of their own).", **env("RELEASE_BUDGET"))
@@ -105,7 +106,9 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
 
     The shards of a 'panstream kafka' group are released from its --state-dir or, with -b, its
     --state-topic: merged into one estimate and charged to the group's release ledger (a file in
-    the directory, a record in the topic), which only releases write.
+    the directory, records in the topic): an append-only log, to which each release appends its
+    reservation before drawing noise, proceeding only if the log admits it, so releases from
+    several processes or hosts at once never spend more than the budget.
 
     \b
     Examples:

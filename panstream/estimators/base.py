@@ -101,7 +101,42 @@ class Estimator(ABC):
     universe: Universe
     epsilon: float
     epsilon_state: float
-    ledger: PrivacyLedger
+
+    # ------------------------------------------------------------------ the ledger, bound to the table
+    @property
+    def ledger(self) -> PrivacyLedger:
+        """The output budget and the releases charged to it.
+
+        A table's ledger is bound to the table: the first ledger a table gets (when it is drawn,
+        loaded, or, for a merged group table, when the group's ledger is attached) fixes its
+        epoch, and a ledger of another epoch is refused, here and again at :meth:`save` and
+        before a release (a new epoch label over the same table would be a second budget for the
+        same table: issue 21). Only :meth:`rotate`, which draws a fresh table, starts a new epoch.
+
+        Raises (on assignment):
+            StateError: the ledger's epoch is not the one this table was drawn or loaded with.
+        """
+        return self._ledger
+
+    @ledger.setter
+    def ledger(self, new: PrivacyLedger) -> None:
+        if not new.shard:
+            bound = self.__dict__.get("_epoch_of_table", _UNBOUND)
+            if bound is _UNBOUND:
+                self._epoch_of_table = new.epoch
+            elif new.epoch != bound:
+                raise StateError(_rebind_message(new.epoch, bound))
+        self._ledger = new
+
+    def check_ledger_binding(self) -> None:
+        """Refuse if the ledger's epoch label was changed after the table got it.
+
+        Raises:
+            StateError: the ledger's epoch is not the table's (see :attr:`ledger`).
+        """
+        bound = self.__dict__.get("_epoch_of_table", _UNBOUND)
+        if not self._ledger.shard and bound is not _UNBOUND and self._ledger.epoch != bound:
+            raise StateError(_rebind_message(self._ledger.epoch, bound))
 
     # ------------------------------------------------------------------ what a family provides
     @abstractmethod
@@ -260,6 +295,8 @@ class Estimator(ABC):
                 than the history of ``path``.
         """
         history = None
+        self.check_ledger_binding()
+        files.refuse_hard_link(path)
         if not self.ledger.shard:
             disk = files.ledger_on_disk(path)
             if disk is not None and disk.epoch == self.ledger.epoch:
@@ -328,9 +365,20 @@ class Estimator(ABC):
         ``docs/threat-model.md``.
         """
         old = self.ledger
-        self.ledger = ShardLedger() if old.shard else PrivacyLedger(old.budget)
         self._fresh_table()
+        self.__dict__.pop("_epoch_of_table", None)  # a fresh table: a fresh epoch binds to it
+        self.ledger = ShardLedger() if old.shard else PrivacyLedger(old.budget)
         return old
+
+
+_UNBOUND = object()
+
+
+def _rebind_message(epoch: str | None, bound: object) -> str:
+    return (f"a ledger of epoch {epoch} cannot be attached to this table, which belongs to epoch "
+            f"{bound}: a new epoch label over the same table would spend its budget a second "
+            "time. Keep the table's ledger; for a fresh budget call rotate(), which draws a "
+            "fresh table with a fresh ledger")
 
 
 def ledger_of(d: Mapping[str, Any] | None) -> PrivacyLedger:

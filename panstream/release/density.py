@@ -159,6 +159,9 @@ def release(est: CountingTable, epsilon: float, mechanism: str = "laplace", *,
     law, eps_out = output_law(epsilon, mechanism, confidence, sensitivity, state_tables)
     eps_state = est.epsilon_state * state_tables
 
+    bound = getattr(est, "check_ledger_binding", None)  # the table's own epoch only
+    if bound is not None:
+        bound()
     entry = est.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
     size = est.size
     noisy_ones = noisy_count(est.count_ones(), law, mechanism, size)

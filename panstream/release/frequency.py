@@ -236,6 +236,9 @@ def release_frequency(table: CounterHistogram, epsilon: float, mechanism: str = 
     t = check_threshold(t, k)
     eps_state = table.epsilon_state * state_tables
 
+    bound = getattr(table, "check_ledger_binding", None)  # the table's own epoch only
+    if bound is not None:
+        bound()
     entry = table.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
     cells = table.size
     hist = table.histogram()

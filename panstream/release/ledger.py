@@ -43,6 +43,7 @@ import math
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -291,6 +292,48 @@ class ShardLedger(PrivacyLedger):
         """Refused: a shard snapshot stores no ledger (``null`` in the format)."""
         msg = "a shard has no ledger of its own to store"
         raise StateError(msg)
+
+
+class GroupLedger(PrivacyLedger):
+    """A consumer group's ledger, whose charges are reservations in a shared append-only log.
+
+    :meth:`charge` checks the budget as this copy knows it, then hands the entry to ``reserve``,
+    which appends it to the group's ledger log (durably) and replays the log
+    (:mod:`panstream.release.ledger_log`): the release proceeds only if the replay admits the
+    reservation, i.e. if in log order the reservations before it and it fit the budget. Every
+    process replays the same log to the same answer, so releases racing from several processes or
+    hosts never overspend; this copy's entries become the replay's.
+
+    Args:
+        ledger: the group's ledger as replayed before the release.
+        reserve: appends a reservation for the entry and returns ``(admitted, replayed ledger)``.
+    """
+
+    def __init__(self, ledger: PrivacyLedger,
+                 reserve: Callable[[LedgerEntry], tuple[bool, PrivacyLedger]]) -> None:
+        super().__init__(ledger.budget, list(ledger.entries), ledger.epoch)
+        self._reserve = reserve
+
+    def charge(self, epsilon: float, mechanism: str) -> LedgerEntry:
+        """Reserve ``epsilon`` in the group's log; return the entry once the replay admits it.
+
+        Raises:
+            BudgetExhaustedError: the budget, as this copy or the log's replay knows it, does not
+                cover ``epsilon`` (a refused reservation stays in the log and spends nothing).
+            ConfigurationError: ``epsilon`` is not positive and finite.
+        """
+        with self._lock:
+            self.check(epsilon)  # refused at once if already known not to fit: nothing appended
+            entry = LedgerEntry(float(epsilon), str(mechanism), time.time(), new_label())
+            admitted, now = self._reserve(entry)
+            self.entries = list(now.entries)
+            if not admitted:
+                left = max(0.0, self.budget - math.fsum(e.epsilon for e in now.entries))
+                msg = (f"release of epsilon {float(epsilon):.10g} refused: releases from other "
+                       f"processes reserved the group's budget of {self.budget:.10g} first "
+                       f"({left:.10g} left); release with less, or start a new epoch")
+                raise BudgetExhaustedError(msg)
+        return entry
 
 
 class ShardReleaseError(StateError):

@@ -33,6 +33,9 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
+import stat
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -56,15 +59,29 @@ _CHUNK = 1 << 26
 LOCK_SUFFIX = ".panstream-lock"
 
 
+def real_path(path: PathLike) -> str:
+    """The file ``path`` names, with every symbolic link resolved (also a dangling one, which
+    names the file a save creates).
+
+    Locks, histories and temporary files are named after this real file, never after the path
+    string given: two paths to one file (a symlink and its target, two symlinks) then share one
+    lock and one history, and a save writes through a link to its target instead of replacing the
+    link with a second snapshot (issue 21, section 3).
+    """
+    return os.path.realpath(os.fspath(path))
+
+
 def lock_path(path: PathLike) -> str:
-    """The lock file beside ``path``: ``.<name>.panstream-lock`` (empty; never holds data)."""
-    p = os.path.abspath(os.fspath(path))
+    """The lock file beside the real file of ``path``: ``.<name>.panstream-lock`` (empty; never
+    holds data)."""
+    p = real_path(path)
     return os.path.join(os.path.dirname(p), f".{os.path.basename(p)}{LOCK_SUFFIX}")
 
 
 @contextlib.contextmanager
-def state_lock(path: PathLike, who: str) -> Iterator[None]:
-    """Hold an exclusive lock on the state at ``path`` for the block, or fail at once.
+def state_lock(path: PathLike, who: str, wait: float = 0.0) -> Iterator[None]:
+    """Hold an exclusive lock on the state at ``path`` for the block, or fail (at once, or after
+    ``wait`` seconds of retrying).
 
     A process that keeps a state in memory (``panstream ingest``) and one that changes the file
     (``release``, ``rotate``) must never overlap: the first would overwrite the second's ledger
@@ -74,8 +91,10 @@ def state_lock(path: PathLike, who: str) -> Iterator[None]:
     the empty file, which the next holder removes).
 
     Args:
-        path: the state file.
+        path: the state file (the lock is the real file's: every alias of it takes the same one).
         who: what is taking the lock, for the message of whoever is refused.
+        wait: how long to keep retrying while another process holds the lock (short critical
+            sections such as a group release wait; an ingest is refused at once).
 
     Raises:
         StateError: another process holds the lock.
@@ -86,6 +105,7 @@ def state_lock(path: PathLike, who: str) -> Iterator[None]:
         yield
         return
     lp = lock_path(path)
+    deadline = time.monotonic() + wait
     while True:
         try:
             fd = os.open(lp, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
@@ -96,6 +116,9 @@ def state_lock(path: PathLike, who: str) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
+            if time.monotonic() < deadline:
+                time.sleep(0.01 + secrets.randbelow(20) / 1000)
+                continue
             msg = (f"state {os.fspath(path)} is in use by another panstream process (a running "
                    f"ingest, release or rotate); {who} needs it alone: stop the other process "
                    "first, or let a running ingest release with --release-every")
@@ -108,6 +131,7 @@ def state_lock(path: PathLike, who: str) -> Iterator[None]:
             break
         os.close(fd)  # the holder before us removed that file as we opened it: take the new one
     try:
+        refuse_hard_link(path)
         yield
     finally:
         # Remove the sidecar while still holding it (nothing but the state stays in the directory);
@@ -117,9 +141,32 @@ def state_lock(path: PathLike, who: str) -> Iterator[None]:
         os.close(fd)
 
 
+def refuse_hard_link(path: PathLike) -> None:
+    """Refuse a state file that has several names (hard links).
+
+    Two names of one file are two locks and two histories (they are named after the path, and a
+    hard link is not a symbolic link that :func:`real_path` could resolve), so a release through
+    one name would not see an ingest or a rollback through the other. The first save through
+    either name then turns them into two copies (the rename gives that name a new file), the case
+    no file-local design can see (``docs/threat-model.md``).
+
+    Raises:
+        StateError: ``path`` exists and has more than one name.
+    """
+    try:
+        st = os.stat(real_path(path))
+    except OSError:
+        return
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:  # (a directory always has several)
+        msg = (f"state {os.fspath(path)} has {st.st_nlink} names (hard links): one table must "
+               "have one file with one name, or its lock and ledger history are split; remove "
+               "the other names (find them with 'find / -samefile PATH') and keep one")
+        raise StateError(msg)
+
+
 def temp_path(path: PathLike) -> str:
     """The temporary file a save of ``path`` writes before renaming it into place."""
-    p = os.path.abspath(os.fspath(path))
+    p = real_path(path)
     return os.path.join(os.path.dirname(p), f".{os.path.basename(p)}{TEMP_SUFFIX}")
 
 
@@ -139,7 +186,7 @@ def atomic_write(path: PathLike, data: fmt.Buffer | Iterable[fmt.Buffer]) -> Non
         >>> atomic_write(p, [b"ab", b"cd"]); open(p, "rb").read()
         b'abcd'
     """
-    final = os.path.abspath(os.fspath(path))
+    final = real_path(path)  # through a symlink to its target: never a second snapshot beside it
     directory = os.path.dirname(final)
     tmp = temp_path(final)
     pieces = [data] if isinstance(data, (bytes, bytearray, memoryview)) else list(data)
@@ -297,7 +344,7 @@ HISTORY_SUFFIX = ".panstream-ledger"
 
 def history_path(path: PathLike) -> str:
     """The ledger history beside ``path``: ``.<name>.panstream-ledger``."""
-    p = os.path.abspath(os.fspath(path))
+    p = real_path(path)
     return os.path.join(os.path.dirname(p), f".{os.path.basename(p)}{HISTORY_SUFFIX}")
 
 
@@ -326,15 +373,22 @@ class LedgerHistory:
     than its history, which is never mistaken for a rollback.
     """
 
-    def __init__(self, state_path: PathLike, *, what: str = "state", recover: str | None = None
-                 ) -> None:
+    def __init__(self, state_path: PathLike, *, what: str = "state", recover: str | None = None,
+                 strict: bool = False, history_file: PathLike | None = None) -> None:
         """Args:
             state_path: the file whose ledger is tracked (a state file, or a group's ledger).
             what: how messages name that file.
             recover: what to do about a rollback (default: put the newest state back, or rotate).
+            strict: refuse every ledger of an epoch the history has not seen once it holds
+                entries (a group's ledger: its tables are not redrawn with a new ledger, so a new
+                epoch over them would be a second budget for the same tables).
+            history_file: the history's own path (default: beside the real file of
+                ``state_path``, see :func:`history_path`).
         """
         self.state_path = os.fspath(state_path)
-        self.path = history_path(state_path)
+        self.path = os.fspath(history_file) if history_file is not None else history_path(
+            state_path)
+        self.strict = strict
         self.what = what
         self.recover = recover or (f"Put the newest state back, or start a new epoch with "
                                    f"'panstream rotate -s {self.state_path}' (a fresh table and "
@@ -363,6 +417,11 @@ class LedgerHistory:
         fix = (f"the file was rolled back (an older copy put back, e.g. from a backup). Releasing "
                f"from it again would spend budget already spent. {self.recover}; only if this "
                f"was never released from here, delete {self.path}")
+        if self.strict and ledger.epoch != h.get("epoch"):
+            return (f"{state} has epoch {ledger.epoch}, but its history {self.path} records "
+                    f"releases of epoch {h.get('epoch')} from these same tables: a new ledger "
+                    "over them would spend a second budget. Put the group's ledger back; for a "
+                    "fresh budget start a new state directory (fresh tables)")
         if ledger.epoch in h.get("retired", []):
             return (f"{state} belongs to epoch {ledger.epoch}, which was rotated away here "
                     f"(the newest epoch seen is {h.get('epoch')}): {fix}")

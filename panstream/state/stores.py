@@ -7,6 +7,9 @@ snapshot of each shard (privacy invariant 5):
   replaced atomically (temporary file, fsync, rename, fsync of the directory). Group members on
   several hosts share it through a shared or persistent volume.
 * :class:`TopicStore`: a compacted Kafka topic, so members on different hosts need no shared disk.
+
+Both also hold the group's release ledger, an append-only log of reservations
+(:mod:`panstream.release.ledger_log`; :func:`release_store`, :func:`ensure_ledger`).
   Snapshots larger than the broker's message size limit are split into chunks (see the class).
   It talks to Kafka through the tiny :class:`RecordLog` protocol; the Kafka implementation lives in
   :mod:`panstream.sources.kafka`, the only package that imports kafka.
@@ -45,8 +48,21 @@ from panstream.errors import ConfigurationError, StateError
 from panstream.estimators.base import Estimator
 from panstream.estimators.density import DensityEstimator
 from panstream.release.frequency import MergedHistograms
-from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger, ShardLedger
-from panstream.state.files import LedgerHistory, atomic_write, state_lock
+from panstream.release.ledger import (
+    DEFAULT_BUDGET,
+    GroupLedger,
+    LedgerEntry,
+    PrivacyLedger,
+    ShardLedger,
+)
+from panstream.release.ledger_log import Opening, Replay, Reservation, replay
+from panstream.state.files import (
+    LedgerHistory,
+    atomic_write,
+    history_path,
+    real_path,
+    state_lock,
+)
 from panstream.universe import Universe
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -150,48 +166,135 @@ class DirectoryStore:
                 out.append(f"{topic}/{part}")
         return sorted(out, key=_key_order)
 
-    # Release ledger hook (see :func:`release_store`): the file :data:`LEDGER_FILE`.
+    # Release ledger hooks (see :func:`release_store`): the append-only log :data:`LEDGER_FILE`.
     def ledger_where(self) -> str:
         """Where the release ledger lives, for messages."""
         return str(self.directory / LEDGER_FILE)
 
+    def _legacy_ledger(self) -> PrivacyLedger | None:
+        """The ledger file of an older panstream (:data:`LEGACY_LEDGER_FILE`), if still there."""
+        path = self.directory / LEGACY_LEDGER_FILE
+        raw = _read_or_none(path)
+        return None if raw is None else parse_ledger(raw, str(path))
+
+    def ledger_records(self) -> list[bytes | PrivacyLedger]:
+        """The ledger log's records in order (an older panstream's ledger file first).
+
+        The last line is ignored while it lacks its newline (an append in progress, or torn by a
+        crash before it was durable: that release never proceeded).
+
+        Raises:
+            StateError: the log cannot be read.
+        """
+        out: list[bytes | PrivacyLedger] = []
+        legacy = self._legacy_ledger()
+        if legacy is not None:
+            out.append(legacy)
+        raw = _read_or_none(self.directory / LEDGER_FILE)
+        if raw:
+            lines = raw.split(b"\n")
+            out.extend(line for line in lines[:-1] if line)  # lines[-1]: b"" or a torn tail
+        return out
+
+    def ledger_replay(self) -> Replay:
+        """Replay the ledger log (:func:`panstream.release.ledger_log.replay`)."""
+        return replay(self.ledger_records(), self.ledger_where())
+
+    def append_ledger(self, record: bytes) -> None:
+        """Append one record to the ledger log, durable (fsync) on return.
+
+        The first append migrates an older panstream's ``release-ledger.json`` into the log (an
+        opening carrying its entries) and then removes that file. A torn last line left by a crash
+        is cut off first (it was never durable, so no release followed it).
+
+        Raises:
+            StateError: the log cannot be written.
+        """
+        path = self.directory / LEDGER_FILE
+        legacy = self._legacy_ledger()
+        body = (b"" if legacy is None else Opening(legacy).encode() + b"\n") + record + b"\n"
+        try:  # through a symbolic link to the real file, as the lock (issue 21)
+            fd = os.open(real_path(path), os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+                         0o600)
+        except OSError as exc:
+            msg = (f"cannot open release ledger {path}: {exc.strerror}; check the path and "
+                   "permissions")
+            raise StateError(msg) from None
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                head = os.pread(fd, size, 0)
+                os.ftruncate(fd, head.rfind(b"\n") + 1)
+            view = memoryview(body)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError as exc:
+            msg = f"cannot append to release ledger {path}: {exc.strerror}; nothing was released"
+            raise StateError(msg) from None
+        finally:
+            os.close(fd)
+        if legacy is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.directory / LEGACY_LEDGER_FILE)  # migrated: one ledger file
+        _sync_dir(self.directory)
+
     def read_ledger(self) -> bytes | None:
-        """The release ledger (JSON), or ``None`` if there is none.
+        """The release ledger as replayed from its log (JSON of a
+        :class:`~panstream.release.ledger.PrivacyLedger`), or ``None`` if there is none.
 
         Raises:
             StateError: it exists but cannot be read.
         """
-        path = self.directory / LEDGER_FILE
-        try:
-            return path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            msg = (f"cannot read release ledger {path}: {exc.strerror}; check the path and "
-                   "permissions")
-            raise StateError(msg) from None
+        led = self.ledger_replay().ledger
+        return None if led is None else json.dumps(led.to_dict(), sort_keys=True).encode()
 
     def write_ledger(self, data: bytes) -> None:
-        """Replace the release ledger atomically (``panstream release`` only); durable on return."""
-        atomic_write(self.directory / LEDGER_FILE, data)
+        """Append the ledger ``data`` as an opening that carries its entries: they count as spent
+        (a union with the log; it can never lower the spent total)."""
+        self.append_ledger(Opening(parse_ledger(data, self.ledger_where())).encode())
 
     def ledger_lock(self) -> AbstractContextManager[None]:
-        """Exclusive use of the ledger for one release (two at once would lose a charge)."""
-        return state_lock(self.directory / LEDGER_FILE, "a release")
+        """Exclusive use of the ledger for one release (``flock``; waits up to
+        :data:`LEDGER_LOCK_WAIT` seconds for another release to finish)."""
+        return state_lock(self.directory / LEDGER_FILE, "a release", wait=LEDGER_LOCK_WAIT)
 
     def ledger_history(self) -> LedgerHistory:
-        """The history beside the ledger file, which detects an older ledger file put back."""
-        return LedgerHistory(self.directory / LEDGER_FILE, what="release ledger",
-                             recover="Put the newest release-ledger.json back (a group's tables "
+        """The history beside the ledger, which detects an older ledger put back and refuses a
+        ledger of an epoch it has not seen (strict: a group's tables have one ledger)."""
+        return LedgerHistory(self.directory / LEDGER_FILE, what="release ledger", strict=True,
+                             history_file=history_path(self.directory / LEGACY_LEDGER_FILE),
+                             recover="Put the newest release-ledger.log back (a group's tables "
                                      "cannot be rotated in place: stop the consumers and start "
                                      "a new state directory for a fresh epoch)")
 
     def create_ledger(self, data: bytes) -> None:
-        """Write the initial empty ledger (consumers, through :func:`ensure_ledger`)."""
-        atomic_write(self.directory / LEDGER_FILE, data)
+        """Open the ledger (consumers, through :func:`ensure_ledger`): an opening appended to the
+        log; if consumers race, the first opening in the log is the ledger."""
+        self.append_ledger(Opening(parse_ledger(data, self.ledger_where())).encode())
 
     def __repr__(self) -> str:
         return f"DirectoryStore({str(self.directory)!r})"
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        msg = (f"cannot read release ledger {path}: {exc.strerror}; check the path and "
+               "permissions")
+        raise StateError(msg) from None
+
+
+def _sync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        dfd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
 
 
 def _key_order(key: str) -> tuple[str, int]:
@@ -241,17 +344,17 @@ class _Manifest:
             raise StateError(msg) from None
 
 
-#: Record key of a state topic's release ledger, written only by ``panstream release``. Shard keys
-#: are ``<topic>/<partition>`` (a Kafka topic name has no ``#``) and chunk keys ``<shard>#...``, so a
-#: key starting with ``#`` is never shard data.
+#: Record key of a state topic's charged release ledger in panstream <= 0.2 (one JSON ledger,
+#: compacted to its newest value). Still read: the union of its records fixes the ledger's epoch
+#: and counts as spent, and the first new release migrates it into the log. Never written now.
 LEDGER_KEY = "#release-ledger"
 
-#: Record key of the empty ledger that consumers write when they find a state topic without shards
-#: (:func:`ensure_ledger`). A separate key, so a consumer can never overwrite the ledger that
-#: releases charge: a release reads :data:`LEDGER_KEY` and falls back to this one.
+#: Record key of the empty ledger that consumers of panstream <= 0.2 wrote; read as an opening.
 INITIAL_LEDGER_KEY = "#release-ledger-initial"
 
-_LEDGER_KEYS = (LEDGER_KEY, INITIAL_LEDGER_KEY)
+#: Key prefix of the group ledger's log records (:mod:`panstream.release.ledger_log`): each record
+#: gets a key of its own (the prefix and 32 random hex digits), so compaction never drops one.
+LEDGER_RECORD_PREFIX = "#ledger/"
 
 
 class TopicStore:
@@ -269,9 +372,10 @@ class TopicStore:
     state topic with ``cleanup.policy=compact`` and a short ``segment.ms`` and
     ``min.cleanable.dirty.ratio`` so they go soon (docs/kafka.md, threat model).
 
-    The group's release ledger is one more record of the same topic, under :data:`LEDGER_KEY`
-    (written by releases only; compaction keeps its newest value, it never gets a tombstone) or,
-    before the first release, :data:`INITIAL_LEDGER_KEY` (the empty ledger consumers create).
+    The group's release ledger is an append-only log of records in the same topic
+    (:mod:`panstream.release.ledger_log`), each under a key of its own
+    (:data:`LEDGER_RECORD_PREFIX` and 32 random hex digits) that never gets a tombstone, so
+    compaction never removes one and every reader replays the same ledger.
 
     Args:
         log: the record log (see :class:`RecordLog`).
@@ -288,7 +392,9 @@ class TopicStore:
         # can tombstone them without replaying the whole log each time.
         self._live: dict[str, set[str]] | None = None
         self._cache: tuple[dict[str, _Manifest], dict[str, bytes]] | None = None
-        self._ledgers: dict[str, bytes] = {}
+        self._legacy: PrivacyLedger | None = None
+        self._records: list[bytes | PrivacyLedger] = []
+        self._ledger_stale = True  # whether _legacy and _records must be read (again) from the log
 
     def refresh(self) -> None:
         """Forget the last replay of the log: the next :meth:`load` reads it again.
@@ -298,22 +404,28 @@ class TopicStore:
         """
         self._cache = None
 
-    def _scan(self) -> tuple[dict[str, _Manifest], dict[str, bytes]]:
-        """Replay the log: newest manifest per shard and every live chunk record."""
+    def _scan(self, shards: bool = True) -> tuple[dict[str, _Manifest], dict[str, bytes]]:
+        """Replay the log: newest manifest per shard and every live chunk record, and the ledger
+        records (only these with ``shards`` false: no chunk is kept, the shard cache is left)."""
         manifests: dict[str, _Manifest] = {}
         chunks: dict[str, bytes] = {}
         live: dict[str, set[str]] = {}
-        ledgers: dict[str, bytes] = {}
         charged: list[bytes] = []
+        records: list[bytes | PrivacyLedger] = []
         for kb, value in self.log.read_all():
             key = kb.decode("utf-8", "replace")
-            if key in _LEDGER_KEYS:
+            if key.startswith("#"):  # a ledger record (no shard or chunk key starts with '#')
                 if value is None:
-                    ledgers.pop(key, None)
-                else:
-                    ledgers[key] = value
-                    if key == LEDGER_KEY:
-                        charged.append(value)
+                    continue  # never written by panstream; the record it shadows still counts
+                if key == LEDGER_KEY:
+                    charged.append(value)
+                elif key == INITIAL_LEDGER_KEY:
+                    with contextlib.suppress(StateError):
+                        records.append(parse_ledger(value, key))
+                elif key.startswith(LEDGER_RECORD_PREFIX):
+                    records.append(value)
+            elif not shards:
+                continue
             elif "#" in key:
                 if value is None:
                     chunks.pop(key, None)
@@ -323,13 +435,17 @@ class TopicStore:
                 manifests.pop(key, None)
             else:
                 manifests[key] = _Manifest.decode(key, value)
-        for k in chunks:
-            live.setdefault(k.split("#", 1)[0], set()).add(k)
-        self._live = live
-        if len(charged) > 1:  # several ledger records in the log: their union, never the last alone
-            ledgers[LEDGER_KEY] = _unite(charged, f"record {LEDGER_KEY!r} of {self.log!r}")
-        self._ledgers = ledgers
-        self._cache = (manifests, chunks)
+        # An older panstream's charged ledger (one key, compacted to its newest value): the union
+        # of every such record still in the log fixes the epoch and counts as spent.
+        self._legacy = (parse_ledger(_unite(charged, f"record {LEDGER_KEY!r} of {self.log!r}"),
+                                     LEDGER_KEY) if charged else None)
+        self._records = records
+        self._ledger_stale = False
+        if shards:
+            for k in chunks:
+                live.setdefault(k.split("#", 1)[0], set()).add(k)
+            self._live = live
+            self._cache = (manifests, chunks)
         return manifests, chunks
 
     def save(self, key: str, data: bytes | bytearray) -> None:
@@ -386,45 +502,63 @@ class TopicStore:
         """Keys of all stored shards, sorted."""
         return sorted(self._scan()[0], key=_key_order)
 
-    # Release ledger hook (see :func:`release_store`): records LEDGER_KEY / INITIAL_LEDGER_KEY.
+    # Release ledger hooks (see :func:`release_store`): records under LEDGER_RECORD_PREFIX.
     def ledger_where(self) -> str:
         """Where the release ledger lives, for messages."""
-        return f"record {LEDGER_KEY!r} of {self.log!r}"
+        return f"records {LEDGER_RECORD_PREFIX}* of {self.log!r}"
+
+    def ledger_replay(self, fresh: bool = True) -> Replay:
+        """Replay the ledger log (:func:`panstream.release.ledger_log.replay`): every ledger
+        record of the topic in log order (reading the topic again unless ``fresh`` is false and a
+        replay of it is at hand)."""
+        if fresh or self._ledger_stale:
+            self._scan(shards=False)  # the ledger records only: no chunk kept in memory
+        return replay(self._records, self.ledger_where(), fixed=self._legacy)
+
+    def append_ledger(self, record: bytes) -> None:
+        """Append one ledger record under a key of its own (never compacted away: no other record
+        has its key, and no tombstone is ever written for it); durable (``acks=all``) on return.
+
+        The first append to a topic with an older panstream's charged ledger record first appends
+        that ledger as an opening (migrated into the log: its entries stay spent even once
+        compaction keeps only the newest record of the old key).
+        """
+        if self._ledger_stale:
+            self._scan(shards=False)
+        if self._legacy is not None and not any(isinstance(r, bytes) for r in self._records):
+            self._put(Opening(self._legacy).encode())
+        self._put(record)
+        self.log.flush()
+        self._ledger_stale = True  # read again (with everyone else's appends) before next use
+
+    def _put(self, record: bytes) -> None:
+        key = f"{LEDGER_RECORD_PREFIX}{secrets.token_hex(16)}"
+        self.log.append(key.encode(), bytes(record))
 
     def read_ledger(self) -> bytes | None:
-        """The release ledger (JSON) as of the last replay of the log (the one that loaded the
-        shards, if any; a new replay otherwise), or ``None`` if the topic holds none.
-
-        Every ledger record still in the log counts: the newest one united with the older records
-        of its epoch (until the broker compacts them away), so a record appended from an older
-        copy, or two releases that raced from two hosts, never lower the spent budget."""
-        if self._cache is None:
-            self._scan()
-        return self._ledgers.get(LEDGER_KEY, self._ledgers.get(INITIAL_LEDGER_KEY))
+        """The release ledger (JSON) as replayed from the topic's ledger records at the last read
+        of the log (the one that loaded the shards, if any; a new one otherwise), or ``None`` if
+        the topic holds none."""
+        led = self.ledger_replay(fresh=False).ledger
+        return None if led is None else json.dumps(led.to_dict(), sort_keys=True).encode()
 
     def write_ledger(self, data: bytes) -> None:
-        """Append the release ledger under :data:`LEDGER_KEY` (``panstream release`` only);
-        durable (``acks=all``) on return."""
-        self.log.append(LEDGER_KEY.encode(), bytes(data))
-        self.log.flush()
-        self._ledgers[LEDGER_KEY] = bytes(data)
-
+        """Append the ledger ``data`` as an opening that carries its entries (they count as spent:
+        a union with the log, which can never lower the spent total)."""
+        self.append_ledger(Opening(parse_ledger(data, self.ledger_where())).encode())
 
     def ledger_lock(self) -> AbstractContextManager[None]:
-        """No cross-host lock for a topic: run one group's releases from one place at a time."""
+        """No lock: the log order decides between releases racing from several hosts."""
         return contextlib.nullcontext()
 
     def ledger_history(self) -> None:
-        """None: the topic itself is the history (:meth:`read_ledger` unites every ledger record
-        still in the log)."""
+        """None: the topic itself is the history (nothing in it is ever removed)."""
         return None
 
     def create_ledger(self, data: bytes) -> None:
-        """Append the initial empty ledger under :data:`INITIAL_LEDGER_KEY` (consumers, through
-        :func:`ensure_ledger`); never the key releases charge, so it cannot reset a budget."""
-        self.log.append(INITIAL_LEDGER_KEY.encode(), bytes(data))
-        self.log.flush()
-        self._ledgers[INITIAL_LEDGER_KEY] = bytes(data)
+        """Open the ledger (consumers, through :func:`ensure_ledger`): an opening appended to the
+        topic; if consumers race, the first opening in the log is the ledger."""
+        self.append_ledger(Opening(parse_ledger(data, self.ledger_where())).encode())
 
     def __repr__(self) -> str:
         return f"TopicStore({self.log!r}, chunk_bytes={self.chunk_bytes})"
@@ -444,10 +578,18 @@ def _unite(records: list[bytes], where: str) -> bytes:
 
 
 # ---------------------------------------------------------------------- releasing a group's state
-#: File of a state directory holding the ledger of releases made from the merged shards. Only
-#: ``panstream release --state-dir`` writes it; consumers only create it, empty, in a directory
-#: without shards (:func:`ensure_ledger`), so a running group cannot overwrite it.
-LEDGER_FILE = "release-ledger.json"
+#: File of a state directory holding the group's release ledger: an append-only log, one record
+#: per line (:mod:`panstream.release.ledger_log`), appended under an ``flock`` and fsynced. Consumers
+#: only open it (:func:`ensure_ledger`); releases append reservations; nothing rewrites it.
+LEDGER_FILE = "release-ledger.log"
+
+#: The ledger file of panstream <= 0.2 (one JSON ledger, replaced by each release): still read,
+#: and migrated into :data:`LEDGER_FILE` by the first append (then removed). Its history file
+#: ``.release-ledger.json.panstream-ledger`` stays the directory's ledger history.
+LEGACY_LEDGER_FILE = "release-ledger.json"
+
+#: How long a group release waits for another release of the same directory to finish.
+LEDGER_LOCK_WAIT = 30.0
 
 MERGES = ("auto", "partitioned", "sum")
 
@@ -553,9 +695,11 @@ def ensure_ledger(store: DirectoryStore | TopicStore, budget: float) -> bool:
     Consumers call this when they start, so a release ledger exists from the first shard on. A
     store that already holds shards but no ledger is left alone: the ledger was lost, and
     :func:`release_store` refuses to start a new one silently (that would reset the budget).
-    A directory keeps it in :data:`LEDGER_FILE`; a state topic in the record
-    :data:`INITIAL_LEDGER_KEY`, which releases read but never write (they write
-    :data:`LEDGER_KEY`), so a consumer racing a release cannot overwrite a charged ledger.
+    The ledger is *opened*: an opening record (epoch and budget) appended to the store's ledger
+    log (a directory's :data:`LEDGER_FILE`, the state topic's ledger records). Appending never
+    overwrites anything, and the first opening in the log is the ledger, so a consumer that checked
+    an empty store and appends its opening late (after other consumers and a release) changes
+    nothing: an opening of another epoch is ignored by every replay.
 
     Returns:
         Whether a new ledger was written.
@@ -580,8 +724,10 @@ def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism:
     it (``confidence=``, and ``t=`` for frequency).
 
     The release is charged to the store's release ledger (a directory's :data:`LEDGER_FILE`, a
-    state topic's :data:`LEDGER_KEY` record), which is written (atomically / with ``acks=all``)
-    *before* the release is returned. Its noise is scaled to the merge's sensitivity and its state
+    state topic's ledger records): its reservation is appended durably (``fsync`` / ``acks=all``)
+    *before any noise is drawn*, and the release proceeds only if the log's replay admits it
+    (:func:`group_ledger`), so processes releasing at once, from any hosts, never overspend.
+    Its noise is scaled to the merge's sensitivity and its state
     epsilon counts every shard one person can change (see :func:`merge_store`, ``keyed``).
 
     With ``by`` the release is a density map of the merged table (:mod:`panstream.release.maps`), charged
@@ -625,23 +771,9 @@ def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanis
                "shard tables are laid end to end, so a cell no longer names an address); use "
                "--merge partitioned with one topic over an ipv4 or range universe")
         raise ConfigurationError(msg)
-    raw = store.read_ledger()
-    where = store.ledger_where()
-    history = store.ledger_history()
-    if raw is None and not new_ledger:
-        msg = (f"release ledger ({where}) is missing although the store holds shards: the "
-               "releases already charged to these tables would be forgotten and the budget "
-               "reset. Restore the ledger; only if no release was ever made from these shards, "
-               "pass --new-ledger")
-        raise StateError(msg)
-    if raw is None:
-        group.estimator.ledger = PrivacyLedger(budget)
-    else:
-        group.estimator.ledger = parse_ledger(raw, where)
-    if history is not None:
-        history.check(group.estimator.ledger)  # an older ledger file put back: refused, loudly
     kind = "frequency" if isinstance(group.estimator, MergedHistograms) else group.estimator.kind
     estimators.check_release_options(kind, options, f"the group keeps {kind} shards")
+    group.estimator.ledger = group_ledger(store, new_ledger=new_ledger, budget=budget)
     rel: Any
     if by is None:
         rel = group.estimator.release(epsilon, mechanism, sensitivity=group.sensitivity,
@@ -652,10 +784,55 @@ def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanis
     else:
         msg = "density maps (--by) need a density group; this one keeps frequency counters"
         raise ConfigurationError(msg)
-    store.write_ledger(json.dumps(group.estimator.ledger.to_dict(), sort_keys=True).encode())
-    if history is not None:
-        history.record(group.estimator.ledger)
     return rel, group
+
+
+def group_ledger(store: DirectoryStore | TopicStore, *, new_ledger: bool = False,
+                 budget: float = DEFAULT_BUDGET) -> GroupLedger:
+    """The group's ledger, replayed from the store's ledger log, whose charges are reservations
+    appended to that log (:class:`~panstream.release.ledger.GroupLedger`).
+
+    A charge appends the reservation durably and replays the log; the release proceeds only if
+    the replay admits it (:mod:`panstream.release.ledger_log`). A directory also checks and
+    records the ledger's history (an older log put back, or a ledger of an epoch the history has
+    not seen, is refused).
+
+    Raises:
+        StateError: no ledger (unless ``new_ledger``, which the history refuses where releases
+            were recorded), an unreadable or corrupt one, or a rolled-back one.
+    """
+    where = store.ledger_where()
+    history = store.ledger_history()
+    rep = store.ledger_replay()
+    if rep.ledger is None:
+        if not new_ledger:
+            msg = (f"release ledger ({where}) is missing although the store holds shards: the "
+                   "releases already charged to these tables would be forgotten and the budget "
+                   "reset. Restore the ledger; only if no release was ever made from these "
+                   "shards, pass --new-ledger")
+            raise StateError(msg)
+        if history is not None and history.read() is not None:
+            msg = (f"--new-ledger refused: the ledger history {history.path} records releases "
+                   f"already made from these tables, so a new ledger would spend their budget a "
+                   f"second time. Put the group's ledger ({where}) back; for a fresh budget "
+                   "start a new state directory (fresh tables)")
+            raise StateError(msg)
+        store.append_ledger(Opening(PrivacyLedger(budget)).encode())
+        rep = store.ledger_replay()
+        assert rep.ledger is not None
+    opened = rep.ledger
+    if history is not None:
+        history.check(opened)  # an older log put back, or an epoch never seen here: refused
+
+    def reserve(entry: LedgerEntry) -> tuple[bool, PrivacyLedger]:
+        store.append_ledger(Reservation.of(opened.epoch, entry).encode())
+        now = store.ledger_replay()
+        assert now.ledger is not None
+        if history is not None:
+            history.record(now.ledger)
+        return entry.id in now.admitted, now.ledger
+
+    return GroupLedger(opened, reserve)
 
 
 def parse_ledger(raw: bytes, where: str) -> PrivacyLedger:

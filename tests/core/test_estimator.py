@@ -38,9 +38,10 @@ def test_update_reports_rejected_items_and_keeps_no_count() -> None:
     est = ps.DensityEstimator("ipv4:10.0.0.0/24", epsilon=1.0)
     r = est.update(["10.0.0.1", "10.0.0.1", "10.0.1.1", "garbage", b"\x00\xff"])
     assert (r.accepted, r.outside, r.malformed, r.rejected) == (2, 1, 2, 3)
-    # The estimator's whole state is its public parameters, ledger and table: no counters.
+    # The estimator's whole state is its public parameters, ledger and table: no counters (the
+    # epoch the table is bound to is the ledger's random label, issue 21).
     assert set(vars(est)) == {"universe", "epsilon", "calibration", "_numerator", "p", "q", "_q_numerator",
-                              "epsilon_state", "ledger", "_table"}
+                              "epsilon_state", "_ledger", "_epoch_of_table", "_table"}
 
 
 def test_batches_are_wiped_after_use() -> None:

@@ -138,7 +138,7 @@ def test_update_reports_rejected_items_and_keeps_no_count() -> None:
     assert (r.accepted, r.outside, r.malformed, r.rejected) == (2, 1, 2, 3)
     # The whole state: public parameters, ledger and the counter table. No item count anywhere.
     assert set(vars(est)) == {"universe", "epsilon", "modulus", "_numerator", "alpha",
-                              "epsilon_state", "ledger", "_table"}
+                              "epsilon_state", "_ledger", "_epoch_of_table", "_table"}
 
 
 def test_arrivals_add_their_multiplicity_mod_k_and_nothing_else() -> None:

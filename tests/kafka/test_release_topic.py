@@ -1,8 +1,8 @@
 """``panstream release --state-topic``: release a consumer group's shards from its state topic.
 
-The group's release ledger lives in the state topic itself: consumers write an empty one under
-``#release-ledger-initial`` when they find the topic without shards, releases read it and write the
-charged ledger under ``#release-ledger`` (a key no consumer ever writes). The semantics match
+The group's release ledger lives in the state topic itself, as an append-only log of records with
+keys of their own (``#ledger/...``): consumers open it when they find the topic without shards,
+releases append their reservations (tests/kafka/test_ledger_race.py races them). The semantics match
 ``--state-dir``: same merges, same privacy accounting (``--keyed`` or K x epsilon_state), same
 refusal of a lost ledger unless ``--new-ledger``.
 
@@ -31,8 +31,7 @@ from panstream.errors import BudgetExhaustedError
 from panstream.estimators.density import DensityEstimator
 from panstream.sources.kafka import state_client, topic_store
 from panstream.state.stores import (
-    INITIAL_LEDGER_KEY,
-    LEDGER_KEY,
+    LEDGER_RECORD_PREFIX,
     TopicStore,
     encode_shard,
     ensure_ledger,
@@ -55,14 +54,14 @@ def release(broker: Broker, state_topic: str, *args: str) -> subprocess.Complete
                           capture_output=True, timeout=60)
 
 
-def ledger_records(broker: Broker, state_topic: str) -> dict[str, Any]:
-    """The newest ledger records of the state topic, by key."""
+def ledger_records(broker: Broker, state_topic: str) -> tuple[list[str], dict[str, Any]]:
+    """The keys of the state topic's ledger records, and its ledger as every reader replays it."""
     store = topic_store(state_topic, state_client(broker.bootstrap), create=False)
     try:
-        records = {k.decode(): v for k, v in store.log.read_all()}
+        keys = [k.decode() for k, _ in store.log.read_all() if k.startswith(b"#")]
+        return keys, json.loads(store.read_ledger() or b"null")
     finally:
         store.log.close()  # type: ignore[attr-defined]
-    return {k: json.loads(v or b"") for k, v in records.items() if k.startswith("#")}
 
 
 @pytest.mark.kafka
@@ -84,10 +83,9 @@ def test_release_from_state_topic_charges_the_groups_ledger(
     assert committed_offsets(admin, "g-rel-topic") == hw
 
     # The consumer created the empty ledger; no release has charged it yet.
-    initial = ledger_records(kafka_broker, state_topic)
-    assert list(initial) == [INITIAL_LEDGER_KEY]
-    assert {k: v for k, v in initial[INITIAL_LEDGER_KEY].items() if k != "epoch"} == {
-        "budget": 1.0, "entries": []}
+    keys, initial = ledger_records(kafka_broker, state_topic)
+    assert len(keys) == 1 and keys[0].startswith(LEDGER_RECORD_PREFIX)     # one opening
+    assert {k: v for k, v in initial.items() if k != "epoch"} == {"budget": 1.0, "entries": []}
 
     eps_state = calibrate(1).epsilon_state
     first = release(kafka_broker, state_topic, "--keyed", "--epsilon", "0.5")
@@ -120,10 +118,10 @@ def test_release_from_state_topic_charges_the_groups_ledger(
     assert third.returncode == 1 and third.stdout == b""
     err = third.stderr.decode().strip()
     assert err.startswith("panstream: error: release of epsilon 0.5 refused") and "\n" not in err
-    ledgers = ledger_records(kafka_broker, state_topic)
-    assert [e["epsilon"] for e in ledgers[LEDGER_KEY]["entries"]] == [0.5, 0.4, 0.05]
-    assert ledgers[LEDGER_KEY]["entries"][2]["mechanism"] == "laplace map /20"
-    assert ledgers[INITIAL_LEDGER_KEY]["entries"] == []        # consumers' record, untouched
+    keys, ledger = ledger_records(kafka_broker, state_topic)
+    assert [e["epsilon"] for e in ledger["entries"]] == [0.5, 0.4, 0.05]
+    assert ledger["entries"][2]["mechanism"] == "laplace map /20"
+    assert len(set(keys)) == len(keys) == 4  # the opening and 3 reservations, each its own key
 
 
 @pytest.mark.kafka

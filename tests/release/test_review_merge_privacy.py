@@ -22,6 +22,7 @@ import panstream.release.stats as release_mod
 from panstream.cli.main import cli
 from panstream.release.density import format_release
 from panstream.release.noise import NoiseLaw
+from panstream.state import stores
 from panstream.state.stores import LEDGER_FILE, DirectoryStore, ensure_ledger, release_state_dir
 
 K = 4
@@ -69,7 +70,7 @@ def test_unkeyed_sum_merge_scales_noise_and_state_epsilon_to_the_shard_count(
     assert rel.epsilon == 0.5 and rel.sensitivity == K and rel.state_tables == K
     assert rel.epsilon_state == pytest.approx(K * one_table_epsilon())
     assert rel.epsilon_total == pytest.approx(K * one_table_epsilon() + 0.5)
-    ledger = json.loads((d / LEDGER_FILE).read_text())
+    ledger = json.loads(DirectoryStore(d).read_ledger() or b"")
     assert sum(e["epsilon"] for e in ledger["entries"]) == 0.5  # charged what was asked
     assert f"up to {K} stored table(s)" in format_release(rel)
 
@@ -140,19 +141,31 @@ def test_unreadable_release_ledger_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_lost_ledger_is_not_silently_replaced(tmp_path: Path) -> None:
-    """Deleting the group's release ledger must not reset the budget spent on the same tables."""
+    """Deleting the group's release ledger must not reset the budget spent on the same tables:
+    without the ledger the release is refused, and once a release was recorded in the ledger's
+    history even --new-ledger is (issue 21: it used to give 2 from a budget of 1)."""
     d = shard_dir(tmp_path, "range:1024")
     release_state_dir(d, 0.5, "laplace", keyed=True)
     (d / LEDGER_FILE).unlink()
     with pytest.raises(ps.StateError, match="--new-ledger"):
         release_state_dir(d, 0.5, "laplace", keyed=True)
     assert not ensure_ledger(DirectoryStore(d), 10.0)  # a restarted consumer does not recreate it
+    with pytest.raises(ps.StateError, match="--new-ledger refused: the ledger history"):
+        release_state_dir(d, 0.5, "laplace", keyed=True, new_ledger=True)
+
+
+def test_new_ledger_is_for_shards_never_released_from(tmp_path: Path) -> None:
+    d = shard_dir(tmp_path, "range:1024")
+    (d / LEDGER_FILE).unlink()  # lost before any release: no history records a spend
     rel, _ = release_state_dir(d, 0.5, "laplace", keyed=True, new_ledger=True)  # explicit choice
-    assert rel.epsilon == 0.5
+    assert rel.epsilon == 0.5 and rel.budget_remaining == 0.5
 
 
-def test_two_releases_of_one_directory_never_overlap(tmp_path: Path) -> None:
-    """A second release while one holds the group's ledger is refused (it would lose a charge)."""
+def test_two_releases_of_one_directory_never_overlap(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second release waits while one holds the group's ledger, and is refused with one line if
+    it is held too long (LEDGER_LOCK_WAIT, shortened here)."""
+    monkeypatch.setattr(stores, "LEDGER_LOCK_WAIT", 0.2)
     d = shard_dir(tmp_path, "range:1024")
     with DirectoryStore(d).ledger_lock(), pytest.raises(
         ps.StateError, match="in use by another panstream process"
@@ -161,6 +174,6 @@ def test_two_releases_of_one_directory_never_overlap(tmp_path: Path) -> None:
     rel, _ = release_state_dir(d, 0.5, "laplace", keyed=True)
     assert rel.budget_remaining == pytest.approx(9.5)
     # No lock or temporary file is left behind; only the ledger's history (no table), which lets a
-    # later release notice an older release-ledger.json put back.
+    # later release notice an older release-ledger.log put back.
     hidden = sorted(p.name for p in d.iterdir() if p.name.startswith("."))
     assert hidden == [".release-ledger.json.panstream-ledger"]

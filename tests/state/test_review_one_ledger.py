@@ -27,7 +27,6 @@ from panstream import estimators
 from panstream.cli.main import cli
 from panstream.release.ledger import RolledBackStateError, ShardReleaseError
 from panstream.state.checkpoint import Checkpointer, Shard
-from panstream.state.files import history_path
 from panstream.state.stores import (
     LEDGER_FILE,
     DirectoryStore,
@@ -212,7 +211,7 @@ def test_putting_an_old_group_ledger_back_is_detected(tmp_path: Path) -> None:
     (d / LEDGER_FILE).write_bytes(old)
     with pytest.raises(RolledBackStateError, match="release ledger"):
         release_state_dir(d, 0.5, "laplace", keyed=True)
-    assert Path(history_path(d / LEDGER_FILE)).exists()
+    assert Path(DirectoryStore(d).ledger_history().path).exists()
 
 
 def test_an_older_ledger_record_appended_to_a_state_topic_does_not_refund(tmp_path: Path) -> None:

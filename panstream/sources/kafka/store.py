@@ -123,7 +123,8 @@ def topic_store(topic: str, client: Mapping[str, Any], chunk_bytes: int = DEFAUL
                 create: bool = True) -> TopicStore:
     """A :class:`~panstream.statestore.TopicStore` on a Kafka topic.
 
-    The store also holds the group's release ledger (``panstream.statestore.LEDGER_KEY``), so
+    The store also holds the group's release ledger (records ``#ledger/...``, an append-only
+    log: :mod:`panstream.release.ledger_log`), so
     :func:`panstream.statestore.ensure_ledger` and :func:`panstream.statestore.release_store`
     work on it as on a directory.
 
