@@ -435,8 +435,7 @@ class Fit:
     Attributes:
         n: the estimate (Newton's limit, unrounded).
         cardinality: Presto's rounded ``cardinality()``.
-        stderr: its standard error from the bits' randomness (Fisher information of the
-            pseudo-likelihood at ``n``: ``1 / sqrt(sum_l B pi_l'^2 / (pi_l (1 - pi_l)))``).
+        stderr: its standard error from the bits' randomness (:func:`expected_stderr` at ``n``).
         gradient: ``d n / d K_l`` for each level's count of ones ``K_l`` (the delta method's
             weights for noise added to the counts).
     """
@@ -447,33 +446,52 @@ class Fit:
     gradient: tuple[float, ...]
 
 
-def mple(ones: np.ndarray | list[float], buckets: int, r: float) -> Fit:
+def mple(ones: np.ndarray | list[float] | tuple[float, ...], buckets: int, r: float) -> Fit:
     """The estimate of :func:`cardinality`, unrounded, with its standard error and the gradient of
-    the estimate with respect to the counts (for release noise)."""
+    the estimate with respect to the counts (for release noise). Counts are clipped to
+    ``[0, buckets]`` first (noisy counts may leave it; clipping is post-processing)."""
     k = np.clip(np.asarray(ones, dtype=np.float64), 0, buckets)
     n = _newton(k, buckets, r)
-    at = max(n, 1.0)
-    a1, b1, a2, b2, pi = _level_terms(at, buckets, k.size, r)
-    lv = np.arange(k.size, dtype=np.float64)
-    lg = np.log1p(-np.exp2(-(lv + 1)) / buckets)
-    x = np.exp(at * lg)
-    dpi = -(1 - 2 * r) * x * lg             # d pi / d n
-    info = float(np.sum(buckets * dpi * dpi / (pi * (1 - pi))))
-    se = 1 / math.sqrt(info) if info > 0 else math.inf
+    a1, b1, a2, b2, _ = _level_terms(max(n, 1.0), buckets, k.size, r)
     d2 = float(np.dot(k, a2) + np.dot(buckets - k, b2))
     grad = tuple(float(g) for g in (-(a1 - b1) / d2)) if d2 else tuple(0.0 for _ in range(k.size))
-    return Fit(n, max(0, math.floor(n + 0.5)), se, grad)
+    return Fit(n, max(0, math.floor(n + 0.5)), expected_stderr(n, buckets, k.size, r), grad)
 
 
 def expected_stderr(n: float, buckets: int, levels: int, r: float) -> float:
-    """The standard error :func:`mple` reports at a true count ``n`` (for planning tables)."""
+    """The standard error of the estimate at a true count of ``n`` distinct items.
+
+    A sandwich (delta-method) variance ``Var(S) / E[S']**2`` of the pseudo-likelihood's score
+    ``S = sum_l K_l a_l + (B - K_l) b_l``, with the *exact* covariance of the per-level counts for a
+    fixed set of ``n`` distinct items under a random hash: a bit at level ``l`` is missed by all
+    items with probability ``x_l = (1 - p_l)**n`` (``p_l = 2**-(l+1) / B``), two bits with
+    ``(1 - p_l - p_m)**n``; the occupied bits are then flipped independently (variance
+    ``B r (1 - r)`` per level, scaled by ``(1 - 2r)**2`` for the occupancy). Treating the bits as
+    independent instead (the Fisher information of the pseudo-likelihood) overstates the error at
+    small ``n``, where occupancies of one level are negatively correlated.
+    """
+    at = max(float(n), 1.0)
     lv = np.arange(levels, dtype=np.float64)
-    lg = np.log1p(-np.exp2(-(lv + 1)) / buckets)
-    x = np.exp(max(n, 1.0) * lg)
-    pi = (1 - r) - (1 - 2 * r) * x
-    dpi = -(1 - 2 * r) * x * lg
-    info = float(np.sum(buckets * dpi * dpi / (pi * (1 - pi))))
-    return 1 / math.sqrt(info) if info > 0 else math.inf
+    p = np.exp2(-(lv + 1)) / buckets
+    lg = np.log1p(-p)
+    x = np.exp(at * lg)
+    a1, b1, a2, b2, pi = _level_terms(at, buckets, levels, r)
+    g = a1 - b1
+    # Cov(O_l, O_m) of the numbers of occupied bits: B**2 [(1-p_l-p_m)^n - x_l x_m] off the
+    # diagonal, B x(1-x) + B(B-1)[(1-2p)^n - x^2] on it, each difference computed without
+    # cancellation as x_l x_m expm1(n ln(1 - p_l p_m / ((1-p_l)(1-p_m)))).
+    u = p / (1 - p)
+    cross = np.outer(x, x) * np.expm1(at * np.log1p(-np.outer(u, u)))
+    cov = buckets * buckets * cross
+    diag = buckets * x * (1 - x) + buckets * (buckets - 1) * np.diag(cross)
+    np.fill_diagonal(cov, diag)
+    cov *= (1 - 2 * r) ** 2
+    cov[np.diag_indices(levels)] += buckets * r * (1 - r)
+    var_score = float(g @ cov @ g)
+    hess = float(np.dot(buckets * pi, a2) + np.dot(buckets * (1 - pi), b2))
+    if hess == 0 or var_score <= 0:
+        return math.inf
+    return math.sqrt(var_score) / abs(hess)
 
 
 # ---------------------------------------------------------------------- merge
