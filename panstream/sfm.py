@@ -294,14 +294,22 @@ def bucket_level(h: np.ndarray, bits: int, levels: int) -> tuple[np.ndarray, np.
     bit ``64 - bits`` (so at most ``64 - bits``), capped at ``levels - 1``."""
     h = np.asarray(h, dtype=_U)
     bucket = (h >> _U(64 - bits)).astype(np.intp)
-    v = h | _U(1 << (64 - bits))
+    level = trailing_zeros(h, bits)
+    np.minimum(level, levels - 1, out=level)
+    return bucket, level
+
+
+def trailing_zeros(h: np.ndarray, bits: int) -> np.ndarray:
+    """Presto's ``numberOfTrailingZeros(hash, indexBitLength)``: the trailing zeros of ``h`` with a
+    1 placed at bit ``64 - bits`` (so at most ``64 - bits``), as ``intp``."""
+    v = np.asarray(h, dtype=_U) | _U(1 << (64 - bits))
     low = v & (~v + _U(1))  # the lowest set bit, a power of two
-    # log2 of a power of two, exactly: the float64 exponent of 2**k is k (k <= 63).
+    # log2 of a power of two, exactly: the float64 exponent of 2**k is k + 1 in frexp's convention.
     _, exp = np.frexp(low.astype(np.float64))
-    level = np.minimum(exp.astype(np.intp) - 1, levels - 1)
+    out = exp.astype(np.intp) - 1
     for a in (v, low, exp):
         a.fill(0)
-    return bucket, level
+    return out
 
 
 class SketchGrid(Universe):
@@ -409,7 +417,8 @@ def cardinality(ones: np.ndarray | list[float], buckets: int, r: float) -> int:
         r: the sketch's flip probability (Presto's ``randomizedResponseProbability``; 0 when not
             private).
     """
-    return max(0, math.floor(_newton(np.asarray(ones, dtype=np.float64), buckets, r) + 0.5))
+    n = _newton(np.asarray(ones, dtype=np.float64), buckets, r)
+    return 0 if math.isnan(n) else max(0, math.floor(n + 0.5))
 
 
 def _newton(k: np.ndarray, buckets: int, r: float) -> float:
@@ -420,9 +429,9 @@ def _newton(k: np.ndarray, buckets: int, r: float) -> float:
         a1, b1, a2, b2, _ = _level_terms(guess, buckets, levels, r)
         d1 = float(np.dot(k, a1) + np.dot(off, b1))
         d2 = float(np.dot(k, a2) + np.dot(off, b2))
+        if d2 == 0 or not math.isfinite(d1 / d2):
+            return math.nan  # Java: an infinite step, then NaN, which Math.round makes 0
         change = -d1 / d2
-        if not math.isfinite(change):
-            break
         guess += change
         it += 1
     return guess
@@ -452,6 +461,8 @@ def mple(ones: np.ndarray | list[float] | tuple[float, ...], buckets: int, r: fl
     ``[0, buckets]`` first (noisy counts may leave it; clipping is post-processing)."""
     k = np.clip(np.asarray(ones, dtype=np.float64), 0, buckets)
     n = _newton(k, buckets, r)
+    if math.isnan(n):
+        n = 0.0
     a1, b1, a2, b2, _ = _level_terms(max(n, 1.0), buckets, k.size, r)
     d2 = float(np.dot(k, a2) + np.dot(buckets - k, b2))
     grad = tuple(float(g) for g in (-(a1 - b1) / d2)) if d2 else tuple(0.0 for _ in range(k.size))
@@ -506,21 +517,32 @@ def merge_flip_probability(p1: Fraction | float, p2: Fraction | float) -> Fracti
 
 
 def merge_probabilities(p1: Fraction, p2: Fraction) -> dict[tuple[int, int], Fraction]:
-    """The probability that Presto's randomized merge sets a merged bit to 1, for each pair of input
-    bits ``(b1, b2)``, exactly (clamped to [0, 1] as Presto clamps).
+    """The probability that the randomized merge sets a merged bit to 1, for each pair of input bits
+    ``(b1, b2)``, exactly: with ``p = merge_flip_probability(p1, p2)`` and ``c = (1 - 2p) /
+    ((1 - 2p1)(1 - 2p2))``, ``Pr[1] = 1 - p - c (1 - p1 - b1)(1 - p2 - b2)`` (Theorem 4.8).
 
-    Presto: ``p = merge_flip_probability(p1, p2)``, ``c = (1 - 2p) / ((1 - 2p1)(1 - 2p2))`` and
-    ``Pr[1] = p + c (1 - 2p - c (1 - p1 - b1)(1 - p2 - b2))``. Averaged over the inputs' flips, a
-    merged bit is 1 with probability ``1 - p`` if either stream hit it and ``p`` otherwise: the law of
-    the union's sketch privatized with flip probability ``p``.
+    Since ``E[1 - p_i - b_i] = (1 - 2 p_i)(1 - t_i)`` for a true bit ``t_i``, a merged bit is 1 with
+    probability ``1 - p - (1 - 2p)(1 - t1)(1 - t2)``: ``1 - p`` if either stream hit it and ``p``
+    otherwise, the law of the union's sketch privatized with flip probability ``p``. All four values
+    lie in [0, 1] (two zeros merge to a 0 with certainty), so nothing is clamped.
+
+    The Presto versions we read compute ``p + c (1 - 2p - c (1 - p1 - b1)(1 - p2 - b2))`` instead,
+    which equals the above only when ``c = 1`` (a non-private input): for two private inputs it
+    sets a hit bit to 1 with probability ``p + c (1 - 2p) > 1 - p``, too many ones, which Presto's
+    newer ``testMergedPrivateCardinalitiesAreUnbiased`` rules out. We implement the unbiased form.
+
+    >>> pr = merge_probabilities(Fraction(1, 4), Fraction(1, 4))
+    >>> pr[(0, 0)], pr[(1, 1)]
+    (Fraction(0, 1), Fraction(4, 7))
     """
     p = Fraction(merge_flip_probability(Fraction(p1), Fraction(p2)))
     c = (1 - 2 * p) / ((1 - 2 * Fraction(p1)) * (1 - 2 * Fraction(p2)))
     out = {}
     for b1 in (0, 1):
         for b2 in (0, 1):
-            x = 1 - 2 * p - c * (1 - p1 - b1) * (1 - p2 - b2)
-            out[(b1, b2)] = min(Fraction(1), max(Fraction(0), p + c * x))
+            v = 1 - p - c * (1 - p1 - b1) * (1 - p2 - b2)
+            assert 0 <= v <= 1, (p1, p2, b1, b2)
+            out[(b1, b2)] = v
     return out
 
 

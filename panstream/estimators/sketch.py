@@ -271,8 +271,9 @@ class SketchEstimator(Estimator):
 
 
 def merge(a: PrestoSketch, b: PrestoSketch) -> PrestoSketch:
-    """Presto's randomized merge (``SfmSketch.mergeWith``; Theorem 4.8 of Hehir, Ting and Cormode),
-    with draws from the OS CSPRNG.
+    """The randomized merge of Presto's ``SfmSketch.mergeWith`` (Theorem 4.8 of Hehir, Ting and
+    Cormode, in its unbiased form: see :func:`panstream.sfm.merge_probabilities`), with draws from
+    the OS CSPRNG.
 
     Each merged bit is 1 with the probability :func:`panstream.sfm.merge_probabilities` gives for
     its two input bits. Those probabilities are exact rationals here, each rounded to the nearest
