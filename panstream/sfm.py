@@ -199,7 +199,9 @@ def canonical_ip(text: str) -> str | None:
         return None
     if raw[:12] == b"\0" * 10 + b"\xff\xff":
         return socket.inet_ntop(socket.AF_INET, raw[12:])
-    return str(ipaddress.IPv6Address(raw))
+    if raw[:12] == bytes(12):  # glibc writes ::a.b.c.d here; RFC 5952 (and Guava) write hex
+        return str(ipaddress.IPv6Address(raw))
+    return socket.inet_ntop(socket.AF_INET6, raw)  # RFC 5952 text, as ipaddress (and faster)
 
 
 class _Blank(Exception):
@@ -371,12 +373,49 @@ class SketchGrid(Universe):
         if isinstance(items, np.ndarray) and items.dtype.kind in "iu" and self.items == "id":
             h = hash64_ints(items)
             malformed = empty = 0
+        elif isinstance(items, list) and all(type(t) is bytes or type(t) is str for t in items):
+            return self._indices_repeated(items)
         else:
             h, malformed, empty = hash_items(items.tolist() if isinstance(items, np.ndarray)
                                              else items, self.items)
         cells = self.cells_of_hashes(h)
         h.fill(0)
         return IndexResult(cells, malformed=malformed, empty=empty)
+
+    def _indices_repeated(self, items: list[Any]) -> IndexResult:
+        """Text items (a log's tokens): each distinct token is written canonically and hashed once,
+        then every token takes its token's cell (logs repeat their clients many times)."""
+        distinct = list(dict.fromkeys(items))
+        cell: dict[Any, int] = {}
+        good: list[Any] = []
+        canon: list[bytes] = []
+        for t in distinct:
+            try:
+                c = canonical_item(t, self.items)
+            except _Blank:
+                cell[t] = -2
+                continue
+            if c is None:
+                cell[t] = -1
+            else:  # text items canonicalize to bytes
+                good.append(t)
+                canon.append(c)  # type: ignore[arg-type]
+        h = hash64_bytes(canon)
+        cells = self.cells_of_hashes(h)
+        h.fill(0)
+        cell.update(zip(good, cells.tolist()))
+        cells.fill(0)
+        allc = np.fromiter((cell[t] for t in items), dtype=np.intp, count=len(items))
+        cell.clear()
+        distinct.clear()
+        good.clear()
+        canon.clear()
+        malformed = int(np.count_nonzero(allc == -1))
+        empty = int(np.count_nonzero(allc == -2))
+        out = allc[allc >= 0] if malformed or empty else allc
+        if out is not allc:
+            allc.fill(0)
+        return IndexResult(out, malformed=malformed, empty=empty)
 
     def _indices_objects(self, items: Iterable[Any]) -> IndexResult:
         return self.indices(list(items))

@@ -77,4 +77,8 @@ def _probabilities(d: dict[str, Any]) -> str:
     if d["estimator"] == "density":
         return (f"{d['calibration']} calibration, p = {d['p']} = {d['p_float']:.9f}, "
                 f"q = {d['q']} = {d['q_float']:.9f}")
+    if d["estimator"] == "sketch":
+        return (f"randomized response, flip probability q = {d['q']} = {d['q_float']:.9f}; "
+                f"{d['buckets']} buckets x {d['levels']} levels = {d['bytes']:,} bytes, "
+                f"{d['items']} items hashed with {d['hash']} as Presto does")
     return ", ".join(f"{k} = {v}" for k, v in d.items() if k in ("modulus", "alpha"))
