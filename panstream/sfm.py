@@ -403,7 +403,7 @@ class SketchGrid(Universe):
         h = hash64_bytes(canon)
         cells = self.cells_of_hashes(h)
         h.fill(0)
-        cell.update(zip(good, cells.tolist()))
+        cell.update(zip(good, cells.tolist(), strict=True))
         cells.fill(0)
         allc = np.fromiter((cell[t] for t in items), dtype=np.intp, count=len(items))
         cell.clear()
@@ -653,7 +653,7 @@ def from_presto(data: bytes | bytearray | memoryview) -> PrestoSketch:
     if tag != FORMAT_TAG:
         msg = f"not a Presto SfmSketch: format tag {tag}, expected {FORMAT_TAG}"
         raise StateError(msg)
-    if not 1 <= bits <= 32 or not 1 <= levels or bits + levels > 64:
+    if not 1 <= bits <= 32 or not levels >= 1 or bits + levels > 64:
         msg = f"invalid Presto SfmSketch: index bit length {bits}, precision {levels}"
         raise StateError(msg)
     if bits > 24 or (1 << bits) * levels > 1 << 30:

@@ -88,7 +88,7 @@ def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | 
     if kind == "sketch" or (universe is not None and universe.kind == "sketch"):
         from panstream.sfm import SketchGrid
 
-        if kind != "sketch":
+        if kind != "sketch" and universe is not None:
             raise click.UsageError(f"--universe {universe.spec} is a sketch grid: add --estimator "
                                    "sketch")
         if universe is not None and universe.kind != "sketch":

@@ -23,8 +23,8 @@ from panstream.release.density import Release, format_release
 from panstream.release.frequency import FrequencyRelease, format_frequency_release
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.release.maps import MapRelease, format_map
-from panstream.release.sketch import SketchRelease, format_sketch_release
 from panstream.release.noise import MECHANISMS
+from panstream.release.sketch import SketchRelease, format_sketch_release
 
 
 @click.command()

@@ -31,9 +31,9 @@ from panstream.estimators.density import DensityEstimator, Estimate
 from panstream.estimators.frequency import FrequencyEstimate, FrequencyEstimator
 from panstream.estimators.sketch import SketchEstimator
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
+from panstream.sfm import SketchGrid
 from panstream.state import files
 from panstream.state import format as fmt
-from panstream.sfm import SketchGrid
 from panstream.universe import Universe
 
 #: The estimator class of each snapshot ``kind``.
@@ -42,8 +42,8 @@ FAMILIES: dict[str, type[Estimator]] = {DensityEstimator.kind: DensityEstimator,
                                         SketchEstimator.kind: SketchEstimator}
 
 __all__ = ["FAMILIES", "DensityEstimator", "Estimate", "Estimator", "FrequencyEstimate",
-           "FrequencyEstimator", "SketchEstimator", "UpdateResult", "check_release_options", "expect_of", "family",
-           "load", "new", "release_file", "restore", "state_epsilon"]
+           "FrequencyEstimator", "SketchEstimator", "UpdateResult", "check_release_options",
+           "expect_of", "family", "load", "new", "release_file", "restore", "state_epsilon"]
 
 
 def family(kind: str) -> type[Estimator]:

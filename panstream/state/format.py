@@ -274,6 +274,7 @@ def parse_head(frame: Frame, head: Buffer) -> tuple[dict[str, Any], dict[str, An
     spec, cells = params.get("universe"), params.get("cells")
     if not isinstance(spec, str) or isinstance(cells, bool) or not isinstance(cells, int):
         raise _bad("the parameters lack a universe spec or a cell count")
+    universe: Universe
     try:
         if kind == "sketch":  # a Sketch-Flip-Merge grid: its cells are hash buckets x levels
             from panstream.sfm import SketchGrid
