@@ -70,3 +70,35 @@ def test_sketch_mistakes_get_one_line(tmp_path: Path, run_cli: Callable[..., Any
         r = run_cli(["ingest", *args, str(log)])
         assert r.returncode == 2, (args, r.stderr)
         assert msg in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_rotate_exports_the_ending_epoch_in_prestos_format(tmp_path: Path,
+                                                           run_cli: Callable[..., Any]) -> None:
+    """The export is the state, byte for byte; the state file then holds a fresh epoch."""
+    from panstream import estimators, sfm
+
+    log = tmp_path / "a.log"
+    log.write_text("".join(f"10.0.{i // 256}.{i % 256}\n" for i in range(3000)))
+    state, out = tmp_path / "s.pst", tmp_path / "epoch.sfm"
+    assert run_cli(["ingest", "--estimator", "sketch", "-s", str(state), str(log)]).returncode == 0
+    before = estimators.load(state)
+    r = run_cli(["rotate", "-s", str(state), "--export-presto", str(out)])
+    assert r.returncode == 0, r.stderr
+    exported = sfm.from_presto(out.read_bytes())
+    assert exported.bitmap == before.presto().bitmap and exported.flip == float(before.q)
+    after = estimators.load(state)
+    assert after.presto().bitmap != exported.bitmap
+    density = tmp_path / "d.pst"
+    assert run_cli(["ingest", "-u", "ipv4:10.0.0.0/16", "-s", str(density),
+                    str(log)]).returncode == 0
+    r = run_cli(["rotate", "-s", str(density), "--export-presto", str(out)])
+    assert r.returncode == 1 and b"holds a density state" in r.stderr
+
+
+def test_inspect_reads_a_presto_sketch_file(tmp_path: Path, run_cli: Callable[..., Any]) -> None:
+    """A sketch Presto serialized (Velox's Java-compatibility vector) is counted as Presto does."""
+    path = Path(__file__).parents[1] / "sketch" / "java-sfm-256x16-eps4.bin"
+    r = run_cli(["inspect", "-s", str(path), "--json"])
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert (d["cardinality"], d["buckets"], d["levels"]) == (927_499, 256, 16)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import struct
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -73,6 +74,11 @@ def test_bucket_and_level_follow_presto(bits: int) -> None:
     assert sfm.trailing_zeros(hashes, bits).tolist() == [min(i, 64 - bits) for i in range(63)]
     _, capped = sfm.bucket_level(hashes, bits, 24)
     assert capped.tolist() == [min(i, 64 - bits, 23) for i in range(63)]
+
+
+def test_the_vector_file_holds_the_same_bytes() -> None:
+    """``java-sfm-256x16-eps4.bin`` (used by the CLI tests) is this vector."""
+    assert (Path(__file__).parent / "java-sfm-256x16-eps4.bin").read_bytes() == JAVA_SKETCH
 
 
 def test_a_java_serialized_sketch_reads_counts_and_writes_back_byte_for_byte() -> None:
