@@ -544,6 +544,30 @@ def expected_stderr(n: float, buckets: int, levels: int, r: float) -> float:
     return math.sqrt(var_score) / abs(hess)
 
 
+def planned_error(n: float, epsilon: float, release_epsilon: float | None = None,
+                  buckets: int = DEFAULT_BUCKETS, levels: int = DEFAULT_LEVELS) -> dict[str, float]:
+    """The standard errors a sketch will have at ``n`` distinct items, before ingesting: the state
+    part (:func:`expected_stderr`) and, for a release at ``release_epsilon``, the release part
+    (Laplace noise of variance ``2 / release_epsilon**2`` on every level's count, through the
+    estimate's gradient at the expected counts).
+
+    >>> e = planned_error(50_000, 1.0, 1.0)
+    >>> round(e["state"] / 50_000, 3), e["release"] < 0.1 * e["state"]
+    (0.027, True)
+    """
+    from panstream.calibration import calibrate
+
+    r = float(calibrate(epsilon, "rr").q)
+    state = expected_stderr(n, buckets, levels, r)
+    rel = 0.0
+    if release_epsilon:
+        *_, pi = _level_terms(max(n, 1.0), buckets, levels, r)
+        fit = mple(buckets * pi, buckets, r)
+        rel = math.sqrt(2 / release_epsilon**2 * math.fsum(g * g for g in fit.gradient))
+    return {"state": state, "release": rel, "total": math.hypot(state, rel),
+            "bytes": buckets * levels / 8, "flip_probability": r}
+
+
 # ---------------------------------------------------------------------- merge
 def merge_flip_probability(p1: Fraction | float, p2: Fraction | float) -> Fraction | float:
     """Presto's ``mergeRandomizedResponseProbabilities``: ``(p1 + p2 - 3 p1 p2) / (1 - 2 p1 p2)``,

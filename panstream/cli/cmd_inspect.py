@@ -89,8 +89,11 @@ def _presto_file(path: str) -> dict[str, Any] | None:
     ``None`` if ``path`` is not one (then it is read as a state file)."""
     from panstream import sfm
 
-    with open(path, "rb") as f:
-        data = f.read(1 << 26)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 26)
+    except OSError:
+        return None  # the state reader says what is wrong, in its words
     if not data or data[0] != sfm.FORMAT_TAG:
         return None
     sk = sfm.from_presto(data)
