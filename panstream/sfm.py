@@ -119,25 +119,31 @@ def _murmur_block_rows(rows: np.ndarray, length: int, seed: int = 0) -> tuple[np
         h2 ^= k2
         h2 = _rotl(h2, 31) + h1
         h2 = h2 * _U(5) + _U(0x38495AB5)
-        blk.fill(0)
+        for a in (blk, k1, k2):  # item-derived: zeroed before they are freed
+            a.fill(0)
     tail = length & 15
     if tail:
         pad = np.zeros((n, 16), dtype=np.uint8)
         pad[:, :tail] = rows[:, 16 * nblocks :]
         words = pad.view("<u8")
         if tail > 8:
-            h2 ^= _rotl(words[:, 1] * _C2, 33) * _C1
-        h1 ^= _rotl(words[:, 0] * _C1, 31) * _C2
+            k2 = _rotl(words[:, 1] * _C2, 33) * _C1
+            h2 ^= k2
+            k2.fill(0)
+        k1 = _rotl(words[:, 0] * _C1, 31) * _C2
+        h1 ^= k1
+        k1.fill(0)
         pad.fill(0)
     h1 ^= _U(length)
     h2 ^= _U(length)
     h1 += h2
     h2 += h1
-    h1 = _fmix(h1)
-    h2 = _fmix(h2)
-    h1 += h2
-    h2 += h1
-    return h1, h2
+    m1, m2 = _fmix(h1), _fmix(h2)
+    h1.fill(0)
+    h2.fill(0)
+    m1 += m2
+    m2 += m1
+    return m1, m2
 
 
 def murmur3_x64_128(data: bytes, seed: int = 0) -> bytes:
