@@ -176,3 +176,12 @@ def test_merging_two_sites_counts_their_union() -> None:
     assert m.epsilon == pytest.approx(sfm.merged_epsilon(a.epsilon_state, b.epsilon_state))
     with pytest.raises(StateError, match="different grids"):
         merge(a.presto(), ps.SketchEstimator(buckets=1024).presto())
+
+
+def test_a_consumer_group_of_sketch_shards_is_refused_not_summed() -> None:
+    """Laying sketches end to end (the density sum merge) would count nonsense: refused."""
+    from panstream.state import merge as group_merge
+
+    shards = [ps.SketchEstimator(items="id"), ps.SketchEstimator(items="id")]
+    with pytest.raises(StateError, match="does not merge"):
+        group_merge.merge_group_sum(shards)
