@@ -119,3 +119,27 @@ def test_plan_compares_the_table_and_the_sketch(run_cli: Callable[..., Any]) -> 
     r = run_cli(["plan", "--estimator", "sketch", "-u", "sketch:4096x24:ip", "--epsilon", "1",
                  "-n", "1000000"])
     assert r.returncode == 0 and b"(2.74 %)" in r.stdout
+
+
+def test_merge_sketches_of_two_sites(tmp_path: Path, run_cli: Callable[..., Any]) -> None:
+    """Two sites' exported epochs (overlapping clients) merge into a sketch of the union; the
+    count is within 6 of the merged sketch's standard errors (false failure < 1e-8)."""
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text("".join(f"10.{i >> 16}.{i >> 8 & 255}.{i & 255}\n" for i in range(0, 30_000)))
+    b.write_text("".join(f"10.{i >> 16}.{i >> 8 & 255}.{i & 255}\n" for i in range(20_000, 50_000)))
+    for log, eps in ((a, "2"), (b, "3")):
+        st = tmp_path / f"{log.stem}.pst"
+        assert run_cli(["ingest", "--estimator", "sketch", "--epsilon", eps, "-s", str(st),
+                        str(log)]).returncode == 0
+        assert run_cli(["rotate", "-s", str(st), "--export-presto",
+                        str(tmp_path / f"{log.stem}.sfm")]).returncode == 0
+    out = tmp_path / "both.sfm"
+    r = run_cli(["merge-sketches", str(tmp_path / "a.sfm"), str(tmp_path / "b.sfm"), "-o",
+                 str(out), "--json"])
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert abs(d["cardinality"] - 50_000) < 6 * d["stderr"]
+    assert d["epsilon"] < 2
+    r = run_cli(["merge-sketches", str(tmp_path / "a.sfm"), str(tmp_path / "a.log"), "-o",
+                 str(out)])
+    assert r.returncode == 1 and b"a.log" in r.stderr and b"Traceback" not in r.stderr
