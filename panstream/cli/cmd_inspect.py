@@ -110,6 +110,6 @@ def _probabilities(d: dict[str, Any]) -> str:
                 f"q = {d['q']} = {d['q_float']:.9f}")
     if d["estimator"] == "sketch":
         return (f"randomized response, flip probability q = {d['q']} = {d['q_float']:.9f}; "
-                f"{d['buckets']} buckets x {d['levels']} levels = {d['bytes']:,} bytes, "
+                f"{d['buckets']} buckets x {d['levels']} levels = {d['grid_bytes']:,} bytes, "
                 f"{d['items']} items hashed with {d['hash']} as Presto does")
     return ", ".join(f"{k} = {v}" for k, v in d.items() if k in ("modulus", "alpha"))

@@ -163,7 +163,7 @@ class SketchEstimator(Estimator):
     def describe(self) -> dict[str, Any]:
         """The grid and the exact flip probability, for ``panstream inspect``."""
         return {"buckets": self.buckets, "levels": self.levels, "items": self.items,
-                "hash": HASH, "bytes": self.size // 8, "q": str(self.q),
+                "hash": HASH, "grid_bytes": self.size // 8, "q": str(self.q),
                 "q_float": float(self.q), "layout": self.layout}
 
     def _payload_view(self) -> memoryview:
