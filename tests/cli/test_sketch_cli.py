@@ -143,3 +143,8 @@ def test_merge_sketches_of_two_sites(tmp_path: Path, run_cli: Callable[..., Any]
     r = run_cli(["merge-sketches", str(tmp_path / "a.sfm"), str(tmp_path / "a.log"), "-o",
                  str(out)])
     assert r.returncode == 1 and b"a.log" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_audit_and_kafka_say_the_sketch_is_not_supported_yet(run_cli: Callable[..., Any]) -> None:
+    r = run_cli(["audit", "--estimator", "sketch"])
+    assert r.returncode == 2 and b"not supported yet" in r.stderr
