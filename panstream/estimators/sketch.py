@@ -149,9 +149,12 @@ class SketchEstimator(Estimator):
             self._apply(cells)
         finally:
             cells.fill(0)
+            n = int(h.size)
+            if h is not hashes:
+                h.fill(0)  # our converted copy
             if wipe and isinstance(hashes, np.ndarray) and hashes.flags.writeable:
                 hashes.fill(0)
-        return int(h.size)
+        return n
 
     def params(self) -> dict[str, Any]:
         """The public parameters stored in snapshots (kind ``sketch``)."""

@@ -14,8 +14,9 @@ bits' randomness (the Fisher information of the pseudo-likelihood, :func:`panstr
 release noise moves it by ``sum_l g_l e_l`` (``g_l = dn/dK_l``, delta method), of variance
 ``var(e) sum_l g_l**2``. The interval is ``n +- h`` with ``h`` the ``confidence`` quantile of a
 normal of ``se_state`` plus a Laplace of the release part's variance (a single Laplace has heavier
-tails than a weighted sum of independent ones, so this errs wide). At n = 50,000 and eps = 1 the
-release part is well under 1% of the state part: the bits' randomized response dominates.
+tails than a weighted sum of independent ones, so this errs wide). At n = 50,000, state and release
+eps 1, the release part's sd is 62 against 1,354 for the state's (0.1 % more in quadrature): the
+bits' randomized response dominates.
 
 >>> import panstream as ps
 >>> est = ps.SketchEstimator(epsilon=1.0, items="id", budget=1.0)
