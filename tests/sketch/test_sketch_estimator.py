@@ -185,3 +185,17 @@ def test_a_consumer_group_of_sketch_shards_is_refused_not_summed() -> None:
     shards = [ps.SketchEstimator(items="id"), ps.SketchEstimator(items="id")]
     with pytest.raises(StateError, match="does not merge"):
         group_merge.merge_group_sum(shards)
+
+
+def test_a_snapshot_shows_nothing_of_the_stream_outside_the_grid() -> None:
+    """The contents rule: two states fed different streams (none and 50,000 items) have snapshots
+    of the same length whose bytes outside the 12 KiB payload are identical."""
+    from panstream.state import format as fmt
+
+    quiet, busy = ps.SketchEstimator(items="id"), ps.SketchEstimator(items="id")
+    _ = busy.update(np.arange(50_000))
+    a, b = quiet.snapshot(), busy.snapshot()
+    sa, sb = fmt.decode(a), fmt.decode(b)
+    head = len(a) - len(sa.payload) - fmt.DIGEST_SIZE
+    assert len(a) == len(b) and len(sa.payload) == 12 * 1024
+    assert a[:head] == b[:head]
