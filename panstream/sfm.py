@@ -91,8 +91,9 @@ def hash64_ints(values: np.ndarray) -> np.ndarray:
 
     ``values`` is any integer array; each value is taken modulo 2**64 (a Java ``long``).
     """
-    v = np.asarray(values).astype(np.int64, copy=False).view(_U) if np.asarray(values).dtype.kind == "i" \
-        else np.asarray(values).astype(_U, copy=False)
+    arr = np.asarray(values)
+    v = arr.astype(np.int64, copy=False).view(_U) if arr.dtype.kind == "i" \
+        else arr.astype(_U, copy=False)
     k1 = _rotl(v * _C1, 31) * _C2
     h1 = _U(8) + (_U(8) ^ k1)  # h1 = k1; h1 ^= len; h2 = len; h1 += h2
     h2 = h1 + _U(8)             # h2 += h1
@@ -374,7 +375,8 @@ class SketchGrid(Universe):
 
     def indices(self, items: Iterable[Any] | np.ndarray) -> IndexResult:
         """Cells of ``items``: integer arrays are hashed as ``bigint`` (``id``) or IPv4 addresses
-        (``ip``); other items by :func:`canonical_item`."""
+        (``ip``); other items by :func:`canonical_item`. The cells of a mixed batch of integers
+        and text come in no particular order (a sketch is a set: order does not matter)."""
         refuse_bare_item(items, "indices")
         if isinstance(items, np.ndarray) and items.dtype.kind in "iu" and self.items == "id":
             h = hash64_ints(items)
