@@ -33,6 +33,7 @@ from panstream.estimators import (
     restore,
 )
 from panstream.estimators.frequency import FrequencyEstimate, FrequencyEstimator
+from panstream.estimators.sketch import SketchEstimator
 from panstream.planning import Split, SplitPlan, plan_split
 from panstream.release.density import Release
 from panstream.release.frequency import FrequencyRelease
@@ -55,6 +56,7 @@ __all__ = [
     "Estimator",
     "FrequencyEstimate",
     "FrequencyEstimator",
+    "SketchEstimator",
     "FrequencyRelease",
     "IndexResult",
     "ItemError",

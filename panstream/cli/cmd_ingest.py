@@ -85,6 +85,17 @@ def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | 
                    "budget is fixed when a state is created")
             raise ConfigurationError(msg)
         return est, True
+    if kind == "sketch" or (universe is not None and universe.kind == "sketch"):
+        from panstream.sfm import SketchGrid
+
+        if kind != "sketch" and universe is not None:
+            raise click.UsageError(f"--universe {universe.spec} is a sketch grid: add --estimator "
+                                   "sketch")
+        if universe is not None and universe.kind != "sketch":
+            raise click.UsageError(f"--estimator sketch counts any items in a hashed grid, not "
+                                   f"cells of {universe.spec}: drop --universe, or give a grid "
+                                   "such as --universe sketch:4096x24:ip (or :id for any IDs)")
+        universe = universe if universe is not None else SketchGrid()
     if universe is None:
         raise click.UsageError("--universe is required when starting a new state "
                                "(or set PANSTREAM_UNIVERSE)")
@@ -104,6 +115,9 @@ def _counts(s: IngestStats, outside: str = "outside") -> str:
 def release_line(rel: dict[str, Any]) -> str:
     """One human line for a periodic release of either family (its ``to_dict()``)."""
     tail = f"epsilon {rel['epsilon']:g}, budget left {rel['budget_remaining']:g}"
+    if "cardinality" in rel:  # a sketch
+        return (f"release: distinct {rel['distinct']:,.0f} [{rel['low']:,.0f}, "
+                f"{rel['high']:,.0f}], {tail}")
     if "distinct" in rel:
         return (f"release: distinct {rel['distinct']:,.0f} [{rel['distinct_low']:,.0f}, "
                 f"{rel['distinct_high']:,.0f}], density {rel['density']:.6f}, {tail}")

@@ -54,6 +54,18 @@ def command(state: str, as_json: bool) -> None:
       panstream inspect -s web.pst
       panstream inspect -s web.pst --json
     """
+    presto = _presto_file(state)
+    if presto is not None:
+        if as_json:
+            emit_json(presto)
+            return
+        click.echo(f"sketch           {state}: a Presto SfmSketch (format tag 7, {presto['bytes']:,} "
+                   f"bytes), {presto['buckets']} buckets x {presto['levels']} levels")
+        click.echo(f"privacy          flip probability {presto['flip']!r}: epsilon "
+                   f"{presto['epsilon']:.6g} (already published: counting it is post-processing)")
+        click.echo(f"distinct         {presto['cardinality']:,} (Presto's cardinality(), +- "
+                   f"{presto['stderr']:,.0f} standard error)")
+        return
     d = describe(state)
     if as_json:
         emit_json(d)
@@ -77,9 +89,32 @@ def command(state: str, as_json: bool) -> None:
         click.echo(f"ROLLED BACK      releases are refused: {d['releases_refused']}")
 
 
+def _presto_file(path: str) -> dict[str, Any] | None:
+    """What a Presto-format sketch file holds (a published object, so its count is shown), or
+    ``None`` if ``path`` is not one (then it is read as a state file)."""
+    from panstream import sfm
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 26)
+    except OSError:
+        return None  # the state reader says what is wrong, in its words
+    if not data or data[0] != sfm.FORMAT_TAG:
+        return None
+    sk = sfm.from_presto(data)
+    fit = sfm.mple(sk.ones_by_level(), sk.buckets, sk.flip)
+    return {"sketch": path, "format": "presto-sfm", "bytes": len(data), "buckets": sk.buckets,
+            "levels": sk.levels, "flip": sk.flip, "epsilon": sk.epsilon,
+            "cardinality": sk.cardinality(), "stderr": fit.stderr}
+
+
 def _probabilities(d: dict[str, Any]) -> str:
     """The exact probabilities of a described state, for one line."""
     if d["estimator"] == "density":
         return (f"{d['calibration']} calibration, p = {d['p']} = {d['p_float']:.9f}, "
                 f"q = {d['q']} = {d['q_float']:.9f}")
+    if d["estimator"] == "sketch":
+        return (f"randomized response, flip probability q = {d['q']} = {d['q_float']:.9f}; "
+                f"{d['buckets']} buckets x {d['levels']} levels = {d['grid_bytes']:,} bytes, "
+                f"{d['items']} items hashed with {d['hash']} as Presto does")
     return ", ".join(f"{k} = {v}" for k, v in d.items() if k in ("modulus", "alpha"))

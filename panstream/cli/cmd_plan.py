@@ -289,6 +289,9 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
     the --modulus, over every frequency profile (docs/frequency.md, "Sizing").
     """
     check_family_options(ctx, estimator)
+    if estimator == "sketch" or universe.kind == "sketch":
+        _sketch_plan(universe, epsilon, expected_distinct, release_epsilon, as_json)
+        return
     if estimator == "frequency":
         if epsilon is None or by is not None:
             raise click.UsageError("--estimator frequency plans with --epsilon (no --by maps)")
@@ -320,6 +323,8 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
         assert epsilon is not None
         d = plan(universe, epsilon, expected_distinct, release_epsilon, target_error)
         eps_list = (release_epsilon,) if release_epsilon else ()
+        if expected_distinct is not None:
+            d["sketch"] = _sketch_row(epsilon, expected_distinct, release_epsilon)
     d["telemetry"] = "nothing counted by default (0 per person)"
     mp = None
     if by is not None:
@@ -336,6 +341,8 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
         _echo_split(sp)
     else:
         _echo_plan(d, universe, epsilon, expected_distinct, release_epsilon, target_error)
+        if "sketch" in d:
+            _echo_comparison(d, universe)
     if mp is not None:
         _echo_map_plan(mp)
 
@@ -377,6 +384,61 @@ def _echo_plan(d: dict[str, Any], universe: Universe, epsilon: float,
             click.echo(f"         {within}; best table: hashed:{r['best_size']} (error "
                        f"{r['best_size_rmse']:,.1f}), power of two hashed:{r['best_power_of_two']} "
                        f"(error {r['best_power_of_two_rmse']:,.1f})")
+
+
+def _sketch_row(epsilon: float, n: int, release_epsilon: float | None,
+                buckets: int = 4096, levels: int = 24) -> dict[str, Any]:
+    """The Sketch-Flip-Merge grid's errors at ``n`` (1 sd and 95 %) and its memory."""
+    from panstream.sfm import planned_error
+
+    e = planned_error(n, epsilon, release_epsilon, buckets, levels)
+    return {"grid": f"sketch:{buckets}x{levels}", "bytes": int(e["bytes"]),
+            "stderr_distinct": e["total"], "stderr_distinct_95": Z95 * e["total"],
+            "table_noise": e["state"], "release_noise": e["release"]}
+
+
+def _echo_comparison(d: dict[str, Any], universe: Universe) -> None:
+    """The bit table (rr) beside the sketch at the same -n and epsilon, and which to pick."""
+    sk = d["sketch"]
+    rr = next((r for r in d["calibrations"] if r.get("calibration") == "rr"), None)
+    table_bytes = (universe.size + 7) // 8
+    click.echo(f"  compare: --estimator sketch ({sk['grid']}, {sk['bytes']:,} bytes, any items, "
+               f"IPv4 and IPv6): error +- {sk['stderr_distinct']:,.0f} "
+               f"[{sk['stderr_distinct_95']:,.0f}]")
+    if rr is None or rr.get("stderr_distinct") is None:
+        click.echo("  pick the sketch: this table cannot express the count")
+        return
+    mine = rr["stderr_distinct"]
+    better = "sketch" if sk["stderr_distinct"] < mine else "table"
+    why = (f"its error is {mine / sk['stderr_distinct']:,.1f}x smaller in "
+           f"{table_bytes / sk['bytes']:,.0f}x less memory" if better == "sketch" else
+           f"its error is {sk['stderr_distinct'] / mine:,.1f}x smaller (a table's error is fixed "
+           "by |X|, the sketch's grows with the count)"
+           + ("; it also gives maps (--by)" if universe.kind in ("ipv4", "ipv6") else ""))
+    click.echo(f"  pick the {'sketch' if better == 'sketch' else 'table ' + universe.spec} "
+               f"(rr, {table_bytes:,} bytes, +- {mine:,.0f}): {why}")
+
+
+def _sketch_plan(universe: Universe, epsilon: float | None, n: int | None,
+                 release_epsilon: float | None, as_json: bool) -> None:
+    """``plan --estimator sketch``: the grid's error at -n."""
+    from panstream.sfm import SketchGrid
+
+    if epsilon is None or n is None:
+        raise click.UsageError("--estimator sketch plans with --epsilon and -n/--expected-distinct "
+                               "(its error is relative to the count)")
+    grid = universe if isinstance(universe, SketchGrid) else SketchGrid()
+    row = _sketch_row(epsilon, n, release_epsilon, grid.buckets, grid.levels)
+    if as_json:
+        emit_json({"epsilon": epsilon, "expected_distinct": n, "release_epsilon": release_epsilon,
+                   "sketch": row})
+        return
+    click.echo(f"plan: {grid.spec} ({row['bytes']:,} bytes), epsilon {epsilon:g}, at {n:,} "
+               "distinct" + (f", one release at epsilon {release_epsilon:g}"
+                             if release_epsilon else ""))
+    click.echo(f"  distinct +- {row['stderr_distinct']:,.0f} [{row['stderr_distinct_95']:,.0f}] "
+               f"({100 * row['stderr_distinct'] / n:.2f} %): table noise "
+               f"{row['table_noise']:,.0f}, release noise {row['release_noise']:,.0f}")
 
 
 def _echo_split(sp: SplitPlan) -> None:

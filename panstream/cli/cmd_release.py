@@ -24,6 +24,7 @@ from panstream.release.frequency import FrequencyRelease, format_frequency_relea
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.release.maps import MapRelease, format_map
 from panstream.release.noise import MECHANISMS
+from panstream.release.sketch import SketchRelease, format_sketch_release
 
 
 @click.command()
@@ -152,11 +153,12 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
         # Under the state's lock (a running ingest would overwrite the charge); the ledger is
         # durable before the number is shown.
         rel = release_file(state, epsilon, mechanism, by=by, **options)
-    if isinstance(rel, (Release, FrequencyRelease)):
+    if isinstance(rel, (Release, FrequencyRelease, SketchRelease)):
         if as_json:
             emit_json(rel.to_dict())
         else:
             click.echo(format_release(rel) if isinstance(rel, Release)
+                       else format_sketch_release(rel) if isinstance(rel, SketchRelease)
                        else format_frequency_release(rel))
         return
     _show_map(rel, csv_out, as_json)

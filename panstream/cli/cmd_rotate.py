@@ -17,7 +17,7 @@ from panstream.cli.common import (
 )
 from panstream.errors import StateError
 from panstream.estimators.base import Estimator
-from panstream.state.files import state_lock
+from panstream.state.files import atomic_write, state_lock
 from panstream.universe import Universe
 
 
@@ -31,10 +31,15 @@ from panstream.universe import Universe
 @click.option("--calibration", type=click.Choice(CALIBRATIONS), default=None,
               help="If given, refuse unless the state's calibration is this one.",
               **env("CALIBRATION"))
+@click.option("--export-presto", "export", type=click.Path(dir_okay=False), default=None,
+              help="Sketch states: first write the ending epoch's sketch to this file in Presto's "
+                   "SfmSketch format (a varbinary for cardinality()/merge in Presto or Velox), "
+                   "then rotate. The file is the state itself: publish it as an eps_state-DP "
+                   "sketch.", **env("EXPORT_PRESTO"))
 @json_option()
 @handle_errors
 def command(state: str, universe: Universe | None, epsilon: float | None, calibration: str | None,
-            as_json: bool) -> None:
+            export: str | None, as_json: bool) -> None:
     """Start a fresh epoch: wipe the table, draw a new one, and replace STATE atomically.
 
     Run it after an announced intrusion (a snapshot was handed over, copied or read from memory):
@@ -49,15 +54,24 @@ def command(state: str, universe: Universe | None, epsilon: float | None, calibr
     Example (release the old epoch's figures first if you need them):
       panstream release -s web.pst --epsilon 0.5
       panstream rotate -s web.pst
+
+    A sketch state (--estimator sketch) can be handed to a warehouse at the end of its epoch:
+    --export-presto FILE writes the table in Presto's SfmSketch format, durably, and only then
+    rotates, so no later state of this file can be compared with the published one.
+
+    \b
+      panstream rotate -s web.pst --export-presto web-2026-11-24.sfm
     """
     with state_lock(state, "rotate"):  # a running ingest would put the old table back
         est = estimators.load(state)
         _check_guards(state, est, universe, epsilon, calibration)
+        if export is not None:
+            _export_presto(est, state, export)
         old = est.rotate()
         est.save(state)
     out = {"state": state, "universe": est.universe.spec, "epsilon_state": est.epsilon_state,
            "old_epoch_releases": len(old.entries), "old_epoch_spent": old.spent,
-           "budget": est.ledger.budget}
+           "budget": est.ledger.budget, "exported_presto": export}
     if as_json:
         emit_json(out)
         return
@@ -65,8 +79,27 @@ def command(state: str, universe: Universe | None, epsilon: float | None, calibr
                f"{est.universe.spec} with a fresh table "
                f"(epsilon_state {est.epsilon_state:.6f}) and a fresh output budget of "
                f"{est.ledger.budget:g}")
+    if export is not None:
+        click.echo(f"  the ending epoch's sketch was written to {export} (Presto SfmSketch format, "
+                   f"epsilon_state {est.epsilon_state:.6f}-DP) before the rotation")
     click.echo(f"  old epoch: {len(old.entries)} release(s), epsilon {old.spent:g} spent; those "
                "releases stay valid. The old table was wiped from memory and replaced on disk.")
+
+
+def _export_presto(est: Estimator, state: str, path: str) -> None:
+    """Write ``est``'s table in Presto's format to ``path`` (atomically, durably) before rotating.
+
+    Raises:
+        StateError: not a sketch state, or the file could not be written (nothing rotated).
+    """
+    from panstream.estimators.sketch import SketchEstimator
+    from panstream.sfm import to_presto
+
+    if not isinstance(est, SketchEstimator):
+        msg = (f"--export-presto writes a Sketch-Flip-Merge sketch; {state} holds a {est.kind} "
+               "state: nothing was exported or rotated")
+        raise StateError(msg)
+    atomic_write(path, to_presto(est.presto()))
 
 
 def _check_guards(state: str, est: Estimator, universe: Universe | None,

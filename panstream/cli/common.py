@@ -59,7 +59,16 @@ class SpecParam(click.ParamType):
 
 def UniverseParam() -> SpecParam:  # noqa: N802 - used like a click type class
     """A universe spec such as ``ipv4:10.0.0.0/16``, checked at parse time (exit 2 if bad)."""
-    return SpecParam("UNIVERSE", Universe.parse, Universe)
+    return SpecParam("UNIVERSE", parse_universe, Universe)
+
+
+def parse_universe(spec: str) -> Universe:
+    """:meth:`Universe.parse`, plus the grids of ``--estimator sketch`` (``sketch:4096x24:ip``)."""
+    if spec.strip().lower().startswith("sketch:"):
+        from panstream.sfm import SketchGrid
+
+        return SketchGrid.parse_spec(spec.strip().lower())
+    return Universe.parse(spec)
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -136,7 +145,10 @@ def calibration_option(help: str = CALIBRATION_HELP) -> Callable[[F], F]:
 
 ESTIMATOR_HELP = ("density: one bit per cell (how many distinct, and where: maps); frequency: one "
                   "counter mod --modulus per cell (how often: seen once, returning, cropped "
-                  "mean; docs/frequency.md). A resumed state keeps its own.")
+                  "mean; docs/frequency.md); sketch: a 12 KiB Sketch-Flip-Merge grid over any "
+                  "items, IPv4 and IPv6 alike (how many distinct; --universe defaults to "
+                  "sketch:4096x24:ip, or sketch:BxP:id for any IDs; docs/sketch.md). A resumed "
+                  "state keeps its own.")
 
 
 def estimator_options() -> Callable[[F], F]:
@@ -178,7 +190,17 @@ def check_family_options(ctx: click.Context, estimator: str) -> None:
             verb = "concern" if len(wrong) > 1 else "concerns"
             raise click.UsageError(f"{' and '.join(wrong)} {verb} the density estimator; the "
                                    "frequency estimator takes --epsilon and --modulus")
-    elif "modulus" in ctx.params and given(ctx, "modulus"):
+    elif estimator == "sketch" and ctx.info_name in ("audit", "kafka"):
+        what = ("auditing a sketch" if ctx.info_name == "audit" else
+                "a Kafka consumer group of sketches (routing by bucket range)")
+        raise click.UsageError(f"--estimator sketch: {what} is not supported yet; ingest logs with "
+                               "'panstream ingest --estimator sketch' (docs/sketch.md)")
+    elif estimator == "sketch" and [n for n in ("calibration", "total_epsilon")
+                                    if n in ctx.params and given(ctx, n)]:
+        raise click.UsageError("--calibration and --total-epsilon concern the density estimator; "
+                               "the sketch takes --epsilon (randomized response) and its grid as "
+                               "--universe sketch:BxP:ip|id")
+    if estimator != "frequency" and "modulus" in ctx.params and given(ctx, "modulus"):
         raise click.UsageError("--modulus concerns the frequency estimator: add --estimator "
                                "frequency")
 

@@ -3,6 +3,8 @@
 * :class:`DensityEstimator` — one bit per cell (how many distinct, and where).
 * :class:`FrequencyEstimator` — one modular counter per cell (how often: seen once, returning,
   cropped means).
+* :class:`SketchEstimator` — a Sketch-Flip-Merge grid of bits over hashed items (how many distinct,
+  of any items, in kilobytes; Presto-compatible).
 
 All keep the contract of :class:`~panstream.estimators.base.Estimator` (updates, ledger, snapshots,
 rotation), which the state files, checkpoints, Kafka shards, merges, audit and command line use.
@@ -27,18 +29,21 @@ from panstream.errors import ConfigurationError
 from panstream.estimators.base import Estimator, UpdateResult
 from panstream.estimators.density import DensityEstimator, Estimate
 from panstream.estimators.frequency import FrequencyEstimate, FrequencyEstimator
+from panstream.estimators.sketch import SketchEstimator
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
+from panstream.sfm import SketchGrid
 from panstream.state import files
 from panstream.state import format as fmt
 from panstream.universe import Universe
 
 #: The estimator class of each snapshot ``kind``.
 FAMILIES: dict[str, type[Estimator]] = {DensityEstimator.kind: DensityEstimator,
-                                        FrequencyEstimator.kind: FrequencyEstimator}
+                                        FrequencyEstimator.kind: FrequencyEstimator,
+                                        SketchEstimator.kind: SketchEstimator}
 
 __all__ = ["FAMILIES", "DensityEstimator", "Estimate", "Estimator", "FrequencyEstimate",
-           "FrequencyEstimator", "UpdateResult", "check_release_options", "expect_of", "family",
-           "load", "new", "release_file", "restore", "state_epsilon"]
+           "FrequencyEstimator", "SketchEstimator", "UpdateResult", "check_release_options",
+           "expect_of", "family", "load", "new", "release_file", "restore", "state_epsilon"]
 
 
 def family(kind: str) -> type[Estimator]:
@@ -60,7 +65,8 @@ def new(kind: str, universe: Universe | str, epsilon: float, *,
         budget: float = DEFAULT_BUDGET, ledger: PrivacyLedger | None = None,
         layout: str = "auto") -> Estimator:
     """A fresh estimator of family ``kind`` (``"density"`` uses ``calibration``, ``"frequency"``
-    uses ``modulus``; the other family's setting is ignored).
+    uses ``modulus``; the other family's setting is ignored). A ``"sketch"`` takes its grid as the
+    universe (a :class:`~panstream.sfm.SketchGrid` or a spec such as ``sketch:4096x24:ip``).
 
     >>> type(new("frequency", "range:64", 1.0, modulus=8)).__name__
     'FrequencyEstimator'
@@ -68,6 +74,10 @@ def new(kind: str, universe: Universe | str, epsilon: float, *,
     family(kind)
     if kind == FrequencyEstimator.kind:
         return FrequencyEstimator(universe, epsilon, modulus, budget, layout, _ledger=ledger)
+    if kind == SketchEstimator.kind:
+        grid = universe if isinstance(universe, SketchGrid) else SketchGrid.parse_spec(str(universe))
+        return SketchEstimator(epsilon, grid.buckets, grid.levels, grid.items, budget, layout,
+                               _ledger=ledger)
     return DensityEstimator(universe, epsilon, calibration, budget, layout, _ledger=ledger)
 
 
@@ -81,6 +91,8 @@ def state_epsilon(kind: str, epsilon: float, *, calibration: str = DEFAULT_CALIB
     family(kind)
     if kind == FrequencyEstimator.kind:
         return calibrate_frequency(epsilon, modulus).epsilon_state
+    if kind == SketchEstimator.kind:
+        return calibrate(epsilon, "rr").epsilon_state
     return calibrate(epsilon, calibration).epsilon_state
 
 
@@ -91,9 +103,9 @@ def expect_of(kind: str | None = None, universe: Universe | str | None = None,
     with (``None`` means "not given": not checked); ``calibration`` concerns only density states
     and ``modulus`` only frequency states."""
     d: dict[str, Any] = {"kind": kind, "universe": universe, "epsilon": epsilon}
-    if kind != FrequencyEstimator.kind:
+    if kind not in (FrequencyEstimator.kind, SketchEstimator.kind):
         d["calibration"] = calibration
-    if kind != DensityEstimator.kind:
+    if kind not in (DensityEstimator.kind, SketchEstimator.kind):
         d["modulus"] = modulus
     return {k: v for k, v in d.items() if v is not None}
 

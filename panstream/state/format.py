@@ -66,9 +66,10 @@ PREFIX_SIZE = max(PREAMBLE.size, PREAMBLE_V1.size)
 #: Length of the trailing SHA-256 checksum.
 DIGEST_SIZE = 32
 #: Estimator kinds this version knows (the ``kind`` parameter).
-KINDS = ("density", "frequency")
+KINDS = ("density", "frequency", "sketch")
 #: Keys accepted in ``expect=`` mappings (checked against the stored parameters).
-EXPECT_KEYS = ("kind", "universe", "epsilon", "calibration", "modulus")
+EXPECT_KEYS = ("kind", "universe", "epsilon", "calibration", "modulus", "buckets", "levels",
+               "items")
 
 _FIX = "move the file aside and start a new state (a fresh table)"
 _V1_P_BITS = 32
@@ -273,8 +274,14 @@ def parse_head(frame: Frame, head: Buffer) -> tuple[dict[str, Any], dict[str, An
     spec, cells = params.get("universe"), params.get("cells")
     if not isinstance(spec, str) or isinstance(cells, bool) or not isinstance(cells, int):
         raise _bad("the parameters lack a universe spec or a cell count")
+    universe: Universe
     try:
-        universe = Universe.parse(spec)
+        if kind == "sketch":  # a Sketch-Flip-Merge grid: its cells are hash buckets x levels
+            from panstream.sfm import SketchGrid
+
+            universe = SketchGrid.parse_spec(spec)
+        else:
+            universe = Universe.parse(spec)
     except PanstreamError as exc:
         raise _bad(f"invalid universe spec {spec!r}: {exc}") from None
     if universe.spec != spec or universe.size != cells:
@@ -380,7 +387,8 @@ def check_expect(params: Mapping[str, Any], expect: Mapping[str, Any] | None) ->
                f"asked for: resume with --epsilon {params['epsilon']!r}, {new} (its cells were "
                "drawn with the old probabilities)")
         raise SnapshotMismatchError(msg)
-    for key, flag in (("calibration", "--calibration"), ("modulus", "--modulus")):
+    for key, flag in (("calibration", "--calibration"), ("modulus", "--modulus"),
+                      ("buckets", "--buckets"), ("levels", "--levels"), ("items", "--items")):
         want = expect.get(key)
         if want is not None and key in params and want != params[key]:
             msg = (f"the state was written with {key} {params[key]!r} but {want!r} was asked "

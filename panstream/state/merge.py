@@ -284,6 +284,12 @@ def merge_group_sum(shards: Sequence[Estimator]) -> DensityEstimator | MergedHis
         StateError: no shards, shards of different families or parameters.
     """
     kind = _one_kind(shards)
+    if kind == "sketch":
+        msg = ("the shards hold Sketch-Flip-Merge sketches, which a consumer group does not merge "
+               "yet (a group that routes by bucket range will make one sketch of its slices): run "
+               "one consumer per sketch, or merge exported epochs with "
+               "panstream.estimators.sketch.merge")
+        raise StateError(msg)
     if kind == FrequencyEstimator.kind:
         return sum_histograms([e for e in shards if isinstance(e, FrequencyEstimator)])
     return concatenate([e for e in shards if isinstance(e, DensityEstimator)])
