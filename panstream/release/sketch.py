@@ -43,6 +43,7 @@ from panstream.release.stats import (
     noisy_count,
     output_law,
 )
+from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 
 __all__ = ["SketchRelease", "SketchTable", "format_sketch_release", "interval_halfwidth",
            "release_sketch"]
@@ -188,7 +189,8 @@ def format_sketch_release(r: SketchRelease) -> str:
         f"  standard error        {r.stderr:>14,.1f}   (state {r.stderr_state:,.1f}, release "
         f"{r.stderr_release:,.1f})",
         f"  privacy               output epsilon {r.epsilon:g} + state epsilon "
-        f"{r.epsilon_state:.6g} -> pan-private epsilon_total {r.epsilon_total:.6g}",
+        f"{r.epsilon_state:.6g} -> pan-private epsilon_total {r.epsilon_total:.6g} "
+        f"{TOTAL_TELEMETRY_NOTE}",
         f"  output budget         {r.budget - r.budget_remaining:g} of {r.budget:g} spent, "
         f"{r.budget_remaining:g} left",
     ])
