@@ -37,6 +37,7 @@ from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.parse import Format, parse_format, tune_allocator
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.sources import open_input, stdin_reader
+from panstream.sources.files import require_codec, sniff
 from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
@@ -172,10 +173,11 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
             release_every: float | None, release_epsilon: float | None, release_mechanism: str,
             budget: float, total_epsilon: float | None, releases: int | None,
             progress: bool | None, telemetry: TelemetryPolicy, as_json: bool) -> None:
-    """Read IP logs from FILES (.gz too) or standard input into a pan-private table.
+    """Read IP logs from FILES or standard input ('-') into a pan-private table; gzip, bzip2, xz
+    (and zstd with the zstandard package) are recognised by their first bytes, whatever the name.
 
     \b
-      tail -F access.log | panstream ingest -u ipv4:10.0.0.0/16 -s web.pst -f clf
+      tail -n +1 -F access.log | panstream ingest -u ipv4:10.0.0.0/16 -s web.pst -f clf
       panstream ingest -u ipv4:0.0.0.0/0 -s all.pst logs/*.gz
       panstream ingest -u ipv4:10.0.0.0/16 -s freq.pst --estimator frequency access.log
 
@@ -209,9 +211,12 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     if release_epsilon and not release_every:
         raise click.UsageError("--release-epsilon needs --release-every (or use 'panstream "
                                "release' for a one-off release)")
-    if not files and sys.stdin.isatty():
-        raise click.UsageError("no FILE given and standard input is a terminal: pipe a log in, "
-                               "e.g. tail -F access.log | panstream ingest ...")
+    if (not files or "-" in files) and sys.stdin.isatty():
+        raise click.UsageError(("no FILE given" if not files else "FILE '-' (standard input) given")
+                               + " and standard input is a terminal: pipe a log in, e.g. "
+                               "tail -n +1 -F access.log | panstream ingest ...")
+    if files.count("-") > 1:
+        raise click.UsageError("'-' (standard input) can be given only once")
     _check_inputs(files)  # before a new state file is created for a run that cannot start
     tune_allocator()
     with contextlib.ExitStack() as held:
@@ -258,6 +263,9 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
             if ing.stopping:
                 return
             opened.append(path)
+            if path == "-":
+                yield Input("standard input", stdin_reader())
+                continue
             with open_input(path) as f:
                 yield Input(path, f.reader)
 
@@ -315,9 +323,12 @@ def _check_inputs(files: tuple[str, ...]) -> None:
         SourceError: the first input that cannot be opened (same message as when reading it).
     """
     for path in files:
+        if path == "-":
+            continue
         try:
-            with open(path, "rb", buffering=0):
-                pass
+            with open(path, "rb", buffering=0) as f:
+                head = f.read(16) if os.path.isfile(path) else b""
         except OSError as exc:
             msg = f"cannot open {path}: {exc.strerror or exc}; check the path and permissions"
             raise SourceError(msg) from None
+        require_codec(sniff(head), path)

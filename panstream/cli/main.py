@@ -60,7 +60,7 @@ def cli() -> None:
     Start here:
       panstream demo                                   # synthetic log, estimate vs truth
       panstream plan --universe ipv4:10.0.0.0/16 --epsilon 1
-      tail -F access.log | panstream ingest --universe ipv4:10.0.0.0/16 --state s.pst --format clf
+      tail -n +1 -F access.log | panstream ingest --universe ipv4:10.0.0.0/16 --state s.pst --format clf
       panstream release --state s.pst --epsilon 0.5
 
     Every option can also be set through the PANSTREAM_... environment variable shown in each
