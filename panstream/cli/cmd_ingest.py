@@ -24,11 +24,13 @@ from panstream.cli.common import (
     env,
     epsilon_option,
     estimator_options,
+    expected_option,
     given,
     handle_errors,
     json_option,
     total_epsilon_options,
     universe_option,
+    warn_settings,
 )
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError, SourceError, StateError
@@ -161,6 +163,7 @@ def _progress_printer(tty: bool) -> Any:
 @click.option("--budget", type=FiniteFloatRange(min=0), default=DEFAULT_BUDGET, show_default=True,
               help="Total output epsilon releases may spend (new states only).", **env("BUDGET"))
 @total_epsilon_options()
+@expected_option()
 @click.option("--progress/--no-progress", default=None,
               help="Progress on stderr (default: when stderr is a terminal).", **env("PROGRESS"))
 @telemetry_options(sensitivity=1, what="summary and --progress lines")
@@ -172,13 +175,14 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
             checkpoint_every: float,
             release_every: float | None, release_epsilon: float | None, release_mechanism: str,
             budget: float, total_epsilon: float | None, releases: int | None,
-            progress: bool | None, telemetry: TelemetryPolicy, as_json: bool) -> None:
+            expected_distinct: int | None, progress: bool | None, telemetry: TelemetryPolicy,
+            as_json: bool) -> None:
     """Read IP logs from FILES or standard input ('-') into a pan-private table; gzip, bzip2, xz
     (and zstd with the zstandard package) are recognised by their first bytes, whatever the name.
 
     \b
       tail -n +1 -F access.log | panstream ingest -u ipv4:10.0.0.0/16 -s web.pst -f clf
-      panstream ingest -u ipv4:0.0.0.0/0 -s all.pst logs/*.gz
+      panstream ingest -u hashed-ip:131072 -n 50000 -s web.pst logs/access.log*
       panstream ingest -u ipv4:10.0.0.0/16 -s freq.pst --estimator frequency access.log
 
     The default density estimator keeps one randomized bit per cell (how many distinct, and
@@ -193,6 +197,12 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     into exact ones. Counts are never stored. SIGINT/SIGTERM: final checkpoint
     and exit 0; a second signal exits at once (the state file keeps the last checkpoint). Periodic
     releases stop (ingestion continues) once the budget is spent.
+
+    A new table whose settings do not mean what they seem gets a warning on stderr: an epsilon
+    the table cannot realize or that protects nothing, or a universe whose 95 % error exceeds the
+    clients expected (-n N), or without -n, a universe so large (ipv4:0.0.0.0/0) that fewer than
+    10,000 distinct clients cannot be told from none; the warning names the universe that would
+    count them (hashed-ip:M for internet-facing logs).
 
     --total-epsilon E [--releases R] replaces --epsilon and --budget: E is split between the state
     and R releases as 'panstream plan --total-epsilon' shows (best for one release), and
@@ -218,6 +228,8 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     if files.count("-") > 1:
         raise click.UsageError("'-' (standard input) can be given only once")
     _check_inputs(files)  # before a new state file is created for a run that cannot start
+    if universe is not None and (state is None or not os.path.exists(state)):  # a new table
+        warn_settings(universe, epsilon, calibration, estimator, modulus, expected_distinct)
     tune_allocator()
     with contextlib.ExitStack() as held:
         if state is not None:  # one process at a time: see panstream.storage.state_lock

@@ -54,7 +54,7 @@ _CODEC_ERRORS: tuple[type[BaseException], ...] = (EOFError, gzip.BadGzipFile, zl
 def sniff(head: bytes) -> str | None:
     """The compressed format whose magic number ``head`` starts with, or ``None`` (plain text).
 
-    >>> sniff(b"\x1f\x8b\x08\x00"), sniff(b"10.0.0.1\n")
+    >>> sniff(bytes([0x1f, 0x8b, 8, 0])), sniff(b"10.0.0.1")
     ('gzip', None)
     """
     for magic, name in MAGIC:
