@@ -40,7 +40,7 @@ from panstream.parse import Format, parse_format, tune_allocator
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.sources import open_input, stdin_reader
 from panstream.sources.files import require_codec, sniff
-from panstream.state.files import state_lock
+from panstream.state.files import discard_temps, state_lock
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 
@@ -51,6 +51,7 @@ def _stop_on_signals(ing: Ingestor) -> Iterator[None]:
 
     def handler(signum: int, frame: Any) -> None:
         if ing.stopping:
+            discard_temps()  # a half-written save would stay on disk: a second copy of the table
             os.write(2, b"panstream: second signal, exiting without a final checkpoint\n")
             os._exit(130)
         ing.request_stop()
