@@ -469,13 +469,19 @@ def accuracy_warning(universe: Universe, epsilon: float, calibration: str = DEFA
 
 def epsilon_warning(epsilon: float, realized: float, what: str = "--epsilon") -> str | None:
     """A one-line warning for an epsilon that means something else than it seems (``None`` if
-    fine): asked far above what the 32-bit probabilities realize, or above
-    :data:`NO_PRIVACY_EPSILON` (practically no privacy). ``realized`` is the realized epsilon.
+    fine): realized above what was asked (paper calibration), asked far above what the 32-bit
+    probabilities realize, or above :data:`NO_PRIVACY_EPSILON` (practically no privacy).
+    ``realized`` is the realized epsilon (a calibration that realizes less by design, paper below
+    1.59, is the caller's to skip).
 
     >>> print(epsilon_warning(1000.0, 22.18070977791825).split(";")[0].replace(", so", ",\\nso"))
     --epsilon 1000 cannot be realized: the table's probabilities are multiples of 2^-32,
     so this calibration stops at realized epsilon 22.18
     """
+    if realized > 1.01 * epsilon:
+        return (f"{what} {epsilon:g} realizes epsilon {realized:.4g}, more than asked (the paper "
+                "calibration above about 1.59 is not epsilon-DP): use the rr calibration (the "
+                "default), whose realized epsilon never exceeds the one asked")
     if realized < 0.99 * epsilon and epsilon > 1.0:
         return (f"{what} {epsilon:g} cannot be realized: the table's probabilities are multiples "
                 f"of 2^-32, so this calibration stops at realized epsilon {realized:.4g}; at such "

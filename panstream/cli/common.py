@@ -254,8 +254,8 @@ def warn_settings(universe: Universe | None, epsilon: float, calibration: str,
             realized = calibrate(epsilon, calibration).epsilon_state
     except PanstreamError:
         return out
-    if calibration != "paper" or estimator == "frequency":  # paper realizes less by design
-        out.append(epsilon_warning(epsilon, realized) or "")
+    if calibration != "paper" or estimator == "frequency" or realized > epsilon:
+        out.append(epsilon_warning(epsilon, realized) or "")  # paper realizes less by design
     if estimator == "density" and universe is not None:
         out.append(accuracy_warning(universe, epsilon, calibration, expected) or "")
     out = [w for w in out if w]

@@ -126,6 +126,9 @@ def test_nonsense_state_epsilons_are_warned_about_with_what_they_mean(tmp_path: 
                  str(tmp_path / "tiny.pst")], stdin=b"10.0.0.1\n")
     err = r.stderr.decode()
     assert "epsilon 1e-09 is too small for ipv4:10.0.0.0/16" in err and "says nothing" in err
+    r = run_cli(["ingest", "-u", "ipv4:10.0.0.0/16", "--calibration", "paper", "--epsilon", "1.9"],
+                stdin=b"10.0.0.1\n")
+    assert b"--epsilon 1.9 realizes epsilon 2.996, more than asked" in r.stderr
     # and that state's release is refused before anything is spent (it printed -427,508,596,736)
     r = run_cli(["release", "-s", str(tmp_path / "tiny.pst"), "--epsilon", "0.5"])
     assert r.returncode == 2 and b"cannot say anything" in r.stderr and r.stdout == b""
@@ -144,3 +147,12 @@ def test_nonsense_release_epsilons_are_refused_or_warned(tmp_path: Path, run_cli
     assert r.returncode == 0 and b"warning: this release says nothing" in r.stderr
     r = run_cli(["release", "-s", str(state), "--epsilon", "1000"])  # over budget anyway
     assert b"practically no privacy" in r.stderr and r.returncode == 1
+
+
+def test_kafka_warns_like_ingest_before_it_connects(run_cli) -> None:
+    # No --state-dir: refused right after the settings are checked, before any broker is reached.
+    r = run_cli(["kafka", "-b", "127.0.0.1:1", "-t", "t", "-g", "g", "-u", "ipv4:10.0.0.0/16",
+                 "--epsilon", "1000"])
+    err = r.stderr.decode().splitlines()
+    assert r.returncode == 2 and len(err) == 2, err
+    assert "--epsilon 1000 cannot be realized" in err[0] and err[1].startswith("panstream: error:")
