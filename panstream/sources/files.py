@@ -134,8 +134,52 @@ def _decompressor(codec: str, raw: Any, name: str) -> Any:
     mod = _zstd_module()
     if mod.__name__ != "zstandard":
         return mod.ZstdFile(raw, "rb")
-    return io.BufferedReader(mod.ZstdDecompressor().stream_reader(
-        raw, read_across_frames=True, closefd=False))
+    return io.BufferedReader(_ZstdFrames(raw, mod.ZstdDecompressor()))
+
+
+class _ZstdFrames(io.RawIOBase):
+    """zstd frames laid end to end, decoded with the ``zstandard`` package; unlike its
+    ``stream_reader``, an input that ends inside a frame raises :class:`EOFError` (a truncated
+    ``.zst`` must fail loudly, as a truncated ``.gz`` does). Decoded bytes wait in a buffer that is
+    wiped before it is refilled."""
+
+    def __init__(self, raw: Any, dctx: Any) -> None:
+        super().__init__()
+        self._raw = raw
+        self._dctx = dctx
+        self._obj: Any = None  # the decompressor of the current frame
+        self._out = bytearray()
+        self._at = 0
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while self._at >= len(self._out):
+            if self._done:
+                return 0
+            self._out[:] = bytes(len(self._out))
+            self._out.clear()
+            self._at = 0
+            data = self._raw.read(1 << 17)
+            if not data:
+                self._done = True
+                if self._obj is not None:
+                    raise EOFError("zstd input ends inside a frame")
+                return 0
+            while data:
+                if self._obj is None:
+                    self._obj = self._dctx.decompressobj()
+                self._out += self._obj.decompress(data)
+                if not self._obj.eof:
+                    break
+                data = self._obj.unused_data
+                self._obj = None
+        n = min(len(b), len(self._out) - self._at)
+        b[:n] = self._out[self._at:self._at + n]
+        self._at += n
+        return n
 
 
 class ChunkReader:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from panstream.errors import SourceError
 from panstream.sources import ChunkReader
 from panstream.sources.files import BOM, sniff
 
@@ -145,3 +146,17 @@ def test_zstd_is_read_or_refused_with_the_way_around(tmp_path: Path, run_cli) ->
         return
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.decode().splitlines()[-1])["summary"]["accepted"] == 4_000
+
+
+@pytest.mark.skipif(shutil.which("zstd") is None, reason="needs the zstd command to make a sample")
+def test_zstd_frames_are_all_read_and_a_truncated_one_fails_loudly() -> None:
+    pytest.importorskip("zstandard")  # optional: without it zstd input is refused (test above)
+    data = _log(8_000)
+
+    def zstd(b: bytes) -> bytes:
+        return subprocess.run(["zstd", "-c"], input=b, capture_output=True, check=True).stdout
+
+    whole = zstd(data[:300_000]) + zstd(data[300_000:])
+    assert _read(whole) == (data, "zstd")
+    with pytest.raises(SourceError, match="not a complete, valid zstd file"):
+        _read(whole[:-3])  # its stream_reader would end silently here
