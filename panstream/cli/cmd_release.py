@@ -150,11 +150,11 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
         # Under the state's lock (a running ingest would overwrite the charge); the ledger is
         # durable before the number is shown.
         rel = release_file(state, epsilon, mechanism, by=by, **options)
-    if isinstance(rel, Release) and rel.density_low <= 0 and rel.density_high >= 1:
+    if isinstance(rel, Release) and rel.density_high - rel.density_low >= 1:
         click.echo(f"panstream: warning: this release says nothing: its {100 * rel.confidence:g} % "
-                   f"density interval [{rel.density_low:.3g}, {rel.density_high:.3g}] covers "
-                   "every possible density (0..1); raise --epsilon ('panstream plan' shows the "
-                   "error first)", err=True)
+                   f"density interval [{rel.density_low:.3g}, {rel.density_high:.3g}] is as "
+                   "wide as every possible density (0..1); raise --epsilon ('panstream plan' "
+                   "shows the error first)", err=True)
     if isinstance(rel, (Release, FrequencyRelease)):
         if as_json:
             emit_json(rel.to_dict())

@@ -53,6 +53,24 @@ def test_junk_is_malformed_not_a_client() -> None:
     assert Universe.hashed(1 << 17).indices(junk).indices.size > 10
 
 
+def test_a_batch_of_log_tokens_maps_like_one_item_at_a_time() -> None:
+    """Large batches of bytes tokens take a vectorized path for their dotted quads: it must give
+    the same buckets and the same malformed/empty counts as mapping each token alone."""
+    rng = np.random.default_rng(7)
+    pool = [b"198.51.100.7", b"::ffff:198.51.100.7", b"2001:db8::1", b"-", b"unknown", b"  ",
+            b"010.1.1.1", b"a:b", b"1.2.3.4:80", b"10.0.0.1 10.0.0.2", b"\xff\xfe", b"256.0.0.1",
+            b"fe80::1%eth0", b"1.2.3.4\r", b"0.0.0.0", b"255.255.255.255"]
+    u = Universe.hashed_ip(1 << 16)
+    for size in (64, 1000):
+        batch = [pool[i] for i in rng.integers(0, len(pool), size=size)]
+        batch += [b"%d.%d.%d.%d" % tuple(rng.integers(0, 256, size=4)) for _ in range(size)]
+        one = [u.indices([t]) for t in batch]
+        r = u.indices(batch)
+        assert sorted(r.indices.tolist()) == sorted(i for x in one for i in x.indices.tolist())
+        assert (r.malformed, r.empty, r.outside) == (sum(x.malformed for x in one),
+                                                     sum(x.empty for x in one), 0)
+
+
 def test_buckets_are_spread_evenly() -> None:
     """50,000 sequential addresses (the worst case for a weak hash) into 1,024 buckets: a chi-square
     statistic above 1,023 + 7.5 sd (sd = sqrt(2 * 1023)) has probability < 1e-9 under uniformity."""
