@@ -64,7 +64,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         log = os.path.join(d, "access.log")
         make_log(log, a.lines)
-        data = open(log, "rb").read()
+        with open(log, "rb") as fh:
+            data = fh.read()
         for ext, comp in ((".gz", gzip.compress), (".bz2", bz2.compress), (".xz", lzma.compress)):
             with open(log + ext, "wb") as f:
                 f.write(comp(data))
