@@ -3,6 +3,9 @@
     python bench/bench_accuracy.py [--runs 1000] [--out bench/results/accuracy.md]
                                    [--plot docs/accuracy.png] [--quick]
 
+``--quick`` (a smoke run) writes ``bench/results/accuracy-quick.md`` (untracked) unless ``--out``
+says otherwise: it never overwrites the tracked full-run results.
+
 For every state epsilon in {0.25, 0.5, 1, 2}, universe size |X| in {2**12, 2**16}, true density in
 {0.01, 0.1, 0.5} and calibration in {paper, tight, rr} (paper needs epsilon < 2), ``--runs``
 independent states are built with the real estimator (fresh OS-CSPRNG table, the first f|X| cells
@@ -157,10 +160,20 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
     plt.close(fig)
 
 
+def out_path(out: str | None, quick: bool) -> str:
+    """Where the table goes: ``out`` if given, else the tracked results file, or for a ``--quick``
+    smoke run an untracked one beside it (a smoke run must not replace the full run's numbers)."""
+    if out is not None:
+        return out
+    return "bench/results/accuracy-quick.md" if quick else "bench/results/accuracy.md"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=1000, help="independent states per row (>= 200)")
-    ap.add_argument("--out", default="bench/results/accuracy.md")
+    ap.add_argument("--out", default=None,
+                    help="where the table goes [default: bench/results/accuracy.md, or "
+                         "bench/results/accuracy-quick.md with --quick]")
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     ap.add_argument("--plot", default=None, help="write the PNG here (e.g. docs/accuracy.png)")
     ap.add_argument("--quick", action="store_true", help="200 runs, |X| = 2**12 only (smoke run)")
@@ -171,6 +184,7 @@ def main() -> None:
         with open(a.replot) as fh:
             plot(json.load(fh), a.plot or "docs/accuracy.png")
         return
+    a.out = out_path(a.out, a.quick)
     runs = 200 if a.quick else a.runs
     sizes = SIZES[:1] if a.quick else SIZES
     t0 = time.perf_counter()

@@ -44,9 +44,12 @@ from panstream.calibration import (
 from panstream.errors import ConfigurationError
 from panstream.release.noise import MECHANISMS, MIN_EPSILON, NoiseLaw
 from panstream.release.stats import DEFAULT_CONFIDENCE, noise_quantile, stderr_distinct, stderr_state
-from panstream.universe import Universe
+from panstream.universe import MAX_CELLS, Universe
 
-__all__ = ["Split", "SplitPlan", "plan_split", "release_error"]
+__all__ = ["NO_PRIVACY_EPSILON", "SCALE_WARNING", "Split", "SplitPlan", "accuracy_warning",
+           "best_table_size", "distinct_halfwidth", "epsilon_warning",
+           "expressible_distinct", "hashed_error", "plan_split", "release_error",
+           "smallest_table_size", "suggest_universe"]
 
 #: Significant digits the per-release epsilon is rounded (down) to.
 _DIGITS = 3
@@ -185,7 +188,7 @@ def _split(state_target: float, epsilon_release: float, total: float, releases: 
         asked = math.nextafter(asked, 0.0)
         cal = calibrate(asked, calibration)
     m = universe.size
-    hashed = universe.kind == "hashed"
+    hashed = universe.is_hashed
     s, r = release_error(cal, m, epsilon_release, density, mechanism)
     sd = math.hypot(s, r)
     scale = m * float(cal.p - cal.q)
@@ -272,3 +275,220 @@ def plan_split(total_epsilon: float, universe: Universe | str, releases: int = 1
                    mechanism, confidence)
     return SplitPlan(total, u.spec, m, releases, f, calibration, mechanism, float(confidence),
                      best, naive)
+
+
+# ------------------------------------------------------------------ hashed tables: sizing
+def _occupancy(n: float, m: int) -> tuple[float, float, float]:
+    """Expected occupied fraction, linear-counting variance and bias for ``n`` IDs in ``m`` buckets."""
+    t = n / m
+    f = -math.expm1(-t)
+    g = math.expm1(t) - t if t < 200 else math.inf  # e^t - t - 1 (saturated table: infinite)
+    return f, m * g, g / 2
+
+
+def hashed_error(n: float, m: int, p: float, q: float, release_epsilon: float | None = None
+                 ) -> dict[str, float]:
+    """Error budget of the distinct count of ``n`` IDs in a hashed table of ``m`` buckets.
+
+    Returns:
+        ``{"density", "table_noise", "release_noise", "occupancy_sd", "bias", "rmse",
+        "uncorrected_bias"}`` (counts of distinct IDs).
+    """
+    f, var_occ, bias = _occupancy(n, m)
+    fc = min(f, 1 - 1 / m)
+    se = stderr_state(fc, m, p, q)
+    table = stderr_distinct(fc, se, m, True)
+    rel = 0.0
+    if release_epsilon:
+        rel = math.sqrt(2) / (release_epsilon * m * (p - q)) * m / (1 - fc)
+    rmse = math.sqrt(table**2 + rel**2 + var_occ + bias**2) if math.isfinite(var_occ) else math.inf
+    return {"density": f, "table_noise": table, "release_noise": rel,
+            "occupancy_sd": math.sqrt(var_occ) if math.isfinite(var_occ) else math.inf,
+            "bias": bias, "rmse": rmse, "uncorrected_bias": n - m * f}
+
+
+def best_table_size(n: float, p: float, q: float, release_epsilon: float | None = None
+                    ) -> tuple[int, int]:
+    """The bucket count (any integer, and the best power of two) minimizing the distinct-count RMSE.
+
+    >>> m, m2 = best_table_size(100_000, 0.7310585786, 0.2689414214)
+    >>> 100_000 < m < 10_000_000 and m2 & (m2 - 1) == 0
+    True
+    """
+    lo, hi = max(2.0, n / 50), float(MAX_CELLS)
+
+    def err(m: int) -> float:
+        return hashed_error(n, m, p, q, release_epsilon)["rmse"]
+
+    grid = sorted({int(round(lo * (hi / lo) ** (i / 600))) for i in range(601)})
+    best = min(grid, key=err)
+    # refine around the best grid point
+    a, b = max(2, int(best / 1.05)), min(MAX_CELLS, int(best * 1.05) + 1)
+    step = max(1, (b - a) // 400)
+    best = min(range(a, b + 1, step), key=err)
+    pow2 = min((1 << k for k in range(1, 33)), key=err)
+    return best, pow2
+
+
+def smallest_table_size(n: float, p: float, q: float, target: float, best: int,
+                        release_epsilon: float | None = None) -> int | None:
+    """The smallest bucket count ``<= best`` whose distinct-count RMSE is at most ``target`` IDs, or
+    ``None`` if even ``best`` misses it. Below the best size the error falls as ``m`` grows
+    (collisions dominate), so a bisection finds it.
+
+    >>> p, q = 0.8160602794, 0.5   # tight at epsilon 1
+    >>> m = smallest_table_size(100_000, p, q, 5_000, 178_893)
+    >>> hashed_error(100_000, m, p, q)["rmse"] <= 5_000 < hashed_error(100_000, m - 1, p, q)["rmse"]
+    True
+    """
+
+    def err(m: int) -> float:
+        return hashed_error(n, m, p, q, release_epsilon)["rmse"]
+
+    if err(best) > target:
+        return None
+    lo, hi = 2, best  # err(hi) <= target
+    if err(lo) <= target:
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if err(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+#: z for a two-sided 95 % normal interval.
+Z95 = 1.959963984540054
+
+
+def expressible_distinct(universe: Universe) -> float:
+    """The largest distinct count the estimator can report for ``universe``: ``|X|`` cells, or for a
+    hashed table linear counting at one empty bucket, ``m ln m``."""
+    m = universe.size
+    return m * math.log(m) if universe.is_hashed else float(m)
+
+
+# ------------------------------------------------------------------ warnings for nonsense plans
+#: Without an expected count, ``ingest`` warns when a new universe cannot tell fewer than this many
+#: distinct items from none (the 95 % error of its distinct count at density 0): the scale of one
+#: site's clients, where ``ipv4:0.0.0.0/0`` (+-123,000 at epsilon 1, 512 MiB) is useless.
+SCALE_WARNING = 10_000
+#: Above this epsilon (a likelihood ratio of e^20 = 4.9e8) a table or release protects practically
+#: nothing: warned about.
+NO_PRIVACY_EPSILON = 20.0
+#: Universe kinds whose items are addresses (a hashed-ip table can replace them).
+_ADDRESS_KINDS = ("ipv4", "ipv6", "hashed-ip")
+
+
+def distinct_halfwidth(universe: Universe, epsilon: float, calibration: str = DEFAULT_CALIBRATION,
+                       expected: float | None = None, confidence_z: float = Z95) -> float:
+    """95 % half-width of the distinct count of one table (its own noise, plus the collision
+    error of a hashed table at ``expected`` items; no release noise), at ``expected`` distinct
+    items or at density 0 (``None``).
+
+    >>> round(distinct_halfwidth(Universe.parse("ipv4:0.0.0.0/0"), 1.0, expected=50_000), -2)
+    123200.0
+    """
+    cal = calibrate(epsilon, calibration)
+    p, q = float(cal.p), float(cal.q)
+    m = universe.size
+    if universe.is_hashed and expected is not None:
+        return confidence_z * hashed_error(expected, m, p, q)["rmse"]
+    f = 0.0 if expected is None else (
+        -math.expm1(-expected / m) if universe.is_hashed else min(1.0, expected / m))
+    return confidence_z * stderr_distinct(f, stderr_state(f, m, p, q), m, universe.is_hashed)
+
+
+def suggest_universe(n: float, epsilon: float, calibration: str = DEFAULT_CALIBRATION,
+                     addresses: bool = True) -> tuple[str, float]:
+    """The hashed table (power-of-two size minimizing the error) for ``n`` distinct items, and
+    the 95 % half-width of its distinct count: ``hashed-ip:M`` for addresses, else ``hashed:M``.
+
+    >>> suggest_universe(50_000, 1.0)[0]
+    'hashed-ip:131072'
+    """
+    cal = calibrate(epsilon, calibration)
+    p, q = float(cal.p), float(cal.q)
+    _, pow2 = best_table_size(n, p, q)
+    half = Z95 * hashed_error(n, pow2, p, q)["rmse"]
+    return f"{'hashed-ip' if addresses else 'hashed'}:{pow2}", half
+
+
+def accuracy_warning(universe: Universe, epsilon: float, calibration: str = DEFAULT_CALIBRATION,
+                     expected: int | None = None, scale: float = SCALE_WARNING) -> str | None:
+    """A one-line warning when a density table over ``universe`` at ``epsilon`` cannot count what
+    it is meant to, naming the universe that would (``None`` when all is well):
+
+    * with ``expected`` N: the 95 % error of the distinct count exceeds N;
+    * without: that error at density 0 is at least ``scale`` (fewer items than that cannot be told
+      from none: the universe is sized for the address space, not for the clients);
+    * either way, an error beyond everything the universe can express: epsilon is too small.
+
+    >>> w = accuracy_warning(Universe.parse("ipv4:0.0.0.0/0"), 1.0, expected=50_000)
+    >>> print(w.replace("; ", ";\\n").replace(": ", ":\\n"))
+    the planned 95 % error of the distinct count, +-123,248, exceeds the 50,000 distinct expected:
+    the table cannot count them;
+    use hashed-ip:131072 (+-1,018 at 50,000;
+    'panstream plan -u hashed-ip:131072 --epsilon 1 -n 50000' shows the details)
+    """
+    half = distinct_halfwidth(universe, epsilon, calibration, expected)
+    cap = expressible_distinct(universe)
+    saturated = universe.is_hashed and expected is not None
+    if not saturated and (not math.isfinite(half) or half >= cap):
+        return (f"epsilon {epsilon:g} is too small for {universe.spec}: the 95 % error of a "
+                f"distinct count, +-{half:,.3g}, exceeds all the {cap:,.0f} it can express, so the "
+                f"table says nothing; raise --epsilon ('panstream plan -u {universe.spec} "
+                f"--epsilon E' shows the errors)")
+    addresses = universe.kind in _ADDRESS_KINDS
+    if expected is not None:
+        if half <= expected:
+            return None
+        err = f"+-{half:,.0f}" if math.isfinite(half) and half < cap else "beyond what it can express"
+        head = (f"the planned 95 % error of the distinct count, {err}, exceeds the "
+                f"{expected:,} distinct expected: the table cannot count them")
+        n = float(expected)
+    else:
+        if half < scale:
+            return None
+        n = 10.0 ** math.floor(math.log10(half))
+        head = (f"{universe.spec} ({universe.size:,} cells) gives every distinct count a 95 % "
+                f"error of +-{half:,.0f}: fewer distinct items than that cannot be told from none")
+    spec, better = suggest_universe(n, epsilon, calibration, addresses)
+    if better >= n:
+        return (f"{head}; no table size counts {n:,.0f} at epsilon {epsilon:g} (the best, {spec}, "
+                f"gives +-{better:,.0f}): raise --epsilon")
+    if expected is not None:
+        return (f"{head}; use {spec} (+-{better:,.0f} at {expected:,}; 'panstream plan -u {spec} "
+                f"--epsilon {epsilon:g} -n {expected}' shows the details)")
+    return (f"{head}; if you expect fewer, use a hashed table sized for them, e.g. {spec} "
+            f"(+-{better:,.0f} at {n:,.0f}; give -n N, or see 'panstream plan -u {spec} "
+            f"--epsilon {epsilon:g} -n N')")
+
+
+def epsilon_warning(epsilon: float, realized: float, what: str = "--epsilon") -> str | None:
+    """A one-line warning for an epsilon that means something else than it seems (``None`` if
+    fine): realized above what was asked (paper calibration), asked far above what the 32-bit
+    probabilities realize, or above :data:`NO_PRIVACY_EPSILON` (practically no privacy).
+    ``realized`` is the realized epsilon (a calibration that realizes less by design, paper below
+    1.59, is the caller's to skip).
+
+    >>> print(epsilon_warning(1000.0, 22.18070977791825).split(";")[0].replace(", so", ",\\nso"))
+    --epsilon 1000 cannot be realized: the table's probabilities are multiples of 2^-32,
+    so this calibration stops at realized epsilon 22.18
+    """
+    if realized > 1.01 * epsilon:
+        return (f"{what} {epsilon:g} realizes epsilon {realized:.4g}, more than asked (the paper "
+                "calibration above about 1.59 is not epsilon-DP): use the rr calibration (the "
+                "default), whose realized epsilon never exceeds the one asked")
+    if realized < 0.99 * epsilon and epsilon > 1.0:
+        return (f"{what} {epsilon:g} cannot be realized: the table's probabilities are multiples "
+                f"of 2^-32, so this calibration stops at realized epsilon {realized:.4g}; at such "
+                f"an epsilon a leaked table shows who arrived (a likelihood ratio of "
+                f"{math.exp(realized):.2g}): practically no privacy. Use an epsilon below "
+                f"{NO_PRIVACY_EPSILON:g} (1 is usual)")
+    if realized > NO_PRIVACY_EPSILON:
+        return (f"{what} {epsilon:g} gives practically no privacy (a likelihood ratio of "
+                f"{math.exp(realized):.2g} between neighbouring streams); 1 is usual")
+    return None

@@ -4,16 +4,23 @@ A universe is public: its specification is stored in snapshots and printed freel
 *cell* is (an IPv4 address, an IPv6 /64 subnet, an integer, a hash bucket of an identifier), and the
 privacy guarantee protects the presence of any one cell in the stream.
 
-Four kinds, each with a textual spec used by the command line and by snapshots:
+Five kinds, each with a textual spec used by the command line and by snapshots:
 
-========================  =====================================  =======================================
-constructor               spec                                   cell
-========================  =====================================  =======================================
-``Universe.ipv4(cidr)``   ``ipv4:10.0.0.0/16``                   one IPv4 address inside the prefix
-``Universe.ipv6(p, g)``   ``ipv6:2001:db8::/48@64``              one /g subnet inside the prefix
-``Universe.range(n)``     ``range:1000000``                      an integer 0..n-1
-``Universe.hashed(m)``    ``hashed:1048576``                     a BLAKE2b bucket of any identifier
-========================  =====================================  =======================================
+==========================  ===================================  =======================================
+constructor                 spec                                 cell
+==========================  ===================================  =======================================
+``Universe.ipv4(cidr)``     ``ipv4:10.0.0.0/16``                 one IPv4 address inside the prefix
+``Universe.ipv6(p, g)``     ``ipv6:2001:db8::/48@64``            one /g subnet inside the prefix
+``Universe.range(n)``       ``range:1000000``                    an integer 0..n-1
+``Universe.hashed(m)``      ``hashed:1048576``                   a BLAKE2b bucket of any identifier
+``Universe.hashed_ip(m)``   ``hashed-ip:131072``                 a bucket of IPv4 and IPv6 *addresses*
+==========================  ===================================  =======================================
+
+``hashed-ip`` is the universe for internet-facing logs: any client of the whole address space, in a
+table sized for the clients expected (``panstream plan -u hashed-ip:M -n N``) rather than for the
+2**32 addresses of ``ipv4:0.0.0.0/0``. Unlike ``hashed``, it validates every item as an address
+and writes it one canonical way before hashing (see :meth:`Universe.hashed_ip`), so junk is
+*malformed*, not a client, and one client is one bucket however its address is spelled.
 
 Items outside the universe or malformed are never mapped to some cell: :meth:`Universe.indices`
 drops them and reports how many it dropped.
@@ -39,7 +46,15 @@ import numpy as np
 
 from panstream.errors import ArgumentTypeError, ConfigurationError, ItemError, UniverseError
 
-UniverseKind = Literal["ipv4", "ipv6", "range", "hashed"]
+UniverseKind = Literal["ipv4", "ipv6", "range", "hashed", "hashed-ip"]
+
+#: The kinds whose cells are hash buckets (linear counting, collisions, no maps).
+HASHED_KINDS = ("hashed", "hashed-ip")
+
+#: The key of an IPv4 address among IPv6 ones: its IPv4-mapped form ``::ffff:a.b.c.d``.
+_V4_MAPPED = 0xFFFF << 32
+#: Domain tag mixed into the high half of an address key before hashing (public, fixed).
+_ADDR_TAG = 0x7061_6E73_7472_6561  # "panstrea"
 
 #: Largest number of cells a universe may have: 2**32 (a bit table of 512 MiB).
 MAX_CELLS = 1 << 32
@@ -53,7 +68,8 @@ class IndexResult:
     """Cell indices of the accepted items and the counts of rejected ones.
 
     Attributes:
-        indices: ``intp`` array of cell indices of accepted items, in input order.
+        indices: ``intp`` array of cell indices of accepted items, in input order (``hashed-ip``:
+            a large batch may give its IPv4 ``bytes`` items first; a table does not care).
         malformed: items that could not be parsed at all (wrong type, bad syntax).
         outside: well-formed items that lie outside the universe.
         empty: empty or all-whitespace ``str``/``bytes`` items.
@@ -124,6 +140,61 @@ def _is_address(text: str, family: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def _address_key(item: Any) -> int:
+    """The canonical 128-bit key of an IPv4 or IPv6 address (IPv4 as ``::ffff:a.b.c.d``).
+
+    Raises:
+        ValueError, TypeError, OSError, UnicodeError: not an address; _Blank: blank text.
+    """
+    if isinstance(item, ipaddress.IPv4Address):
+        return _V4_MAPPED | int(item)
+    if isinstance(item, ipaddress.IPv6Address):
+        item = int(item)
+    elif isinstance(item, bool) or not isinstance(item, (int, np.integer)):
+        text = _text(item)
+        if ":" not in text:
+            return _V4_MAPPED | int.from_bytes(socket.inet_pton(socket.AF_INET, text), "big")
+        addr, pct, zone = text.partition("%")
+        if pct and not zone:
+            raise ValueError
+        return int.from_bytes(socket.inet_pton(socket.AF_INET6, addr), "big")
+    if isinstance(item, bool):
+        raise TypeError
+    v = int(item)
+    if not 0 <= v < (1 << 128):
+        raise ValueError
+    return _V4_MAPPED | v if v <= 0xFFFFFFFF else v
+
+
+def _v4_tokens(items: list[Any]) -> tuple[np.ndarray, int, int, list[Any]] | None:
+    """The keys of the IPv4 addresses among ``bytes`` tokens (a log's client fields), parsed by
+    the vectorized parser in one pass: ``(keys, malformed, empty, rest)``, ``rest`` the tokens with
+    a ``:`` (IPv6, or junk) still to map one by one; ``None`` if the batch is not all ``bytes``
+    without newlines (then every item goes the slow way)."""
+    from panstream.parse import parse_ipv4  # the parser imports this module
+
+    try:
+        buf = bytearray(b"\n").join([*items, b""])
+    except TypeError:
+        return None
+    try:
+        b = np.frombuffer(buf, dtype=np.uint8)
+        nl = np.flatnonzero(b == 10)
+        if nl.size != len(items):
+            return None
+        colon = np.flatnonzero(b == 58)
+        rows = np.unique(np.searchsorted(nl, colon)) if colon.size else colon
+        addr, _, empty, bad, v6 = parse_ipv4(buf, "plain", 1 << 30)
+        del b
+    finally:
+        buf[:] = bytes(len(buf))
+    keys = addr.astype(_U64) | _U64(_V4_MAPPED)
+    addr.fill(0)
+    rest = [items[i] for i in rows.tolist()]
+    # The parser counted each token with a colon as IPv6 or malformed: those go the slow way.
+    return keys, bad - (len(rest) - v6), empty, rest
 
 
 def _hash_bytes(data: bytes, m: int) -> int:
@@ -249,15 +320,55 @@ class Universe:
         return cls("hashed", int(m), f"hashed:{int(m)}")
 
     @classmethod
+    def hashed_ip(cls, m: int) -> Universe:
+        """IPv4 and IPv6 client addresses hashed into ``m`` buckets (2 <= m <= 2**32).
+
+        Every item must be an address; it is validated and written one canonical way first:
+
+        * IPv4: four decimal octets as Python's ``ipaddress`` accepts them (no leading zeros, no
+          ``inet_aton`` spellings), or an ``int`` 0..2**32-1 (as ``ipaddress.ip_address`` reads
+          it), or an ``IPv4Address``;
+        * IPv6: any valid spelling (upper or lower case, ``::`` anywhere, an embedded dotted quad),
+          a ``%zone`` suffix dropped, or an ``int`` 2**32..2**128-1, or an ``IPv6Address``;
+        * an IPv4-mapped IPv6 address ``::ffff:a.b.c.d`` *is* the IPv4 address ``a.b.c.d`` (a
+          dual-stack server logs its IPv4 clients that way): both are one bucket.
+
+        The canonical form is the 128-bit address (IPv4 as ``::ffff:a.b.c.d``); its two 64-bit
+        halves are hashed with the public SplitMix64 mixer, ``mix(mix(hi ^ tag) ^ lo)``, and
+        reduced to ``m`` buckets by multiply-shift. No two IPv4 addresses share a hash before the
+        reduction (the mix is a bijection of ``lo``). Anything else (``-``, ``unknown``, a host
+        name, ``1.2.3.4:80``, a bracketed ``[::1]``) is *malformed*; nothing is *outside*.
+
+        >>> u = Universe.hashed_ip(1 << 17)
+        >>> a, b = u.index_of("192.0.2.1"), u.index_of("::FFFF:192.0.2.1")
+        >>> a == b == u.index_of(3221225985), u.spec
+        (True, 'hashed-ip:131072')
+        >>> r = u.indices(["2001:db8::1", "2001:DB8:0::1", "-", "unknown", "10.0.0.010"])
+        >>> r.indices.size, r.malformed, bool(r.indices[0] == r.indices[1])
+        (2, 3, True)
+        """
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or not 2 <= int(m) <= MAX_CELLS:
+            msg = f"hashed-ip universe size must be an integer from 2 to 2**32, got {m!r}"
+            raise UniverseError(msg)
+        return cls("hashed-ip", int(m), f"hashed-ip:{int(m)}")
+
+    @property
+    def is_hashed(self) -> bool:
+        """Whether cells are hash buckets (``hashed`` or ``hashed-ip``): distinct counts use linear
+        counting and carry a collision error; a cell names no item."""
+        return self.kind in HASHED_KINDS
+
+    @classmethod
     def parse(cls, spec: str) -> Universe:
-        """Build a universe from its spec: ``ipv4:CIDR``, ``ipv6:CIDR@G``, ``range:N`` or ``hashed:M``.
+        """Build a universe from its spec: ``ipv4:CIDR``, ``ipv6:CIDR@G``, ``range:N``, ``hashed:M``
+        or ``hashed-ip:M``.
 
         >>> Universe.parse("ipv6:2001:db8::/48@64").size
         65536
         """
         if not isinstance(spec, str) or ":" not in spec:
             msg = (f"invalid universe spec {spec!r}: expected one of ipv4:10.0.0.0/16, "
-                   "ipv6:2001:db8::/48@64, range:1000000, hashed:1048576")
+                   "ipv6:2001:db8::/48@64, range:1000000, hashed:1048576, hashed-ip:131072")
             raise UniverseError(msg)
         kind, _, arg = spec.strip().partition(":")
         kind = kind.lower()
@@ -271,30 +382,34 @@ class Universe:
                 msg = f"invalid IPv6 granularity {g!r} in {spec!r}: expected e.g. @64"
                 raise UniverseError(msg) from None
             return cls.ipv6(prefix, gran)
-        if kind in ("range", "hashed"):
+        if kind in ("range", "hashed", "hashed-ip"):
             try:
                 n = int(arg.replace("_", ""), 0) if not arg.startswith("2**") else 2 ** int(arg[3:])
             except ValueError:
                 msg = f"invalid size {arg!r} in universe spec {spec!r}: expected an integer"
                 raise UniverseError(msg) from None
-            return cls.range(n) if kind == "range" else cls.hashed(n)
-        msg = f"unknown universe kind {kind!r} in {spec!r}: use ipv4, ipv6, range or hashed"
+            return (cls.range(n) if kind == "range" else cls.hashed(n) if kind == "hashed"
+                    else cls.hashed_ip(n))
+        msg = (f"unknown universe kind {kind!r} in {spec!r}: use ipv4, ipv6, range, hashed or "
+               "hashed-ip")
         raise UniverseError(msg)
 
     # ------------------------------------------------------------------ mapping
     def indices(self, items: Iterable[Any] | np.ndarray) -> IndexResult:
         """Map items to cell indices, dropping (and counting) malformed and outside items.
 
-        Integer NumPy arrays take a vectorized path: for ``ipv4`` they hold addresses as integers,
-        for ``range`` the integers themselves, for ``hashed`` values to hash. Anything else is mapped
-        item by item: ``str`` or ASCII ``bytes`` text for addresses, ``int`` for integers and
-        addresses, any ``str``/``bytes``/``int`` for ``hashed``.
+        Integer NumPy arrays take a vectorized path: for ``ipv4`` and ``hashed-ip`` they hold
+        addresses as integers, for ``range`` the integers themselves, for ``hashed`` values to hash.
+        Anything else is mapped item by item: ``str`` or ASCII ``bytes`` text for addresses,
+        ``int`` for integers and addresses, any ``str``/``bytes``/``int`` for ``hashed``.
 
         Raises:
             ArgumentTypeError: ``items`` is a bare ``str``, ``bytes``, ``bytearray`` or
                 ``memoryview`` (one item, not an iterable of items): pass a list.
         """
         refuse_bare_item(items, "indices")
+        if self.kind == "hashed-ip":
+            return self._indices_addresses(items)
         if isinstance(items, np.ndarray) and items.dtype.kind in "iu":
             return self._indices_int_array(items)
         return self._indices_objects(items)
@@ -305,7 +420,7 @@ class Universe:
         Raises:
             ItemError: the item is malformed or outside the universe.
         """
-        result = self._indices_objects([item])
+        result = self.indices([item])
         if result.indices.size:
             return int(result.indices[0])
         why = ("is malformed" if result.malformed else "is empty" if result.empty
@@ -325,7 +440,7 @@ class Universe:
             return f"{ipaddress.IPv6Address(addr)}/{self._granularity}"
         if self.kind == "range":
             return str(index)
-        msg = "a hashed universe cannot name the items of a bucket"
+        msg = f"a hashed universe ({self.spec}) cannot name the items of a bucket"
         raise ConfigurationError(msg)
 
     def _indices_int_array(self, arr: np.ndarray) -> IndexResult:
@@ -354,6 +469,58 @@ class Universe:
             malformed = int(((a < 0) | (a > 0xFFFFFFFF)).sum())
             return IndexResult(kept, malformed=malformed, outside=bad - malformed)
         return IndexResult(kept, outside=bad)
+
+    def _indices_addresses(self, items: Iterable[Any] | np.ndarray) -> IndexResult:
+        """``hashed-ip``: canonical 128-bit keys of the valid addresses, hashed in one pass."""
+        if isinstance(items, np.ndarray) and items.dtype.kind in "iu":
+            # Integers are addresses as ipaddress.ip_address reads them: IPv4 below 2**32.
+            ok = items >= 0
+            lo = items[ok].astype(_U64)
+            lo[lo <= _U64(0xFFFFFFFF)] |= _U64(_V4_MAPPED)
+            hi = np.zeros(lo.size, dtype=_U64)
+            bad = int(items.size - lo.size)
+            ok.fill(False)
+            return IndexResult(self._hash_keys(hi, lo), malformed=bad)
+        his: list[int] = []
+        los: list[int] = []
+        malformed = empty = 0
+        v4_hi = v4_lo = np.zeros(0, dtype=_U64)
+        if isinstance(items, list) and len(items) >= 64:
+            fast = _v4_tokens(items)
+            if fast is not None:  # the dotted quads parsed at once; the rest item by item below
+                v4_lo, bad, empty, items = fast
+                malformed += bad
+                v4_hi = np.zeros(v4_lo.size, dtype=_U64)
+        for item in items:
+            try:
+                k = _address_key(item)
+            except _Blank:
+                empty += 1
+                continue
+            except (ValueError, TypeError, OSError, UnicodeError, OverflowError):
+                malformed += 1
+                continue
+            his.append(k >> 64)
+            los.append(k & _MASK64)
+        hi = np.fromiter(his, dtype=_U64, count=len(his))
+        lo = np.fromiter(los, dtype=_U64, count=len(los))
+        his.clear()
+        los.clear()
+        if v4_lo.size:
+            hi, lo = np.concatenate([v4_hi, hi]), np.concatenate([v4_lo, lo])
+            v4_hi.fill(0)
+            v4_lo.fill(0)
+        return IndexResult(self._hash_keys(hi, lo), malformed=malformed, empty=empty)
+
+    def _hash_keys(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        """Buckets of 128-bit keys given as uint64 halves: ``reduce(mix(mix(hi ^ tag) ^ lo))``;
+        the key arrays are wiped."""
+        h = _mix64(_mix64(hi ^ _U64(_ADDR_TAG)) ^ lo)
+        hi.fill(0)
+        lo.fill(0)
+        out = _reduce64(h, self.size)
+        h.fill(0)
+        return out
 
     def _indices_objects(self, items: Iterable[Any]) -> IndexResult:
         out: list[int] = []

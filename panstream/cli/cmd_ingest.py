@@ -24,11 +24,13 @@ from panstream.cli.common import (
     env,
     epsilon_option,
     estimator_options,
+    expected_option,
     given,
     handle_errors,
     json_option,
     total_epsilon_options,
     universe_option,
+    warn_settings,
 )
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError, SourceError, StateError
@@ -37,7 +39,8 @@ from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.parse import Format, parse_format, tune_allocator
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.sources import open_input, stdin_reader
-from panstream.state.files import state_lock
+from panstream.sources.files import require_codec, sniff
+from panstream.state.files import discard_temps, state_lock
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 
@@ -48,6 +51,7 @@ def _stop_on_signals(ing: Ingestor) -> Iterator[None]:
 
     def handler(signum: int, frame: Any) -> None:
         if ing.stopping:
+            discard_temps()  # a half-written save would stay on disk: a second copy of the table
             os.write(2, b"panstream: second signal, exiting without a final checkpoint\n")
             os._exit(130)
         ing.request_stop()
@@ -261,6 +265,7 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
 @click.option("--budget", type=FiniteFloatRange(min=0), default=DEFAULT_BUDGET, show_default=True,
               help="Total output epsilon releases may spend (new states only).", **env("BUDGET"))
 @total_epsilon_options()
+@expected_option()
 @click.option("--progress/--no-progress", default=None,
               help="Progress on stderr (default: when stderr is a terminal).", **env("PROGRESS"))
 @telemetry_options(sensitivity=1, what="summary and --progress lines")
@@ -272,12 +277,14 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
             checkpoint_every: float,
             release_every: float | None, release_epsilon: float | None, release_mechanism: str,
             budget: float, total_epsilon: float | None, releases: int | None,
-            progress: bool | None, telemetry: TelemetryPolicy, as_json: bool) -> None:
-    """Read IP logs from FILES (.gz too) or standard input into a pan-private table.
+            expected_distinct: int | None, progress: bool | None, telemetry: TelemetryPolicy,
+            as_json: bool) -> None:
+    """Read IP logs from FILES or standard input ('-') into a pan-private table; gzip, bzip2, xz
+    (and zstd with the zstandard package) are recognised by their first bytes, whatever the name.
 
     \b
-      tail -F access.log | panstream ingest -u ipv4:10.0.0.0/16 -s web.pst -f clf
-      panstream ingest -u ipv4:0.0.0.0/0 -s all.pst logs/*.gz
+      tail -n +1 -F access.log | panstream ingest -u ipv4:10.0.0.0/16 -s web.pst -f clf
+      panstream ingest -u hashed-ip:131072 -n 50000 -s web.pst logs/access.log*
       panstream ingest -u ipv4:10.0.0.0/16 -s freq.pst --estimator frequency access.log
 
     The default density estimator keeps one randomized bit per cell (how many distinct, and
@@ -296,6 +303,12 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     signal exits at once (the state file keeps the last checkpoint). Periodic releases stop
     (ingestion continues) once the budget is spent.
 
+    A new table whose settings do not mean what they seem gets a warning on stderr: an epsilon
+    the table cannot realize or that protects nothing, or a universe whose 95 % error exceeds the
+    clients expected (-n N), or without -n, a universe so large (ipv4:0.0.0.0/0) that fewer than
+    10,000 distinct clients cannot be told from none; the warning names the universe that would
+    count them (hashed-ip:M for internet-facing logs).
+
     --total-epsilon E [--releases R] replaces --epsilon and --budget: E is split between the state
     and R releases as 'panstream plan --total-epsilon' shows (best for one release), and
     --release-every then releases at the split's per-release epsilon.
@@ -313,10 +326,15 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     if release_epsilon and not release_every:
         raise click.UsageError("--release-epsilon needs --release-every (or use 'panstream "
                                "release' for a one-off release)")
-    if not files and sys.stdin.isatty():
-        raise click.UsageError("no FILE given and standard input is a terminal: pipe a log in, "
-                               "e.g. tail -F access.log | panstream ingest ...")
+    if (not files or "-" in files) and sys.stdin.isatty():
+        raise click.UsageError(("no FILE given" if not files else "FILE '-' (standard input) given")
+                               + " and standard input is a terminal: pipe a log in, e.g. "
+                               "tail -n +1 -F access.log | panstream ingest ...")
+    if files.count("-") > 1:
+        raise click.UsageError("'-' (standard input) can be given only once")
     _check_inputs(files)  # before a new state file is created for a run that cannot start
+    if universe is not None and (state is None or not os.path.exists(state)):  # a new table
+        warn_settings(universe, epsilon, calibration, estimator, modulus, expected_distinct)
     tune_allocator()
     with contextlib.ExitStack() as held:
         if state is not None:  # one process at a time: see panstream.storage.state_lock
@@ -362,6 +380,9 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
             if ing.stopping:
                 return
             opened.append(path)
+            if path == "-":
+                yield Input("standard input", stdin_reader())
+                continue
             with open_input(path) as f:
                 yield Input(path, f.reader, f.position)
 
@@ -408,9 +429,12 @@ def _check_inputs(files: tuple[str, ...]) -> None:
         SourceError: the first input that cannot be opened (same message as when reading it).
     """
     for path in files:
+        if path == "-":
+            continue
         try:
-            with open(path, "rb", buffering=0):
-                pass
+            with open(path, "rb", buffering=0) as f:
+                head = f.read(16) if os.path.isfile(path) else b""
         except OSError as exc:
             msg = f"cannot open {path}: {exc.strerror or exc}; check the path and permissions"
             raise SourceError(msg) from None
+        require_codec(sniff(head), path)

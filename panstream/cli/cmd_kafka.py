@@ -24,6 +24,7 @@ from panstream.cli.common import (
     json_option,
     total_epsilon_options,
     universe_option,
+    warn_settings,
 )
 from panstream.cli.kafka_options import bootstrap_option, connection_options
 from panstream.cli.telemetry_options import telemetry_options
@@ -123,6 +124,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         epsilon, budget, _ = apply_split(ctx, total_epsilon, releases, universe, calibration,
                                          telemetry=telemetry)
     assert epsilon is not None
+    warn_settings(universe, epsilon, calibration, estimator, modulus)
     if (state_dir is None) == (state_topic is None):
         msg = "give exactly one of --state-dir DIR or --state-topic TOPIC (where shards are kept)"
         raise ConfigurationError(msg)

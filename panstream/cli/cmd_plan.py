@@ -42,102 +42,22 @@ from panstream.cli.common import (
     universe_option,
 )
 from panstream.errors import ConfigurationError
-from panstream.planning import SplitPlan, plan_split
+from panstream.planning import (
+    Z95,
+    SplitPlan,
+    accuracy_warning,
+    best_table_size,
+    expressible_distinct,
+    hashed_error,
+    plan_split,
+    smallest_table_size,
+)
 from panstream.release.stats import stderr_distinct, stderr_state
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
-from panstream.universe import MAX_CELLS, Universe
+from panstream.universe import Universe
 
-
-def _occupancy(n: float, m: int) -> tuple[float, float, float]:
-    """Expected occupied fraction, linear-counting variance and bias for ``n`` IDs in ``m`` buckets."""
-    t = n / m
-    f = -math.expm1(-t)
-    g = math.expm1(t) - t if t < 200 else math.inf  # e^t - t - 1 (saturated table: infinite)
-    return f, m * g, g / 2
-
-
-def hashed_error(n: float, m: int, p: float, q: float, release_epsilon: float | None = None
-                 ) -> dict[str, float]:
-    """Error budget of the distinct count of ``n`` IDs in a hashed table of ``m`` buckets.
-
-    Returns:
-        ``{"density", "table_noise", "release_noise", "occupancy_sd", "bias", "rmse",
-        "uncorrected_bias"}`` (counts of distinct IDs).
-    """
-    f, var_occ, bias = _occupancy(n, m)
-    fc = min(f, 1 - 1 / m)
-    se = stderr_state(fc, m, p, q)
-    table = stderr_distinct(fc, se, m, True)
-    rel = 0.0
-    if release_epsilon:
-        rel = math.sqrt(2) / (release_epsilon * m * (p - q)) * m / (1 - fc)
-    rmse = math.sqrt(table**2 + rel**2 + var_occ + bias**2) if math.isfinite(var_occ) else math.inf
-    return {"density": f, "table_noise": table, "release_noise": rel,
-            "occupancy_sd": math.sqrt(var_occ) if math.isfinite(var_occ) else math.inf,
-            "bias": bias, "rmse": rmse, "uncorrected_bias": n - m * f}
-
-
-def best_table_size(n: float, p: float, q: float, release_epsilon: float | None = None
-                    ) -> tuple[int, int]:
-    """The bucket count (any integer, and the best power of two) minimizing the distinct-count RMSE.
-
-    >>> m, m2 = best_table_size(100_000, 0.7310585786, 0.2689414214)
-    >>> 100_000 < m < 10_000_000 and m2 & (m2 - 1) == 0
-    True
-    """
-    lo, hi = max(2.0, n / 50), float(MAX_CELLS)
-
-    def err(m: int) -> float:
-        return hashed_error(n, m, p, q, release_epsilon)["rmse"]
-
-    grid = sorted({int(round(lo * (hi / lo) ** (i / 600))) for i in range(601)})
-    best = min(grid, key=err)
-    # refine around the best grid point
-    a, b = max(2, int(best / 1.05)), min(MAX_CELLS, int(best * 1.05) + 1)
-    step = max(1, (b - a) // 400)
-    best = min(range(a, b + 1, step), key=err)
-    pow2 = min((1 << k for k in range(1, 33)), key=err)
-    return best, pow2
-
-
-def smallest_table_size(n: float, p: float, q: float, target: float, best: int,
-                        release_epsilon: float | None = None) -> int | None:
-    """The smallest bucket count ``<= best`` whose distinct-count RMSE is at most ``target`` IDs, or
-    ``None`` if even ``best`` misses it. Below the best size the error falls as ``m`` grows
-    (collisions dominate), so a bisection finds it.
-
-    >>> p, q = 0.8160602794, 0.5   # tight at epsilon 1
-    >>> m = smallest_table_size(100_000, p, q, 5_000, 178_893)
-    >>> hashed_error(100_000, m, p, q)["rmse"] <= 5_000 < hashed_error(100_000, m - 1, p, q)["rmse"]
-    True
-    """
-
-    def err(m: int) -> float:
-        return hashed_error(n, m, p, q, release_epsilon)["rmse"]
-
-    if err(best) > target:
-        return None
-    lo, hi = 2, best  # err(hi) <= target
-    if err(lo) <= target:
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if err(mid) <= target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-#: z for a two-sided 95 % normal interval.
-Z95 = 1.959963984540054
-
-
-def expressible_distinct(universe: Universe) -> float:
-    """The largest distinct count the estimator can report for ``universe``: ``|X|`` cells, or for a
-    hashed table linear counting at one empty bucket, ``m ln m``."""
-    m = universe.size
-    return m * math.log(m) if universe.kind == "hashed" else float(m)
+__all__ = ["Z95", "best_table_size", "command", "expressible_distinct", "hashed_error", "plan",
+           "smallest_table_size"]
 
 
 def _status(row: dict[str, Any], universe: Universe, expected: int | None) -> str:
@@ -146,7 +66,7 @@ def _status(row: dict[str, Any], universe: Universe, expected: int | None) -> st
     interval covers every possible value: the table says nothing)."""
     cap = expressible_distinct(universe)
     wide = not math.isfinite(row["stderr_distinct"]) or Z95 * row["stderr_distinct"] >= cap
-    if universe.kind == "hashed" and expected is not None and (expected >= cap or wide):
+    if universe.is_hashed and expected is not None and (expected >= cap or wide):
         return "saturated"
     if Z95 * row["stderr_density"] >= 1.0 or wide:
         return "too_small"
@@ -164,7 +84,7 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
     at most ``target_error`` times ``expected`` (1 sd), ``None`` if no size reaches it.
     """
     m = universe.size
-    hashed = universe.kind == "hashed"
+    hashed = universe.is_hashed
     if expected is not None and not hashed and expected > m:
         msg = f"--expected-distinct {expected} exceeds the universe's {m} cells"
         raise ConfigurationError(msg)
@@ -269,6 +189,9 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
     a hashed table has too few buckets for N IDs. For hashed:M universes with --expected-distinct N
     it also prints the table size minimizing the total error (collision / occupancy error of linear
     counting against the table's binomial noise) and the smallest table within --target-error.
+    With --expected-distinct N it warns (stderr; "warning" in JSON) when the 95 % error of the
+    distinct count exceeds N, and names the hashed table that would count them (for addresses,
+    hashed-ip:M: e.g. hashed-ip:131072 for 50,000 clients at epsilon 1).
 
     With --total-epsilon E (instead of --epsilon) it splits E between the state and --releases R
     equal releases so that one release is as accurate as possible, and shows the naive split
@@ -280,6 +203,7 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 -n 20000 --release-epsilon 0.5
       panstream plan -u hashed:1048576 --epsilon 1 -n 100000     # also the best table size
+      panstream plan -u hashed-ip:131072 --epsilon 1 -n 50000    # internet-facing: any address
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 --by /24    # error of one /24 of a map
       panstream plan -u ipv4:10.0.0.0/16 --total-epsilon 2 --releases 4
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 --estimator frequency -n 20000
@@ -313,7 +237,7 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
             raise click.UsageError("give --density or --expected-distinct, not both")
         if density is None and expected_distinct is not None:
             m = universe.size
-            density = (min(1.0, expected_distinct / m) if universe.kind != "hashed"
+            density = (min(1.0, expected_distinct / m) if not universe.is_hashed
                        else -math.expm1(-expected_distinct / m))
         sp = plan_split(total_epsilon, universe, releases or 1, density or 0.0, calibration)
         d: dict[str, Any] = {"split": sp.to_dict()}
@@ -325,6 +249,7 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
         eps_list = (release_epsilon,) if release_epsilon else ()
         if expected_distinct is not None:
             d["sketch"] = _sketch_row(epsilon, expected_distinct, release_epsilon)
+            d["warning"] = accuracy_warning(universe, epsilon, calibration, expected_distinct)
     d["telemetry"] = "nothing counted by default (0 per person)"
     mp = None
     if by is not None:
@@ -341,6 +266,8 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
         _echo_split(sp)
     else:
         _echo_plan(d, universe, epsilon, expected_distinct, release_epsilon, target_error)
+        if d.get("warning"):
+            click.echo(f"panstream: warning ({calibration}): {d['warning']}", err=True)
         if "sketch" in d:
             _echo_comparison(d, universe)
     if mp is not None:
@@ -378,11 +305,12 @@ def _echo_plan(d: dict[str, Any], universe: Universe, epsilon: float,
                            f"{r['table_noise']:,.1f}, LC bias {r['bias']:,.2f}")
             small = r["smallest_size"]
             goal = target_error * n
+            kind = universe.kind
             within = (f"smallest table within {100 * target_error:g} % of N ({goal:,.0f} IDs): "
-                      + (f"hashed:{small}" if small is not None
+                      + (f"{kind}:{small}" if small is not None
                          else "none (even the best table misses it)"))
-            click.echo(f"         {within}; best table: hashed:{r['best_size']} (error "
-                       f"{r['best_size_rmse']:,.1f}), power of two hashed:{r['best_power_of_two']} "
+            click.echo(f"         {within}; best table: {kind}:{r['best_size']} (error "
+                       f"{r['best_size_rmse']:,.1f}), power of two {kind}:{r['best_power_of_two']} "
                        f"(error {r['best_power_of_two_rmse']:,.1f})")
 
 
@@ -478,7 +406,7 @@ def _echo_map_plan(mp: dict[str, Any]) -> None:
 
 def _errors_line(r: dict[str, Any], universe: Universe, cap: float) -> str:
     """``density +- a [b]  distinct +- c [d]``, or the bound the universe can express."""
-    what = "buckets can express" if universe.kind == "hashed" else "cells"
+    what = "buckets can express" if universe.is_hashed else "cells"
     if r["stderr_density"] is None:
         dens = "density +- more than 1 (uninformative)"
     else:

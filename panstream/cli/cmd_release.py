@@ -134,6 +134,7 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
     if sum(x is not None for x in (state, state_dir, state_topic)) != 1:
         msg = "give exactly one of --state FILE, --state-dir DIR or --state-topic TOPIC"
         raise ConfigurationError(msg)
+    _check_epsilon(state, epsilon, mechanism)
     if budget is not None and not new_ledger:
         msg = ("--budget sets the budget of a new group ledger: give it with --new-ledger (a "
                "state's budget is fixed when the state or the group's ledger is created)")
@@ -153,6 +154,11 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
         # Under the state's lock (a running ingest would overwrite the charge); the ledger is
         # durable before the number is shown.
         rel = release_file(state, epsilon, mechanism, by=by, **options)
+    if isinstance(rel, Release) and rel.density_high - rel.density_low >= 1:
+        click.echo(f"panstream: warning: this release says nothing: its {100 * rel.confidence:g} % "
+                   f"density interval [{rel.density_low:.3g}, {rel.density_high:.3g}] is as "
+                   "wide as every possible density (0..1); raise --epsilon ('panstream plan' "
+                   "shows the error first)", err=True)
     if isinstance(rel, (Release, FrequencyRelease, SketchRelease)):
         if as_json:
             emit_json(rel.to_dict())
@@ -169,6 +175,55 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
             msg = f"{exc} (the map was released, charged and printed above)"
             raise ConfigurationError(msg) from None
         click.echo(f"map picture written to {plot_out}", err=True)
+
+
+def _check_epsilon(state: str | None, epsilon: float, mechanism: str) -> None:
+    """Warn about an output epsilon that protects nothing; for a density state file, refuse
+    (before anything is spent) a release whose 95 % interval would cover every possible density.
+
+    Raises:
+        ConfigurationError: the release (or the state's own table) could say nothing.
+    """
+    from panstream.calibration import calibrate
+    from panstream.errors import PanstreamError
+    from panstream.planning import NO_PRIVACY_EPSILON, Z95
+    from panstream.release.stats import noise_quantile, output_law, stderr_state
+    from panstream.state.files import read_head
+    from panstream.universe import Universe
+
+    if epsilon > NO_PRIVACY_EPSILON:
+        click.echo(f"panstream: warning: --epsilon {epsilon:g} gives practically no privacy (a "
+                   f"likelihood ratio of e^{epsilon:g} between neighbouring tables); 1 or less "
+                   "is usual", err=True)
+    if state is None:
+        return
+    try:  # only the head: the full load happens under the lock, in release_file
+        _, params, _ = read_head(state)
+        if params.get("kind") != "density":
+            return
+        cells = int(params["cells"])
+        cal = calibrate(float(params["epsilon"]), str(params["calibration"]))
+        law, _ = output_law(epsilon, mechanism)
+        universe = Universe.parse(str(params["universe"]))
+    except (PanstreamError, KeyError, TypeError, ValueError):
+        return  # release_file reports what is wrong with the state or the options
+    scale = cells * float(cal.p - cal.q)
+    table = stderr_state(0.0, cells, cal.p, cal.q) * Z95
+    if table >= 1:
+        msg = (f"{state} cannot say anything: its table (state epsilon "
+               f"{cal.epsilon_state:.3g}) gives every density a 95 % error of +-{table:.3g}, more "
+               "than the whole range 0..1, so a release would spend budget on noise; nothing was "
+               "spent. Start a new state with a larger --epsilon ('panstream plan' shows the "
+               "error first)")
+        raise ConfigurationError(msg)
+    alone = noise_quantile(0.0, law) / scale
+    if alone >= 1:
+        need = epsilon * alone / 0.1
+        msg = (f"--epsilon {epsilon:g} is too small to say anything about {state}: the release "
+               f"noise alone gives its density a 95 % error of +-{alone:.3g}, more than the whole "
+               f"range 0..1 (distinct +-{alone * cells:,.3g} of {universe.spec}); nothing was "
+               f"spent. The error falls as 1/epsilon: --epsilon {need:.2g} gives +-0.1")
+        raise ConfigurationError(msg)
 
 
 def _show_map(m: MapRelease, csv_out: str | None, as_json: bool) -> None:

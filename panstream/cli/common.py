@@ -111,8 +111,10 @@ class StatePath(click.Path):
 
 
 UNIVERSE_HELP = ("The public universe of cells: ipv4:CIDR (e.g. ipv4:10.0.0.0/16), ipv6:CIDR@G "
-                 "(e.g. ipv6:2001:db8::/48@64, one cell per /64), range:N, or hashed:M (IDs hashed "
-                 "into M buckets).")
+                 "(e.g. ipv6:2001:db8::/48@64, one cell per /64), range:N, hashed:M (any IDs "
+                 "hashed into M buckets), or hashed-ip:M (IPv4/IPv6 client addresses of an "
+                 "internet-facing log, validated, hashed into M buckets: size M with 'panstream "
+                 "plan -u hashed-ip:M -n N', e.g. hashed-ip:131072 for 50,000 clients).")
 
 
 def universe_option(required: bool = True, **kw: Any) -> Callable[[F], F]:
@@ -260,6 +262,45 @@ def apply_split(ctx: click.Context, total_epsilon: float | None, releases: int |
                f"{sp.naive.density_95:.6f}); WARNING: the counts you opted into are not in this "
                f"total ({telemetry.total_clause()})", err=True)
     return b.epsilon_state_asked, b.budget, b.epsilon_release
+
+
+def warn_settings(universe: Universe | None, epsilon: float, calibration: str,
+                  estimator: str = "density", modulus: int = DEFAULT_MODULUS,
+                  expected: int | None = None) -> list[str]:
+    """Print (stderr, one line each) and return the warnings of settings that do not mean what
+    they seem: an epsilon the 32-bit probabilities cannot realize or that protects nothing
+    (:func:`panstream.planning.epsilon_warning`), and a density table whose 95 % error exceeds the
+    expected count, or the scale a universe can tell from none, naming the universe that would
+    count them (:func:`panstream.planning.accuracy_warning`). Invalid settings print nothing here:
+    the command refuses them with its own error.
+    """
+    from panstream.calibration import calibrate, calibrate_frequency
+    from panstream.planning import accuracy_warning, epsilon_warning
+
+    out: list[str] = []
+    try:
+        if estimator == "frequency":
+            realized = calibrate_frequency(epsilon, modulus).epsilon_state
+        else:
+            realized = calibrate(epsilon, calibration).epsilon_state
+    except PanstreamError:
+        return out
+    if calibration != "paper" or estimator == "frequency" or realized > epsilon:
+        out.append(epsilon_warning(epsilon, realized) or "")  # paper realizes less by design
+    if estimator == "density" and universe is not None:
+        out.append(accuracy_warning(universe, epsilon, calibration, expected) or "")
+    out = [w for w in out if w]
+    for w in out:
+        click.echo(f"panstream: warning: {w}", err=True)
+    return out
+
+
+def expected_option() -> Callable[[F], F]:
+    """``-n/--expected-distinct N``: only checked against the planned error (a warning)."""
+    return click.option("-n", "--expected-distinct", type=click.IntRange(min=1), default=None,
+                        help="Distinct items you expect (not stored): warn if the universe and "
+                             "epsilon cannot count that many (95 % error above N) and name the "
+                             "universe that would.", **env("EXPECTED_DISTINCT"))
 
 
 def json_option() -> Callable[[F], F]:

@@ -7,7 +7,9 @@ mistake; 130 after a second Ctrl+C.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import pkgutil
 import sys
 from typing import Any
@@ -29,8 +31,49 @@ def _command_modules() -> dict[str, str]:
     return names
 
 
+def _quiet_broken_pipe() -> None:
+    """The reader of stdout went away (``panstream plan | head -1``): send what is left of stdout to
+    /dev/null so that the interpreter's final flush does not complain, and exit 0 quietly."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
+
+
 class _LazyGroup(click.Group):
-    """A group whose subcommands are imported only when used (fast ``--help`` and start-up)."""
+    """A group whose subcommands are imported only when used (fast ``--help`` and start-up), and
+    whose usage errors are one ``panstream: error:`` line (click prints four)."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+            sys.stdout.flush()
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else "panstream"
+            click.echo(f"panstream: error: {exc.format_message().rstrip('.')} (see '{where} "
+                       "--help')", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"panstream: error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("panstream: aborted", err=True)
+            sys.exit(1)
+        except BrokenPipeError:
+            _quiet_broken_pipe()
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # click's own main turns a broken pipe into exit 1: stop quietly with 0 before it can.
+        try:
+            rv = super().invoke(ctx)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _quiet_broken_pipe()
+        return rv
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(_command_modules()))
@@ -60,7 +103,7 @@ def cli() -> None:
     Start here:
       panstream demo                                   # synthetic log, estimate vs truth
       panstream plan --universe ipv4:10.0.0.0/16 --epsilon 1
-      tail -F access.log | panstream ingest --universe ipv4:10.0.0.0/16 --state s.pst --format clf
+      tail -n +1 -F access.log | panstream ingest --universe ipv4:10.0.0.0/16 --state s.pst --format clf
       panstream release --state s.pst --epsilon 0.5
 
     Every option can also be set through the PANSTREAM_... environment variable shown in each

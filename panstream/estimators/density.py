@@ -227,7 +227,7 @@ class DensityEstimator(Estimator):
         n = self.size
         dens = debias(ones, n, self.p, self.q)
         se = stderr_state(dens, n, self.p, self.q)
-        hashed = self.universe.kind == "hashed"
+        hashed = self.universe.is_hashed
         return Estimate(ones / n, dens, distinct_from_density(dens, n, hashed), se,
                         stderr_distinct(dens, se, n, hashed), ones, n)
 

@@ -44,6 +44,7 @@ from panstream.release.stats import (
     distinct_from_density,
     noise_quantile,
     noisy_count,
+    occupancy_stderr,
     output_law,
     stderr_state,
 )
@@ -67,7 +68,8 @@ class Release:
         confidence: level of the intervals below (0.95 by default).
         density_low, density_high: interval for the density combining the binomial state noise
             and the release noise (approximate: plug-in density, no boundary correction).
-        distinct_low, distinct_high: the same interval mapped to distinct counts.
+        distinct_low, distinct_high: the same interval mapped to distinct counts; for a hashed
+            universe it also includes the hash-collision (occupancy) error of linear counting.
         stderr_density: standard deviation of ``density`` from both noise sources.
         size: number of cells |X|; universe: its spec; p, q: the exact D1 and D0 probabilities (as
             strings).
@@ -167,13 +169,22 @@ def release(est: CountingTable, epsilon: float, mechanism: str = "laplace", *,
     noisy_ones = noisy_count(est.count_ones(), law, mechanism, size)
 
     p, q = est.p, est.q
-    hashed = est.universe.kind == "hashed"
+    hashed = est.universe.is_hashed
     scale = size * (float(p) - float(q))  # counts per unit of density
     density = debias(noisy_ones, size, p, q)
     se_state = stderr_state(density, size, p, q)
     h = noise_quantile(se_state * scale, law, confidence) / scale
     se_total = math.sqrt(se_state**2 + law.variance / scale**2)
     lo, hi = density - h, density + h
+    dlo, dhi = lo, hi
+    if hashed:
+        # The distinct count of a hashed table also carries the hash-collision (occupancy) error:
+        # N items occupy a random number of buckets, sd sqrt(e^-t (1 - (1 + t) e^-t) / m) in
+        # density at load t = N/m (plug-in t from the noisy density). Linear counting maps it to
+        # the variance m (e^t - t - 1) that 'panstream plan' reports (Whang et al. 1990).
+        se_occ = occupancy_stderr(density, size)
+        h2 = noise_quantile(math.hypot(se_state, se_occ) * scale, law, confidence) / scale
+        dlo, dhi = density - h2, density + h2
     return Release(
         density=density,
         distinct=distinct_from_density(density, size, hashed),
@@ -185,8 +196,8 @@ def release(est: CountingTable, epsilon: float, mechanism: str = "laplace", *,
         confidence=float(confidence),
         density_low=lo,
         density_high=hi,
-        distinct_low=distinct_from_density(lo, size, hashed),
-        distinct_high=distinct_from_density(hi, size, hashed),
+        distinct_low=distinct_from_density(dlo, size, hashed),
+        distinct_high=distinct_from_density(dhi, size, hashed),
         stderr_density=se_total,
         size=size,
         universe=est.universe.spec,

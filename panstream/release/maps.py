@@ -214,7 +214,7 @@ def parse_by(universe: Universe, by: int | str) -> tuple[int, str]:
         ConfigurationError: hashed universe, or a ``by`` outside what the universe allows.
     """
     kind = universe.kind
-    if kind == "hashed":
+    if universe.is_hashed:
         msg = (f"a map needs an ordered universe: {universe.spec} holds hash buckets, and a bucket of "
                "hashes has no meaning; use an ipv4:, ipv6: or range: universe for maps")
         raise ConfigurationError(msg)

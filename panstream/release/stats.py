@@ -116,6 +116,23 @@ def stderr_distinct(density: float, se_density: float, size: int, hashed: bool) 
     return se_density * size / (1.0 - f)
 
 
+def occupancy_stderr(density: float, size: int) -> float:
+    """Standard deviation of the fraction of occupied buckets of a hashed table of ``size``
+    buckets whose expected occupied fraction is ``density``: ``N`` distinct items at load
+    ``t = N/size = -ln(1 - density)`` occupy ``size (1 - e^-t)`` buckets on average, with variance
+    ``size e^-t (1 - (1 + t) e^-t)`` (Whang, Vander-Zanden and Taylor 1990). Through linear counting
+    this is the collision error ``sqrt(size (e^t - t - 1))`` of the distinct count.
+
+    >>> m = 1 << 16  # at load t = 1, through linear counting's slope m e^t:
+    >>> round(occupancy_stderr(1 - math.exp(-1), m) * m * math.e, 1), round(math.sqrt(m * (math.e - 2)), 1)
+    (217.0, 217.0)
+    """
+    f = min(max(density, 0.0), 1.0 - 1.0 / size)
+    t = -math.log1p(-f)
+    e = math.exp(-t)
+    return math.sqrt(max(e * (1.0 - (1.0 + t) * e), 0.0) / size)
+
+
 def noise_quantile(sigma: float, law: NoiseLaw, confidence: float = DEFAULT_CONFIDENCE) -> float:
     """Half-width ``h`` with ``Pr[|N + noise| <= h] = confidence``, ``N ~ Normal(0, sigma**2)``.
 

@@ -19,6 +19,8 @@ def stdin_reader(chunk_size: int = CHUNK_SIZE, max_line: int = MAX_LINE, idle: f
     """A :class:`ChunkReader` over standard input (or ``fd``), reading with ``readv`` into its buffer.
 
     On Linux the pipe buffer is enlarged to 1 MiB when possible, so each read moves more data.
+    Compressed input (``cat access.log.gz | panstream ingest``) is recognised by its first bytes
+    and decompressed, as for files (see :mod:`panstream.sources.files`).
     """
     if fd is None:
         try:
@@ -26,7 +28,7 @@ def stdin_reader(chunk_size: int = CHUNK_SIZE, max_line: int = MAX_LINE, idle: f
         except (AttributeError, OSError, ValueError):  # replaced stdin (tests): no descriptor
             stream: Any = sys.stdin.buffer
             return ChunkReader(stream.readinto, None, chunk_size=chunk_size, max_line=max_line,
-                               idle=idle, name="standard input")
+                               idle=idle, name="standard input", decompress=True)
     try:
         if stat.S_ISFIFO(os.fstat(fd).st_mode):
             fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
@@ -39,4 +41,4 @@ def stdin_reader(chunk_size: int = CHUNK_SIZE, max_line: int = MAX_LINE, idle: f
     mode = os.fstat(fd).st_mode
     poll_fd = None if stat.S_ISREG(mode) else fd
     return ChunkReader(readinto, poll_fd, chunk_size=chunk_size, max_line=max_line, idle=idle,
-                       name="standard input")
+                       name="standard input", decompress=True)

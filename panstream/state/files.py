@@ -54,6 +54,23 @@ TEMP_SUFFIX = ".panstream-tmp"
 
 _CHUNK = 1 << 26
 
+#: Temporary files of the saves in progress in this process, for :func:`discard_temps`.
+_WRITING: set[str] = set()
+
+
+def discard_temps() -> None:
+    """Remove the temporary file of every save in progress in this process.
+
+    For a handler about to end the process at once (``os._exit`` after a second Ctrl+C): the
+    half-written temporary file is a second copy of the table (hundreds of MiB, and two snapshots
+    of one run reveal who arrived between them), so it must not outlive the process. Only
+    ``unlink`` calls: safe in a signal handler. A temporary file left anyway (``kill -9``) is
+    removed by the next process that takes the state's lock (:func:`state_lock`).
+    """
+    for tmp in list(_WRITING):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
 
 #: Suffix of the (empty) lock file that marks a state as in use by one process.
 LOCK_SUFFIX = ".panstream-lock"
@@ -130,6 +147,11 @@ def state_lock(path: PathLike, who: str, wait: float = 0.0) -> Iterator[None]:
         if same:
             break
         os.close(fd)  # the holder before us removed that file as we opened it: take the new one
+    # We hold the lock: a temporary file of this state (or of its ledger history) is a save that
+    # died half-way (kill -9, power loss): a second, partial copy of the table. Remove it now.
+    for stale in (temp_path(path), temp_path(history_path(path))):
+        with contextlib.suppress(OSError):
+            os.unlink(stale)
     try:
         refuse_hard_link(path)
         yield
@@ -198,6 +220,7 @@ def atomic_write(path: PathLike, data: fmt.Buffer | Iterable[fmt.Buffer]) -> Non
     except OSError as exc:
         raise StateError(f"cannot create {tmp}: {exc.strerror}; check that the directory "
                          f"{directory} exists and is writable") from None
+    _WRITING.add(tmp)
     try:
         try:
             os.fchmod(fd, FILE_MODE)  # independent of the umask
@@ -210,11 +233,13 @@ def atomic_write(path: PathLike, data: fmt.Buffer | Iterable[fmt.Buffer]) -> Non
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        _WRITING.discard(tmp)
         if isinstance(exc, OSError):
             raise StateError(f"cannot write state file {final}: {exc.strerror}; the previous "
                              "state is unchanged; free disk space or fix permissions and retry"
                              ) from None
         raise
+    _WRITING.discard(tmp)
     try:
         dfd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:

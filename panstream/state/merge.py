@@ -135,7 +135,7 @@ def concatenate(shards: Sequence[DensityEstimator]) -> DensityEstimator:
         b.fill(0)  # no stray copies of a shard table in freed memory
     packed = np.packbits(bits, bitorder="little")
     bits.fill(0)
-    kind = Universe.hashed if first.universe.kind == "hashed" else Universe.range
+    kind = Universe.hashed if first.universe.is_hashed else Universe.range
     table = BitTable.from_packed(total, packed.data)
     packed.fill(0)
     return DensityEstimator(kind(total), epsilon=first.epsilon, calibration=first.calibration,
