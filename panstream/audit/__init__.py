@@ -22,13 +22,17 @@ A broken design need not leak through that cell, though (a biased D0 elsewhere, 
 redrawn per arrival, bytes beside the table). Without hand-written distinguishers :func:`audit`
 therefore *learns* its event, in the spirit of DP-Sniper (Bichsel, Steffen, Bogunovic, Vechev 2021):
 on a training split of the runs it turns each run's dumps into features (every bit of a snapshot,
-every element of an array, and what changed between consecutive dumps), selects the features whose
-law differs between the worlds, scores a run by the sum of their log-likelihood ratios and fixes the
-threshold that promises the largest bound. Only then are the test runs made; the event's hits among
-them alone are certified. The event is a function of data independent of the test runs, so the
-Clopper-Pearson bound is exactly as valid as for a fixed event. Pointed at broken designs the
-harness reports bounds above the claim: see ``tests/state/test_audit.py`` and
-``tests/state/test_audit_learned.py``, and the power table in ``docs/threat-model.md``.
+every element of an array, what changed between consecutive dumps, and the XOR of pairs of bits),
+selects the features whose law differs between the worlds, scores a run by the sum of their
+log-likelihood ratios and fixes the threshold that promises the largest bound. Only then are the
+test runs made; the event's hits among them alone are certified. The event is a function of data
+independent of the test runs, so the Clopper-Pearson bound is exactly as valid as for a fixed
+event. Pointed at broken designs the harness reports bounds above the claim: see
+``tests/state/test_audit.py``, ``tests/state/test_audit_learned.py`` and
+``tests/state/test_audit_heavy_and_joint.py``, and the power table in ``docs/threat-model.md``.
+
+What the bounds speak about is state dumps only (:data:`COVERS`); telemetry, file times, releases
+and the rest of :data:`NOT_COVERED` need arguments and tests of their own.
 
 Everything here is deterministic except the mechanism's own draws: the neighbouring streams are
 
@@ -36,10 +40,15 @@ The package's parts, each readable in one sitting:
 
 * :mod:`~panstream.audit.bounds`: hit counts to a Clopper-Pearson epsilon lower bound;
 * :mod:`~panstream.audit.scenarios`: the neighbouring worlds and the standard intrusion patterns;
-* :mod:`~panstream.audit.features` and :mod:`~panstream.audit.learned`: the learned distinguisher;
+* :mod:`~panstream.audit.features`, :mod:`~panstream.audit.joint` and
+  :mod:`~panstream.audit.learned`: the learned distinguisher (bits, pairs of bits, the event);
 * :mod:`~panstream.audit.classic`: panstream's estimator as a runner, and the fixed tests;
 * :mod:`~panstream.audit.harness`: :func:`audit`, the harness for any mechanism;
-* :mod:`~panstream.audit.report`: :func:`audit_estimator`, the standard audit ``panstream audit`` runs.
+* :mod:`~panstream.audit.report`: :func:`audit_design` and :func:`audit_estimator`, the standard
+  audit ``panstream audit`` runs, and what it covers (:data:`COVERS`, :data:`NOT_COVERED`).
+
+A new family hooks in with :func:`audit_design`: a runner per scenario, its claim, optionally its
+fixed tests and a :data:`TargetBits` function saying where a target's bits sit in its dumps.
 
 >>> w = neighbouring_worlds(8, target=3, occurrences=2, background=1, batches=2)
 >>> [b.tolist() for b in w.a], [b.tolist() for b in w.b]
@@ -67,6 +76,7 @@ from panstream.audit.classic import (
     snapshot_distinguishers,
 )
 from panstream.audit.harness import AuditResult, Evidence, audit
+from panstream.audit.joint import MAX_PAIR_CANDIDATES, TargetBits
 from panstream.audit.learned import (
     DEFAULT_TRAIN_FRACTION,
     MAX_LEARNED_FEATURES,
@@ -74,7 +84,16 @@ from panstream.audit.learned import (
     SMOOTHING,
     LearnedEvent,
 )
-from panstream.audit.report import DISTINGUISHERS, MAX_AUDIT_CELLS, audit_estimator
+from panstream.audit.report import (
+    COVERS,
+    DISTINGUISHERS,
+    MAX_AUDIT_CELLS,
+    NOT_COVERED,
+    ClassicFactory,
+    RunnerFactory,
+    audit_design,
+    audit_estimator,
+)
 from panstream.audit.scenarios import (
     Distinguisher,
     Runner,
@@ -85,6 +104,13 @@ from panstream.audit.scenarios import (
 )
 
 __all__ = [
+    "COVERS",
+    "MAX_PAIR_CANDIDATES",
+    "NOT_COVERED",
+    "ClassicFactory",
+    "RunnerFactory",
+    "TargetBits",
+    "audit_design",
     "DEFAULT_TRAIN_FRACTION",
     "DISTINGUISHERS",
     "MAX_AUDIT_CELLS",

@@ -232,3 +232,47 @@ class _Layout:
             return f"dump {p.k + 1} {c.element_name(off)}"
         what = c.byte_name(int(p.cols[off // 8]), off % 8) if p.kind == "xor" else c.element_name(off)
         return f"{what} changed between dumps {p.k + 1} and {p.k + 2}"
+
+    def binary(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The two-valued features that describe one dump, as three arrays: feature index, dump
+        ``k`` and position in that dump (bit offset ``8 * byte + bit`` of bytes, least significant bit
+        first, or flat element index of an array with values 0 and 1).
+
+        These are what pairs are formed from (:mod:`panstream.audit.joint`). Left out: lengths,
+        changes between dumps (already a joint feature of two dumps), and the checksum of a
+        snapshot (a hash of everything before it, so pairs of its bits say nothing more).
+        """
+        feats, dumps, pos = [], [], []
+        for p, start in zip(self.parts, self.starts[:-1], strict=True):
+            c = self.codes[p.k]
+            if p.kind == "bits":
+                offsets = (8 * p.cols[:, None] + np.arange(8)).ravel()
+                keep = np.ones(offsets.size, bool)
+                if c.frame is not None:
+                    keep = offsets < 8 * (c.frame[0] + c.frame[1])
+                idx = np.flatnonzero(keep)
+                feats.append(start + idx)
+                pos.append(offsets[idx])
+            elif p.kind == "codes" and p.values == 2:
+                feats.append(start + np.arange(p.width))
+                pos.append(np.arange(p.width))
+            else:
+                continue
+            dumps.append(np.full(feats[-1].size, p.k))
+        if not feats:
+            empty = np.arange(0)
+            return empty, empty, empty
+        return np.concatenate(feats), np.concatenate(dumps), np.concatenate(pos)
+
+    def aligned(self, k: int, position: np.ndarray, target: int, cells: int) -> np.ndarray:
+        """Which ``position``s of dump ``k`` belong to cell ``target`` of a ``cells``-cell universe
+        on the simplest layout: in a snapshot's table, cell ``(bit - table start) // bits per
+        cell``; in an array or other bytes, element or bit ``i``; each taken modulo ``cells``, so
+        the same cell of every part of a dump (a table and whatever is stored beside it) counts."""
+        c = self.codes[k]
+        if c.frame is not None:
+            head, table = c.frame
+            rel = position - 8 * head
+            inside = (rel >= 0) & (rel < 8 * table)
+            return inside & ((rel // c.bits_per_cell) % cells == target)
+        return position % cells == target

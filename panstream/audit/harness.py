@@ -15,6 +15,7 @@ import numpy as np
 
 from panstream.audit.bounds import epsilon_lower_bound, epsilon_point
 from panstream.audit.features import _BLOCK_BYTES, _Layout
+from panstream.audit.joint import TargetBits
 from panstream.audit.learned import DEFAULT_TRAIN_FRACTION, LearnedEvent, _learn
 from panstream.audit.scenarios import Distinguisher, Runner, Worlds
 from panstream.errors import ConfigurationError
@@ -98,17 +99,19 @@ def audit(run: Runner, worlds: Worlds, distinguishers: Mapping[str, Distinguishe
           trials: int, claimed: float, alpha: float = 1e-6, scenario: str = "",
           covered: bool = True, learn: bool | None = None,
           train_fraction: float = DEFAULT_TRAIN_FRACTION,
-          encode: Callable[[Any], Any] | None = None) -> AuditResult:
+          encode: Callable[[Any], Any] | None = None, pairs: bool = True,
+          target_bits: TargetBits | None = None) -> AuditResult:
     """Run ``run`` ``trials`` times per world and certify an epsilon lower bound.
 
     Without ``distinguishers`` the audit *learns* its event (DP-Sniper style): the first
     ``train_fraction`` of each world's runs are turned into feature vectors (every bit of a snapshot,
-    every element of an array, and what changed between consecutive dumps), the features that tell
-    the worlds apart are selected and weighted by their log-likelihood ratios, and the threshold on
-    the summed score that promises the largest bound is chosen. Only then are the remaining runs
-    made, and the event's hits among them alone give the Clopper-Pearson bound. The event is a fixed
-    function of data independent of the test runs, so the bound is exactly as valid as for a
-    hand-written event: whichever cell or byte leaks, nobody has to name it.
+    every element of an array, what changed between consecutive dumps, and the XOR of pairs of bits:
+    :mod:`panstream.audit.joint`), the features that tell the worlds apart are selected and
+    weighted by their log-likelihood ratios, and the threshold on the summed score that promises the
+    largest bound is chosen. Only then are the remaining runs made, and the event's hits among them
+    alone give the Clopper-Pearson bound. The event is a fixed function of data independent of the
+    test runs, so the bound is exactly as valid as for a hand-written event: whichever cell or byte
+    leaks, nobody has to name it.
 
     Args:
         run: the mechanism (see :data:`Runner`); each call must start from a fresh state, so runs are
@@ -125,6 +128,10 @@ def audit(run: Runner, worlds: Worlds, distinguishers: Mapping[str, Distinguishe
         train_fraction: share of each world's runs the learned distinguisher learns from.
         encode: for the learned distinguisher, turns one dump into a NumPy array or ``bytes`` (for
             dumps of another type, say a set); dumps must be arrays of one shape, or bytes, otherwise.
+        pairs: let the learned distinguisher test the XOR of pairs of bits too (joint features).
+        target_bits: where the target's bits are in a dump (:data:`~panstream.audit.joint.TargetBits`),
+            to choose the pairs when a dump has too many bits for all of them (default: the target's
+            cell modulo ``worlds.size`` in every part of the dump).
 
     Returns:
         An :class:`AuditResult`; ``empirical`` is below the true epsilon with probability
@@ -175,7 +182,9 @@ def audit(run: Runner, worlds: Worlds, distinguishers: Mapping[str, Distinguishe
         # Training runs first; the event is fixed before a single test run exists.
         train = {w: [once(w) for _ in range(n_train)] for w in ("a", "b")}
         layout = _Layout(train["a"] + train["b"])
-        event, learned = _learn(layout, train["a"], train["b"], trials - n_train, alpha_learned)
+        event, learned = _learn(layout, train["a"], train["b"], trials - n_train, alpha_learned,
+                                pairs=pairs, target=worlds.target, cells=worlds.size,
+                                target_bits=target_bits)
         del train
         chunk = max(64, min(4096, _BLOCK_BYTES // max(1, layout.n_features)))
         for w in ("a", "b"):

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from panstream.audit import joint
 from panstream.audit.bounds import epsilon_lower_bound, epsilon_point
 from panstream.audit.features import _Layout
 
@@ -41,7 +42,8 @@ class LearnedEvent:
     ``ln P[value | B] / P[value | A]`` of the value the run shows.
 
     Attributes:
-        features: the selected features, most significant first (``"dump 1 table cell 32"``).
+        features: the selected features, most significant first (``"dump 1 table cell 32"``, or
+            ``"dump 1 table cell 96 xor dump 1 table cell 160"`` for a pair).
         threshold: the score threshold.
         train_runs: runs per world it was learned from.
         test_runs: runs per world its hits were counted on (:attr:`Evidence.runs`).
@@ -49,6 +51,7 @@ class LearnedEvent:
             (the event was chosen to look good there), for diagnostics only.
         train_point: the plug-in epsilon of the event on the training runs (optimistic too).
         considered: features the runs were turned into (after dropping constant snapshot bytes).
+        pairs: pairs of two-valued features whose XOR was tested too (:mod:`panstream.audit.joint`).
     """
 
     features: tuple[str, ...]
@@ -58,6 +61,7 @@ class LearnedEvent:
     train_lower: float
     train_point: float
     considered: int
+    pairs: int = 0
 
     def describe(self) -> str:
         """A one-line name for reports: ``learned: dump 1 table cell 32 (+ 1 more)``."""
@@ -79,12 +83,16 @@ def _normal_isf(tail: float) -> float:
     return 0.5 * (lo + hi)
 
 
-
 @dataclass(frozen=True)
 class _Event:
-    """``score >= threshold`` on the selected columns; ``llr[i, v]``: ratio of column ``i`` at ``v``."""
+    """``score >= threshold`` on the selected features; ``llr[i, v]``: ratio of feature ``i`` at ``v``.
+
+    Feature ``i`` is column ``columns[i]`` of the layout, XOR-ed with column ``partners[i]`` where
+    that is not negative (a joint feature, :mod:`panstream.audit.joint`).
+    """
 
     columns: np.ndarray
+    partners: np.ndarray
     llr: np.ndarray  # (len(columns), 256): values unseen in training score 0
     threshold: float
 
@@ -99,8 +107,8 @@ class _Event:
 
     def hits(self, layout: _Layout, runs: Sequence[Sequence[Any]]) -> int:
         """Runs among ``runs`` in which the event occurs."""
-        return sum(int((self.scores(x) >= self.threshold).sum())
-                   for x in layout.blocks(runs, self.columns))
+        x = joint.xor_values(layout, runs, self.columns, self.partners)
+        return int((self.scores(x) >= self.threshold).sum())
 
 
 def _wilson(f: np.ndarray, n: int, z: float) -> tuple[np.ndarray, np.ndarray]:
@@ -139,16 +147,41 @@ def _best_threshold(sa: np.ndarray, sb: np.ndarray, n_test: int, alpha: float
     return float(ts[i]), (float(value[i]), float(point[i]))
 
 
+def _z_and_llr(ca: np.ndarray, cb: np.ndarray, na: int, nb: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per feature (row) and value (column) of the count tables ``ca`` and ``cb``: the normal score
+    of a G-test of "same law in both worlds" (Wilson-Hilferty, to compare across degrees of freedom;
+    ``-inf`` for a constant feature) and the smoothed log-likelihood ratios ``ln P[v | B] / P[v | A]``
+    (0 for values never seen)."""
+    seen = (ca + cb) > 0
+    kinds = seen.sum(axis=1)
+    pa = (ca + SMOOTHING) / (na + SMOOTHING * kinds)[:, None]
+    pb = (cb + SMOOTHING) / (nb + SMOOTHING * kinds)[:, None]
+    llr = np.where(seen, np.log(pb) - np.log(pa), 0.0)
+    pooled = (ca + cb) / (na + nb)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = 2.0 * (np.where(ca > 0, ca * np.log(ca / (na * pooled)), 0.0)
+                   + np.where(cb > 0, cb * np.log(cb / (nb * pooled)), 0.0)).sum(axis=1)
+    dof = np.maximum(kinds - 1, 1).astype(np.float64)
+    z = ((np.maximum(g, 0.0) / dof) ** (1 / 3) - (1 - 2 / (9 * dof))) / np.sqrt(2 / (9 * dof))
+    return np.where(kinds > 1, z, -np.inf), llr
+
+
 def _learn(layout: _Layout, train_a: Sequence[Sequence[Any]], train_b: Sequence[Sequence[Any]],
-           n_test: int, alpha: float) -> tuple[_Event, LearnedEvent]:
+           n_test: int, alpha: float, *, pairs: bool = True, target: int | None = None,
+           cells: int | None = None, target_bits: joint.TargetBits | None = None
+           ) -> tuple[_Event, LearnedEvent]:
     """Fix the event on the training runs: DP-Sniper's recipe with a naive-Bayes score.
 
     1. Per feature and value, smoothed frequencies in each world and their log ratio.
     2. Keep the features whose G-test of "same law in both worlds" is significant at
-       ``SELECTION_LEVEL / features`` (the single most significant one if none is), at most
-       ``MAX_LEARNED_FEATURES``, so thousands of null cells cannot drown one leaking cell.
-    3. For the ``k`` most significant of them (k = 1, 2, 3, 4, 6, 8, ...), score = sum of the ratios;
-       choose the ``k`` and threshold whose event promises the largest bound on ``n_test`` runs.
+       ``SELECTION_LEVEL / features``, so thousands of null cells cannot drown one leaking cell.
+    3. With ``pairs``, the same for the XOR of pairs of the other two-valued features
+       (:mod:`panstream.audit.joint`; ``target``, ``cells`` and ``target_bits`` choose the pairs of
+       a large dump), at ``SELECTION_LEVEL / pairs``.
+    4. Of all those (the single most significant feature if none is), at most
+       ``MAX_LEARNED_FEATURES``, most significant first: for the ``k`` first (k = 1, 2, 3, 4, 6,
+       8, ...), score = sum of the ratios; choose the ``k`` and threshold whose event promises the
+       largest bound on ``n_test`` runs.
     """
     na, nb, d, v = len(train_a), len(train_b), layout.n_features, layout.values
     counts = []
@@ -158,42 +191,49 @@ def _learn(layout: _Layout, train_a: Sequence[Sequence[Any]], train_b: Sequence[
             for level in range(v):
                 c[:, level] += np.count_nonzero(x == level, axis=0)
         counts.append(c.astype(np.float64))
-    ca, cb = counts
-    seen = (ca + cb) > 0
-    kinds = seen.sum(axis=1)
-    pa = (ca + SMOOTHING) / (na + SMOOTHING * kinds)[:, None]
-    pb = (cb + SMOOTHING) / (nb + SMOOTHING * kinds)[:, None]
-    llr = np.where(seen, np.log(pb) - np.log(pa), 0.0)
-    # G-test of homogeneity, turned into a normal score (Wilson-Hilferty) to compare across dofs
-    pooled = (ca + cb) / (na + nb)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        g = 2.0 * (np.where(ca > 0, ca * np.log(ca / (na * pooled)), 0.0)
-                   + np.where(cb > 0, cb * np.log(cb / (nb * pooled)), 0.0)).sum(axis=1)
-    dof = np.maximum(kinds - 1, 1).astype(np.float64)
-    z = ((np.maximum(g, 0.0) / dof) ** (1 / 3) - (1 - 2 / (9 * dof))) / np.sqrt(2 / (9 * dof))
-    z = np.where(kinds > 1, z, -np.inf)
+    z, llr = _z_and_llr(counts[0], counts[1], na, nb)
     order = np.argsort(-z, kind="stable")
-    cut = _normal_isf(SELECTION_LEVEL / max(d, 1))
-    chosen = order[z[order] > cut][:MAX_LEARNED_FEATURES]
-    if chosen.size == 0 and d and np.isfinite(z[order[0]]):
-        chosen = order[:1]
-    table = np.zeros((chosen.size, 256))
-    table[:, :v] = llr[chosen]
+    singles = order[z[order] > _normal_isf(SELECTION_LEVEL / max(d, 1))]
+    # candidates: (z, feature, partner or -1, log-likelihood ratios by value)
+    found = [(float(z[j]), int(j), -1, llr[j]) for j in singles]
+    tested = 0
+    if pairs:
+        feats, focus = joint.candidates(layout, train_a[0], singles, target=target, cells=cells,
+                                        target_bits=target_bits)
+        pc = joint.count(layout, train_a, train_b, feats, focus)
+        tested = pc.left.size
+        if tested:
+            ca = np.stack([na - pc.ones_a, pc.ones_a], axis=1).astype(np.float64)
+            cb = np.stack([nb - pc.ones_b, pc.ones_b], axis=1).astype(np.float64)
+            zp, llrp = _z_and_llr(ca, cb, na, nb)
+            for p in np.flatnonzero(zp > _normal_isf(SELECTION_LEVEL / tested)):
+                found.append((float(zp[p]), int(pc.left[p]), int(pc.right[p]), llrp[p]))
+    found.sort(key=lambda f: -f[0])  # stable: singles before pairs of equal significance
+    found = found[:MAX_LEARNED_FEATURES]
+    if not found and d and np.isfinite(z[order[0]]):
+        found = [(float(z[order[0]]), int(order[0]), -1, llr[order[0]])]
+    columns = np.array([f[1] for f in found], np.int64)
+    partners = np.array([f[2] for f in found], np.int64)
+    table = np.zeros((len(found), 256))
+    for i, f in enumerate(found):
+        table[i, : f[3].size] = f[3]
     k, threshold = 0, 0.0
-    if chosen.size:
-        rows = np.arange(chosen.size)
-        sums = [np.cumsum(table[rows, np.concatenate(list(layout.blocks(runs, chosen)))], axis=1)
+    if found:
+        rows = np.arange(len(found))
+        sums = [np.cumsum(table[rows, joint.xor_values(layout, runs, columns, partners)], axis=1)
                 for runs in (train_a, train_b)]
         sizes = sorted({j for j in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)
-                        if j <= chosen.size} | {chosen.size})
+                        if j <= len(found)} | {len(found)})
         promise = (-1.0, -1.0)
         for j in sizes:
             t, value = _best_threshold(sums[0][:, j - 1], sums[1][:, j - 1], n_test, alpha)
             if value > promise:  # a tie keeps the smaller number of features
                 promise, k, threshold = value, j, t
-    event = _Event(chosen[:k], table[:k], threshold)
+    event = _Event(columns[:k], partners[:k], table[:k], threshold)
     ha, hb = event.hits(layout, train_a), event.hits(layout, train_b)
     n = min(na, nb)
-    info = LearnedEvent(tuple(layout.name(int(j)) for j in event.columns), threshold, n, n_test,
-                        epsilon_lower_bound(ha, hb, n, alpha), epsilon_point(ha, hb, n), d)
+    names = tuple(layout.name(int(c)) if r < 0 else f"{layout.name(int(c))} xor {layout.name(int(r))}"
+                  for c, r in zip(event.columns, event.partners, strict=True))
+    info = LearnedEvent(names, threshold, n, n_test, epsilon_lower_bound(ha, hb, n, alpha),
+                        epsilon_point(ha, hb, n), d, tested)
     return event, info

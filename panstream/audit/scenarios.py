@@ -114,10 +114,17 @@ class Scenario:
 def standard_scenarios(many: int = 16) -> tuple[Scenario, ...]:
     """The scenarios ``panstream audit`` runs (4 batches each).
 
-    1. one dump, target arrives once; 2. one dump, target arrives ``many`` times, interleaved;
-    3. two dumps straddling the target's arrival, rotation after the first (covered: the second
-       epoch is independent of the dumped one); 4. the same without rotation: *not* covered, shown
-       to document what two intrusions of one epoch reveal.
+    1. one dump, target arrives once; 2. one dump, target arrives ``many`` times, spread over the
+    4 batches and interleaved with other traffic; 3. two dumps straddling the target's arrival,
+    rotation after the first (covered: the second epoch is independent of the dumped one); 4. the
+    same without rotation: *not* covered, shown to document what two intrusions of one epoch reveal;
+    5. and 6. a heavy user: ``many`` arrivals within one batch, and ``many`` in each of the 4 batches
+    (a design that treats a cell hit often within one update differently shows only here).
+
+    The order of the first four is kept from earlier versions (callers pick scenarios by index).
+
+    >>> [(s.occurrences, s.first_batch) for s in standard_scenarios(8)[4:]]
+    [(8, 3), (32, 0)]
     """
     return (
         Scenario("one dump, target arrives once", 1),
@@ -126,4 +133,8 @@ def standard_scenarios(many: int = 16) -> tuple[Scenario, ...]:
                  dumps=(0, 3), first_batch=1, rotate_after=(0,)),
         Scenario("two dumps around the target's arrivals, same epoch (not covered)", many,
                  dumps=(0, 3), first_batch=1, covered=False),
+        Scenario(f"one dump, heavy user: target arrives {many} times in one batch", many,
+                 first_batch=3),
+        Scenario(f"one dump, heavy user: target arrives {many} times in each of 4 batches",
+                 4 * many),
     )
