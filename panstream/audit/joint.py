@@ -37,6 +37,8 @@ TargetBits = Callable[[Any, int], Sequence[int]]
 #: Up to this many two-valued features, every pair is tested (about half a million pairs);
 #: beyond, only pairs with one of the target's bits.
 MAX_PAIR_CANDIDATES = 1024
+#: Columns converted to floating point at once when counting pairs.
+_COLUMN_SLICE = 4096
 
 
 @dataclass(frozen=True)
@@ -94,9 +96,13 @@ def count(layout: _Layout, runs_a: Sequence[Sequence[Any]], runs_b: Sequence[Seq
         s = np.zeros(m)
         both = np.zeros((rows.size, m))
         for x in layout.blocks(runs, feats):
-            xf = x.astype(np.float32)  # counts of a block stay far below 2^24: exact
-            s += xf.sum(axis=0)
-            both += (xf[:, rows].T @ xf).astype(np.float64)
+            # float32 products are exact: a block's counts stay far below 2^24. Columns go in
+            # slices so a dump of 2^16 bits never needs a float copy of the whole block.
+            left = x[:, rows].astype(np.float32).T
+            for lo in range(0, m, _COLUMN_SLICE):
+                xf = x[:, lo : lo + _COLUMN_SLICE].astype(np.float32)
+                s[lo : lo + _COLUMN_SLICE] += xf.sum(axis=0)
+                both[:, lo : lo + _COLUMN_SLICE] += left @ xf
         ones.append(s[rows][:, None] + s[None, :] - 2.0 * both)
     r, c = np.nonzero(np.ones((rows.size, m), bool))
     i, j = rows[r], c
