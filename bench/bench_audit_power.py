@@ -182,7 +182,8 @@ def main() -> None:
         "| learned 50/50 >= | single bits only >= | caught (learned) | learned features |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
         *[fmt_row(r) for r in rows], "",
-        "## panstream's estimator (range:64, epsilon 1, default rr calibration; claim = realized epsilon_state)", "",
+        "## panstream's estimator (range:64, epsilon 1, default rr calibration; claim = realized "
+        "epsilon_state)", "",
         "| scenario | covered | classic >= | learned >= | both >= |", "|---|---|---|---|---|",
     ]
     for i, sc in enumerate(real[0]):
