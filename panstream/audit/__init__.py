@@ -74,6 +74,7 @@ from panstream.audit.classic import (
     non_table_bytes,
     other_bytes_differ,
     snapshot_distinguishers,
+    snapshot_target_bits,
 )
 from panstream.audit.harness import AuditResult, Evidence, audit
 from panstream.audit.joint import MAX_PAIR_CANDIDATES, TargetBits
@@ -139,5 +140,6 @@ __all__ = [
     "non_table_bytes",
     "other_bytes_differ",
     "snapshot_distinguishers",
+    "snapshot_target_bits",
     "standard_scenarios",
 ]

@@ -16,7 +16,7 @@ from panstream import estimators
 from panstream.audit.scenarios import Distinguisher, Runner
 from panstream.calibration import DEFAULT_CALIBRATION, DEFAULT_MODULUS
 from panstream.release.ledger import PrivacyLedger
-from panstream.state.format import DIGEST_SIZE, read_frame
+from panstream.state.format import DIGEST_SIZE, decode, read_frame
 from panstream.universe import Universe
 
 
@@ -57,6 +57,26 @@ def cell_bit(dump: bytes, cell: int) -> int:
     """The bit of ``cell`` in a snapshot, read at the offset ``docs/snapshot-format.md`` gives."""
     frame = read_frame(dump)
     return (dump[frame.head_size + cell // 8] >> (cell % 8)) & 1
+
+
+def snapshot_target_bits(dump: bytes, cell: int) -> list[int]:
+    """Where ``cell`` sits in a density or frequency snapshot, as bit offsets ``8 * byte + bit``
+    (least significant bit first): its table bit, or the bits of its counter field.
+
+    This is panstream's own :data:`~panstream.audit.joint.TargetBits`: the learned distinguisher
+    pairs every bit with these when a dump is too large for all pairs. A family whose cells are not
+    one contiguous field each (a sketch hashing a person to several cells) passes its own.
+
+    >>> from panstream import DensityEstimator
+    >>> d = DensityEstimator("range:64").snapshot()
+    >>> snapshot_target_bits(d, 3) == [8 * read_frame(d).head_size + 3]
+    True
+    """
+    frame = read_frame(dump)
+    cells = int(decode(dump).params["cells"])
+    per = max(1, 8 * frame.payload_size // max(1, cells))
+    start = 8 * frame.head_size + cell * per
+    return list(range(start, start + per))
 
 
 def non_table_bytes(dump: bytes) -> bytes:

@@ -11,7 +11,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from panstream import estimators
-from panstream.audit.classic import counter_distinguishers, estimator_runner, snapshot_distinguishers
+from panstream.audit.classic import (
+    counter_distinguishers,
+    estimator_runner,
+    snapshot_distinguishers,
+    snapshot_target_bits,
+)
 from panstream.audit.harness import AuditResult, audit
 from panstream.audit.joint import TargetBits
 from panstream.audit.learned import DEFAULT_TRAIN_FRACTION
@@ -160,4 +165,5 @@ def audit_estimator(universe: Universe | str = "range:64", epsilon: float = 1.0,
 
     return audit_design(make_runner, u.size, claimed, scenarios=scenarios, trials=trials,
                         alpha=alpha, background=background, distinguisher=distinguisher,
-                        classic=classic, train_fraction=train_fraction)
+                        classic=classic, train_fraction=train_fraction,
+                        target_bits=snapshot_target_bits)

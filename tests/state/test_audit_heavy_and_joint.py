@@ -176,3 +176,26 @@ def test_heavy_scenarios_put_the_arrivals_where_they_say() -> None:
         w = A.neighbouring_worlds(64, occurrences=sc.occurrences, first_batch=sc.first_batch,
                                   dumps=sc.dumps)
         assert [int(np.count_nonzero(b == w.target)) for b in w.b] == per_batch
+
+
+def test_panstreams_own_families_say_where_a_targets_bits_are() -> None:
+    """``snapshot_target_bits`` (the families' ``TargetBits``) reads the target's counter field of a
+    frequency snapshot: the bits it names spell the counter ``snapshot_counter`` reads."""
+    import panstream as ps
+    from panstream.estimators.frequency import snapshot_counter
+
+    est = ps.FrequencyEstimator("range:64", 1.0, 8)
+    dump = est.snapshot()
+    bits = A.snapshot_target_bits(dump, 37)
+    assert len(bits) == 4  # two counters per byte
+    field = sum(((dump[b // 8] >> (b % 8)) & 1) << i for i, b in enumerate(bits))
+    assert field >> 1 == snapshot_counter(dump, 37)  # modulo 8: the top 3 bits of the nibble
+
+
+def test_a_large_universe_pairs_the_targets_bits_and_stays_within_the_claim() -> None:
+    """2,048 cells: too many bits for all pairs, so the target's bit is paired with every other
+    (when it is not selected alone). The bound stays within the claim (false failure <= alpha)."""
+    (r,) = A.audit_estimator("range:2048", trials=400, scenarios=A.standard_scenarios()[:1])
+    assert not r.exceeded, r
+    assert r.learned is not None
+    assert r.learned.pairs in (0, 2047)  # 0 when the target's bit was selected on its own
