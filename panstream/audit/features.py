@@ -211,11 +211,11 @@ class _Layout:
             full[:, np.concatenate(emitted)] = np.concatenate(out, axis=1)
         return full
 
-    def blocks(self, runs: Sequence[Sequence[Any]], columns: np.ndarray | None = None
-               ) -> Iterator[np.ndarray]:
-        """:meth:`block` over ``runs`` in slices of bounded memory."""
+    def blocks(self, runs: Sequence[Sequence[Any]], columns: np.ndarray | None = None,
+               budget: int = _BLOCK_BYTES) -> Iterator[np.ndarray]:
+        """:meth:`block` over ``runs`` in slices of about ``budget`` bytes each."""
         width = self.n_features if columns is None else columns.size
-        step = max(1, _BLOCK_BYTES // max(1, width))
+        step = max(1, budget // max(1, width))
         for i in range(0, len(runs), step):
             yield self.block(runs[i : i + step], columns)
 

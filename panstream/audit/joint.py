@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from panstream.audit.features import _Layout
+from panstream.audit.features import _BLOCK_BYTES, _Layout
 
 #: A family's answer to "where are the bits of cell ``target`` in this dump?": given one dump (bytes
 #: or the array the learner reads) and the target cell, the positions of that cell's bits: bit
@@ -95,7 +95,8 @@ def count(layout: _Layout, runs_a: Sequence[Sequence[Any]], runs_b: Sequence[Seq
     for runs in (runs_a, runs_b):
         s = np.zeros(m)
         both = np.zeros((rows.size, m))
-        for x in layout.blocks(runs, feats):
+        # Small blocks: selecting tens of thousands of columns copies a block a few times over.
+        for x in layout.blocks(runs, feats, budget=_BLOCK_BYTES // 8):
             # float32 products are exact: a block's counts stay far below 2^24. Columns go in
             # slices so a dump of 2^16 bits never needs a float copy of the whole block.
             left = x[:, rows].astype(np.float32).T
