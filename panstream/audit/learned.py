@@ -25,9 +25,11 @@ DEFAULT_TRAIN_FRACTION = 0.3
 #: At most this many features enter the learned score (the most significant ones).
 MAX_LEARNED_FEATURES = 128
 #: Feature selection keeps features whose homogeneity test between the worlds has a p-value below
-#: ``SELECTION_LEVEL / number of features``: a null feature slips in about once in 10 million audits
-#: (z above 6 for a few hundred features). A cell that leaks enough to matter passes by far: a bit
-#: leaking epsilon 0.3 shows z = 10 after 3,000 training runs per world, one leaking 1 shows z = 27.
+#: ``SELECTION_LEVEL / number of features``, and pairs (:mod:`panstream.audit.joint`) below
+#: ``SELECTION_LEVEL / number of pairs``: a null feature or pair slips in about twice in 10 million
+#: audits (z above 6 for a few hundred features, above 7 for tens of thousands of pairs). A cell
+#: that leaks enough to matter passes by far: a bit leaking epsilon 0.3 shows z = 10 after 3,000
+#: training runs per world, one leaking 1 shows z = 27.
 SELECTION_LEVEL = 1e-7
 #: Additive smoothing of the per-feature, per-value frequencies (Krichevsky-Trofimov).
 SMOOTHING = 0.5
