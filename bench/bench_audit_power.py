@@ -6,8 +6,9 @@ For each deliberately broken design of ``tests/state/broken_designs.py`` (and pa
 estimator in the four standard scenarios) it runs the subpoena simulation twice with the default
 trials and alpha: once with the classic fixed tests (the target's own cell or bit, a change between
 two dumps, any non-table byte, or the design's hand-written test) on all runs, once with the learned
-distinguisher (30 % training / 70 % test runs), and, for comparison, the learned one with a 50/50
-split. It prints and writes a Markdown table: design, claim, true epsilon (computed exactly), and
+distinguisher (30 % training / 70 % test runs, single bits and pairs of bits), and, for comparison,
+the learned one with a 50/50 split and the learned one without pairs (single bits only, as before
+issue 21). It prints and writes a Markdown table: design, claim, true epsilon (computed exactly), and
 the certified bound of each. A design is *caught* when its bound exceeds the claim. It also times the
 default ``panstream audit`` run (``audit_estimator()``) with each distinguisher.
 
@@ -61,12 +62,14 @@ def row(name: str, dumps: str, run: A.Runner, worlds: A.Worlds, claim: float, tr
     try:
         learned = A.audit(run, worlds, **kw)
         half = A.audit(run, worlds, train_fraction=0.5, **kw)
+        singles = A.audit(run, worlds, pairs=False, **kw)
     except ps.ConfigurationError:
-        learned = half = None
+        learned = half = singles = None
     out = {"design": name, "dumps": dumps, "claim": claim, "true": true,
            "classic": None if c is None else c.empirical,
            "learned": None if learned is None else learned.empirical,
            "half": None if half is None else half.empirical,
+           "singles": None if singles is None else singles.empirical,
            "features": "" if learned is None or learned.learned is None
            else ", ".join(learned.learned.features[:2])
            + (" ..." if len(learned.learned.features) > 2 else ""),
@@ -86,7 +89,8 @@ def fmt_row(r: dict[str, Any]) -> str:
     caught = r["learned"] is not None and r["learned"] > r["claim"]
     return (f"| {r['design']} | {r['dumps']} | {num(r['claim'])} | {num(r['true'])} | "
             f"{'inf' if math.isinf(ratio) else f'{ratio:.2f}'} | {num(r['classic'])} | "
-            f"{num(r['learned'])} | {num(r['half'])} | {'**yes**' if caught else 'no'} | "
+            f"{num(r['learned'])} | {num(r['half'])} | {num(r['singles'])} | "
+            f"{'**yes**' if caught else 'no'} | "
             f"{r['features']} |")
 
 
@@ -141,6 +145,20 @@ def main() -> None:
                     B.claimed(1.0), math.inf, {"target counter is 4": lambda d: d[-1][t] == 4}, n,
                     alpha))
 
+    # issue 21: a pair of bits, and a heavy user within one batch
+    rr = B.claimed_rr(1.0)
+    pad = B.xor_pad_journal()
+    rows.append(row("journal of touched cells XOR a pad stored beside it (3 x 64 cells)", "snapshot",
+                    pad, w, rr, math.inf, A.snapshot_distinguishers(t, 1, pad(w.a, w.dumps)), n,
+                    alpha))
+    sat = B.batch_saturation()
+    heavy = A.neighbouring_worlds(64, occurrences=16, first_batch=3)
+    rows.append(row("cell hit 8+ times in one batch set to 1; target once", "snapshot", sat, w, rr,
+                    rr, A.snapshot_distinguishers(t, 1, sat(w.a, w.dumps)), n, alpha))
+    rows.append(row("cell hit 8+ times in one batch set to 1; target 16 times in one batch",
+                    "snapshot", sat, heavy, rr, math.inf,
+                    A.snapshot_distinguishers(t, 1, sat(heavy.a, heavy.dumps)), n, alpha))
+
     real = []
     timing = {}
     for mode in ("classic", "learned", "both"):
@@ -157,18 +175,21 @@ def main() -> None:
         "on epsilon (Clopper-Pearson); a design is caught when its bound exceeds the claim. "
         "Classic: the fixed tests on all runs (target cell/bit, change between dumps, non-table bytes, "
         "or the design's own hand-written test). Learned: trained on 30 % of the runs, certified on "
-        "the other 70 % (the default); 50/50: the same with half the runs for training.", "",
+        "the other 70 % (the default, single bits and XOR of pairs of bits); 50/50: the same with "
+        "half the runs for training; single bits only: the default without pairs (the audit "
+        "before issue 21).", "",
         "| design | dumps | claim | true epsilon | true / claim | classic >= | learned >= "
-        "| learned 50/50 >= | caught (learned) | learned features |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| learned 50/50 >= | single bits only >= | caught (learned) | learned features |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *[fmt_row(r) for r in rows], "",
-        "## panstream's estimator (range:64, epsilon 1, tight; claim = realized epsilon_state)", "",
+        "## panstream's estimator (range:64, epsilon 1, default rr calibration; claim = realized "
+        "epsilon_state)", "",
         "| scenario | covered | classic >= | learned >= | both >= |", "|---|---|---|---|---|",
     ]
     for i, sc in enumerate(real[0]):
         lines.append(f"| {sc.scenario} | {'yes' if sc.covered else 'no'} | {num(real[0][i].empirical)} "
                      f"| {num(real[1][i].empirical)} | {num(real[2][i].empirical)} |")
-    lines += ["", "Default `panstream audit` run (4 scenarios, both worlds): "
+    lines += ["", f"Default `panstream audit` run ({len(real[0])} scenarios, both worlds): "
               + ", ".join(f"{m} {s:.1f} s" for m, s in timing.items()) + ".", ""]
     Path(args.out).write_text("\n".join(lines))
     print(f"wrote {args.out}")

@@ -88,7 +88,7 @@ def test_plan_and_audit_know_the_frequency_family() -> None:
     assert fp["modulus"] == 16 and 0 < fp["once"] < 20000
     audit = CliRunner().invoke(cli, ["audit", "-u", "range:16", "--estimator", "frequency",
                                      "--modulus", "4", "--trials", "600", "--json"])
-    assert audit.exit_code == 0, audit.output  # no violation (false failure at most 4 x 1e-6)
+    assert audit.exit_code == 0, audit.output  # no violation (false failure at most 5 x 1e-6)
     a = json.loads(audit.output)
     assert a["estimator"] == "frequency" and a["modulus"] == 4
     assert "counters mod" not in a  # JSON names the family, the text says it

@@ -207,3 +207,71 @@ def count_min(size: int = 64) -> A.Runner:
         return out
 
     return run
+
+
+# ---------------------------------------------------------------------- issue 21: what per-bit features miss
+def rr_p_q(epsilon: float) -> tuple[float, float]:
+    """D1 and D0 probabilities of the rr calibration (panstream's default) at ``epsilon``."""
+    c = ps.calibrate(epsilon, "rr")
+    return float(c.p), float(c.q)
+
+
+def claimed_rr(epsilon: float) -> float:
+    """The realized epsilon_state the default (rr) estimator claims at ``epsilon``."""
+    return ps.calibrate(epsilon, "rr").epsilon_state
+
+
+def xor_pad_journal(size: int = 64, epsilon: float = 1.0, *, snapshot: bool = True) -> A.Runner:
+    """The real table (rr) plus a journal of the cells touched, stored XOR-ed with a one-time pad
+    that is stored beside it: a snapshot of a ``3 * size``-cell table laid out as
+    ``table | journal ^ pad | pad``.
+
+    Every journal and pad bit alone is a fair coin in both worlds, so no single bit says more than
+    the table's own cell (epsilon_state); the pair (cell ``size + x``, cell ``2 size + x``) XORs to
+    "x was touched". True epsilon infinite: in world A the target's pair always agrees, in world B
+    it never does. Dumps: snapshot bytes (or the ``3 * size`` bits as a ``uint8`` array).
+    """
+    p, q = rr_p_q(epsilon)
+    template = snapshot_template(3 * size, epsilon) if snapshot else b""
+
+    def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
+        table = (RNG.random(size) < q).astype(np.uint8)
+        pad = RNG.integers(0, 2, size, dtype=np.uint8)
+        masked = pad.copy()  # the journal (all zero: nothing touched yet) XOR the pad
+        out: list[Any] = []
+        for i, batch in enumerate(batches):
+            table[batch] = RNG.random(batch.size) < p
+            masked[batch] = 1 ^ pad[batch]
+            if i in dumps:
+                bits = np.concatenate([table, masked, pad])
+                out.append(as_snapshot(template, bits) if snapshot else bits)
+        return out
+
+    return run
+
+
+def batch_saturation(size: int = 64, epsilon: float = 1.0, *, threshold: int = 8,
+                     snapshot: bool = True) -> A.Runner:
+    """The real table (rr), except that a cell hit ``threshold`` or more times within one batch is
+    set to 1 (a "heavy hitter" shortcut) instead of holding a fresh D1 draw.
+
+    A person seen once, or a few times per batch, gets exactly the real table's epsilon_state, so
+    single-arrival scenarios certify at most the claim. A heavy user's cell is 1 with certainty: in
+    world A it is 0 with probability 1 - q (or 1 - p after background traffic), in world B never.
+    True epsilon infinite once the target arrives ``threshold`` times in one batch. Dumps: snapshot
+    bytes over ``range:size`` (or the bits as a ``uint8`` array).
+    """
+    p, q = rr_p_q(epsilon)
+    template = snapshot_template(size, epsilon) if snapshot else b""
+
+    def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
+        bits = (RNG.random(size) < q).astype(np.uint8)
+        out: list[Any] = []
+        for i, batch in enumerate(batches):
+            bits[batch] = RNG.random(batch.size) < p
+            bits[np.bincount(batch, minlength=size) >= threshold] = 1
+            if i in dumps:
+                out.append(as_snapshot(template, bits) if snapshot else bits.copy())
+        return out
+
+    return run

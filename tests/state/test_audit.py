@@ -55,9 +55,10 @@ def test_neighbouring_worlds_differ_exactly_in_the_targets_arrivals() -> None:
 def panstream_results() -> list[A.AuditResult]:
     # alpha per scenario: ALPHA / 2, since one test below asserts on two scenarios (a union bound
     # keeps every test's false failure at or below ALPHA). The classic, fixed tests on all runs;
-    # the learned distinguisher (the default) is tested in test_audit_learned.py.
+    # the learned distinguisher (the default) is tested in test_audit_learned.py. The first four
+    # standard scenarios (the heavy-user ones are in test_audit_heavy_and_joint.py).
     return A.audit_estimator("range:64", 1.0, "tight", trials=4000, alpha=ALPHA / 2,
-                             distinguisher="classic")
+                             distinguisher="classic", scenarios=A.standard_scenarios()[:4])
 
 
 def test_a_single_dump_reveals_no_more_than_epsilon_state(panstream_results: list[A.AuditResult]
