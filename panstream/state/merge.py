@@ -385,8 +385,8 @@ def merge_slices(slices: Mapping[int, Estimator], layout: SliceLayout) -> Estima
     try:
         for r in range(layout.count):
             lo, _ = layout.bounds(r)
-            est = slices.get(r)
-            if est is None:  # never consumed: a fresh initial table, its correct law
+            got = slices.get(r)
+            if got is None:  # never consumed: a fresh initial table, its correct law
                 eps = float(params["epsilon"])
                 est = estimators.new(kind, layout.slice_universe(r), eps,
                                      calibration=str(params.get("calibration", "rr")),
@@ -394,7 +394,7 @@ def merge_slices(slices: Mapping[int, Estimator], layout: SliceLayout) -> Estima
                                      layout=layout.table_layout)
                 fresh = True
             else:
-                fresh = False
+                est, fresh = got, False
             view = est._payload_view()
             try:
                 _append_bits(payload, lo * bits, np.frombuffer(view, dtype=np.uint8),

@@ -175,11 +175,23 @@ class SliceLayout:
         return {"of": self.universe.spec, "index": r, "count": self.count}
 
     def describe(self, kind: str = "density", modulus: int = 16) -> str:
-        """One line: what each slice holds (cells and MiB)."""
+        """One line: what each slice holds (cells and memory).
+
+        >>> SliceLayout(Universe.parse("ipv4:0.0.0.0/0"), 16).describe()
+        '16 slices of ipv4:0.0.0.0/0 (4,294,967,296 cells): 268,435,456 cells = 32.0 MiB each'
+        """
         big = max(range(self.count), key=self.size)
         return (f"{self.count} slices of {self.universe.spec} ({self.universe.size:,} cells): "
-                f"{self.size(big):,} cells = {self.table_bytes(big, kind, modulus) / 2**20:,.2f} "
-                "MiB each")
+                f"{self.size(big):,} cells = {mib(self.table_bytes(big, kind, modulus))} each")
+
+
+def mib(n: float) -> str:
+    """A memory size for people: ``"32.0 MiB"``, ``"512 KiB"``.
+
+    >>> mib(2**29), mib(8192.0)
+    ('512.0 MiB', '8.0 KiB')
+    """
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 2**10:,.1f} KiB"
 
 
 def encode_slice(est: Estimator, layout: SliceLayout, r: int) -> bytearray:

@@ -523,11 +523,11 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
             topic, _, part = key.rpartition("/")
             try:
                 where = slice_of(head_params(data))
-                est = estimators.restore(data)
+                table = estimators.restore(data)
                 if where is None:
-                    shards[(topic, int(part))] = est
+                    shards[(topic, int(part))] = table
                 else:
-                    sliced[where[1]] = (where[0], est)
+                    sliced[where[1]] = (where[0], table)
             finally:
                 if isinstance(data, bytearray):
                     data[:] = bytes(len(data))
