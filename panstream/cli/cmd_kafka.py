@@ -73,7 +73,7 @@ from panstream.universe import Universe
                    "partition: the old layout, one full table per source partition (right only "
                    "for topics keyed by the item).", **env("KAFKA_LAYOUT"))
 @click.option("--slices", "slice_count", type=click.IntRange(min=1, max=MAX_SLICES),
-              default=DEFAULT_SLICES, show_default=True,
+              default=None, show_default=f"{DEFAULT_SLICES}, or |X| if smaller",
               help="With --layout slices: R, the partitions of GROUP-cells; slice r holds cells "
                    "[r|X|/R, (r+1)|X|/R). Public; fixed for the life of the group's state.",
               **env("KAFKA_SLICES"))
@@ -111,7 +111,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             releases: int | None, estimator: str, modulus: int, calibration: str,
             state_dir: str | None, state_topic: str | None,
             state_chunk_bytes: int, value_format: str, fmt: Format, layout: str,
-            slice_count: int, cells_retention: float, checkpoint_interval: float,
+            slice_count: int | None, cells_retention: float, checkpoint_interval: float,
             idle_timeout: float | None, overrides: tuple[str, ...], security: dict[str, Any],
             metrics_port: int | None, metrics_host: str, log_level: str,
             telemetry: TelemetryPolicy, as_json: bool) -> None:
@@ -176,7 +176,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     if layout == "partition":
         runner = src.KafkaTail(tail_cfg, metrics)
     else:
-        runner = routed_member(tail_cfg, metrics, group, overrides, security, slice_count,
+        count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size)
+        runner = routed_member(tail_cfg, metrics, group, overrides, security, count,
                                cells_retention)
     stop = threading.Event()
 
