@@ -193,8 +193,10 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         for s, h in old.items():
             signal.signal(s, h)
         metrics.close()
+    deletes = getattr(getattr(runner, "slices", None), "deletes", None)
     out = {"topics": topic_list, "group": group, "universe": universe.spec, "layout": layout,
-           "format": fmt.spec, "state": where, "partitions_at_exit": summary.partitions,
+           "format": fmt.spec, "internal_deletes": deletes, "state": where,
+           "partitions_at_exit": summary.partitions,
            "messages": summary.messages, "items_applied": summary.items,
            "malformed_skipped": summary.malformed, "outside_universe_skipped": summary.outside,
            "exact_counts": summary.exact_counts, "telemetry_epsilon": summary.telemetry_epsilon,
@@ -265,4 +267,5 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
                    f"({', '.join(map(str, owned)) or '-'}): {mib(total)}", err=True)
 
     slices.on_assign = held
+    slices.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
     return Member(route, slices, client, int(cells_retention * 1000))

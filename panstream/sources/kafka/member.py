@@ -1,16 +1,21 @@
-"""A member of a routed group: the routing stage and the slice stage in one loop.
+"""A member of a routed group: the routing stage and the slice stage, one thread each.
 
-``panstream kafka`` (default ``--layout slices``) runs one :class:`Member` per process. Each loop
-turn polls the source topics (:class:`~panstream.sources.kafka.route.RouteStage`: parse, route,
-send) and the internal topic (:class:`~panstream.sources.kafka.slices.SliceStage`: apply to the
-owned slices), ticks the telemetry window, and on the checkpoint clock commits the routed source
-offsets (after ``acks=all``) and checkpoints the slices (snapshots durable, then commit, then
-DeleteRecords). One thread: kafka-python runs each group's protocol on its own IO thread, and the
-rebalance listeners run there only while this thread waits in that consumer's ``poll()``.
+``panstream kafka`` (default ``--layout slices``) runs one :class:`Member` per process: the
+routing stage (:class:`~panstream.sources.kafka.route.RouteStage`: parse, route, send; commit
+the source offsets after ``acks=all`` on the checkpoint clock) in a thread of its own, and the
+slice stage (:class:`~panstream.sources.kafka.slices.SliceStage`: apply to the owned slices,
+checkpoint, commit, DeleteRecords) in the calling thread, which also ticks the telemetry window.
 
-Stopping (SIGTERM/SIGINT, or both stages idle for ``idle_timeout``): the routing stage decides
-a still-open sample, flushes and commits; the slice stage then drains what is routed to its
-partitions (at most ``drain_seconds``), makes its final checkpoint, and both leave their groups.
+Why two threads: each kafka-python consumer must be waiting in its own ``poll()`` when its group
+join completes (kafka-python 3.0.12 discards a JoinGroup that finished between two polls and
+joins again; against Tansu, whose joins take seconds, two consumers polled in turn from one
+thread rejoined forever). Each consumer's rebalance listener runs on that consumer's IO thread
+while its owner thread waits in ``poll()``, so a stage's state is never touched by two threads.
+The only shared object is the telemetry window, behind a lock.
+
+Stopping (SIGTERM/SIGINT, or both stages idle for ``idle_timeout``): the routing thread decides
+a still-open sample, flushes and commits, and leaves its group; the slice stage then drains what
+was routed to its partitions (at most ``drain_seconds``), makes its final checkpoint and leaves.
 Records routed to partitions this member does not own stay in the internal topic for their owner:
 while the whole group is down they wait there for at most the topic's ``retention.ms``.
 """
@@ -50,6 +55,16 @@ class Member:
         self.retention_ms = retention_ms
         self.drain_seconds = drain_seconds
         self.summary = slices.summary
+        self._lock = threading.Lock()
+        self._route_stop = threading.Event()
+        self._route_error: BaseException | None = None
+        metrics = slices.metrics
+
+        def count(messages: int, items: int, malformed: int, outside: int) -> None:
+            with self._lock:
+                metrics.batch(messages, items, malformed, outside)
+
+        route.count = count
 
     def _ensure_topic(self) -> None:
         try:
@@ -70,6 +85,27 @@ class Member:
         last = max(self.route.last_activity, s._last_activity)
         return now - last >= s.config.idle_timeout + (0.0 if ready else 30.0)
 
+    # -------------------------------------------------------------- the routing thread
+    def _route_loop(self) -> None:
+        r = self.route
+        interval = self.slices.config.checkpoint_interval
+        timeout = self.slices.config.poll_timeout_ms
+        try:
+            with kafka_errors():
+                r.open()
+                last_commit = time.monotonic()
+                while not self._route_stop.is_set():
+                    r.poll_once(timeout)
+                    if time.monotonic() - last_commit >= interval:
+                        r.commit()
+                        last_commit = time.monotonic()
+                r.finish()
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, raised there
+            self._route_error = exc
+        finally:
+            r.close()
+
+    # -------------------------------------------------------------- the main thread
     def run(self, stop: threading.Event | None = None) -> RunSummary:
         """Route and apply until ``stop`` is set or both stages are idle; final commits first.
 
@@ -80,36 +116,39 @@ class Member:
             ConfigurationError: the internal topic has another partition count than ``--slices``.
         """
         stop = stop or threading.Event()
-        s, r = self.slices, self.route
+        s = self.slices
         t0 = time.monotonic()
-        half = max(1, s.config.poll_timeout_ms // 2)
         self._ensure_topic()
+        router = threading.Thread(target=self._route_loop, name="panstream-route", daemon=True)
         try:
-            r.open()
-            s.open()
-            last_commit = time.monotonic()
             with kafka_errors():
-                while not stop.is_set():
-                    routed = r.poll_once(0 if s._pending else half)
-                    applied = s.poll_once(0 if routed else half)
+                s.open()
+                router.start()
+                while not stop.is_set() and self._route_error is None:
+                    applied = s.poll_once()
                     now = time.monotonic()
-                    if not (routed or applied) and self._idle(now):
+                    if not applied and self._idle(now):
                         self.summary.stopped_by = "idle-timeout"
                         break
-                    s.metrics.tick(now)
-                    if now - last_commit >= s.config.checkpoint_interval:
-                        r.commit()
-                        last_commit = now
+                    with self._lock:
+                        s.metrics.tick(now)
                     s.maintain(now)
                 else:
-                    self.summary.stopped_by = "signal"
-                r.finish()
-                self._drain()
+                    self.summary.stopped_by = "signal" if self._route_error is None else "error"
+                self._route_stop.set()
+                router.join()
+                if self._route_error is None:
+                    self._drain()
                 s.final_checkpoint()
+            if self._route_error is not None:
+                raise self._route_error
         finally:
-            r.close()
+            self._route_stop.set()
+            if router.is_alive():
+                router.join(timeout=30)
             s.close()
-            s.metrics.close_window()
+            with self._lock:
+                s.metrics.close_window()
             s._summarize_counts()
             self.summary.seconds = time.monotonic() - t0
         return self.summary

@@ -166,6 +166,8 @@ class RouteStage:
         self.assignments = 0
         self.last_activity = time.monotonic()
         self.routed_bytes = 0
+        #: Adds a batch's counts to the telemetry window (the member wraps it in a lock).
+        self.count: Callable[[int, int, int, int], None] = metrics.batch
 
     # -------------------------------------------------------------- lifecycle
     def open(self) -> None:
@@ -253,7 +255,7 @@ class RouteStage:
                 values.extend(r.value for r in recs)
                 offsets[tp] = recs[-1].offset + 1
         dec = self.decoder(values)
-        self.metrics.batch(len(values), int(dec.indices.size), dec.malformed, dec.outside)
+        self.count(len(values), int(dec.indices.size), dec.malformed, dec.outside)
         parts = self.config.layout.route(dec.indices)  # wipes the indices
         if self._sample is None:
             self._send(offsets, parts)

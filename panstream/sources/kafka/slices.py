@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,8 @@ class SliceStage(KafkaTail):
         self._admin: Any = None
         self.deletes = "on" if admin_client is not None else "off"
         self.on_assign: Any = None  # callback(list of slice indices) for the startup notice
+        #: Where one-line operational notices go (the CLI prints them on stderr).
+        self.notice: Callable[[str], None] = log.info
 
     # -------------------------------------------------------------- slices
     def _encode_slice(self, est: Estimator) -> bytearray:
@@ -147,9 +149,9 @@ class SliceStage(KafkaTail):
             self._admin.delete_records({tp: off for tp, off in committed.items()})
         except Exception as exc:  # noqa: BLE001 - retention is the fallback; never fail on it
             self.deletes = "unsupported"
-            log.warning("the broker did not delete consumed internal records (%s: %s); they "
-                        "expire with the internal topic's retention.ms instead",
-                        type(exc).__name__, exc)
+            self.notice(f"the broker did not delete consumed internal records "
+                        f"({type(exc).__name__}); they expire with the internal topic's "
+                        "retention.ms (--cells-retention) instead")
             self._close_admin()
 
     def _close_admin(self) -> None:
