@@ -169,3 +169,24 @@ def test_a_store_of_slices_releases_as_one_table(tmp_path) -> None:  # noqa: ANN
     assert store_layout(store)["layout"] == "mixed"
     with pytest.raises(StateError, match="one store per group and layout"):
         merge_store(store)
+
+
+def test_inspect_says_which_layout_a_store_holds(tmp_path) -> None:  # noqa: ANN001
+    from click.testing import CliRunner
+
+    from panstream.cli.main import cli
+
+    lay = SliceLayout(Universe.parse("ipv4:10.0.0.0/16"), 4)
+    store = DirectoryStore(tmp_path / "s")
+    store.save("g-cells/1", encode_slice(DensityEstimator(lay.slice_universe(1)), lay, 1))
+    res = CliRunner().invoke(cli, ["inspect", "--state-dir", str(tmp_path / "s")])
+    assert res.exit_code == 0 and "routed slices" in res.output and "in 4 slices (1 saved" in res.output
+    res = CliRunner().invoke(cli, ["inspect", "-s", str(tmp_path / "s" / "g-cells@1.shard")])
+    assert res.exit_code == 0, res.output
+    assert "slice 1 of 4 of ipv4:10.0.0.0/16 (cells 16,384 to 32,767)" in res.output
+    old = DirectoryStore(tmp_path / "old")
+    old.save("events/0", encode_shard(DensityEstimator(lay.universe)))
+    res = CliRunner().invoke(cli, ["inspect", "--state-dir", str(tmp_path / "old"), "--json"])
+    assert res.exit_code == 0 and '"layout": "partitions"' in res.output
+    res = CliRunner().invoke(cli, ["inspect"])
+    assert res.exit_code == 2 and "exactly one of" in res.output
