@@ -358,9 +358,9 @@ def merge_slices(slices: Mapping[int, Estimator], layout: SliceLayout) -> Estima
     >>> parts = {r: DensityEstimator(lay.slice_universe(r), epsilon=30) for r in range(3)}
     >>> for r, e in parts.items():
     ...     e.update_indices(np.arange(e.size))
-    5
-    5
     6
+    5
+    5
     >>> full = merge_slices(parts, lay)
     >>> full.universe.spec, int(full.count_ones())
     ('ipv4:10.0.0.0/28', 16)

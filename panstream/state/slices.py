@@ -2,7 +2,7 @@
 
 A consumer group that *routes* arrivals by cell (``panstream kafka``, the default layout) keeps one
 table laid out as R **slices**: slice ``r`` holds cells ``[lo_r, hi_r)`` with
-``lo_r = floor(r |X| / R)``, a table of its own over ``range:(hi_r - lo_r)``. Every arrival of cell
+``lo_r = ceil(r |X| / R)`` (so cell ``c`` is in slice ``floor(c R / |X|)``), a table of its own over ``range:(hi_r - lo_r)``. Every arrival of cell
 ``c`` is applied to exactly one slice, the one whose range holds ``c``, whichever member, partition
 or producer it came through; so the slices laid end to end *are* one table fed the whole stream, with
 exactly its law: sensitivity 1, state epsilon x1, for every universe kind and both families.
@@ -10,9 +10,9 @@ exactly its law: sensitivity 1, state epsilon x1, for every universe kind and bo
 This module holds the pure parts of that layout:
 
 * :class:`SliceLayout`: the public layout (universe, R), the slice bounds, and the **routed
-  encoding** of a batch of cell indices: one sort, one split per slice, each part the raw
-  little-endian local offsets ``c - lo_r`` (``uint16`` when every slice has at most 2**16 cells,
-  else ``uint32``), multiplicities kept (the counter family needs them);
+  encoding** of a batch of cell indices: one radix sort by slice number, one split per slice,
+  each part the raw little-endian local offsets ``c - lo_r`` (``uint16`` when every slice has at
+  most 2**16 cells, else ``uint32``), multiplicities kept (the counter family needs them);
 * :func:`encode_slice` / :func:`slice_of`: a slice's snapshot is an ordinary estimator snapshot of
   its range table plus one public parameter, ``"slice": {"of": <X spec>, "index": r, "count": R}``,
   so a store of slices says by itself which universe they rebuild
@@ -21,10 +21,10 @@ This module holds the pure parts of that layout:
 >>> from panstream.universe import Universe
 >>> lay = SliceLayout(Universe.parse("range:10"), 3)
 >>> [lay.bounds(r) for r in range(3)]
-[(0, 3), (3, 6), (6, 10)]
+[(0, 4), (4, 7), (7, 10)]
 >>> parts = lay.route(np.array([9, 0, 4, 9, 2], dtype=np.intp))
 >>> [(r, lay.decode(r, data).tolist()) for r, data in parts]
-[(0, [0, 2]), (1, [1]), (2, [3, 3])]
+[(0, [0, 2]), (1, [0]), (2, [2, 2])]
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class SliceLayout:
             msg = f"slice {r} out of range 0..{self.count - 1}"
             raise StateError(msg)
         n = self.universe.size
-        return r * n // self.count, (r + 1) * n // self.count
+        return -(-r * n // self.count), -(-(r + 1) * n // self.count)
 
     def size(self, r: int) -> int:
         """Cells of slice ``r``."""
@@ -92,7 +92,7 @@ class SliceLayout:
     def edges(self) -> np.ndarray:
         """The R + 1 slice boundaries ``lo_0 = 0 < lo_1 < ... < lo_R = |X|`` (int64)."""
         n = self.universe.size
-        return np.array([r * n // self.count for r in range(self.count + 1)], dtype=np.int64)
+        return np.array([-(-r * n // self.count) for r in range(self.count + 1)], dtype=np.int64)
 
     def slice_universe(self, r: int) -> Universe:
         """The universe of slice ``r``'s own table: ``range:(hi - lo)``."""
@@ -118,29 +118,40 @@ class SliceLayout:
         return (n + 7) // 8 if packed else n
 
     # ------------------------------------------------------------------ routed encoding
+    def slice_of_cells(self, idx: np.ndarray) -> np.ndarray:
+        """The slice of every cell: ``floor(c R / |X|)`` (exact in 64 bits: ``c R < 2**44``)."""
+        return (np.asarray(idx, dtype=np.int64) * self.count) // self.universe.size
+
     def route(self, idx: np.ndarray) -> list[tuple[int, bytearray]]:
         """Split a batch of cell indices by slice: ``[(r, encoded local offsets), ...]`` for the
-        slices that received any, each part sorted, multiplicities kept. ``idx`` is overwritten
-        with zeros (its sorted copy too)."""
+        slices that received any, multiplicities kept. One stable radix sort by slice number (no
+        sort of the cells themselves: the order within a part is the batch's). ``idx`` and every
+        temporary holding cells are overwritten with zeros."""
         arr = np.asarray(idx).reshape(-1)
         if not arr.size:
             return []
-        srt = np.sort(arr.astype(np.int64, copy=False))
+        lo_c, hi_c = int(arr.min()), int(arr.max())
+        if lo_c < 0 or hi_c >= self.universe.size:
+            msg = f"cell index out of range 0..{self.universe.size - 1} (saw {lo_c}..{hi_c})"
+            raise StateError(msg)
+        r = self.slice_of_cells(arr)
+        keys = r.astype(np.uint8 if self.count <= 256 else np.uint16)
+        order = np.argsort(keys, kind="stable")  # a radix sort for small integer keys
+        cuts = np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=self.count))])
+        srt = arr[order]
+        for a in (r, keys, order):
+            a.fill(0)
         if isinstance(idx, np.ndarray) and idx.flags.writeable:
             idx.fill(0)
-        if int(srt[0]) < 0 or int(srt[-1]) >= self.universe.size:
-            srt.fill(0)
-            msg = f"cell index out of range 0..{self.universe.size - 1}"
-            raise StateError(msg)
         edges = self.edges()
-        cuts = np.searchsorted(srt, edges)
         dtype = np.dtype("<u2") if self.width == 2 else np.dtype("<u4")
         out: list[tuple[int, bytearray]] = []
         try:
-            for r in np.flatnonzero(np.diff(cuts)):
-                part = srt[cuts[r]:cuts[r + 1]]
-                local = (part - edges[r]).astype(dtype)
-                out.append((int(r), bytearray(local.data)))
+            for s in np.flatnonzero(np.diff(cuts)):
+                part = srt[cuts[s]:cuts[s + 1]]
+                part -= edges[s]
+                local = part.astype(dtype)
+                out.append((int(s), bytearray(local.data)))
                 local.fill(0)
         finally:
             srt.fill(0)
