@@ -115,20 +115,25 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             idle_timeout: float | None, overrides: tuple[str, ...], security: dict[str, Any],
             metrics_port: int | None, metrics_host: str, log_level: str,
             telemetry: TelemetryPolicy, as_json: bool) -> None:
-    """Tail Kafka topics in a consumer group; keep one pan-private table per partition.
+    """Tail Kafka topics in a consumer group into one pan-private table, any keying.
 
-    Each assigned partition gets its own table (a shard: a bit per cell, or with --estimator
-    frequency a counter mod --modulus per cell), restored from the state store on
-    assignment and checkpointed every --checkpoint-interval seconds and before a rebalance takes
-    it away: snapshots are made durable first, then offsets are committed (auto-commit is off).
-    A crash replays a few messages, which leaves the tables' law unchanged. SIGTERM/SIGINT make a
-    final checkpoint and commit, leave the group and exit 0. Publish with
-    'panstream release --state-dir DIR' (or '--state-topic TOPIC -b ...'), which merges the shards.
+    Each member parses its share of the source partitions (--value-format, -f as in 'panstream
+    ingest') and routes every arrival by its cell to the internal topic GROUP-cells (--slices R
+    partitions, short retention); as a second consumer group it keeps the slices of its assigned
+    internal partitions (|X|/R cells each: a bit per cell, or with --estimator frequency a
+    counter mod --modulus), restored from the state store on assignment and checkpointed every
+    --checkpoint-interval seconds and before a rebalance takes them away: snapshots durable
+    first, then offsets committed (auto-commit is off; source offsets only after the routed
+    records are acknowledged). The slices laid end to end are one table: 'panstream release
+    --state-dir DIR' (or '--state-topic TOPIC -b ...') releases it with state epsilon x1.
+    SIGTERM/SIGINT make a final checkpoint and commit, leave the groups and exit 0.
+    --layout partition keeps the old layout (one full table per source partition).
 
     \b
     Example:
-      panstream kafka -b 127.0.0.1:9092 -t access-ips -g panstream \\
-          --universe ipv4:10.0.0.0/16 --epsilon 1 --state-dir /var/lib/panstream
+      panstream kafka -b 127.0.0.1:9092 -t access-logs -g panstream -f clf \\
+          --value-format lines --universe ipv4:10.0.0.0/16 --epsilon 1 \\
+          --state-dir /var/lib/panstream
 
     --total-epsilon E [--releases R] instead of --epsilon splits E between the shard tables'
     state epsilon and the group's release budget (R releases), as 'panstream plan

@@ -2,10 +2,11 @@
 
 A consumer group that *routes* arrivals by cell (``panstream kafka``, the default layout) keeps one
 table laid out as R **slices**: slice ``r`` holds cells ``[lo_r, hi_r)`` with
-``lo_r = ceil(r |X| / R)`` (so cell ``c`` is in slice ``floor(c R / |X|)``), a table of its own over ``range:(hi_r - lo_r)``. Every arrival of cell
-``c`` is applied to exactly one slice, the one whose range holds ``c``, whichever member, partition
-or producer it came through; so the slices laid end to end *are* one table fed the whole stream, with
-exactly its law: sensitivity 1, state epsilon x1, for every universe kind and both families.
+``lo_r = ceil(r |X| / R)`` (so cell ``c`` is in slice ``floor(c R / |X|)``), a table of its own
+over ``range:(hi_r - lo_r)``. Every arrival of cell ``c`` is applied to exactly one slice, the one
+whose range holds ``c``, whichever member, partition or producer it came through; so the slices
+laid end to end *are* one table fed the whole stream, with exactly its law: sensitivity 1, state
+epsilon x1, for every universe kind and both families.
 
 This module holds the pure parts of that layout:
 
