@@ -191,3 +191,14 @@ def test_inspect_says_which_layout_a_store_holds(tmp_path) -> None:  # noqa: ANN
     assert res.exit_code == 0 and '"layout": "partitions"' in res.output
     res = CliRunner().invoke(cli, ["inspect"])
     assert res.exit_code == 2 and "exactly one of" in res.output
+
+
+def test_three_members_of_a_2_32_universe_hold_a_third_of_the_table_each() -> None:
+    """16 slices of ipv4:0.0.0.0/0 are packed tables of 32 MiB: the range assignor gives 3
+    members 6, 5 and 5 slices, at most 192 MiB each against the 512 MiB table."""
+    lay = SliceLayout(Universe.parse("ipv4:0.0.0.0/0"), 16)
+    assert lay.table_layout == "packed" and lay.table_bytes(0) == 32 << 20
+    assert sum(lay.table_bytes(r) for r in range(6)) <= (512 << 20) * 0.375
+    est = estimators.new("density", lay.slice_universe(0), 1.0, layout=lay.table_layout)
+    assert est._table.nbytes() == 32 << 20  # type: ignore[attr-defined]
+    est.wipe()
