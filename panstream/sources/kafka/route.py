@@ -160,6 +160,7 @@ class RouteStage:
         self.consumer: Any = None
         self.producer: Any = None
         self._next: dict[TopicPartition, int] = {}
+        self._futures: list[Any] = []  # sends since the last flush, checked before a commit
         #: Exact counts [lines, malformed] of the first sample; None once decided (forgotten).
         self._sample: list[int] | None = [0, 0]
         self._held: list[tuple[dict[TopicPartition, int], list[tuple[int, bytearray]]]] = []
@@ -234,12 +235,20 @@ class RouteStage:
               ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Flush the producer (when asked), then the offsets of ``tps`` to commit."""
         if flush and self.producer is not None:
+            pending, self._futures = self._futures, []
+            problem: object = None
             try:
                 self.producer.flush(timeout=60)
             except KafkaError as exc:
+                problem = exc
+            if problem is None:  # flush() returns even when a send failed: ask every record
+                problem = next((f.exception or "failed" for f in pending if f.failed()), None)
+            if problem is None and not all(f.is_done for f in pending):
+                problem = "not acknowledged within 60 s"
+            if problem is not None:
                 msg = (f"the internal topic {self.config.internal_topic!r} did not acknowledge "
-                       f"routed records: {exc}; nothing was committed, a restart replays them")
-                raise SourceError(msg) from None
+                       f"routed records: {problem}; nothing was committed, a restart replays them")
+                raise SourceError(msg)
         out = {tp: OffsetAndMetadata(self._next[tp], "", -1) for tp in tps if tp in self._next}
         if not keep:
             for tp in tps:
@@ -271,7 +280,8 @@ class RouteStage:
         topic, step = self.config.internal_topic, RECORD_BYTES
         for r, data in parts:
             for i in range(0, len(data), step):
-                self.producer.send(topic, value=bytes(data[i:i + step]), partition=r)
+                self._futures.append(
+                    self.producer.send(topic, value=bytes(data[i:i + step]), partition=r))
             self.routed_bytes += len(data)
             data[:] = bytes(len(data))
         self._next.update(offsets)
