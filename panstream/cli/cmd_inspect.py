@@ -10,6 +10,7 @@ import click
 from panstream import estimators
 from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_option
 from panstream.state.format import PREFIX_SIZE, read_frame
+from panstream.state.slices import head_params, slice_of
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 
 
@@ -35,15 +36,38 @@ def describe(path: str) -> dict[str, Any]:
         "shard": led.shard, "releases_refused": led.blocked,
     }
     est.wipe()
+    with open(path, "rb") as f:
+        head = f.read(frame.head_size)
+    where = slice_of(head_params(head + bytes(max(0, PREFIX_SIZE - len(head)))))
+    if where is not None:
+        lay, r = where
+        lo, hi = lay.bounds(r)
+        out["slice"] = {"of": lay.universe.spec, "index": r, "count": lay.count, "cells": [lo, hi]}
     return out
 
 
+def describe_store(directory: str) -> dict[str, Any]:
+    """The layout of a consumer group's state directory (public parameters only).
+
+    Raises:
+        StateError: a snapshot cannot be read.
+    """
+    from panstream.state.stores import DirectoryStore, store_layout
+
+    return {"state_dir": directory, **store_layout(DirectoryStore(directory))}
+
+
 @click.command()
-@click.option("-s", "--state", type=StatePath(), required=True,
-              help="State file written by 'panstream ingest'.", **env("STATE"))
+@click.option("-s", "--state", type=StatePath(), default=None,
+              help="State file written by 'panstream ingest' (or one shard or slice file).",
+              **env("STATE"))
+@click.option("--state-dir", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Instead of --state: the state directory of a 'panstream kafka' group; says "
+                   "which layout it holds (routed slices of one table, or per-partition shards).",
+              **env("STATE_DIR"))
 @json_option()
 @handle_errors
-def command(state: str, as_json: bool) -> None:
+def command(state: str | None, state_dir: str | None, as_json: bool) -> None:
     """Show a state's parameters, realized epsilon, budget spent and left, and format version.
 
     It never shows the estimate: reading it out is a release and spends budget (use 'panstream
@@ -53,7 +77,14 @@ def command(state: str, as_json: bool) -> None:
     Example:
       panstream inspect -s web.pst
       panstream inspect -s web.pst --json
+      panstream inspect --state-dir /var/lib/panstream
     """
+    if (state is None) == (state_dir is None):
+        raise click.UsageError("give exactly one of -s/--state FILE or --state-dir DIR")
+    if state_dir is not None:
+        _store(describe_store(state_dir), as_json)
+        return
+    assert state is not None
     presto = _presto_file(state)
     if presto is not None:
         if as_json:
@@ -75,6 +106,10 @@ def command(state: str, as_json: bool) -> None:
     click.echo(f"universe         {d['universe']} ({d['cells']:,} cells)")
     click.echo(f"state privacy    epsilon_state = {d['epsilon_state']:.6f} realized (asked "
                f"{d['epsilon_requested']:g}, {_probabilities(d)})")
+    if "slice" in d:
+        sl = d["slice"]
+        click.echo(f"layout           slice {sl['index']} of {sl['count']} of {sl['of']} (cells "
+                   f"{sl['cells'][0]:,} to {sl['cells'][1] - 1:,}): a routed group's one table")
     if d["shard"]:
         click.echo("output budget    none of its own: one shard of a Kafka consumer group; the "
                    "group's ledger is in its --state-dir/--state-topic (panstream release "
@@ -118,3 +153,27 @@ def _probabilities(d: dict[str, Any]) -> str:
                 f"{d['buckets']} buckets x {d['levels']} levels = {d['grid_bytes']:,} bytes, "
                 f"{d['items']} items hashed with {d['hash']} as Presto does")
     return ", ".join(f"{k} = {v}" for k, v in d.items() if k in ("modulus", "alpha"))
+
+
+def _store(d: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        emit_json(d)
+        return
+    click.echo(f"state directory  {d['state_dir']}")
+    if d["layout"] == "slices":
+        n = len(d["slices_present"])
+        click.echo(f"layout           routed slices: one {', '.join(d['estimator'])} table over "
+                   f"{d['universe']} in {d['slices']} slices ({n} saved; the others were never "
+                   "consumed and release as fresh draws)")
+        click.echo("release          one table: sensitivity 1, state epsilon x1, whatever the "
+                   "producers' keying")
+    elif d["layout"] == "partitions":
+        click.echo(f"layout           per-partition shards: {len(d['shards'])} full tables of "
+                   f"{', '.join(d['topics'])} ('panstream kafka --layout partition')")
+        click.echo("release          merged per partition (--merge); state epsilon x the shards "
+                   "one item reaches unless --keyed")
+    elif d["layout"] == "mixed":
+        click.echo("layout           MIXED: routed slices and per-partition shards in one "
+                   "directory; give each layout its own --state-dir")
+    else:
+        click.echo("layout           empty: no shard or slice snapshots yet")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import signal
 import threading
@@ -13,6 +14,7 @@ import click
 from panstream import estimators
 from panstream.cli.common import (
     FiniteFloatRange,
+    SpecParam,
     apply_split,
     calibration_option,
     check_family_options,
@@ -29,6 +31,8 @@ from panstream.cli.common import (
 from panstream.cli.kafka_options import bootstrap_option, connection_options
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError
+from panstream.parse import Format, parse_format
+from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES, mib
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 
@@ -58,6 +62,29 @@ from panstream.universe import Universe
 @click.option("--value-format", type=click.Choice(["item", "lines"]), default="item",
               show_default=True, help="item: one item per message; lines: newline-separated items "
               "per message (as log shippers batch them).", **env("KAFKA_VALUE_FORMAT"))
+@click.option("-f", "--format", "fmt", type=SpecParam("FORMAT", parse_format, Format), default="auto",
+              show_default=True,
+              help="Line format of each item (as 'panstream ingest -f'): plain (the bare item), "
+                   "clf (whole Apache/nginx access-log lines, client first), field:N, or auto "
+                   "(plain or clf, detected from the first messages).", **env("KAFKA_FORMAT"))
+@click.option("--layout", type=click.Choice(["slices", "partition"]), default="slices",
+              show_default=True,
+              help="slices: route every arrival by cell range through the internal topic "
+                   "GROUP-cells, so the group keeps exactly one table, any producer keying; "
+                   "partition: the old layout, one full table per source partition (right only "
+                   "for topics keyed by the item).", **env("KAFKA_LAYOUT"))
+@click.option("--slices", "slice_count", type=click.IntRange(min=1, max=MAX_SLICES),
+              default=None, show_default=f"{DEFAULT_SLICES}, or |X| if smaller",
+              help="With --layout slices: R, the partitions of GROUP-cells; slice r holds cells "
+                   "[r|X|/R, (r+1)|X|/R). Public; fixed for the life of the group's state.",
+              **env("KAFKA_SLICES"))
+@click.option("--cells-retention", type=FiniteFloatRange(min=1.0), default=600.0,
+              show_default=True, metavar="SECONDS",
+              help="retention.ms of a new GROUP-cells topic: it says which cells arrived, as "
+                   "sensitive as the raw topic. Records are also deleted once their slice "
+                   "checkpoint is durable (where the broker supports it). Routed records wait "
+                   "this long at most while the whole group is down.",
+              **env("KAFKA_CELLS_RETENTION"))
 @click.option("--checkpoint-interval", type=FiniteFloatRange(min=0.0), default=5.0,
               show_default=True, help="Seconds between checkpoints (snapshots durable, then commit).",
               **env("KAFKA_CHECKPOINT_INTERVAL"))
@@ -68,8 +95,9 @@ from panstream.universe import Universe
                     "(repeat; unknown keys are an error; connection and security keys also reach "
                     "the state-topic clients).")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
-              help="Serve Prometheus metrics on this port (operational figures only; message and "
-                   "item counts are noisy per-window rates, see --telemetry-epsilon).",
+              help="Serve Prometheus metrics on this port (operational figures only: uptime, "
+                   "checkpoints, lag, committed offsets; message and item counts only with "
+                   "--telemetry-epsilon or --exact-counts).",
               **env("METRICS_PORT"))
 @click.option("--metrics-host", default="127.0.0.1", show_default=True,
               help="Address the metrics endpoint binds (0.0.0.0 in a container).",
@@ -84,24 +112,30 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             universe: Universe, epsilon: float | None, total_epsilon: float | None,
             releases: int | None, estimator: str, modulus: int, calibration: str,
             state_dir: str | None, state_topic: str | None,
-            state_chunk_bytes: int, value_format: str, checkpoint_interval: float,
+            state_chunk_bytes: int, value_format: str, fmt: Format, layout: str,
+            slice_count: int | None, cells_retention: float, checkpoint_interval: float,
             idle_timeout: float | None, overrides: tuple[str, ...], security: dict[str, Any],
             metrics_port: int | None, metrics_host: str, log_level: str,
             telemetry: TelemetryPolicy, as_json: bool) -> None:
-    """Tail Kafka topics in a consumer group; keep one pan-private table per partition.
+    """Tail Kafka topics in a consumer group into one pan-private table, any keying.
 
-    Each assigned partition gets its own table (a shard: a bit per cell, or with --estimator
-    frequency a counter mod --modulus per cell), restored from the state store on
-    assignment and checkpointed every --checkpoint-interval seconds and before a rebalance takes
-    it away: snapshots are made durable first, then offsets are committed (auto-commit is off).
-    A crash replays a few messages, which leaves the tables' law unchanged. SIGTERM/SIGINT make a
-    final checkpoint and commit, leave the group and exit 0. Publish with
-    'panstream release --state-dir DIR' (or '--state-topic TOPIC -b ...'), which merges the shards.
+    Each member parses its share of the source partitions (--value-format, -f as in 'panstream
+    ingest') and routes every arrival by its cell to the internal topic GROUP-cells (--slices R
+    partitions, short retention); as a second consumer group it keeps the slices of its assigned
+    internal partitions (|X|/R cells each: a bit per cell, or with --estimator frequency a
+    counter mod --modulus), restored from the state store on assignment and checkpointed every
+    --checkpoint-interval seconds and before a rebalance takes them away: snapshots durable
+    first, then offsets committed (auto-commit is off; source offsets only after the routed
+    records are acknowledged). The slices laid end to end are one table: 'panstream release
+    --state-dir DIR' (or '--state-topic TOPIC -b ...') releases it with state epsilon x1.
+    SIGTERM/SIGINT make a final checkpoint and commit, leave the groups and exit 0.
+    --layout partition keeps the old layout (one full table per source partition).
 
     \b
     Example:
-      panstream kafka -b 127.0.0.1:9092 -t access-ips -g panstream \\
-          --universe ipv4:10.0.0.0/16 --epsilon 1 --state-dir /var/lib/panstream
+      panstream kafka -b 127.0.0.1:9092 -t access-logs -g panstream -f clf \\
+          --value-format lines --universe ipv4:10.0.0.0/16 --epsilon 1 \\
+          --state-dir /var/lib/panstream
 
     --total-epsilon E [--releases R] instead of --epsilon splits E between the shard tables'
     state epsilon and the group's release budget (R releases), as 'panstream plan
@@ -144,10 +178,16 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         click.echo("panstream: the group's release ledger already exists: --total-epsilon does not "
                    "change its budget (release prints the budget left)", err=True)
     metrics = src.Metrics(metrics_port, metrics_host, telemetry)
-    tail = src.KafkaTail(src.TailConfig(cfg, topic_list, universe, epsilon, calibration, store,
-                                        value_format, checkpoint_interval, idle_timeout,
-                                        estimator=estimator, modulus=modulus),
-                         metrics)
+    tail_cfg = src.TailConfig(cfg, topic_list, universe, epsilon, calibration, store,
+                              value_format, checkpoint_interval, idle_timeout,
+                              estimator=estimator, modulus=modulus, fmt=fmt.spec)
+    runner: Any
+    if layout == "partition":
+        runner = src.KafkaTail(tail_cfg, metrics)
+    else:
+        count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size)
+        runner = routed_member(tail_cfg, metrics, group, overrides, security, count,
+                               cells_retention)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -157,13 +197,15 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        summary = tail.run(stop)
+        summary = runner.run(stop)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         metrics.close()
-    out = {"topics": topic_list, "group": group, "universe": universe.spec,
-           "state": where, "partitions_at_exit": summary.partitions,
+    deletes = getattr(getattr(runner, "slices", None), "deletes", None)
+    out = {"topics": topic_list, "group": group, "universe": universe.spec, "layout": layout,
+           "format": fmt.spec, "internal_deletes": deletes, "state": where,
+           "partitions_at_exit": summary.partitions,
            "messages": summary.messages, "items_applied": summary.items,
            "malformed_skipped": summary.malformed, "outside_universe_skipped": summary.outside,
            "exact_counts": summary.exact_counts, "telemetry_epsilon": summary.telemetry_epsilon,
@@ -182,7 +224,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         return
     click.echo(f"panstream kafka: stopped ({summary.stopped_by}) after {summary.seconds:.1f} s; "
                f"final checkpoint committed; state in {where}")
-    click.echo(f"  partitions owned at exit  {', '.join(summary.partitions) or '-'}")
+    owned = "slices owned at exit     " if layout == "slices" else "partitions owned at exit "
+    click.echo(f"  {owned} {', '.join(summary.partitions) or '-'}")
     n = (lambda x: f"{x:,}") if summary.exact_counts else (lambda x: f"~{max(x, 0):,}")
     if telemetry.counts:
         click.echo(f"  consumed                  {n(summary.messages)} messages, "
@@ -193,6 +236,51 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         click.echo(f"  counts                    {telemetry.describe()}"
                    + (f"; these totals: sd {summary.count_sd:,.0f} each" if telemetry.counts else ""))
     click.echo(f"  checkpoints / rebalances  {summary.checkpoints} / {summary.rebalances}")
-    click.echo(f"  state privacy             epsilon_state = {out['epsilon_state']:.6f} realized "
-               f"per shard table (times the number of shards one item's messages reach: 1 if "
-               f"keyed by the item, every partition if not) {telemetry.total_clause()}")
+    if layout == "partition":
+        click.echo(f"  state privacy             epsilon_state = {out['epsilon_state']:.6f} realized"
+                   f" per shard table (times the number of shards one item's messages reach: 1 "
+                   f"if keyed by the item, every partition if not) {telemetry.total_clause()}")
+    else:
+        click.echo(f"  state privacy             epsilon_state = {out['epsilon_state']:.6f} realized"
+                   f" for the group's one table (its slices laid end to end), whatever the keying "
+                   f"{telemetry.total_clause()}")
+
+
+def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str, ...],
+                  security: dict[str, Any], slice_count: int, cells_retention: float) -> Any:
+    """The routed layout's member (routing and slice stages); prints what it will hold."""
+    from panstream.sources import kafka as src
+    from panstream.sources.kafka.member import Member
+    from panstream.sources.kafka.route import RouteConfig, RouteStage, internal_topic
+    from panstream.sources.kafka.slices import SliceStage
+    from panstream.state.slices import SliceLayout
+
+    c = tail_cfg
+    lay = SliceLayout(c.universe, slice_count)
+    topic = internal_topic(group)
+    if topic in c.topics:
+        msg = f"-t {topic} is the group's own internal topic: tail the source topics instead"
+        raise ConfigurationError(msg)
+    parsed = src.parse_overrides(overrides)
+    slice_consumer = src.consumer_config(",".join(c.consumer["bootstrap_servers"]),
+                                         f"{group}-slices", parsed, security)
+    client = src.client_config(c.consumer)
+    route = RouteStage(RouteConfig(c.consumer, client, c.topics, lay, topic, c.value_format,
+                                   c.fmt), metrics)
+    scfg = dataclasses.replace(c, consumer=slice_consumer, topics=[topic], value_format="item",
+                               fmt="plain")
+    slices = SliceStage(scfg, lay, metrics, admin_client=client)
+    whole = sum(lay.table_bytes(r, c.estimator, c.modulus) for r in range(lay.count))
+    click.echo(f"panstream: routed layout: {lay.describe(c.estimator, c.modulus)}, routed through "
+               f"{topic} ({lay.width} bytes per arrival); a member holds the slices of its "
+               f"internal partitions: with N members about {lay.count}/N slices and "
+               f"{mib(whole)}/N (the whole table: {mib(whole)})", err=True)
+
+    def held(owned: list[int]) -> None:
+        total = sum(lay.table_bytes(r, c.estimator, c.modulus) for r in owned)
+        click.echo(f"panstream: this member now holds {len(owned)} of {lay.count} slices "
+                   f"({', '.join(map(str, owned)) or '-'}): {mib(total)}", err=True)
+
+    slices.on_assign = held
+    slices.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
+    return Member(route, slices, client, int(cells_retention * 1000))

@@ -248,7 +248,8 @@ class Estimator(ABC):
         return int(n)
 
     # ------------------------------------------------------------------ snapshots
-    def snapshot_parts(self, *, as_shard: bool = False) -> tuple[bytes, memoryview, bytes]:
+    def snapshot_parts(self, *, as_shard: bool = False, extra: Mapping[str, Any] | None = None
+                       ) -> tuple[bytes, memoryview, bytes]:
         """The snapshot as ``(head, payload, checksum)`` (:func:`panstream.state.format.encode_parts`);
         the payload may be a view of the live table. Call :meth:`_wipe_payload_view` on it once
         written.
@@ -257,14 +258,24 @@ class Estimator(ABC):
             as_shard: store no ledger (``null``): the table is one shard of a consumer group, whose
                 budget lives in the group's ledger. Also the case whenever :attr:`ledger` is a
                 :class:`~panstream.release.ledger.ShardLedger`.
+            extra: further public parameters stored beside the family's own (e.g. the ``slice``
+                a table is of, :mod:`panstream.state.slices`); they may not replace any of them.
         """
         ledger = None if as_shard or self.ledger.shard else self.ledger.to_dict()
-        return fmt.encode_parts(self.params(), ledger, self._payload_view())
+        params = self.params()
+        if extra:
+            clash = set(extra) & set(params)
+            if clash:
+                msg = f"extra snapshot parameters {sorted(clash)} would replace the family's own"
+                raise ValueError(msg)
+            params.update(extra)
+        return fmt.encode_parts(params, ledger, self._payload_view())
 
-    def snapshot_buffer(self, *, as_shard: bool = False) -> bytearray:
+    def snapshot_buffer(self, *, as_shard: bool = False, extra: Mapping[str, Any] | None = None
+                        ) -> bytearray:
         """The snapshot as a ``bytearray`` the caller can wipe after writing it; no other copy of
         the table is left behind (a packed temporary is zeroed here). See :meth:`snapshot_parts`."""
-        parts = self.snapshot_parts(as_shard=as_shard)
+        parts = self.snapshot_parts(as_shard=as_shard, extra=extra)
         try:
             return bytearray().join(parts)
         finally:

@@ -49,6 +49,7 @@ from panstream.estimators.frequency import FrequencyEstimator
 from panstream.estimators.frequency import merge_partitioned as merge_frequency_partitioned
 from panstream.release.frequency import MergedHistograms, sum_histograms
 from panstream.release.ledger import ShardLedger
+from panstream.state.slices import SliceLayout
 from panstream.universe import Universe
 
 _SEED = np.uint32(0x9747B28C)
@@ -305,3 +306,111 @@ def _one_kind(shards: Iterable[Estimator]) -> str:
                " one consumer group runs one family; use one state directory or topic per group")
         raise StateError(msg)
     return kinds.pop()
+
+
+# ---------------------------------------------------------------------- routed slices
+def _bits_per_cell(est: Estimator) -> int:
+    if isinstance(est, FrequencyEstimator):
+        return 4 if est.modulus <= 16 else 8
+    return 1
+
+
+def _append_bits(out: np.ndarray, bitpos: int, src: np.ndarray, nbits: int) -> None:
+    """OR the first ``nbits`` bits of the little-endian bit stream ``src`` into ``out`` at bit
+    ``bitpos`` (``out`` is zero from there on). Temporaries are zeroed."""
+    nb = (nbits + 7) // 8
+    if not nb:
+        return
+    part = src[:nb].copy()
+    tail = nbits % 8
+    if tail:
+        part[-1] &= np.uint8((1 << tail) - 1)  # never a padding bit into the next slice's cells
+    shift, byte = bitpos % 8, bitpos // 8
+    try:
+        if shift == 0:
+            out[byte:byte + nb] |= part
+            return
+        wide = part.astype(np.uint16) << np.uint16(shift)
+        low = wide.astype(np.uint8)  # the low byte of each (a cast keeps it)
+        out[byte:byte + nb] |= low
+        np.right_shift(wide, np.uint16(8), out=wide)
+        np.copyto(low, wide, casting="unsafe")
+        room = min(nb, out.size - byte - 1)
+        out[byte + 1:byte + 1 + room] |= low[:room]
+        wide.fill(0)
+        low.fill(0)
+    finally:
+        part.fill(0)
+
+
+def merge_slices(slices: Mapping[int, Estimator], layout: SliceLayout) -> Estimator:
+    """One table over the whole universe from a routed group's slices, laid end to end.
+
+    Slice ``r`` holds cells ``[lo_r, hi_r)`` of ``layout`` (:mod:`panstream.state.slices`); every
+    arrival of a cell was applied to its one slice, so the result has exactly the law of one table
+    fed the whole stream, over the universe ``layout.universe`` itself (maps by prefix work on it).
+    A slice with no snapshot was never consumed, so its cells were never seen: it gets a fresh
+    initial draw (D0 bits, or D counters), as :func:`merge_partitioned` does. The payloads are
+    concatenated at bit level (no byte-per-cell copy of the whole universe); every temporary is
+    zeroed. The result has no budget of its own (a
+    :class:`~panstream.release.ledger.ShardLedger`).
+
+    Raises:
+        StateError: no slices, slices of different families or parameters, or a slice whose size
+            does not match the layout.
+
+    >>> from panstream.estimators.density import DensityEstimator
+    >>> lay = SliceLayout(Universe.parse("ipv4:10.0.0.0/28"), 3)
+    >>> parts = {r: DensityEstimator(lay.slice_universe(r), epsilon=30) for r in range(3)}
+    >>> for r, e in parts.items():
+    ...     e.update_indices(np.arange(e.size))
+    6
+    5
+    5
+    >>> full = merge_slices(parts, lay)
+    >>> full.universe.spec, int(full.count_ones())
+    ('ipv4:10.0.0.0/28', 16)
+    """
+    from panstream import estimators
+
+    kind = _one_kind(slices.values())
+    first = slices[min(slices)]
+    params = {k: v for k, v in first.params().items() if k not in ("universe", "cells")}
+    for r, est in slices.items():
+        mine = {k: v for k, v in est.params().items() if k not in ("universe", "cells")}
+        if mine != params:
+            msg = (f"slice {r} was made with other parameters ({mine}) than slice {min(slices)} "
+                   f"({params}): merge only the slices of one group configuration")
+            raise StateError(msg)
+        if est.size != layout.size(r):
+            msg = f"slice {r} has {est.size} cells; the layout gives it {layout.size(r)}"
+            raise StateError(msg)
+    bits = _bits_per_cell(first)
+    size = layout.universe.size
+    payload = np.zeros((size * bits + 7) // 8, dtype=np.uint8)
+    try:
+        for r in range(layout.count):
+            lo, _ = layout.bounds(r)
+            got = slices.get(r)
+            if got is None:  # never consumed: a fresh initial table, its correct law
+                eps = float(params["epsilon"])
+                est = estimators.new(kind, layout.slice_universe(r), eps,
+                                     calibration=str(params.get("calibration", "rr")),
+                                     modulus=int(params.get("modulus", 16)),
+                                     layout=layout.table_layout)
+                fresh = True
+            else:
+                est, fresh = got, False
+            view = est._payload_view()
+            try:
+                _append_bits(payload, lo * bits, np.frombuffer(view, dtype=np.uint8),
+                             est.size * bits)
+            finally:
+                est._wipe_payload_view(view)
+                if fresh:
+                    est.wipe()
+        full = {**first.params(), "universe": layout.universe.spec, "cells": size}
+        return estimators.family(kind)._from_snapshot(full, ShardLedger(), payload, "auto")
+    except BaseException:
+        payload.fill(0)
+        raise

@@ -63,6 +63,7 @@ from panstream.state.files import (
     real_path,
     state_lock,
 )
+from panstream.state.slices import SliceLayout, head_params, slice_of
 from panstream.universe import Universe
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -601,7 +602,9 @@ class GroupState:
     Attributes:
         estimator: the merged estimator (its ledger is the state directory's release ledger): a
             table of the shards' family, or (frequency sum merge) the shards' summed histograms.
-        method: ``"partitioned"`` or ``"sum"``; shards: number of shards; topics: their topics.
+        method: ``"partitioned"`` or ``"sum"`` (per-partition shards), or ``"slices"`` (a routed
+            group's slices laid end to end, :func:`merge_slice_store`); shards: number of shards
+            or slices; topics: the shards' topics (none for slices).
         partitions: the partition count used by the partition-aware merge (0 for ``sum``).
         keyed: whether the operator asserted that messages are keyed by the item (default
             partitioner), so an item's messages reach one partition per topic.
@@ -611,6 +614,7 @@ class GroupState:
             topics if keyed, every shard if not).
         state_tables: how many stored shard tables one person's arrivals can change (the same
             bound for the shards on disk), which multiplies the state epsilon.
+        layout: ``"partitions"`` (one full table per input partition) or ``"slices"``.
     """
 
     estimator: Estimator | MergedHistograms
@@ -621,6 +625,7 @@ class GroupState:
     keyed: bool = False
     sensitivity: int = 1
     state_tables: int = 1
+    layout: str = "partitions"
 
 
 def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
@@ -653,15 +658,23 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
         msg = f"no shard snapshots in {store!r}: point at the consumers' --state-dir/--state-topic"
         raise StateError(msg)
     shards: dict[tuple[str, int], Estimator] = {}
+    sliced: dict[int, tuple[SliceLayout, Estimator]] = {}
     for key in keys:
         data = store.load(key)
         if data is not None:
             topic, _, part = key.rpartition("/")
             try:
-                shards[(topic, int(part))] = estimators.restore(data)
+                where = slice_of(head_params(data))
+                table = estimators.restore(data)
+                if where is None:
+                    shards[(topic, int(part))] = table
+                else:
+                    sliced[where[1]] = (where[0], table)
             finally:
                 if isinstance(data, bytearray):
                     data[:] = bytes(len(data))
+    if sliced:
+        return merge_slice_store(sliced, shards, merge)
     topics = tuple(sorted({t for t, _ in shards}))
     first = next(iter(shards.values()))
     method = merge
@@ -687,6 +700,94 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
     # histogram by 2); the sum merge adds the tables one person can reach.
     sensitivity = first.unit_sensitivity * (1 if method == "partitioned" else reach)
     return GroupState(est, method, len(shards), topics, k, keyed, sensitivity, reach)
+
+
+def merge_slice_store(sliced: dict[int, tuple[SliceLayout, Estimator]],
+                      shards: dict[tuple[str, int], Estimator], merge: str = "auto") -> GroupState:
+    """The :class:`GroupState` of a routed group's store: its slices laid end to end
+    (:func:`panstream.state.merge.merge_slices`), one table over the whole universe.
+
+    Every cell lives in one slice and every arrival was applied to its cell's slice, whatever the
+    producers' keying: the count of ones has the family's unit sensitivity and the stored tables
+    are one table (``state_tables`` 1), with no ``keyed`` assertion needed. Slices no member has
+    consumed yet get fresh initial draws.
+
+    Raises:
+        StateError: slices of different layouts, or slices mixed with per-partition shards.
+        ConfigurationError: ``merge`` other than ``auto`` (the slices need no merge method).
+    """
+    from panstream.state import merge as m
+
+    try:
+        if shards:
+            msg = (f"the store holds routed slices and {len(shards)} per-partition shard(s) "
+                   f"({', '.join(f'{t}/{p}' for t, p in sorted(shards))}): one store per group "
+                   "and layout; move one kind to its own --state-dir or --state-topic")
+            raise StateError(msg)
+        layouts = {lay for lay, _ in sliced.values()}
+        if len(layouts) > 1:
+            msg = (f"the store holds slices of {len(layouts)} different layouts "
+                   f"({', '.join(sorted(f'{x.universe.spec} in {x.count}' for x in layouts))}): "
+                   "a group restarted with another --universe or --slices on the same state")
+            raise StateError(msg)
+        if merge != "auto":
+            msg = (f"--merge {merge} does not apply: this store holds routed slices, which are "
+                   "one table laid end to end (leave --merge at auto)")
+            raise ConfigurationError(msg)
+        layout = layouts.pop()
+        est = m.merge_slices({r: e for r, (_, e) in sliced.items()}, layout)
+    finally:
+        for _, e in sliced.values():
+            e.wipe()
+        for e in shards.values():
+            e.wipe()
+    est.ledger = ShardLedger()
+    return GroupState(est, "slices", len(sliced), (), layout.count, True, est.unit_sensitivity, 1,
+                      layout="slices")
+
+
+def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
+    """What a store holds, from the snapshots' public parameters only (``panstream inspect``):
+    ``{"layout": "slices" | "partitions" | "empty", ...}`` with the universe, the slice count and
+    the slices present, or the per-partition shards' topics and count.
+
+    Raises:
+        StateError: a snapshot cannot be read.
+    """
+    present: list[int] = []
+    layouts: set[SliceLayout] = set()
+    parts: list[str] = []
+    kinds: set[str] = set()
+    keys = store.keys()
+    for key in keys:
+        data = store.load(key)
+        if data is None:
+            continue
+        try:
+            params = head_params(data)
+        finally:
+            if isinstance(data, bytearray):
+                data[:] = bytes(len(data))
+        kinds.add(str(params["kind"]))
+        where = slice_of(params)
+        if where is None:
+            parts.append(key)
+        else:
+            layouts.add(where[0])
+            present.append(where[1])
+    out: dict[str, Any] = {"estimator": sorted(kinds)}
+    if layouts and parts:
+        out.update(layout="mixed", slices_present=sorted(present), shards=parts)
+    elif layouts:
+        lay = next(iter(layouts)) if len(layouts) == 1 else None
+        out.update(layout="slices", universe=lay.universe.spec if lay else None,
+                   slices=lay.count if lay else None, slices_present=sorted(present))
+    elif parts:
+        out.update(layout="partitions", shards=parts,
+                   topics=sorted({k.rpartition("/")[0] for k in parts}))
+    else:
+        out.update(layout="empty")
+    return out
 
 
 def ensure_ledger(store: DirectoryStore | TopicStore, budget: float) -> bool:
@@ -766,7 +867,7 @@ def _release_locked(store: DirectoryStore | TopicStore, epsilon: float, mechanis
                     by: int | str | None, budget: float, options: dict[str, Any]
                     ) -> tuple[Any, GroupState]:
     group = merge_store(store, merge, partitions, keyed)
-    if by is not None and group.method != "partitioned":
+    if by is not None and group.method not in ("partitioned", "slices"):
         msg = (f"a map of a group needs the partitioned merge (this one is {group.method}: the "
                "shard tables are laid end to end, so a cell no longer names an address); use "
                "--merge partitioned with one topic over an ipv4 or range universe")

@@ -1,4 +1,6 @@
-"""panstream kafka against a real broker (Tansu on 127.0.0.1, started by conftest.py).
+"""panstream kafka against a real broker (Tansu on 127.0.0.1, started by conftest.py), in the
+per-partition layout (``--layout partition``: one full table per source partition, kept readable
+for existing deployments); the routed default layout is tested in test_routed.py.
 
 Group joins take about 3 s with these settings, so each test keeps its joins few. Statistical checks
 state their false-failure probability. "Nothing lost" checks run with ``--epsilon 30``: p is then the
@@ -53,7 +55,7 @@ def ips(cells: np.ndarray) -> list[bytes]:
 
 def consumer_argv(broker: Broker, topic: str, group: str, *extra: str) -> list[str]:
     args = ["kafka", "-b", broker.bootstrap, "-t", topic, "-g", group, "-u", U.spec,
-            "--epsilon", "1", "--checkpoint-interval", "0.5", "--json"]
+            "--epsilon", "1", "--checkpoint-interval", "0.5", "--json", "--layout", "partition"]
     for k, v in GROUP_SETTINGS.items():
         args += ["-C", f"{k}={v}"]
     return panstream_cmd(*args, *extra)

@@ -38,6 +38,7 @@ def test_a_frequency_group_counts_how_often_and_releases_through_the_group_ledge
     hw = produce(topic, items, keys=items)                     # keyed by the item
     state = tmp_path / "state"
     argv = ["kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", "g-freq", "-u", U.spec,
+            "--layout", "partition",
             "--estimator", "frequency", "--modulus", "8", "--epsilon", "2", "--state-dir",
             str(state), "--checkpoint-interval", "0.5", "--idle-timeout", "3", "--json"]
     for k, v in GROUP_SETTINGS.items():

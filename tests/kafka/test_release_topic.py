@@ -75,6 +75,7 @@ def test_release_from_state_topic_charges_the_groups_ledger(
     hw = produce(topic, ips(stream), keys=ips(stream))
     state_topic = f"{topic}-state"
     argv = ["kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", "g-rel-topic", "-u", U.spec,
+            "--layout", "partition",
             "--epsilon", "1", "--state-topic", state_topic, "--idle-timeout", IDLE, "--json"]
     for k, v in GROUP_SETTINGS.items():
         argv += ["-C", f"{k}={v}"]

@@ -1,18 +1,25 @@
-"""Tail Kafka topics with kafka-python into one pan-private shard table per partition.
+"""Tail Kafka topics with kafka-python into pan-private tables: by default one table for the whole
+group, cut into slices routed by cell range; or (``--layout partition``) one table per partition.
 
 This package is the only part of panstream that imports ``kafka``. Its files follow the stages:
 
 * :mod:`.config`: consumer settings, ``-C`` overrides, messages for an unreachable broker;
-* :mod:`.decode`: message values to cell indices (``item``, ``lines``);
+* :mod:`.decode`: message values to cell indices (``item``, ``lines``; the ``-f`` formats);
+* :mod:`.route`: the routing stage (source topics to the internal topic ``<group>-cells``);
+* :mod:`.slices`: the slice stage (``<group>-cells`` into the slices of one table);
+* :mod:`.member`: both stages in one process (the default ``panstream kafka``);
+* :mod:`.tail`: a consumer-group member with one table per partition, and its rebalance listener
+  (the per-partition layout, and the base of the slice stage);
 * :mod:`.metrics`: Prometheus figures (counts only as noisy window releases);
-* :mod:`.store`: the state topic (a :class:`~panstream.state.stores.RecordLog` on Kafka);
-* :mod:`.tail`: the consumer-group member and its rebalance listener.
+* :mod:`.store`: the state topic (a :class:`~panstream.state.stores.RecordLog` on Kafka).
 
-The package It wires a ``KafkaConsumer`` in a
-consumer group to the pure parts: :mod:`panstream.state.checkpoint` (the commit order),
-:mod:`panstream.state.stores` (where shards live) and the estimator.
+The package wires ``KafkaConsumer``s in consumer groups to the pure parts:
+:mod:`panstream.state.checkpoint` (the commit order), :mod:`panstream.state.slices` (the slice
+layout and the routed encoding), :mod:`panstream.state.stores` (where tables live) and the
+estimator.
 
-Life of a consumer (:class:`KafkaTail`):
+Life of a table-keeping consumer (:class:`KafkaTail`; the slice stage is one, whose partitions are
+the internal topic's and whose tables are slices):
 
 * **Assign.** The rebalance listener pauses each newly assigned partition; the main loop then
   restores that partition's shard from the store (or starts a fresh D0 table) and resumes it. The
@@ -49,13 +56,17 @@ from panstream.sources.kafka.config import (
     unreachable_message,
 )
 from panstream.sources.kafka.decode import VALUE_FORMATS, Decoded, Decoder
+from panstream.sources.kafka.member import Member
 from panstream.sources.kafka.metrics import COUNT_FIELDS, KAFKA_TELEMETRY_SENSITIVITY, Metrics
+from panstream.sources.kafka.route import RouteConfig, RouteStage, internal_topic
+from panstream.sources.kafka.slices import SliceStage
 from panstream.sources.kafka.store import KafkaRecordLog, state_client, topic_store
 from panstream.sources.kafka.tail import KafkaTail, RunSummary, TailConfig
 
 __all__ = [
     "CONSUMER_DEFAULTS", "COUNT_FIELDS", "KAFKA_TELEMETRY_SENSITIVITY", "VALUE_FORMATS", "Decoded",
-    "Decoder", "KafkaRecordLog", "KafkaTail", "Metrics", "RunSummary", "TailConfig",
-    "bootstrap_seconds", "client_config", "connecting_notice", "consumer_config",
-    "parse_overrides", "state_client", "topic_store", "unreachable_message",
+    "Decoder", "KafkaRecordLog", "KafkaTail", "Member", "Metrics", "RouteConfig", "RouteStage",
+    "RunSummary", "SliceStage", "TailConfig", "bootstrap_seconds", "client_config",
+    "connecting_notice", "consumer_config", "internal_topic", "parse_overrides", "state_client",
+    "topic_store", "unreachable_message",
 ]

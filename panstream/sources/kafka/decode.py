@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import ConfigurationError
-from panstream.parse import LineParser
+from panstream.parse import Format, LineParser, detect_format, parse_format
 from panstream.universe import Universe
 
 VALUE_FORMATS = ("item", "lines")
@@ -36,31 +36,77 @@ class Decoder:
     ``lines``: each value holds newline-separated items (as log shippers batch them); every
     malformed line is counted. Empty lines are ignored.
 
+    ``fmt`` is the line format of ``panstream ingest -f`` (:func:`panstream.parse.parse_format`):
+    ``plain`` (the item is the whole line or value), ``clf`` (whole access-log lines), ``field:N``,
+    or ``auto``, resolved once from the first values decoded (:func:`~panstream.parse.detect_format`,
+    as ``ingest`` does per input). In the ``item`` format each value is one such line.
+
     The joined buffer is overwritten with zeros after parsing.
     """
 
-    def __init__(self, universe: Universe, value_format: str = "item") -> None:
+    def __init__(self, universe: Universe, value_format: str = "item",
+                 fmt: str | Format = "plain") -> None:
         if value_format not in VALUE_FORMATS:
             msg = f"unknown value format {value_format!r}: use {' or '.join(VALUE_FORMATS)}"
             raise ConfigurationError(msg)
         self.universe = universe
         self.value_format = value_format
-        self._parser = LineParser(universe, "plain")
+        self.format = fmt if isinstance(fmt, Format) else parse_format(fmt)
+        self._parser: LineParser | None = None
+        if self.format.kind != "auto":
+            self._parser = LineParser(universe, self.format)
+
+    @property
+    def parser(self) -> LineParser:
+        assert self._parser is not None, "resolve the format first"
+        return self._parser
+
+    def _resolve(self, values: list[bytes | None]) -> None:
+        """``auto``: pick the format from the first values (at most 64 lines are looked at)."""
+        head = bytearray()
+        for v in values:
+            if v:
+                head += v if v.endswith(b"\n") else v + b"\n"
+                if len(head) >= 1 << 16:
+                    break
+        if not head:
+            return
+        kind = detect_format(memoryview(head))
+        head[:] = bytes(len(head))
+        self.format = Format(kind)
+        self._parser = LineParser(self.universe, self.format)
 
     def __call__(self, values: list[bytes | None]) -> Decoded:
+        if self._parser is None:
+            self._resolve(values)
+            if self._parser is None:  # nothing but null or empty values so far
+                return Decoded(np.empty(0, np.intp), sum(v is None or not v.strip() for v in values))
         if self.value_format == "item":
             return self._items(values)
         return self._lines(values)
 
     def _items(self, values: list[bytes | None]) -> Decoded:
-        if self.universe.kind == "ipv4" and None not in values:
+        plain = self.format.kind == "plain"
+        if (self.universe.kind == "ipv4" or not plain) and None not in values:
             # bytearray.join builds the mutable buffer directly (no immutable copy of the items
             # left behind); the trailing b"" gives the final newline without a reallocation.
             buf = bytearray(b"\n").join([*values, b""])  # type: ignore[list-item]
             try:
                 if buf.count(b"\n") == len(values):  # no value holds a newline of its own
-                    r = self._parser.parse(buf)
+                    r = self.parser.parse(buf)
                     return Decoded(r.indices, r.malformed + r.empty, r.outside)
+            finally:
+                buf[:] = bytes(len(buf))
+        if not plain:  # a value with newlines (or a null) is malformed: one value, one line
+            ok: list[bytes | None] = [v for v in values
+                                      if v is not None and b"\n" not in v.rstrip(b"\r\n")]
+            if len(ok) < len(values):
+                d = self._items(ok) if ok else Decoded(np.empty(0, np.intp))
+                return Decoded(d.indices, d.malformed + len(values) - len(ok), d.outside)
+            buf = bytearray(b"\n").join([v.rstrip(b"\r\n") for v in ok if v is not None] + [b""])
+            try:
+                r = self.parser.parse(buf)
+                return Decoded(r.indices, r.malformed + r.empty, r.outside)
             finally:
                 buf[:] = bytes(len(buf))
         res = self.universe.indices(values)
@@ -89,7 +135,7 @@ class Decoder:
     def _parse_joined(self, parts: list[bytes]) -> Any:
         buf = bytearray(b"\n").join([*parts, b""])  # mutable from the start, wiped below
         try:
-            return self._parser.parse(buf)
+            return self.parser.parse(buf)
         finally:
             buf[:] = bytes(len(buf))
 

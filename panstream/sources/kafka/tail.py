@@ -6,7 +6,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +32,8 @@ log = logging.getLogger("panstream.kafka")
 @dataclass
 class TailConfig:
     """What :class:`KafkaTail` runs with (built by ``panstream kafka``): ``estimator`` names the
-    shards' family (``density``: ``calibration`` applies; ``frequency``: ``modulus``)."""
+    shards' family (``density``: ``calibration`` applies; ``frequency``: ``modulus``); ``fmt``
+    the line format of the items (``panstream ingest -f``: plain, clf, field:N, auto)."""
 
     consumer: dict[str, Any]
     topics: list[str]
@@ -46,6 +47,7 @@ class TailConfig:
     poll_timeout_ms: int = 200
     estimator: str = "density"
     modulus: int = DEFAULT_MODULUS
+    fmt: str = "plain"
 
 
 @dataclass
@@ -68,6 +70,21 @@ class RunSummary:
     rebalances: int = 0
     seconds: float = 0.0
     stopped_by: str = ""
+
+
+@contextlib.contextmanager
+def kafka_errors() -> Iterator[None]:
+    """Turn a ``KafkaError`` of the consumer loop into a one-line :class:`SourceError` (or the
+    panstream error that caused it, e.g. a shard that could not be saved on revoke)."""
+    try:
+        yield
+    except KafkaError as exc:
+        cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+        if isinstance(cause, PanstreamError):
+            raise cause from None
+        msg = (f"Kafka consumer failed: {exc}; offsets after the last checkpoint were not "
+               "committed, a restart replays them (harmless)")
+        raise SourceError(msg) from None
 
 
 class _Rebalance(AsyncConsumerRebalanceListener):
@@ -113,7 +130,7 @@ class KafkaTail:
                  consumer_factory: Callable[..., Any] = KafkaConsumer) -> None:
         self.config = config
         self.metrics = metrics or Metrics()
-        self.decoder = Decoder(config.universe, config.value_format)
+        self.decoder = Decoder(config.universe, config.value_format, config.fmt)
         self.shards: dict[TopicPartition, Shard] = {}
         self._pending: set[TopicPartition] = set()
         self._consumer_factory = consumer_factory
@@ -122,6 +139,7 @@ class KafkaTail:
         self.summary = RunSummary()
         self._last_activity = time.monotonic()
         self._ever_assigned = False
+        self._last_lag = 0.0
         self._final_checkpoint_done = False
 
     # -------------------------------------------------------------- estimators
@@ -189,13 +207,17 @@ class KafkaTail:
         if refresh is not None:
             refresh()  # one replay of a state topic for the whole batch
         for tp in sorted(self._pending):
-            self.shards[tp] = restore_shard(self.config.store, shard_key(tp.topic, tp.partition),
-                                            tp, self._fresh, self._decode)
+            self.shards[tp] = self._restore(tp)
         ready = list(self._pending)
         self._pending.clear()
         self.consumer.resume(*ready)
         self.metrics.assigned.set(len(self.shards))
         self._last_activity = time.monotonic()  # idle time counts from when reading can start
+
+    def _restore(self, tp: TopicPartition) -> Shard:
+        """The shard of a newly assigned partition: its snapshot, or a fresh table."""
+        return restore_shard(self.config.store, shard_key(tp.topic, tp.partition), tp,
+                             self._fresh, self._decode)
 
     def _apply(self, records: Mapping[TopicPartition, list[Any]]) -> None:
         msgs = items = malformed = outside = 0
@@ -242,58 +264,88 @@ class KafkaTail:
             StateError: a shard could not be saved or restored.
         """
         stop = stop or threading.Event()
-        cfg = self.config
         t0 = time.monotonic()
+        self.open()
+        try:
+            with kafka_errors():
+                while not stop.is_set():
+                    now = time.monotonic()
+                    if not self.poll_once() and self.idle(now):
+                        self.summary.stopped_by = "idle-timeout"
+                        break
+                    self.metrics.tick(now)
+                    self.maintain(now)
+                else:
+                    self.summary.stopped_by = "signal"
+                self.final_checkpoint()
+        finally:
+            self.close()
+            self.metrics.close_window()  # the last (partial) window, released like the others
+            self._summarize_counts()
+            self.summary.seconds = time.monotonic() - t0
+        return self.summary
+
+    # The steps of run(), also driven one at a time by a member running two stages
+    # (panstream.sources.kafka.member).
+    def open(self) -> None:
+        """Create the consumer and join the group (subscribe).
+
+        Raises:
+            SourceError: no broker answered.
+        """
+        cfg = self.config
         try:
             self.consumer = self._consumer_factory(**cfg.consumer)
         except KafkaError as exc:
             raise SourceError(unreachable_message(cfg.consumer, exc)) from None
         self.consumer.subscribe(topics=list(cfg.topics), listener=_Rebalance(self))
         self._last_activity = time.monotonic()
-        last_lag = 0.0
-        try:
-            while not stop.is_set():
-                wait = self.checkpointer.seconds_until_due(cfg.checkpoint_interval)  # fixed clock
-                records = self.consumer.poll(timeout_ms=min(cfg.poll_timeout_ms, int(wait * 1000) + 1))
-                self._restore_pending()
-                now = time.monotonic()
-                if records:
-                    self._apply(records)
-                    records = None
-                    self._last_activity = now
-                elif cfg.idle_timeout is not None:
-                    grace = 0.0 if self._ever_assigned else 30.0
-                    if now - self._last_activity >= cfg.idle_timeout + grace:
-                        self.summary.stopped_by = "idle-timeout"
-                        break
-                self.metrics.tick(now)
-                if self.checkpointer.due(cfg.checkpoint_interval):
-                    self.checkpoint()
-                if now - last_lag >= 1.0:
-                    self._update_lag()
-                    last_lag = now
-            else:
-                self.summary.stopped_by = "signal"
-            self.checkpoint()  # final: snapshots durable, then commit
-            self._final_checkpoint_done = True
-            self.summary.partitions = sorted(s.key for s in self.shards.values())
-        except KafkaError as exc:
-            cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
-            if isinstance(cause, PanstreamError):
-                raise cause from None  # e.g. a shard could not be saved on revoke
-            msg = (f"Kafka consumer failed: {exc}; offsets after the last checkpoint were not "
-                   "committed, a restart replays them (harmless)")
-            raise SourceError(msg) from None
-        finally:
-            with contextlib.suppress(Exception):
+        self._last_lag = 0.0
+
+    def poll_once(self, timeout_ms: int | None = None) -> bool:
+        """One poll: restore newly assigned shards, apply the records. Whether any came."""
+        timeout = self.config.poll_timeout_ms if timeout_ms is None else timeout_ms
+        # The fixed clock: a poll never waits past the next checkpoint instant, so no arrival
+        # (and no quiet spell) can move a checkpoint (see state/checkpoint.py).
+        wait = self.checkpointer.seconds_until_due(self.config.checkpoint_interval)
+        records = self.consumer.poll(timeout_ms=min(timeout, int(wait * 1000) + 1))
+        self._restore_pending()
+        if not records:
+            return False
+        self._apply(records)
+        self._last_activity = time.monotonic()
+        return True
+
+    def idle(self, now: float) -> bool:
+        """Whether ``idle_timeout`` has passed without messages (30 s more before the first
+        assignment: a group join is not idleness)."""
+        if self.config.idle_timeout is None:
+            return False
+        grace = 0.0 if self._ever_assigned else 30.0
+        return now - self._last_activity >= self.config.idle_timeout + grace
+
+    def maintain(self, now: float) -> None:
+        """Checkpoint if due; refresh the lag gauges once a second."""
+        if self.checkpointer.due(self.config.checkpoint_interval):
+            self.checkpoint()
+        if now - self._last_lag >= 1.0:
+            self._update_lag()
+            self._last_lag = now
+
+    def final_checkpoint(self) -> None:
+        """The last checkpoint (snapshots durable, then commit) before leaving the group."""
+        self.checkpoint()
+        self._final_checkpoint_done = True
+        self.summary.partitions = sorted(s.key for s in self.shards.values())
+
+    def close(self) -> None:
+        """Leave the group and wipe every table (after :meth:`final_checkpoint`, or on error)."""
+        with contextlib.suppress(Exception):
+            if self.consumer is not None:
                 self.consumer.close(autocommit=False)  # leaves the group; revoke finds nothing dirty
-            for shard in self.shards.values():
-                shard.estimator.wipe()
-            self.shards.clear()
-            self.metrics.close_window()  # the last (partial) window, released like the others
-            self._summarize_counts()
-            self.summary.seconds = time.monotonic() - t0
-        return self.summary
+        for shard in self.shards.values():
+            shard.estimator.wipe()
+        self.shards.clear()
 
     def _summarize_counts(self) -> None:
         """Copy the released (noisy unless opted out) totals into the summary."""

@@ -1,0 +1,166 @@
+"""The slice stage: the internal topic ``<group>-cells`` into the slices of one table.
+
+The members of a routed group also consume the internal topic, as a second consumer group
+(``<group>-slices``). Partition ``r`` of the internal topic carries the cells of slice ``r``
+(:class:`~panstream.state.slices.SliceLayout`), so the member assigned partition ``r`` owns slice
+``r``: a table of ``|X|/R`` cells (``range:(hi - lo)``), restored from the store on assignment
+(or a fresh D0 table), checkpointed before commit exactly as the per-partition shards are
+(:class:`~panstream.sources.kafka.tail.KafkaTail` and :class:`~panstream.state.checkpoint.
+Checkpointer`: every owned slice written on the clock, whatever arrived, then the offsets
+committed), handed over on a rebalance. Slice snapshots carry the public ``slice`` parameter
+(:func:`~panstream.state.slices.encode_slice`) and live under the key ``<group>-cells/<r>`` in the
+``--state-dir`` or state topic.
+
+After a checkpoint is durable and committed, the internal records it covers are no longer needed:
+the stage asks the broker to delete them (``DeleteRecords``), since they say which cells arrived.
+A broker without DeleteRecords (Tansu 0.6 drops the connection) is told once, and the records then
+expire with the topic's ``retention.ms``.
+
+Counts: the routing stage already counted messages and items (telemetry windows); this stage
+counts nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from kafka import KafkaAdminClient, TopicPartition
+
+from panstream import estimators
+from panstream.errors import StateError
+from panstream.estimators.base import Estimator
+from panstream.release.ledger import ShardLedger
+from panstream.sources.kafka.metrics import Metrics
+from panstream.sources.kafka.tail import KafkaTail, TailConfig
+from panstream.state.checkpoint import Checkpointer, Shard, shard_key
+from panstream.state.slices import SliceLayout, encode_slice, head_params, slice_of
+
+log = logging.getLogger("panstream.kafka")
+
+
+class SliceStage(KafkaTail):
+    """A member of ``<group>-slices`` owning the slices of its assigned internal partitions.
+
+    Args:
+        config: a :class:`TailConfig` whose ``topics`` is ``[internal topic]``, ``universe`` the
+            whole universe and ``consumer`` the settings of the ``<group>-slices`` group.
+        layout: the slice layout (the internal topic has ``layout.count`` partitions).
+        metrics: the member's metrics (assigned partitions, checkpoints, lag).
+        admin_client: connection settings for DeleteRecords (``None``: never delete).
+    """
+
+    def __init__(self, config: TailConfig, layout: SliceLayout, metrics: Metrics | None = None,
+                 admin_client: Mapping[str, Any] | None = None, **kw: Any) -> None:
+        super().__init__(config, metrics, **kw)
+        self.layout = layout
+        self._slice_of: dict[int, int] = {}  # id(estimator) -> slice index, for the encoder
+        self.checkpointer = Checkpointer(config.store, self._commit_sync, self._encode_slice)
+        self._admin_client = dict(admin_client) if admin_client is not None else None
+        self._admin: Any = None
+        self.deletes = "on" if admin_client is not None else "off"
+        self.on_assign: Any = None  # callback(list of slice indices) for the startup notice
+        #: Where one-line operational notices go (the CLI prints them on stderr).
+        self.notice: Callable[[str], None] = log.info
+
+    # -------------------------------------------------------------- slices
+    def _encode_slice(self, est: Estimator) -> bytearray:
+        return encode_slice(est, self.layout, self._slice_of[id(est)])
+
+    def _fresh_slice(self, r: int) -> Estimator:
+        c = self.config
+        return estimators.new(c.estimator, self.layout.slice_universe(r), c.epsilon,
+                              calibration=c.calibration, modulus=c.modulus,
+                              ledger=ShardLedger(), layout=self.layout.table_layout)
+
+    def _restore(self, tp: TopicPartition) -> Shard:
+        r = tp.partition
+        key = shard_key(tp.topic, r)
+        c = self.config
+        data = c.store.load(key)
+        if data is None:
+            est = self._fresh_slice(r)
+        else:
+            try:
+                where = slice_of(head_params(data))
+                if where is None or where[1] != r or where[0] != self.layout:
+                    msg = (f"{key} in the store is not slice {r} of {self.layout.count} of "
+                           f"{self.layout.universe.spec}: resume with the --universe and --slices "
+                           "it was written with, or use a new state and group")
+                    raise StateError(msg)
+                expect = estimators.expect_of(c.estimator, self.layout.slice_universe(r),
+                                              c.epsilon, c.calibration, c.modulus)
+                est = estimators.restore(data, expect=expect, layout=self.layout.table_layout)
+                est.ledger = ShardLedger()
+            finally:
+                if isinstance(data, bytearray):
+                    data[:] = bytes(len(data))
+        self._slice_of[id(est)] = r
+        return Shard(key, tp, est)
+
+    def _restore_pending(self) -> None:
+        new = sorted(tp.partition for tp in self._pending)
+        super()._restore_pending()
+        if new and self.on_assign is not None:
+            self.on_assign(sorted(tp.partition for tp in self.shards))
+
+    def _release(self, tps: set[TopicPartition], save: bool) -> Any:
+        gone = [self.shards[tp].estimator for tp in tps if tp in self.shards]
+        out = super()._release(tps, save)
+        self._last_activity = time.monotonic()  # a rebalance is not idleness
+        for est in gone:
+            self._slice_of.pop(id(est), None)
+        return out
+
+    def _apply(self, records: Mapping[TopicPartition, list[Any]]) -> None:
+        for tp, recs in records.items():
+            shard = self.shards.get(tp)
+            if shard is None or not recs:
+                continue
+            parts = [self.layout.decode(tp.partition, rec.value) for rec in recs if rec.value]
+            if parts:
+                idx = parts[0] if len(parts) == 1 else np.concatenate(parts)
+                for a in parts:
+                    if a is not idx:
+                        a.fill(0)
+                shard.estimator.update_indices(idx)  # wipes idx
+            shard.applied(recs[-1].offset)
+
+    # -------------------------------------------------------------- checkpoint, then delete
+    def checkpoint(self) -> None:
+        res = self.checkpointer.checkpoint(list(self.shards.values()))
+        if res.saved:
+            self.metrics.checkpoints.inc()
+            self.summary.checkpoints += 1
+        if res.committed:
+            self._delete(res.committed)
+
+    def _delete(self, committed: Mapping[Any, int]) -> None:
+        """Delete the internal records before the committed offsets (durable in a slice)."""
+        if self.deletes != "on" or self._admin_client is None:
+            return
+        try:
+            if self._admin is None:
+                self._admin = KafkaAdminClient(**self._admin_client)
+            self._admin.delete_records({tp: off for tp, off in committed.items()})
+        except Exception as exc:  # noqa: BLE001 - retention is the fallback; never fail on it
+            self.deletes = "unsupported"
+            self.notice(f"the broker did not delete consumed internal records "
+                        f"({type(exc).__name__}); they expire with the internal topic's "
+                        "retention.ms (--cells-retention) instead")
+            self._close_admin()
+
+    def _close_admin(self) -> None:
+        if self._admin is not None:
+            with contextlib.suppress(Exception):  # closing a broken client
+                self._admin.close()
+            self._admin = None
+
+    def close(self) -> None:
+        super().close()
+        self._close_admin()
+        self._slice_of.clear()

@@ -1,0 +1,252 @@
+"""Slices: one table over a universe X cut into R contiguous cell ranges (pure: no Kafka, no I/O).
+
+A consumer group that *routes* arrivals by cell (``panstream kafka``, the default layout) keeps one
+table laid out as R **slices**: slice ``r`` holds cells ``[lo_r, hi_r)`` with
+``lo_r = ceil(r |X| / R)`` (so cell ``c`` is in slice ``floor(c R / |X|)``), a table of its own
+over ``range:(hi_r - lo_r)``. Every arrival of cell ``c`` is applied to exactly one slice, the one
+whose range holds ``c``, whichever member, partition or producer it came through; so the slices
+laid end to end *are* one table fed the whole stream, with exactly its law: sensitivity 1, state
+epsilon x1, for every universe kind and both families.
+
+This module holds the pure parts of that layout:
+
+* :class:`SliceLayout`: the public layout (universe, R), the slice bounds, and the **routed
+  encoding** of a batch of cell indices: one radix sort by slice number, one split per slice,
+  each part the raw little-endian local offsets ``c - lo_r`` (``uint16`` when every slice has at
+  most 2**16 cells, else ``uint32``), multiplicities kept (the counter family needs them);
+* :func:`encode_slice` / :func:`slice_of`: a slice's snapshot is an ordinary estimator snapshot of
+  its range table plus one public parameter, ``"slice": {"of": <X spec>, "index": r, "count": R}``,
+  so a store of slices says by itself which universe they rebuild
+  (:func:`panstream.state.merge.merge_slices` lays them end to end).
+
+>>> from panstream.universe import Universe
+>>> lay = SliceLayout(Universe.parse("range:10"), 3)
+>>> [lay.bounds(r) for r in range(3)]
+[(0, 4), (4, 7), (7, 10)]
+>>> parts = lay.route(np.array([9, 0, 4, 9, 2], dtype=np.intp))
+>>> [(r, lay.decode(r, data).tolist()) for r, data in parts]
+[(0, [0, 2]), (1, [0]), (2, [2, 2])]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from panstream.errors import ConfigurationError, StateError
+from panstream.estimators.base import Estimator
+from panstream.state import format as fmt
+from panstream.universe import Universe
+
+#: Default number of slices (internal partitions) of a routed group.
+DEFAULT_SLICES = 16
+
+#: Largest slice count accepted (a Kafka topic of more partitions is unusual and every member
+#: fetches all of them).
+MAX_SLICES = 4096
+
+#: Above this many cells a universe's slices use packed tables (the bit table's and the counter
+#: table's own ``auto`` threshold, applied to the whole universe rather than to one slice, so that
+#: 16 slices of 2**32 cells take 32 MiB each, not 256 MiB in one byte per cell).
+PACKED_ABOVE = 1 << 28
+
+
+@dataclass(frozen=True)
+class SliceLayout:
+    """R contiguous slices of a universe (public parameters only).
+
+    Args:
+        universe: the whole universe X.
+        count: R, the number of slices (1 <= R <= min(|X|, :data:`MAX_SLICES`)).
+
+    Raises:
+        ConfigurationError: R out of range.
+    """
+
+    universe: Universe
+    count: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.count, bool) or not 1 <= int(self.count) <= min(self.universe.size,
+                                                                             MAX_SLICES):
+            msg = (f"--slices {self.count}: need 1 to {min(self.universe.size, MAX_SLICES)} slices "
+                   f"for {self.universe.spec} ({self.universe.size:,} cells)")
+            raise ConfigurationError(msg)
+
+    # ------------------------------------------------------------------ geometry
+    def bounds(self, r: int) -> tuple[int, int]:
+        """``(lo, hi)``: slice ``r`` holds cells ``lo <= c < hi``."""
+        if not 0 <= r < self.count:
+            msg = f"slice {r} out of range 0..{self.count - 1}"
+            raise StateError(msg)
+        n = self.universe.size
+        return -(-r * n // self.count), -(-(r + 1) * n // self.count)
+
+    def size(self, r: int) -> int:
+        """Cells of slice ``r``."""
+        lo, hi = self.bounds(r)
+        return hi - lo
+
+    def edges(self) -> np.ndarray:
+        """The R + 1 slice boundaries ``lo_0 = 0 < lo_1 < ... < lo_R = |X|`` (int64)."""
+        n = self.universe.size
+        return np.array([-(-r * n // self.count) for r in range(self.count + 1)], dtype=np.int64)
+
+    def slice_universe(self, r: int) -> Universe:
+        """The universe of slice ``r``'s own table: ``range:(hi - lo)``."""
+        return Universe.range(self.size(r))
+
+    @property
+    def width(self) -> int:
+        """Bytes per routed cell index: 2 when every slice has at most 2**16 cells, else 4."""
+        widest = -(-self.universe.size // self.count)
+        return 2 if widest <= 1 << 16 else 4
+
+    @property
+    def table_layout(self) -> str:
+        """Layout of the slice tables: ``packed`` for universes over :data:`PACKED_ABOVE` cells."""
+        return "packed" if self.universe.size > PACKED_ABOVE else "auto"
+
+    def table_bytes(self, r: int, kind: str = "density", modulus: int = 16) -> int:
+        """Memory of slice ``r``'s table (what a member holds for it)."""
+        n = self.size(r)
+        packed = self.table_layout == "packed"
+        if kind == "frequency":
+            return (n + 1) // 2 if packed and modulus <= 16 else n
+        return (n + 7) // 8 if packed else n
+
+    # ------------------------------------------------------------------ routed encoding
+    def slice_of_cells(self, idx: np.ndarray) -> np.ndarray:
+        """The slice of every cell: ``floor(c R / |X|)`` (exact in 64 bits: ``c R < 2**44``)."""
+        return (np.asarray(idx, dtype=np.int64) * self.count) // self.universe.size
+
+    def route(self, idx: np.ndarray) -> list[tuple[int, bytearray]]:
+        """Split a batch of cell indices by slice: ``[(r, encoded local offsets), ...]`` for the
+        slices that received any, multiplicities kept. One stable radix sort by slice number (no
+        sort of the cells themselves: the order within a part is the batch's). ``idx`` and every
+        temporary holding cells are overwritten with zeros."""
+        arr = np.asarray(idx).reshape(-1)
+        if not arr.size:
+            return []
+        lo_c, hi_c = int(arr.min()), int(arr.max())
+        if lo_c < 0 or hi_c >= self.universe.size:
+            msg = f"cell index out of range 0..{self.universe.size - 1} (saw {lo_c}..{hi_c})"
+            raise StateError(msg)
+        r = self.slice_of_cells(arr)
+        keys = r.astype(np.uint8 if self.count <= 256 else np.uint16)
+        order = np.argsort(keys, kind="stable")  # a radix sort for small integer keys
+        cuts = np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=self.count))])
+        srt = arr[order]
+        for a in (r, keys, order):
+            a.fill(0)
+        if isinstance(idx, np.ndarray) and idx.flags.writeable:
+            idx.fill(0)
+        edges = self.edges()
+        dtype = np.dtype("<u2") if self.width == 2 else np.dtype("<u4")
+        out: list[tuple[int, bytearray]] = []
+        try:
+            for s in np.flatnonzero(np.diff(cuts)):
+                part = srt[cuts[s]:cuts[s + 1]]
+                part -= edges[s]
+                local = part.astype(dtype)
+                out.append((int(s), bytearray(local.data)))
+                local.fill(0)
+        finally:
+            srt.fill(0)
+        return out
+
+    def decode(self, r: int, data: bytes | bytearray | memoryview) -> np.ndarray:
+        """The local offsets (``intp``, 0 <= offset < size of slice ``r``) of one routed part.
+
+        Raises:
+            StateError: the bytes are not a routed part of slice ``r`` of this layout (wrong length,
+                an offset beyond the slice): a foreign record in the internal topic, or a group
+                restarted with another universe or slice count on the same topic.
+        """
+        raw = memoryview(data).cast("B")
+        if len(raw) % self.width:
+            msg = (f"a routed record of slice {r} has {len(raw)} bytes, not a multiple of "
+                   f"{self.width}: the internal topic holds records of another layout")
+            raise StateError(msg)
+        dtype = np.dtype("<u2") if self.width == 2 else np.dtype("<u4")
+        local = np.frombuffer(raw, dtype=dtype).astype(np.intp)
+        if local.size and int(local.max()) >= self.size(r):
+            local.fill(0)
+            msg = (f"a routed record of slice {r} names a cell beyond its {self.size(r):,} cells: "
+                   "the internal topic was written with another universe or --slices")
+            raise StateError(msg)
+        return local
+
+    # ------------------------------------------------------------------ snapshots
+    def slice_param(self, r: int) -> dict[str, Any]:
+        """The ``slice`` snapshot parameter of slice ``r``."""
+        self.bounds(r)
+        return {"of": self.universe.spec, "index": r, "count": self.count}
+
+    def describe(self, kind: str = "density", modulus: int = 16) -> str:
+        """One line: what each slice holds (cells and memory).
+
+        >>> SliceLayout(Universe.parse("ipv4:0.0.0.0/0"), 16).describe()
+        '16 slices of ipv4:0.0.0.0/0 (4,294,967,296 cells): 268,435,456 cells = 32.0 MiB each'
+        """
+        big = max(range(self.count), key=self.size)
+        return (f"{self.count} slices of {self.universe.spec} ({self.universe.size:,} cells): "
+                f"{self.size(big):,} cells = {mib(self.table_bytes(big, kind, modulus))} each")
+
+
+def mib(n: float) -> str:
+    """A memory size for people: ``"32.0 MiB"``, ``"512 KiB"``.
+
+    >>> mib(2**29), mib(8192.0)
+    ('512.0 MiB', '8.0 KiB')
+    """
+    return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 2**10:,.1f} KiB"
+
+
+def encode_slice(est: Estimator, layout: SliceLayout, r: int) -> bytearray:
+    """The snapshot of slice ``r``'s table: the estimator's own (no ledger: a slice has no budget)
+    plus the public ``slice`` parameter. A ``bytearray`` the caller wipes once written."""
+    if est.size != layout.size(r):
+        msg = f"slice {r} has {layout.size(r)} cells, its table {est.size}"
+        raise StateError(msg)
+    return est.snapshot_buffer(as_shard=True, extra={"slice": layout.slice_param(r)})
+
+
+def head_params(data: bytes | bytearray | memoryview) -> dict[str, Any]:
+    """The parameters of snapshot bytes, read from the head only (the checksum is checked when the
+    table is restored).
+
+    Raises:
+        StateError: not a snapshot.
+    """
+    mv = memoryview(data).cast("B")
+    frame = fmt.read_frame(mv[:fmt.PREFIX_SIZE])
+    if len(mv) < frame.head_size:
+        msg = "snapshot truncated before the end of its parameters"
+        raise fmt.CorruptSnapshotError(msg)
+    params, _ = fmt.parse_head(frame, mv[:frame.head_size])
+    return params
+
+
+def slice_of(params: Mapping[str, Any]) -> tuple[SliceLayout, int] | None:
+    """The layout and index a snapshot's parameters name, or ``None`` for a whole table (or an
+    old per-partition shard).
+
+    Raises:
+        StateError: a ``slice`` parameter that makes no sense.
+    """
+    raw = params.get("slice")
+    if raw is None:
+        return None
+    try:
+        lay = SliceLayout(Universe.parse(str(raw["of"])), int(raw["count"]))
+        r = int(raw["index"])
+        if lay.slice_universe(r).spec != params["universe"]:
+            raise ValueError
+    except (KeyError, TypeError, ValueError, ConfigurationError, StateError):
+        msg = f"snapshot's slice parameter {raw!r} does not describe its table"
+        raise fmt.CorruptSnapshotError(msg) from None
+    return lay, r

@@ -1,0 +1,248 @@
+"""The routed layout against a real broker: any topic, one table.
+
+A log shipper writes whole access-log lines, 500 per message, no key, round robin over 8
+partitions. Two ``panstream kafka`` members route the parsed clients by cell range through
+``<group>-cells`` and keep only their slices; one of them is killed with ``kill -9`` mid-run and
+restarted. The group's store is then exactly one table: every client is in it, and the release
+charges state epsilon x1 and sensitivity 1, with no ``--keyed`` assertion.
+
+"Nothing lost" runs at ``--epsilon 30`` (see tests/kafka/test_broker.py: at most 2 zeros among the
+seen cells fails falsely with probability below 1e-16). At state epsilon 30 the table is exact, so
+a release's error is its Laplace noise alone: ``|distinct - truth| <= ln(1e7) / epsilon_out`` fails
+with probability 1e-7 (P(|L| > t) = exp(-t epsilon) for Laplace of scale 1/epsilon). Statistical
+checks at realistic epsilons allow 5.33 standard errors (normal tail 1e-7).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _kafka_helpers import GROUP_SETTINGS, Broker, committed_offsets, panstream_cmd
+from test_broker import start, wait_for
+
+from panstream.calibration import calibrate
+from panstream.state.stores import DirectoryStore, merge_store, store_layout
+from panstream.universe import Universe
+
+pytestmark = pytest.mark.kafka
+
+Z = 5.33
+IDLE = "5"
+#: A member killed with kill -9 stays in its groups until its session (6 s) expires, holding
+#: partitions nobody reads; the survivors must not stop as idle before the group rebalances.
+IDLE_AFTER_KILL = "12"
+
+
+def member_argv(broker: Broker, topic: str, group: str, universe: str, state: Path,
+                *extra: str) -> list[str]:
+    args = ["kafka", "-b", broker.bootstrap, "-t", topic, "-g", group, "-u", universe,
+            "--state-dir", str(state), "--checkpoint-interval", "0.5", "--json"]
+    for k, v in GROUP_SETTINGS.items():
+        args += ["-C", f"{k}={v}"]
+    return panstream_cmd(*args, *extra)
+
+
+def clf(addr: str, i: int) -> str:
+    return (f'{addr} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] "GET /p/{i % 97} '
+            f'HTTP/1.1" 200 {512 + i % 4096} "-" "Mozilla/5.0 (X11; Linux x86_64)"')
+
+
+def send_round_robin(producer: Any, topic: str, values: list[bytes], partitions: int,
+                     hw: dict[int, int]) -> dict[int, int]:
+    """Unkeyed, round robin (as a log shipper); returns the high-water marks so far."""
+    futures = [producer.send(topic, value=v, partition=i % partitions)
+               for i, v in enumerate(values)]
+    producer.flush()
+    for f in futures:
+        md = f.get(timeout=30)
+        hw[md.partition] = max(hw.get(md.partition, 0), md.offset + 1)
+    return dict(hw)
+
+
+def release_json(state: Path, epsilon: float) -> dict[str, Any]:
+    rel = subprocess.run(panstream_cmd("release", "--state-dir", str(state), "--epsilon",
+                                       str(epsilon), "--json"), capture_output=True, timeout=60)
+    assert rel.returncode == 0, rel.stderr.decode()
+    out: dict[str, Any] = json.loads(rel.stdout)
+    return out
+
+
+def test_log_shipper_topic_two_members_one_killed_is_one_table(
+        kafka_broker: Broker, topic_factory: Callable[..., str], producer: Any, admin: Any,
+        tmp_path: Path) -> None:
+    universe = Universe.parse("ipv4:10.9.0.0/16")
+    topic = topic_factory(8)
+    rng = np.random.default_rng(19)
+    clients = rng.choice(universe.size, 20_000, replace=False)
+    stream = rng.permutation(np.concatenate([clients, rng.choice(clients, 80_000)]))
+    lines = [clf(universe.item_of(int(c)), i) for i, c in enumerate(stream)]
+    msgs = ["\n".join(lines[i:i + 500]).encode() for i in range(0, len(lines), 500)]
+    hw: dict[int, int] = {}
+    send_round_robin(producer, topic, msgs[:40], 8, hw)
+    state = tmp_path / "state"
+    group = "g-shipper"
+    argv = member_argv(kafka_broker, topic, group, universe.spec, state, "--epsilon", "30",
+                       "--value-format", "lines", "-f", "clf", "--slices", "4",
+                       "-C", "max_poll_records=2", "--idle-timeout", IDLE_AFTER_KILL)
+    a = start(argv, tmp_path / "a.log")
+    b = start(argv, tmp_path / "b.log")
+    try:
+        wait_for(lambda: sum(committed_offsets(admin, group).values()) > 0, 90,
+                 "a first routed commit", [a, b])
+        os.kill(a.pid, signal.SIGKILL)  # mid-run: 160 of the 200 messages are still to come
+        a.wait(timeout=10)
+        hw = send_round_robin(producer, topic, msgs[40:], 8, hw)
+        a = start(argv, tmp_path / "a2.log")
+        assert a.wait(timeout=180) == 0, (tmp_path / "a2.log").read_text()[-2000:]
+        assert b.wait(timeout=180) == 0, (tmp_path / "b.log").read_text()[-2000:]
+    finally:
+        for p in (a, b):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert committed_offsets(admin, group) == hw  # every source message routed, then committed
+    log = (tmp_path / "a2.log").read_text()
+    assert "this member now holds" in log and "4 slices of ipv4:10.9.0.0/16" in log
+
+    store = DirectoryStore(state)
+    assert store_layout(store)["layout"] == "slices"
+    assert sorted(store.keys()) == [f"{group}-cells/{r}" for r in range(4)]
+    g = merge_store(store)
+    assert (g.method, g.state_tables, g.sensitivity) == ("slices", 1, 1)
+    bits = g.estimator.bits()
+    zeros = int((bits[clients] == 0).sum())
+    assert zeros <= 2, f"{zeros} of 20,000 clients read 0: arrivals were lost"
+    assert int(bits.sum()) - int(bits[clients].sum()) <= 2  # nothing else was seen
+    g.estimator.wipe()
+
+    out = release_json(state, 0.5)
+    assert out["state_tables"] == 1 and out["sensitivity"] == 1
+    assert out["epsilon_state"] == pytest.approx(calibrate(30).epsilon_state)  # x1, no K
+    assert out["epsilon_total"] == pytest.approx(out["epsilon_state"] + 0.5)
+    assert abs(out["distinct"] - 20_000) <= math.log(1e7) / 0.5 + 3
+    assert out["distinct_low"] < 20_000 + 40 and out["distinct_high"] > 20_000 - 40
+
+
+def test_a_topic_whose_values_do_not_parse_fails_loudly(
+        kafka_broker: Broker, topic_factory: Callable[..., str], producer: Any, admin: Any,
+        tmp_path: Path) -> None:
+    """Whole access-log lines read as bare addresses: one line, exit 1, the -f that fixes it, and
+    no offset committed (a restart with the right -f reads everything)."""
+    topic = topic_factory(2)
+    lines = [clf(f"10.9.{i % 200}.{i % 250}", i) for i in range(3000)]
+    msgs = ["\n".join(lines[i:i + 500]).encode() for i in range(0, 3000, 500)]
+    send_round_robin(producer, topic, msgs, 2, {})
+    run = subprocess.run(member_argv(kafka_broker, topic, "g-bad", "ipv4:10.9.0.0/16",
+                                     tmp_path / "s", "--epsilon", "1", "--value-format", "lines",
+                                     "-f", "plain", "--idle-timeout", IDLE),
+                         capture_output=True, timeout=90)
+    assert run.returncode == 1, run.stderr.decode()
+    err = [ln for ln in run.stderr.decode().splitlines() if ln.startswith("panstream: error:")]
+    assert len(err) == 1 and "100.0% of the first" in err[0] and "try -f clf" in err[0], err
+    assert committed_offsets(admin, "g-bad") == {}
+
+
+def run_member(broker: Broker, topic: str, group: str, universe: str, *extra: str,
+               state: Path | None = None) -> dict[str, Any]:
+    """One bounded member; returns its JSON summary."""
+    argv = member_argv(broker, topic, group, universe, state or Path("/nonexistent"), *extra,
+                       "--idle-timeout", IDLE)
+    if state is None:  # --state-topic given in extra instead
+        i = argv.index("--state-dir")
+        del argv[i:i + 2]
+    run = subprocess.run(argv, capture_output=True, timeout=120)
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    out: dict[str, Any] = json.loads(run.stdout)
+    return out
+
+
+def test_an_item_topic_keyed_by_anything_in_a_state_topic(
+        kafka_broker: Broker, topic_factory: Callable[..., str], producer: Any, admin: Any,
+        tmp_path: Path) -> None:
+    """Bare addresses keyed by a random request id (an item reaches every partition): one table
+    in a state topic, released from the topic at state epsilon x1 within 5.33 standard errors."""
+    universe = Universe.parse("ipv4:10.0.0.0/16")
+    topic = topic_factory(4)
+    rng = np.random.default_rng(23)
+    cells = rng.choice(universe.size, 3000, replace=False)
+    stream = rng.permutation(np.concatenate([cells, rng.choice(cells, 3000)]))
+    futures = [producer.send(topic, value=universe.item_of(int(c)).encode(),
+                             key=rng.bytes(8)) for c in stream]
+    producer.flush()
+    hw: dict[int, int] = {}
+    for f in futures:
+        md = f.get(timeout=30)
+        hw[md.partition] = max(hw.get(md.partition, 0), md.offset + 1)
+    state_topic = f"{topic}-state"
+    out = run_member(kafka_broker, topic, "g-anykey", universe.spec, "--epsilon", "1",
+                     "--state-topic", state_topic)
+    assert out["layout"] == "slices" and out["format"] == "auto"
+    assert committed_offsets(admin, "g-anykey") == hw
+    rel = subprocess.run(panstream_cmd("release", "-b", kafka_broker.bootstrap, "--state-topic",
+                                       state_topic, "--epsilon", "0.5", "--json"),
+                         capture_output=True, timeout=60)
+    assert rel.returncode == 0, rel.stderr.decode()
+    r = json.loads(rel.stdout)
+    assert r["state_tables"] == 1 and r["sensitivity"] == 1
+    assert r["epsilon_state"] == pytest.approx(calibrate(1).epsilon_state)
+    assert abs(r["distinct"] - 3000) <= Z * r["stderr_density"] * r["size"], r
+
+
+def test_an_ipv6_universe_of_64s_is_one_table(kafka_broker: Broker,
+                                               topic_factory: Callable[..., str], producer: Any,
+                                               tmp_path: Path) -> None:
+    """Several addresses of one /64, keyed by the address, reach several partitions; their cell
+    still has one bit. At epsilon 30 the table reads exactly the /64s seen."""
+    universe = Universe.parse("ipv6:2001:db8::/48@64")
+    topic = topic_factory(4)
+    rng = np.random.default_rng(29)
+    nets = rng.choice(universe.size, 2000, replace=False)
+    addrs = [f"2001:db8:0:{n:x}:{rng.integers(1, 1 << 16):x}::{i % 7 + 1:x}"
+             for i, n in enumerate(np.repeat(nets, 3))]
+    futures = [producer.send(topic, value=a.encode(), key=a.encode()) for a in addrs]
+    producer.flush()
+    for f in futures:
+        f.get(timeout=30)
+    state = tmp_path / "state"
+    run_member(kafka_broker, topic, "g-v6", universe.spec, "--epsilon", "30", state=state)
+    g = merge_store(DirectoryStore(state))
+    assert (g.method, g.state_tables, g.estimator.universe.spec) == ("slices", 1, universe.spec)
+    bits = g.estimator.bits()
+    assert int((bits[nets] == 0).sum()) <= 2 and int(bits.sum()) - int(bits[nets].sum()) <= 2
+    g.estimator.wipe()
+    out = release_json(state, 0.5)
+    assert out["state_tables"] == 1 and abs(out["distinct"] - 2000) <= math.log(1e7) / 0.5 + 3
+
+
+def test_the_frequency_family_routes_multiplicities(
+        kafka_broker: Broker, topic_factory: Callable[..., str], produce: Any, tmp_path: Path,
+        producer: Any) -> None:
+    """Counters need every arrival, not the set: 1000 clients seen once, twice and three times,
+    unkeyed round robin; the release's counts are within 5.33 standard errors (4 checks)."""
+    universe = Universe.parse("ipv4:10.0.0.0/16")
+    topic = topic_factory(4)
+    rng = np.random.default_rng(31)
+    cells = rng.choice(universe.size, 3000, replace=False)
+    stream = rng.permutation(np.repeat(cells, np.repeat([1, 2, 3], 1000)))
+    send_round_robin(producer, topic, [universe.item_of(int(c)).encode() for c in stream], 4, {})
+    state = tmp_path / "state"
+    out = run_member(kafka_broker, topic, "g-freq-routed", universe.spec, "--estimator",
+                     "frequency", "--modulus", "8", "--epsilon", "2", state=state)
+    assert out["estimator"] == "frequency" and out["layout"] == "slices"
+    rel = release_json(state, 1.0)
+    assert rel["modulus"] == 8
+    stats = rel["stats"]
+    for name, truth in (("present", 3000), ("once", 1000), ("returning", 2000)):
+        iv = stats[name]
+        assert abs(iv["value"] - truth) <= Z * iv["stderr"], (name, iv)
+    twice = stats["incidence"][2]
+    assert abs(twice["value"] - 1000) <= Z * twice["stderr"], twice
