@@ -35,7 +35,7 @@ import numpy as np
 
 from panstream.errors import BudgetExhaustedError, ConfigurationError
 from panstream.estimators.base import Estimator
-from panstream.parse import Format, LineParser, detect_format
+from panstream.parse import Format, LineParser, detect_format, parse_format
 from panstream.sources.files import ChunkReader
 from panstream.telemetry import CountWindow, TelemetryPolicy
 
@@ -188,7 +188,7 @@ class Ingestor:
     def _parser(self, kind: str) -> LineParser:
         p = self._parsers.get(kind)
         if p is None:
-            fmt = self.format if kind == self.format.spec else Format(kind)
+            fmt = self.format if kind == self.format.spec else parse_format(kind)
             p = self._parsers[kind] = LineParser(self.est.universe, fmt)
         return p
 

@@ -1,0 +1,525 @@
+"""Extractors: where the client address of each line sits, for each log format.
+
+An extractor gets one chunk of complete lines (a ``uint8`` array, the line starts and the line ends
+without newline and trailing CR) and returns :class:`Spans`: per line, either the byte span of the
+address token (found with vectorized NumPy over the whole chunk, no Python per line), or a token
+taken in Python (the format's rare or irregular lines), or "no item" (blank, header and comment
+lines) or "malformed". :class:`panstream.parse.LineParser` then validates the tokens (for ``ipv4``
+universes with the vectorized address parser, ``:port`` included) and maps them to cells.
+
+Formats (the ``-f`` spelling, :func:`panstream.parse.parse_format`):
+
+``field:N``, ``alb``, ``elb``, ``vhost``
+    The N-th whitespace-separated field (``alb`` = 4, classic ``elb`` = 3, Apache ``vhost_combined``
+    = 2; the port of ``client:port`` is dropped). Vectorized over the single spaces of the published
+    shapes; a line with tabs or runs of blanks before its field is split in Python like awk.
+``csv:COLUMN``, ``tsv:COLUMN``
+    A column by header name or 1-based number. With a name, the first line is the header; a later
+    line that names the column again (files concatenated) is a new header. With a number, a first
+    line whose column N holds no digit is taken as the header. Lines with a double quote go through
+    Python's :mod:`csv`; the rest are split vectorized.
+``w3c:FIELD``, ``zeek:FIELD``
+    W3C extended logs (CloudFront, IIS: ``#Fields:`` header, tab- or space-separated) and Zeek TSV
+    logs (``#separator``, ``#fields``); every ``#`` line is read in order, so a new header (rotated
+    files concatenated, Zeek's ``#close`` then ``#fields``) applies from its line on.
+``json:PATH``
+    A string field of JSON lines by dotted path (``request.remote_ip``). A line whose last path key
+    appears exactly once, as ``"key": "value"``, is read without a JSON parse (the key is taken to
+    sit at the path: true of every published shape); any other line is parsed with :mod:`json`.
+``regex:PATTERN``, ``sshd``
+    The (first) named group of a regular expression searched in each line (Python per line); ``sshd``
+    is the built-in pattern for OpenSSH's ``Failed``/``Accepted ... from ADDR port N`` lines.
+``xff``, ``xff:CIDR,...``
+    nginx/Apache with the X-Forwarded-For header as the last quoted field: its first hop, or with
+    trusted proxies the last hop (reading right to left, the direct peer first) outside them.
+
+State across chunks: header formats keep their header in the extractor (one per
+:class:`~panstream.parse.LineParser`), never a line of data.
+"""
+
+from __future__ import annotations
+
+import csv
+import ipaddress
+import json
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from panstream.normalize import normalize_address
+
+#: Per-line states of :class:`Spans`.
+SPAN, EMPTY, BAD, PY = 0, 1, 2, 3
+
+#: The sshd lines that carry a login attempt's source address (OpenSSH's auth.log wording):
+#: ``Failed password for [invalid user ]NAME from ADDR port N ssh2``, ``Accepted publickey for ...``.
+SSHD_PATTERN = (r"sshd(?:-session)?\[\d+\]: (?:Failed|Accepted) \S+ for (?:invalid user )?.*? "
+                r"from (?P<ip>\S+) port \d+")
+
+_MOVEMASK = np.uint64(0x0102040810204080)
+
+
+def _bytemask_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    pop = np.array([bin(i).count("1") for i in range(256)], dtype=np.intp)
+    pos = np.zeros((256, 8), dtype=np.intp)
+    for m in range(256):
+        bs = [i for i in range(8) if m >> i & 1]
+        pos[m, : len(bs)] = bs
+    return pop, pos, np.where(pop == 1, pos[:, 0], -1)
+
+
+_POP8, _BITPOS8, _ONEBIT8 = _bytemask_tables()
+
+
+def byte_positions(b: np.ndarray, value: int) -> np.ndarray:
+    """Positions of every byte equal to ``value`` in ``b``, in order.
+
+    The equality flags are viewed as 64-bit words, only nonzero words are located, and a multiply
+    moves each word's flags into one byte whose set bits a table names.
+
+    >>> byte_positions(np.frombuffer(b"a,b,,c", dtype=np.uint8), ord(",")).tolist()
+    [1, 3, 4]
+    """
+    n = b.size
+    eq = np.zeros(n + (-n) % 8, dtype=bool)
+    np.equal(b, value, out=eq[:n])
+    words = eq.view(np.uint64)
+    hit = np.flatnonzero(words != 0)
+    m = words[hit]
+    m *= _MOVEMASK
+    m >>= np.uint64(56)
+    mi = m.view(np.intp)
+    one = _ONEBIT8[mi]
+    if bool((one >= 0).all()):
+        hit <<= 3
+        hit += one
+        return hit
+    cnt = _POP8[mi]
+    rep = np.repeat(np.arange(hit.size), cnt)
+    rank = np.arange(rep.size) - (np.cumsum(cnt) - cnt)[rep]
+    out = hit[rep]
+    out <<= 3
+    out += _BITPOS8[mi[rep], rank]
+    return out
+
+
+@dataclass
+class Spans:
+    """Where each line's token is. ``state[i]`` is :data:`SPAN` (token ``b[ts[i]:te[i]]``),
+    :data:`PY` (token ``py[i]``, or malformed when ``py[i]`` is ``None``), :data:`EMPTY` (no item:
+    a blank, header or comment line) or :data:`BAD` (malformed, or blank: checked later)."""
+
+    state: np.ndarray
+    ts: np.ndarray
+    te: np.ndarray
+    py: dict[int, bytes | None] = field(default_factory=dict)
+
+    @classmethod
+    def new(cls, n: int) -> Spans:
+        return cls(np.full(n, BAD, dtype=np.uint8), np.zeros(n, dtype=np.intp),
+                   np.zeros(n, dtype=np.intp))
+
+    def set_py(self, i: int, token: bytes | None) -> None:
+        if token is None:
+            self.state[i] = BAD
+        else:
+            self.state[i] = PY
+            self.py[i] = token
+
+
+def _line(b: np.ndarray, s: int, e: int, max_line: int) -> bytes:
+    return bytes(b[s:min(e, s + max_line + 1)])
+
+
+def nth_field(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, sp: np.ndarray, k: int,
+              k0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Span of the k-th field (1-based) of each line, fields separated by the bytes at the sorted
+    positions ``sp`` (``k0``: ``searchsorted(sp, starts)`` if already known). Returns ``(ts, te,
+    ok)``; ``ok`` is False where the line has fewer than k fields."""
+    if k0 is None:
+        k0 = np.searchsorted(sp, starts)
+    last = sp.size - 1
+    if k == 1:
+        ts = starts.copy()
+        ok = np.ones(starts.size, dtype=bool)
+    else:
+        i = k0 + (k - 2)
+        has = i <= last
+        pos = sp[np.minimum(i, max(last, 0))] if sp.size else np.zeros_like(starts)
+        ok = has & (pos < ends)
+        ts = np.where(ok, pos + 1, ends)
+    i2 = k0 + (k - 1)
+    if sp.size:
+        nxt = np.where(i2 <= last, sp[np.minimum(i2, last)], ends)
+        te = np.minimum(nxt, ends)
+    else:
+        te = ends.copy()
+    return ts, te, ok
+
+
+class Extractor:
+    """Base class: ``locate`` fills :class:`Spans` for one chunk."""
+
+    #: The extractor's tokens may carry ``:port`` (the vectorized validator then checks for one).
+    ports = True
+
+    def __init__(self, max_line: int) -> None:
+        self.max_line = max_line
+
+    def locate(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Spans:
+        raise NotImplementedError
+
+    def _over_ok(self, starts: np.ndarray, ends: np.ndarray, te: np.ndarray) -> np.ndarray:
+        """Over-long lines keep their token only if it ends within the line's head."""
+        return (ends - starts <= self.max_line) | (te <= starts + self.max_line)
+
+
+class WhitespaceField(Extractor):
+    """The k-th whitespace-separated field (awk's ``$k``)."""
+
+    def __init__(self, k: int, max_line: int) -> None:
+        super().__init__(max_line)
+        self.k = k
+
+    def _py(self, line: bytes, over: bool) -> bytes | None:
+        fields = line.split(None, self.k)
+        complete = len(fields) > self.k or (len(fields) == self.k and not over)
+        if over and len(fields) == self.k and line[-1:].isspace():
+            complete = True  # the head ends with the whitespace after field k
+        return fields[self.k - 1] if complete else None
+
+    def locate(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Spans:
+        n = starts.size
+        sp = Spans.new(n)
+        if bool(((b == 9) | (b == 11) | (b == 12)).any()):
+            irregular = ends > starts  # tabs: split every line like awk, in Python
+            ok = np.zeros(n, dtype=bool)
+            ts = te = ok.astype(np.intp)
+        else:
+            spaces = byte_positions(b, 32)
+            k0 = np.searchsorted(spaces, starts)
+            ok = ends > starts
+            irregular = np.zeros(n, dtype=bool)
+            for j in range(1, self.k + 1):  # fields 1..k must be non-empty: else awk rules apply
+                ts, te, has = nth_field(b, starts, ends, spaces, j, k0)
+                good = has & (te > ts)
+                irregular |= ok & ~good
+                ok &= good
+            ok &= self._over_ok(starts, ends, te)
+            irregular &= ~ok
+        rows = np.flatnonzero(ok)
+        sp.state[rows] = SPAN
+        sp.ts[rows], sp.te[rows] = ts[rows], te[rows]
+        sp.state[ends == starts] = EMPTY
+        for i in np.flatnonzero(irregular).tolist():
+            s, e = int(starts[i]), int(ends[i])
+            line = _line(b, s, e, self.max_line)
+            if not line.strip():
+                sp.state[i] = EMPTY
+                continue
+            sp.set_py(i, self._py(line, e - s > self.max_line))
+        return sp
+
+
+class Columns(Extractor):
+    """csv, tsv, w3c and zeek: a column by header name or number, the header kept across chunks."""
+
+    def __init__(self, kind: str, column: str, max_line: int) -> None:
+        super().__init__(max_line)
+        self.kind = kind
+        self.name = None if column.isdigit() else column
+        self.col: int | None = int(column) if column.isdigit() else None
+        self.sep: int | None = {"csv": 44, "tsv": 9, "zeek": 9}.get(kind)
+        self.header: bytes | None = None
+        self.seen_first = False  # csv/tsv: the input's first non-blank line was looked at
+
+    # ------------------------------------------------------------------ headers
+    def _split_header(self, line: bytes) -> list[str]:
+        text = line.decode("utf-8", "replace").lstrip("\ufeff")
+        if self.kind in ("csv", "tsv"):
+            row = next(csv.reader([text], delimiter="," if self.kind == "csv" else "\t"), [])
+            return [c.strip() for c in row]
+        return text.split()
+
+    def _index_of(self, names: list[str]) -> int | None:
+        if self.name is None:
+            return self.col
+        if self.name in names:
+            return names.index(self.name) + 1
+        low = [x.lower() for x in names]
+        return low.index(self.name.lower()) + 1 if self.name.lower() in low else None
+
+    def _meta(self, line: bytes) -> None:
+        """A ``#`` line of a W3C or Zeek log."""
+        if self.kind == "w3c":
+            if line[:8].lower() == b"#fields:":
+                self.col = self._index_of(self._split_header(line[8:]))
+                self.sep = None  # tab or space: decided on the next data line
+            return
+        if line.startswith(b"#separator"):
+            arg = line[len(b"#separator"):].strip()
+            try:
+                sep = arg.decode("ascii").encode().decode("unicode_escape").encode("latin-1")
+            except (UnicodeError, ValueError):
+                sep = b""
+            self.sep = sep[0] if len(sep) == 1 else 9
+        elif line.startswith(b"#fields"):
+            names = line.split(bytes([self.sep or 9]))[1:]
+            self.col = self._index_of([x.decode("utf-8", "replace").strip() for x in names])
+
+    def _is_header(self, line: bytes) -> bool:
+        """csv/tsv: is this line a header (the input's first, or a repeated one)?"""
+        if self.header is not None and line == self.header:
+            return True
+        if self.name is not None:
+            return self.name.lower() in [x.lower() for x in self._split_header(line)]
+        return False
+
+    def _first_line(self, line: bytes) -> bool:
+        """csv/tsv: the input's first non-blank line. True if it is the header."""
+        self.seen_first = True
+        names = self._split_header(line)
+        if self.name is not None:
+            self.header = line
+            self.col = self._index_of(names)
+            return True
+        assert self.col is not None
+        cell = names[self.col - 1] if self.col <= len(names) else ""
+        if not any(ch.isdigit() for ch in cell):
+            self.header = line
+            return True
+        return False
+
+    # ------------------------------------------------------------------ data
+    def locate(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Spans:
+        n = starts.size
+        out = Spans.new(n)
+        if n == 0:
+            return out
+        meta = self._meta_rows(b, starts, ends)
+        seg_start = 0
+        for i in [*meta, n]:
+            if i > seg_start:
+                self._segment(b, starts, ends, seg_start, i, out)
+            if i < n:
+                out.state[i] = EMPTY
+                s, e = int(starts[i]), int(ends[i])
+                line = _line(b, s, e, self.max_line)
+                if self.kind in ("w3c", "zeek"):
+                    self._meta(line)
+                elif not self.seen_first:
+                    if not self._first_line(line):
+                        out.state[i] = BAD  # a data line: parsed with its segment below
+                        self._segment(b, starts, ends, i, i + 1, out)
+                elif self.name is not None:
+                    self._new_header(line)  # the column named again: a new header
+            seg_start = i + 1
+        return out
+
+    def _new_header(self, line: bytes) -> None:
+        self.header = line
+        self.col = self._index_of(self._split_header(line))
+
+    def _meta_rows(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[int]:
+        """Lines handled in Python, in order: ``#`` lines (w3c, zeek); csv/tsv header lines."""
+        n = starts.size
+        if self.kind in ("w3c", "zeek"):
+            first = np.zeros(n, dtype=np.uint8)
+            nz = ends > starts
+            first[nz] = b[starts[nz]]
+            return np.flatnonzero(first == 35).tolist()
+        rows: list[int] = []
+        if not self.seen_first:
+            for i in np.flatnonzero(ends > starts).tolist():  # the first non-blank line
+                if bytes(b[starts[i]:ends[i]]).strip():
+                    rows.append(i)
+                    break
+        needles = [x for x in (self.name.encode() if self.name else None, self.header) if x]
+        if needles:
+            data = memoryview(b.data)  # no copy
+            hits: set[int] = set()
+            for needle in needles:
+                pat = re.compile(re.escape(needle), re.IGNORECASE)
+                pos = [m.start() for m in pat.finditer(data)]
+                if pos:
+                    hits.update(np.searchsorted(ends, np.array(pos), side="left").tolist())
+            for i in sorted(hits):
+                if i in rows or i >= n:
+                    continue
+                line = _line(b, int(starts[i]), int(ends[i]), self.max_line)
+                if self._is_header(line):
+                    rows.append(i)
+        return sorted(rows)
+
+    def _segment(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray, lo: int, hi: int,
+                 out: Spans) -> None:
+        """Data lines ``lo..hi-1`` under the current header."""
+        if self.col is None:
+            return  # no header naming the column yet: malformed
+        s, e = starts[lo:hi], ends[lo:hi]
+        seg = b[int(s[0]):int(e[-1])]
+        if self.sep is None:  # w3c: CloudFront separates with tabs, IIS with spaces
+            self.sep = 9 if bool((seg == 9).any()) else 32
+        base = int(s[0])
+        sp = byte_positions(seg, self.sep) + base
+        ts, te, ok = nth_field(b, s, e, sp, self.col)
+        ok &= self._over_ok(s, e, te)
+        quoted = np.zeros(hi - lo, dtype=bool)
+        if self.kind in ("csv", "tsv"):
+            q = byte_positions(seg, 34) + base
+            if q.size:
+                quoted = np.searchsorted(q, e) > np.searchsorted(q, s)
+                ok &= ~quoted
+        rows = np.flatnonzero(ok)
+        out.state[lo + rows] = SPAN
+        out.ts[lo + rows], out.te[lo + rows] = ts[rows], te[rows]
+        for j in np.flatnonzero(quoted).tolist():
+            line = _line(b, int(s[j]), int(e[j]), self.max_line)
+            row = self._split_header(line)
+            out.set_py(lo + j, row[self.col - 1].encode() if self.col <= len(row) else None)
+
+
+class JsonField(Extractor):
+    """A string field of JSON lines by dotted path."""
+
+    def __init__(self, path: str, max_line: int) -> None:
+        super().__init__(max_line)
+        self.path = path.split(".")
+        leaf = re.escape(json.dumps(self.path[-1]).encode())
+        self._pat = re.compile(leaf + rb"[ \t]*:[ \t]*\"")
+
+    def _py(self, line: bytes) -> bytes | None:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            return None
+        for k in self.path:
+            if isinstance(obj, dict) and k in obj:
+                obj = obj[k]
+            elif isinstance(obj, list) and k.isdigit() and int(k) < len(obj):
+                obj = obj[int(k)]
+            else:
+                return None
+        if not isinstance(obj, str):
+            return None
+        return obj.encode("utf-8", "replace")
+
+    def locate(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Spans:
+        n = starts.size
+        out = Spans.new(n)
+        pos = np.fromiter((m.end() for m in self._pat.finditer(memoryview(b.data))), dtype=np.intp)
+        single = np.zeros(n, dtype=bool)
+        if pos.size:
+            line_of = np.searchsorted(ends, pos, side="left")
+            inside = line_of < n
+            pos, line_of = pos[inside], line_of[inside]
+            cnt = np.bincount(line_of, minlength=n)
+            vstart = np.zeros(n, dtype=np.intp)
+            vstart[line_of] = pos
+            single = cnt == 1
+            q = byte_positions(b, 34)
+            rows = np.flatnonzero(single)
+            ci = np.searchsorted(q, vstart[rows])
+            close = np.where(ci < q.size, q[np.minimum(ci, q.size - 1)], ends[rows] + 1)
+            good = (close < ends[rows]) & self._over_ok(starts[rows], ends[rows], close)
+            rows = rows[good]
+            out.state[rows] = SPAN
+            out.ts[rows], out.te[rows] = vstart[rows], close[good]
+            single[:] = False
+            single[rows] = True
+        for i in np.flatnonzero(~single).tolist():
+            s, e = int(starts[i]), int(ends[i])
+            if e - s > self.max_line:
+                continue  # a JSON line cut to its head cannot be parsed: malformed
+            line = bytes(b[s:e])
+            if not line.strip():
+                out.state[i] = EMPTY
+                continue
+            out.set_py(i, self._py(line))
+        return out
+
+
+class PerLine(Extractor):
+    """Formats read in Python, one line at a time: regex, sshd, xff."""
+
+    def token(self, line: bytes) -> bytes | None:
+        raise NotImplementedError
+
+    def locate(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Spans:
+        out = Spans.new(starts.size)
+        for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+            line = bytes(b[s:min(e, s + self.max_line + 1)])
+            if not line.strip():
+                out.state[i] = EMPTY
+                continue
+            out.set_py(i, self.token(line))
+        return out
+
+
+class Regex(PerLine):
+    """The first named group (else group 1) of a pattern searched in each line."""
+
+    def __init__(self, pattern: str, max_line: int) -> None:
+        super().__init__(max_line)
+        self.pattern = re.compile(pattern.encode("utf-8"))
+        names = sorted(self.pattern.groupindex.items(), key=lambda kv: kv[1])
+        self.group: int | str = names[0][0] if names else 1
+
+    def token(self, line: bytes) -> bytes | None:
+        m = self.pattern.search(line)
+        return None if m is None or m.group(self.group) is None else m.group(self.group)
+
+
+def _networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    return [ipaddress.ip_network(c.strip(), strict=False) for c in spec.split(",") if c.strip()]
+
+
+class ForwardedFor(PerLine):
+    """The client behind proxies: the X-Forwarded-For header is the line's last quoted field and
+    the direct peer its first field (nginx ``log_format main`` and the like)."""
+
+    def __init__(self, trusted: str, max_line: int) -> None:
+        super().__init__(max_line)
+        self.trusted = _networks(trusted)
+
+    def _trusted(self, hop: bytes) -> bool:
+        try:
+            a = ipaddress.ip_address(normalize_address(hop).decode("ascii"))
+        except (ValueError, UnicodeDecodeError):
+            return False
+        if isinstance(a, ipaddress.IPv6Address) and a.ipv4_mapped is not None:
+            a = a.ipv4_mapped
+        return any(a.version == net.version and a in net for net in self.trusted)
+
+    def token(self, line: bytes) -> bytes | None:
+        peer = line.split(None, 1)[0]
+        j = line.rfind(b'"')
+        i = line.rfind(b'"', 0, j) if j > 0 else -1
+        value = line[i + 1:j].strip() if i >= 0 else b""
+        hops = [h.strip() for h in value.split(b",")] if value not in (b"", b"-") else []
+        if not self.trusted:
+            return hops[0] if hops else peer
+        chain = [*hops, peer]
+        for hop in reversed(chain):
+            if not self._trusted(hop):
+                return hop
+        return chain[0]
+
+
+def build(kind: str, arg: str, number: int, max_line: int) -> Extractor:
+    """The extractor of a parsed format (see :class:`panstream.parse.Format`)."""
+    if kind in ("field", "alb", "elb", "vhost"):
+        return WhitespaceField(number, max_line)
+    if kind in ("csv", "tsv", "w3c", "zeek"):
+        return Columns(kind, arg, max_line)
+    if kind == "json":
+        return JsonField(arg, max_line)
+    if kind == "regex":
+        return Regex(arg, max_line)
+    if kind == "sshd":
+        return Regex(SSHD_PATTERN, max_line)
+    if kind == "xff":
+        return ForwardedFor(arg, max_line)
+    msg = f"no extractor for {kind!r}"
+    raise ValueError(msg)
