@@ -33,9 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from panstream.errors import BudgetExhaustedError, ConfigurationError
+from panstream.errors import BudgetExhaustedError, ConfigurationError, InputFormatError
 from panstream.estimators.base import Estimator
-from panstream.parse import Format, LineParser, detect_format, parse_format
+from panstream.parse import Format, LineParser, detect, parse_format
+from panstream.parse_check import MIN_LINES, verdict
 from panstream.sources.files import ChunkReader
 from panstream.telemetry import CountWindow, TelemetryPolicy
 
@@ -127,6 +128,10 @@ class Ingestor:
         on_release: called with each release's ``to_dict()`` after its ledger charge is durable.
         on_notice: called with one-line operational messages (e.g. a refused release).
         on_progress: called about every ``progress_every`` seconds with the running stats.
+        check: fail loudly (:class:`InputFormatError`) when (almost) nothing of the input is
+            accepted: once the released counts of the first windows cover
+            :data:`panstream.parse_check.MIN_LINES` non-empty lines, and at the end of the run
+            (see :func:`panstream.parse_check.verdict`). ``False``: go on anyway (``--keep-going``).
         telemetry: how the operational counts are released (default: noisy, event-level
             epsilon :data:`panstream.telemetry.DEFAULT_TELEMETRY_EPSILON` per 1-s window).
         clock: monotonic clock (for tests).
@@ -150,7 +155,7 @@ class Ingestor:
                  on_notice: Callable[[str], None] | None = None,
                  on_progress: Callable[[IngestStats], None] | None = None,
                  progress_every: float = 1.0, telemetry: TelemetryPolicy | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, check: bool = True) -> None:
         if release_every and not release_epsilon:
             msg = "periodic releases need a release epsilon"
             raise ConfigurationError(msg)
@@ -174,6 +179,10 @@ class Ingestor:
         self._pending: list[np.ndarray] = []
         self._npending = 0
         self._parsers: dict[str, LineParser] = {}
+        self.check = check
+        self._sampled = False  # the first-sample verdict was taken
+        self._failure: str | None = None
+        self._kind = fmt.spec  # the format of the current input (for the verdict)
 
     # ------------------------------------------------------------------ control
     def request_stop(self) -> None:
@@ -262,6 +271,8 @@ class Ingestor:
 
         Raises:
             SourceError: an input failed (the final checkpoint is still written).
+            InputFormatError: (almost) nothing was accepted (with ``check``; the final checkpoint
+                is still written).
             StateError: a checkpoint could not be written.
         """
         t0 = self.clock()
@@ -275,11 +286,12 @@ class Ingestor:
                 if self._stop:
                     break
                 kind = None if self.format.kind == "auto" else self.format.spec
+                self._parsers.clear()  # header formats: each input has its own header
                 for chunk in inp.reader:
                     if len(chunk):
                         if kind is None:
-                            kind = detect_format(chunk)
-                            self.stats.formats.append(f"{inp.name}: {kind}")
+                            kind = self._detect(inp.name, chunk)
+                        self._kind = kind
                         self._ingest_chunk(kind, chunk)
                     if len(chunk) < DRAINED_BELOW:
                         # The input is drained (a short chunk or an idle tick): apply what is
@@ -294,16 +306,49 @@ class Ingestor:
                         next_rel = now + self.release_every if self.release_every else None
                     if self._window.due(now):
                         self._close_window(now)
+                        self._check_sample()
                     if self.on_progress and now >= next_prog:
                         self.stats.seconds = now - t0
                         self.on_progress(self.stats)
                         next_prog = now + self.progress_every
                     if self._stop:
-                        self.stats.interrupted = True
+                        self.stats.interrupted = self._failure is None
                         break
+                if self._failure is not None:
+                    break
         finally:
             self.checkpoint()
             end = self.clock()
             self._close_window(end)  # the last (partial) window, released like the others
             self.stats.seconds = end - t0
+        if self._failure is None and self.check and not self.stats.interrupted:
+            self._failure = self._verdict()
+        if self._failure is not None:
+            raise InputFormatError(self._failure)
         return self.stats
+
+    def _detect(self, name: str, chunk: memoryview) -> str:
+        """``auto``: recognise the input's format from its first chunk and say so (one notice)."""
+        det = detect(chunk)
+        self.stats.formats.append(f"{name}: {det.spec}")
+        if self.on_notice:
+            note = f"; {det.note}" if det.note else ""
+            self.on_notice(f"{name}: format {det.name} detected (-f {det.spec}){note}")
+        return det.spec
+
+    def _verdict(self) -> str | None:
+        """The loud-failure decision on the released totals (noisy unless --exact-counts)."""
+        return verdict(self.stats, self._kind, self.est.universe,
+                       auto=self.format.kind == "auto")
+
+    def _check_sample(self) -> None:
+        """Once the released counts cover a sample, stop the run if (almost) nothing was accepted."""
+        if not self.check or self._sampled:
+            return
+        s = self.stats
+        if s.accepted + s.malformed + s.outside < MIN_LINES:
+            return
+        self._sampled = True
+        self._failure = self._verdict()
+        if self._failure is not None:
+            self._stop = True
