@@ -47,6 +47,7 @@ addresses apart from junk. Other universes (``ipv6``, ``range``,
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -252,8 +253,6 @@ def parse_format(spec: str) -> Format:
             raise _bad_format(spec, " (field:N counts from 1)")
         return Format("field", n)
     if kind == "regex":
-        import re
-
         try:
             pat = re.compile(arg)
         except re.error as exc:
@@ -289,6 +288,8 @@ JSON_PATHS = ("request.client_ip", "request.remote_ip", "httpRequest.remoteIp",
 ADDRESS_COLUMNS = ("src_addr", "srcaddr", "src_ip", "srcip", "source_ip", "source_address",
                    "sourceaddress", "sa", "client_ip", "clientip", "client_addr", "c-ip",
                    "remote_addr", "remote_ip", "ip_address", "ipaddress", "ip", "address", "addr")
+
+_HEADER_NAME = re.compile(r"[\w .()/#:@-]{1,64}")
 
 _ALB_TYPES = frozenset((b"http", b"https", b"h2", b"grpcs", b"ws", b"wss"))
 
@@ -376,7 +377,6 @@ def detect(sample: bytes | memoryview, max_lines: int = 64) -> Detection:
     'json:httpRequest.remoteIp'
     """
     import json
-    import re
 
     from panstream.extract import SSHD_PATTERN
 
@@ -426,6 +426,8 @@ def detect(sample: bytes | memoryview, max_lines: int = 64) -> Detection:
         if sep in first and len(lines) > 1 and sep in lines[1]:
             header = [h.strip().strip('"') for h in first.decode("utf-8", "replace").split(
                 sep.decode())]
+            if not all(_HEADER_NAME.fullmatch(h) for h in header):
+                continue  # not a header of names (e.g. a log line with "a, b" in it)
             low = [h.lower() for h in header]
             for cand in ADDRESS_COLUMNS:
                 if cand in low:
