@@ -50,8 +50,8 @@ def normalize_address(token: bytes, mapped_to_ipv4: bool = True) -> bytes:
         if j < 2:
             return token
         rest = t[j + 1:]
-        if rest and not (rest[:1] == b":" and _port_ok(rest[1:])):
-            return token
+        if b":" not in t[1:j] or (rest and not (rest[:1] == b":" and _port_ok(rest[1:]))):
+            return token  # brackets hold IPv6 addresses only (RFC 3986)
         t = t[1:j]
     elif t.count(b":") == 1:  # a.b.c.d:port (never an IPv6 address: those have two colons)
         host, _, port = t.partition(b":")

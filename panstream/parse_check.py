@@ -17,8 +17,8 @@ exit status that shows it, are post-processing of an eps_t-differentially privat
 reveal nothing more (docs/threat-model.md, "Operational counts"). With ``--exact-counts`` they are
 exact, like everything else that run prints.
 
->>> verdict({"accepted": 0, "empty": 3, "malformed": 990, "outside": 10}, "clf", "ipv4:10.0.0.0/16")[:58]
-'99 % malformed and 1 % outside ipv4:10.0.0.0/16 of ~1,000 l'
+>>> verdict({"accepted": 0, "empty": 3, "malformed": 990, "outside": 10}, "clf", "ipv4:10.0.0.0/16")[:57]
+'99 % malformed and 1 % outside ipv4:10.0.0.0/16 of ~1,000'
 >>> verdict({"accepted": 950, "empty": 0, "malformed": 50, "outside": 0}, "clf", "ipv4:10.0.0.0/16") is None
 True
 """
