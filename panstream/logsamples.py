@@ -264,6 +264,16 @@ def _clf(ips: list[str], ports: list[int]) -> bytes:
         for i, ip in enumerate(ips)).encode()
 
 
+def _iptables(ips: list[str], ports: list[int]) -> bytes:
+    """Linux netfilter LOG lines in syslog (``kern.log``), with the rule's ``--log-prefix``."""
+    return "".join(
+        f"Nov 24 10:{i // 60 % 60:02d}:{i % 60:02d} fw1 kernel: [{1000 + i}.{i % 1000:06d}] "
+        f"DROP-IN: IN=eth0 OUT= MAC=52:54:00:12:34:56:52:54:00:65:43:21:08:00 SRC={ip} "
+        f"DST=10.1.0.9 LEN=60 TOS=0x00 PREC=0x00 TTL=52 ID={i % 65536} DF PROTO=TCP SPT={port} "
+        f"DPT=22 WINDOW=64240 RES=0x00 SYN URGP=0\n"
+        for i, (ip, port) in enumerate(zip(ips, ports, strict=True))).encode()
+
+
 def _plain(ips: list[str], ports: list[int]) -> bytes:
     return ("\n".join(ips) + "\n").encode()
 
@@ -285,6 +295,7 @@ GENERATORS: dict[str, tuple[Callable[[list[str], list[int]], bytes], str]] = {
     "xff": (_xff, f"xff:{PROXIES}"),
     "vhost": (_vhost, "vhost"),
     "mapped": (_mapped, "clf"),
+    "iptables": (_iptables, r"regex:SRC=(?P<ip>\S+)"),
 }
 
 

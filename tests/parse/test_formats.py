@@ -54,7 +54,7 @@ def test_each_format_counts_every_client_of_its_sample(name: str, chunk: int | N
     assert r.lines == r.accepted + r.empty + r.malformed + r.outside
 
 
-@pytest.mark.parametrize("name", sorted(set(GENERATORS) - {"xff"}))
+@pytest.mark.parametrize("name", sorted(set(GENERATORS) - {"xff", "iptables"}))
 def test_auto_recognises_each_format(name: str) -> None:
     s = generate(name, lines=200, distinct=100, seed=6)
     spec = detect(s.data).spec
