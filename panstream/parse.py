@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from dataclasses import dataclass
 
 import numpy as np
@@ -690,6 +691,21 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
     empty = length == 0
     if bool(ok.all()):
         return addr, nlines, 0, 0, 0
+    # Dual-stack servers log IPv4 clients as ::ffff:a.b.c.d: read those vectorized too.
+    cand = np.flatnonzero(~ok & (length > 7))
+    if cand.size:
+        moved = _skip_mapped_prefix(b, starts[cand], ends[cand])
+        m = moved != starts[cand]
+        if bool(m.any()):
+            rows, ms = cand[m], moved[m]
+            w2 = _windows(b, ms)
+            a2, ok2 = ipv4_from_windows(w2, ends[rows] - ms, fmt == "clf")
+            w2.fill(0)
+            if fmt == "plain":
+                ok2 &= length[rows] <= max_line
+            addr[rows[ok2]] = a2[ok2]
+            ok[rows[ok2]] = True
+            a2.fill(0)
     # Rejected lines: the rare ones go through Python (blank lines, IPv6, a clf head).
     rej = np.flatnonzero(~ok & ~empty & ((length <= max_line) | (fmt == "clf")))
     n_empty = int(empty.sum())
@@ -734,16 +750,18 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
 
 
 def _strict_ipv4(token: bytes) -> int | None:
+    """The address of a dotted quad exactly as :class:`ipaddress.IPv4Address` accepts it (glibc's
+    ``inet_pton`` rejects the same spellings: leading zeros, fewer octets, ``0x``), else None."""
     try:
-        return int(ipaddress.IPv4Address(token.decode("ascii")))
-    except (ValueError, UnicodeDecodeError):
+        return int.from_bytes(socket.inet_pton(socket.AF_INET, token.decode("ascii")), "big")
+    except (OSError, ValueError, UnicodeDecodeError):
         return None
 
 
 def _is_ipv6(token: bytes) -> bool:
     try:
-        ipaddress.IPv6Address(token.decode("ascii"))
-    except (ValueError, UnicodeDecodeError):
+        socket.inet_pton(socket.AF_INET6, token.decode("ascii"))
+    except (OSError, ValueError, UnicodeDecodeError):
         return False
     return True
 
@@ -771,6 +789,18 @@ def format_ipv4_lines(addresses: np.ndarray) -> bytes:
     return out
 
 
+_MAPPED = np.frombuffer(b"::ffff:", dtype=np.uint8)
+
+
+def _skip_mapped_prefix(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> np.ndarray:
+    """Token starts moved past an IPv4-mapped prefix ``::ffff:`` (any case), vectorized: a
+    dual-stack server logs every IPv4 client that way."""
+    w = _windows(b, ts)
+    hit = ((w[:, :7] | np.uint8(0x20)) == _MAPPED).all(axis=1) & (te - ts > 7)
+    w.fill(0)
+    return ts + 7 * hit if bool(hit.any()) else ts
+
+
 def _ipv4_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Strictly parse the tokens ``b[ts:te]`` as IPv4 addresses, each optionally followed by
     ``:port`` (1 to 5 digits, at most 65535), vectorized: the first ``:`` of each token's 16-byte
@@ -778,6 +808,7 @@ def _ipv4_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple[np.ndarr
     from a second window. Rows not ``ok`` get a second look in Python (other spellings, IPv6)."""
     if ts.size == 0:
         return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=bool)
+    ts = _skip_mapped_prefix(b, ts, te)
     length = te - ts
     w = _windows(b, ts)
     colon = _CTZ[_mask16(w == 58)]
@@ -911,8 +942,21 @@ class LineParser:
         v6 = 0
         second = [(int(i), bytes(b[int(s):int(e)])) for i, s, e in
                   zip(rows[~ok].tolist(), ts[~ok].tolist(), te[~ok].tolist(), strict=True)]
-        second += [(i, t) for i, t in sp.py.items() if t is not None]
+        py = [(i, t) for i, t in sp.py.items() if t is not None]
         sp.py.clear()
+        if py:  # tokens taken in Python: validated vectorized too, one per line of a buffer
+            buf = bytearray(b"\n".join(t.replace(b"\n", b"\x00") for _, t in py) + b"\n")
+            arr = np.frombuffer(buf, dtype=np.uint8)
+            s2, e2 = _line_bounds(arr)
+            a2, ok2 = _ipv4_spans(arr, s2, e2)
+            idx = np.array([i for i, _ in py], dtype=np.intp)
+            lineaddr[idx[ok2]] = a2[ok2]
+            acc[idx[ok2]] = True
+            second += [py[j] for j in np.flatnonzero(~ok2).tolist()]
+            a2.fill(0)
+            del arr
+            buf[:] = bytes(len(buf))
+            py.clear()
         for i, token in second:
             t = token.strip()
             if not t:
