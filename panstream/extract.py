@@ -218,8 +218,20 @@ def _pop_lowest(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return pos, pos >= 0
 
 
+def _prefix_xor(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bit j of the result is the XOR of bits 0..j of each 128-bit (lo, hi) pair: 1 inside a
+    quoted part when the input marks the quotes."""
+    lo, hi = lo.copy(), hi.copy()
+    for sh in (1, 2, 4, 8, 16, 32):
+        lo ^= lo << np.uint64(sh)
+        hi ^= hi << np.uint64(sh)
+    hi ^= np.uint64(0) - (lo >> np.uint64(63))  # an odd count in lo flips every bit of hi
+    return lo, hi
+
+
 def head_field(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, sep: int, k: int,
-               awk: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+               awk: bool = False, quotes: bool = False
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Span of the k-th ``sep``-separated field of each line, looking only at the first
     :data:`HEAD` bytes of each line (vectorized; the cost does not grow with the line's length):
     the separators of each head are packed into a 128-bit mask and the lowest k are popped.
@@ -227,7 +239,8 @@ def head_field(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, sep: int, k:
     Returns ``(ts, te, ok, unsure)``: ``ok`` where the span was found; ``unsure`` where the head
     does not settle it (the field ends past the head, or with ``awk``, blanks that awk would merge:
     a leading blank, two in a row, a control character such as a tab) and the caller must look the
-    slow way. Rows neither ``ok`` nor ``unsure`` have fewer than k fields.
+    slow way. Rows neither ``ok`` nor ``unsure`` have fewer than k fields. With ``quotes`` (CSV), a
+    separator between double quotes does not count, and quotes around the field are dropped.
     """
     n = starts.size
     length = ends - starts
@@ -236,6 +249,14 @@ def head_field(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, sep: int, k:
     lo, hi = _pack128(w == sep)
     lo &= mlo
     hi &= mhi
+    if quotes:
+        qlo, qhi = _pack128(w == 34)
+        qlo &= mlo
+        qhi &= mhi
+        if bool((qlo | qhi).any()):
+            ilo, ihi = _prefix_xor(qlo, qhi)
+            lo &= ~ilo
+            hi &= ~ihi
     bad = np.zeros(n, dtype=bool)
     prev = np.full(n, -1, dtype=np.intp)
     p0 = prev
@@ -258,6 +279,15 @@ def head_field(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, sep: int, k:
         bad |= ok & (te == ts)
         unsure |= ok & bad
         ok &= ~bad
+    if quotes:
+        rows = np.flatnonzero(ok & (te - ts >= 2))
+        first = b[ts[rows]] == 34
+        last = b[te[rows] - 1] == 34
+        both = rows[first & last]
+        ts[both] += 1
+        te[both] -= 1
+        ok[rows[first ^ last]] = False  # a quote on one side only: let csv read it
+        unsure[rows[first ^ last]] = True
     w.fill(0)
     return ts, te, ok, unsure
 
@@ -462,19 +492,18 @@ class Columns(Extractor):
         if self.sep is None:  # w3c: CloudFront separates with tabs, IIS with spaces
             self.sep = 9 if bool((seg == 9).any()) else 32
         base = int(s[0])
-        ts, te, ok, unsure = head_field(b, s, e, self.sep, self.col)
-        if bool(unsure.any()):  # a field past the head: locate it over the whole segment
-            u = np.flatnonzero(unsure)
-            sp = byte_positions(seg, self.sep) + base
-            ts2, te2, ok2 = nth_field(b, s[u], e[u], sp, self.col)
-            ts[u], te[u], ok[u] = ts2, te2, ok2
-        ok &= self._over_ok(s, e, te)
+        csvlike = self.kind in ("csv", "tsv")
+        ts, te, ok, unsure = head_field(b, s, e, self.sep, self.col, quotes=csvlike)
         quoted = np.zeros(hi - lo, dtype=bool)
-        if self.kind in ("csv", "tsv"):
-            q = byte_positions(seg, 34) + base
-            if q.size:
-                quoted = np.searchsorted(q, e) > np.searchsorted(q, s)
-                ok &= ~quoted
+        if bool(unsure.any()):  # a field past the head
+            if csvlike:
+                quoted = unsure  # read by the csv module, which knows every quoting rule
+            else:
+                u = np.flatnonzero(unsure)
+                sp = byte_positions(seg, self.sep) + base
+                ts2, te2, ok2 = nth_field(b, s[u], e[u], sp, self.col)
+                ts[u], te[u], ok[u] = ts2, te2, ok2
+        ok &= self._over_ok(s, e, te)
         rows = np.flatnonzero(ok)
         out.state[lo + rows] = SPAN
         out.ts[lo + rows], out.te[lo + rows] = ts[rows], te[rows]
@@ -484,14 +513,50 @@ class Columns(Extractor):
             out.set_py(lo + j, row[self.col - 1].encode() if self.col <= len(row) else None)
 
 
+#: Bytes from rare to common in log text: where a key is searched from.
+_RARITY = (b"ABCDEFGHIJKLMNOPQRSTUVWXYZ_-@$#%&*!?;+=<>|~^`\\qjzxkvbwyfgpmuh9876543210"
+           b"cldrsnoiate./,:\"{} ")
+
+
+def _anchor(key: bytes) -> int:
+    """Index of the byte of ``key`` (its quotes aside) most rarely seen in logs."""
+    inner = range(1, len(key) - 1) if len(key) > 2 else range(len(key))
+    def rank(i: int) -> int:
+        r = _RARITY.find(key[i:i + 1])
+        return r if r >= 0 else -1  # bytes not listed (non-ASCII) are rarer still
+    return min(inner, key=rank)
+
+
 class JsonField(Extractor):
     """A string field of JSON lines by dotted path."""
 
     def __init__(self, path: str, max_line: int) -> None:
         super().__init__(max_line)
         self.path = path.split(".")
-        leaf = re.escape(json.dumps(self.path[-1]).encode())
-        self._pat = re.compile(leaf + rb"[ \t]*:[ \t]*\"")
+        self._key = json.dumps(self.path[-1]).encode()  # "leaf", with JSON's escapes
+        self._anchor = _anchor(self._key)
+
+    def _values(self, b: np.ndarray) -> np.ndarray:
+        """Where the string value after each ``"leaf":`` starts, vectorized: candidates are the
+        positions of the key's rarest byte (:func:`_anchor`), the key is compared in a window
+        gathered around each, and the ``:`` and opening quote after it (with up to one blank on
+        each side) are checked. Keys followed by anything else are left to the JSON parse."""
+        key, j = self._key, self._anchor
+        cand = byte_positions(b, key[j]) - j
+        cand = cand[(cand >= 0) & (cand + len(key) <= b.size)]
+        if cand.size == 0:
+            return cand
+        w = windows(b, cand, len(key) + 4)
+        match = (w[:, : len(key)] == np.frombuffer(key, dtype=np.uint8)).all(axis=1)
+        t = w[match, len(key):]
+        at = cand[match] + len(key)
+        c1 = t[:, 0] == 58
+        plus = np.where(c1 & (t[:, 1] == 34), 2,
+                        np.where(c1 & (t[:, 1] == 32) & (t[:, 2] == 34), 3,
+                                 np.where((t[:, 0] == 32) & (t[:, 1] == 58) & (t[:, 2] == 32)
+                                          & (t[:, 3] == 34), 4, 0)))
+        w.fill(0)
+        return (at + plus)[plus > 0]
 
     def _py(self, line: bytes) -> bytes | None:
         try:
@@ -512,7 +577,7 @@ class JsonField(Extractor):
     def locate(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Spans:
         n = starts.size
         out = Spans.new(n)
-        pos = np.fromiter((m.end() for m in self._pat.finditer(memoryview(b.data))), dtype=np.intp)
+        pos = self._values(b)
         single = np.zeros(n, dtype=bool)
         if pos.size:
             line_of = np.searchsorted(ends, pos, side="left")
@@ -554,13 +619,30 @@ class PerLine(Extractor):
 
     def locate(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Spans:
         out = Spans.new(starts.size)
-        for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
-            line = bytes(b[s:min(e, s + self.max_line + 1)])
-            if not line.strip():
-                out.state[i] = EMPTY
-                continue
-            out.set_py(i, self.token(line))
+        lines = b.tobytes().split(b"\n")  # one split in C; the chunk's lines, gone with the call
+        cut = self.max_line + 1
+        state, py = out.state, out.py
+        try:
+            for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+                line = lines[i]
+                if e - s != len(line):
+                    line = line[:e - s]  # the trailing CR
+                if len(line) > cut:
+                    line = line[:cut]
+                if not line.strip():
+                    state[i] = EMPTY
+                    continue
+                t = self.token(line)
+                if t is not None:
+                    state[i] = PY
+                    py[i] = t
+        finally:
+            lines.clear()
+            self.done()
         return out
+
+    def done(self) -> None:
+        """Forget anything kept for the chunk (a cache of hops)."""
 
 
 class Regex(PerLine):
@@ -591,8 +673,18 @@ class ForwardedFor(PerLine):
         #: (family, network as int, mask as int) of every trusted proxy network
         self.trusted = [(socket.AF_INET if n.version == 4 else socket.AF_INET6,
                          int(n.network_address), int(n.netmask)) for n in nets]
+        self._cache: dict[bytes, bool] = {}  # hop -> trusted, for one chunk only
+
+    def done(self) -> None:
+        self._cache.clear()
 
     def _trusted(self, hop: bytes) -> bool:
+        got = self._cache.get(hop)
+        if got is None:
+            got = self._cache[hop] = self._check(hop)
+        return got
+
+    def _check(self, hop: bytes) -> bool:
         try:
             text = normalize_address(hop).decode("ascii")
         except UnicodeDecodeError:

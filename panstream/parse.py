@@ -650,6 +650,15 @@ def ipv4_from_windows(w: np.ndarray, length: np.ndarray, clf: bool = False
     return addr, ok
 
 
+def _drop_cr(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Line ends without one trailing CR (CRLF files); looks at the last byte of each line only."""
+    if ends.size == 0:
+        return ends
+    cr = b[np.maximum(ends - 1, 0)] == 13
+    cr &= ends > starts
+    return ends - cr if bool(cr.any()) else ends
+
+
 def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "plain",
                max_line: int = MAX_LINE) -> tuple[np.ndarray, int, int, int, int]:
     """Parse IPv4 addresses from a buffer of lines (vectorized; ``fmt`` is ``plain`` or ``clf``).
@@ -676,12 +685,7 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
     nlines = int(starts.size)
     if nlines == 0:
         return np.zeros(0, dtype=np.uint32), 0, 0, 0, 0
-    # Drop one trailing CR per line.
-    if bool((b == 13).any()):
-        nonempty = ends > starts
-        cr = np.zeros(nlines, dtype=bool)
-        cr[nonempty] = b[ends[nonempty] - 1] == 13
-        ends = ends - cr
+    ends = _drop_cr(b, starts, ends)
     length = ends - starts
     w = _windows(b, starts)
     addr, ok = ipv4_from_windows(w, length, fmt == "clf")
@@ -906,11 +910,7 @@ class LineParser:
         n = int(starts.size)
         if n == 0:
             return ParseResult(np.zeros(0, dtype=np.intp), 0)
-        if bool((b == 13).any()):
-            nonempty = ends > starts
-            cr = np.zeros(n, dtype=bool)
-            cr[nonempty] = b[ends[nonempty] - 1] == 13
-            ends = ends - cr
+        ends = _drop_cr(b, starts, ends)
         sp = self._extractor.locate(b, starts, ends)
         empty = int((sp.state == extract.EMPTY).sum())
         bad_rows = np.flatnonzero(sp.state == extract.BAD)
