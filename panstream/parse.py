@@ -12,10 +12,18 @@ Formats (``--format``):
     One item per line; surrounding spaces, tabs and a trailing CR are tolerated.
 ``clf``
     Apache/nginx common or combined log: the item is the first field, up to the first space.
-``field:N``
-    The N-th whitespace-separated field (1-based, like awk's ``$N``). Per-line Python: slower.
+``field:N``, ``alb``, ``elb``, ``vhost``
+    The N-th whitespace-separated field (1-based, like awk's ``$N``; ALB = 4, ELB = 3, Apache
+    ``vhost_combined`` = 2).
+``json:PATH``, ``csv:COLUMN``, ``tsv:COLUMN``, ``w3c:FIELD``, ``zeek:FIELD``, ``regex:PATTERN``,
+``sshd``, ``xff[:CIDR,...]``
+    The extractors of :mod:`panstream.extract` (docs/logs.md has a recipe for each).
 ``auto``
-    ``plain`` or ``clf``, decided per input from its first lines (:func:`detect_format`).
+    Recognised per input from its first lines (:func:`detect`), which names its choice.
+
+Address spellings (``a.b.c.d:port``, ``[v6]:port``, zone ids, ``::ffff:a.b.c.d`` in ``ipv4``
+universes) are reduced to the address in every format (:mod:`panstream.normalize`); the
+vectorized paths read ``:port`` and ``::ffff:`` themselves.
 
 Strictness: an IPv4 address is accepted exactly when :class:`ipaddress.IPv4Address` accepts it: four
 decimal octets 0..255 of one to three ASCII digits, no leading zeros, nothing else (``inet_aton``'s
@@ -26,7 +34,8 @@ address is counted as *outside* (a dual-stack log), anything else unparsable as 
 field ends (is followed by whitespace) within the first ``MAX_LINE + 1`` bytes, so a request with a
 long URL or user agent keeps its client; in ``plain`` (the item is the whole line) it is malformed.
 
-Fast path (``ipv4`` universes, ``plain`` and ``clf``): no Python work per line. Newline positions
+Fast path (``ipv4`` universes, ``plain`` and ``clf``; the other formats locate their token with
+:mod:`panstream.extract`, then validate it the same way): no Python work per line. Newline positions
 come from a ``flatnonzero`` over the chunk's newline flags viewed as 64-bit words; the first 16 bytes
 of every line are gathered into an ``n x 16`` matrix in one fancy index of 16-byte items; each row's
 byte classes (dot; digit, dot or ``/``) are packed into 16-bit masks; a table indexed by the dot mask
