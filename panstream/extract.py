@@ -538,9 +538,9 @@ class JsonField(Extractor):
 
     def _values(self, b: np.ndarray) -> np.ndarray:
         """Where the string value after each ``"leaf":`` starts, vectorized: candidates are the
-        positions of the key's rarest byte in the chunk (:func:`_anchor` breaks ties), the key is compared in a window
-        gathered around each, and the ``:`` and opening quote after it (with up to one blank on
-        each side) are checked. Keys followed by anything else are left to the JSON parse."""
+        positions of the key's rarest byte in the chunk (:func:`_anchor` breaks ties), the key is
+        compared in a window gathered around each, and the ``:`` and opening quote after it (with
+        up to one blank on each side) are checked. Other keys are left to the JSON parse."""
         key = self._key
         # The key's byte least frequent in this chunk's first 4 KiB (ties: the rarer in logs).
         freq = np.bincount(b[:4096], minlength=256)

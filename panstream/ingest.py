@@ -36,7 +36,7 @@ import numpy as np
 from panstream.errors import BudgetExhaustedError, ConfigurationError, InputFormatError
 from panstream.estimators.base import Estimator
 from panstream.parse import Format, LineParser, detect, parse_format
-from panstream.parse_check import MIN_LINES, verdict
+from panstream.parse_check import verdict
 from panstream.sources.files import ChunkReader
 from panstream.telemetry import CountWindow, TelemetryPolicy
 
@@ -129,9 +129,8 @@ class Ingestor:
         on_notice: called with one-line operational messages (e.g. a refused release).
         on_progress: called about every ``progress_every`` seconds with the running stats.
         check: fail loudly (:class:`InputFormatError`) when (almost) nothing of the input is
-            accepted: once the released counts of the first windows cover
-            :data:`panstream.parse_check.MIN_LINES` non-empty lines, and at the end of the run
-            (see :func:`panstream.parse_check.verdict`). ``False``: go on anyway (``--keep-going``).
+            accepted, judged on the released totals after every window and at the end of the run
+            (:func:`panstream.parse_check.verdict`). ``False``: go on anyway (``--keep-going``).
         telemetry: how the operational counts are released (default: noisy, event-level
             epsilon :data:`panstream.telemetry.DEFAULT_TELEMETRY_EPSILON` per 1-s window).
         clock: monotonic clock (for tests).
@@ -180,7 +179,6 @@ class Ingestor:
         self._npending = 0
         self._parsers: dict[str, LineParser] = {}
         self.check = check
-        self._sampled = False  # the first-sample verdict was taken
         self._failure: str | None = None
         self._kind = fmt.spec  # the format of the current input (for the verdict)
 
@@ -339,16 +337,13 @@ class Ingestor:
     def _verdict(self) -> str | None:
         """The loud-failure decision on the released totals (noisy unless --exact-counts)."""
         return verdict(self.stats, self._kind, self.est.universe,
-                       auto=self.format.kind == "auto")
+                       auto=self.format.kind == "auto", sd=self.stats.count_sd)
 
     def _check_sample(self) -> None:
-        """Once the released counts cover a sample, stop the run if (almost) nothing was accepted."""
-        if not self.check or self._sampled:
+        """After each released window: stop the run if the totals show (almost) nothing accepted
+        (the verdict waits until they are large enough to tell, see parse_check.verdict)."""
+        if not self.check or self._failure is not None:
             return
-        s = self.stats
-        if s.accepted + s.malformed + s.outside < MIN_LINES:
-            return
-        self._sampled = True
         self._failure = self._verdict()
         if self._failure is not None:
             self._stop = True

@@ -8,8 +8,8 @@ malformed and outside, and the option that would fix it; ``None`` when the input
 sample is too small to say.
 
 The function is pure (no I/O, no clock) so every source can use it: ``panstream ingest`` asks it
-once the released counts of its first telemetry windows cover :data:`MIN_LINES` non-empty lines,
-and again at the end of the run; a Kafka source can do the same with its windows.
+each time a telemetry window is released (the running totals, with their noise sd) and at the end
+of the run, and stops at the first verdict; a Kafka source can do the same with its windows.
 
 Privacy: the counts it is given should be ones that may be printed anyway. ``ingest`` passes the
 running sums of its noisy telemetry windows (:mod:`panstream.telemetry`), so the decision, and the
@@ -39,6 +39,11 @@ MIN_SHARE_PATTERN = 0.001
 
 #: No verdict before this many non-empty lines were counted.
 MIN_LINES = 200
+
+#: Noisy counts: the accepted count must stay under the share by this many standard deviations,
+#: and no verdict is given before the share exceeds twice that margin (``2 Z sd / share`` lines:
+#: 8,500 lines for one 1-s window of the default noise, sd 14.1).
+Z = 3.0
 
 
 def _pct(x: float) -> str:
@@ -86,7 +91,7 @@ def _universe_fix(spec: str) -> str:
 
 
 def verdict(counts: Mapping[str, Any] | Any, detected_format: str, universe: Any, *,
-            auto: bool = False) -> str | None:
+            auto: bool = False, sd: float = 0.0) -> str | None:
     """Decide whether (almost) nothing of a sample was accepted; if so, say why and what to do.
 
     Args:
@@ -96,11 +101,17 @@ def verdict(counts: Mapping[str, Any] | Any, detected_format: str, universe: Any
         detected_format: the ``-f`` spelling used (:attr:`panstream.parse.Format.spec`).
         universe: the universe (a :class:`~panstream.universe.Universe` or its spec).
         auto: the format was detected (``-f auto``), not given.
+        sd: the noise standard deviation of each count (0 for exact counts).
 
     Returns:
-        ``None`` if the sample is fine or smaller than :data:`MIN_LINES` non-empty lines, else one
-        line (no trailing period) naming the format, the shares malformed and outside, and the
-        option that fixes it, ending with ``--keep-going``.
+        ``None`` if the sample is fine or too small to judge (under :data:`MIN_LINES` non-empty
+        lines, or with noise under ``2 Z sd / share``), else one line (no trailing period) naming
+        the format, the shares malformed and outside, and the option that fixes it, ending with
+        ``--keep-going``.
+
+    The rule: ``accepted + Z sd < share x non-empty`` (share :data:`MIN_SHARE`, or
+    :data:`MIN_SHARE_PATTERN` for ``regex``/``sshd``). A log whose true accepted share is 5 % or
+    more would need noise below ``-(0.04 n + 3 sd) < -27 sd`` to be stopped: never, in practice.
     """
     def get(name: str) -> float:
         v = counts[name] if isinstance(counts, Mapping) else getattr(counts, name)
@@ -108,11 +119,11 @@ def verdict(counts: Mapping[str, Any] | Any, detected_format: str, universe: Any
 
     accepted, malformed, outside = get("accepted"), get("malformed"), get("outside")
     nonempty = accepted + malformed + outside
-    if nonempty < MIN_LINES:
-        return None
     kind = detected_format.partition(":")[0]
     share = MIN_SHARE_PATTERN if kind in ("regex", "sshd") else MIN_SHARE
-    if accepted >= share * nonempty:
+    if nonempty < max(MIN_LINES, 2 * Z * sd / share):
+        return None
+    if accepted + Z * sd >= share * nonempty:
         return None
     uspec = getattr(universe, "spec", str(universe))
     how = "detected" if auto else "given"

@@ -98,9 +98,10 @@ def test_an_unrecognised_log_exits_1_with_one_line_that_says_what_to_do(tmp_path
 
 
 def test_a_universe_that_holds_no_client_is_named_with_noisy_counts(tmp_path: Path) -> None:
-    """Default (noisy) telemetry: 20,000 lines decide with overwhelming probability (the noise
-    would have to exceed 200, probability below 1e-8)."""
-    _write_input("alb.log", generate("alb", lines=20_000, distinct=3000).data, tmp_path)
+    """Default (noisy) telemetry, 60,000 ALB lines (a few windows, sd under 50): the accepted total
+    would need noise above 600 - 150 to escape the verdict; probability below 1e-12."""
+    line = generate("alb", lines=1, distinct=1).data
+    _write_input("alb.log", line * 60_000, tmp_path)
     r = _shell("panstream ingest -u ipv4:192.168.0.0/16 -s a.pst alb.log", tmp_path)
     last = r.stderr.decode().splitlines()[-1]
     assert r.returncode == 1

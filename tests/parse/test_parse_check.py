@@ -55,3 +55,10 @@ def test_noisy_counts_are_fine_even_negative() -> None:
     assert verdict({"accepted": -12, "malformed": 4000, "outside": -3, "empty": 2}, "clf", U)
     assert verdict(type("S", (), {"accepted": 3000, "malformed": 9, "outside": 1, "empty": 0})(),
                    "clf", U) is None
+
+
+def test_noisy_counts_wait_for_enough_lines_then_decide() -> None:
+    """With noise sd 14.1 (one window), no verdict under 2 x 3 x 14.1 / 1 % = 8,460 lines."""
+    assert verdict(counts(0, 8000), "clf", U, sd=14.1) is None
+    assert verdict(counts(0, 20_000), "clf", U, sd=14.1) is not None
+    assert verdict(counts(150, 20_000), "clf", U, sd=14.1) is None  # within 3 sd of 1 %
