@@ -61,4 +61,4 @@ def test_noisy_counts_wait_for_enough_lines_then_decide() -> None:
     """With noise sd 14.1 (one window), no verdict under 2 x 3 x 14.1 / 1 % = 8,460 lines."""
     assert verdict(counts(0, 8000), "clf", U, sd=14.1) is None
     assert verdict(counts(0, 20_000), "clf", U, sd=14.1) is not None
-    assert verdict(counts(150, 20_000), "clf", U, sd=14.1) is None  # within 3 sd of 1 %
+    assert verdict(counts(170, 20_000), "clf", U, sd=14.1) is None  # within 3 sd of 1 %
