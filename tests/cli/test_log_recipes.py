@@ -107,3 +107,15 @@ def test_a_universe_that_holds_no_client_is_named_with_noisy_counts(tmp_path: Pa
     assert r.returncode == 1
     assert "100 % outside ipv4:192.168.0.0/16" in last and "(-f alb, detected)" in last
     assert "a.pst was created" in last
+
+
+def test_trusted_proxy_goes_with_xff_and_reads_its_environment_variable(tmp_path: Path) -> None:
+    r = _shell("panstream ingest -u ipv4:10.0.0.0/16 -f clf --trusted-proxy 10.0.0.0/8 x.log",
+               tmp_path)
+    assert r.returncode == 2 and b"--trusted-proxy goes with -f xff" in r.stderr
+    r = _shell("panstream ingest -u ipv4:10.0.0.0/16 -f xff --trusted-proxy 10.0.0.0/33 x.log",
+               tmp_path)
+    assert r.returncode == 2 and b"no trusted-proxy CIDR" in r.stderr
+    r = _shell("PANSTREAM_TRUSTED_PROXY=172.16.0.0/24 panstream ingest -u ipv4:10.0.0.0/16 "
+               "-f clf x.log", tmp_path)  # the variable is read: and refused without -f xff
+    assert r.returncode == 2 and b"--trusted-proxy goes with -f xff" in r.stderr
