@@ -527,6 +527,28 @@ def _anchor(key: bytes) -> int:
     return min(inner, key=rank)
 
 
+def json_get(obj: object, path: list[str]) -> object:
+    """The value at a dotted path: a key that holds dots itself (Zeek's ``"id.orig_h"``) wins
+    over nesting; a number indexes a list. ``None`` when the path is not there.
+
+    >>> json_get({"id.orig_h": "10.0.0.1"}, ["id", "orig_h"]), json_get({"a": [{"b": 1}]}, ["a", "0", "b"])
+    ('10.0.0.1', 1)
+    """
+    for i in range(len(path)):
+        if isinstance(obj, dict):
+            rest = ".".join(path[i:])
+            if i + 1 < len(path) and rest in obj:
+                return obj[rest]
+            if path[i] not in obj:
+                return None
+            obj = obj[path[i]]
+        elif isinstance(obj, list) and path[i].isdigit() and int(path[i]) < len(obj):
+            obj = obj[int(path[i])]
+        else:
+            return None
+    return obj
+
+
 class JsonField(Extractor):
     """A string field of JSON lines by dotted path."""
 
@@ -535,16 +557,23 @@ class JsonField(Extractor):
         self.path = path.split(".")
         self._key = json.dumps(self.path[-1]).encode()  # "leaf", with JSON's escapes
         self._anchor = _anchor(self._key)
+        flat = json.dumps(path).encode() if len(self.path) > 1 else None
+        self._flat = (flat, _anchor(flat)) if flat is not None else None
 
     def _values(self, b: np.ndarray) -> np.ndarray:
         """Where the string value after each ``"leaf":`` starts, vectorized: candidates are the
         positions of the key's rarest byte in the chunk (:func:`_anchor` breaks ties), the key is
         compared in a window gathered around each, and the ``:`` and opening quote after it (with
         up to one blank on each side) are checked. Other keys are left to the JSON parse."""
-        key = self._key
+        got = self._find(b, self._key, self._anchor)
+        if got.size == 0 and self._flat is not None:  # Zeek JSON: "id.orig_h" is one key
+            got = self._find(b, *self._flat)
+        return got
+
+    def _find(self, b: np.ndarray, key: bytes, anchor: int) -> np.ndarray:
         # The key's byte least frequent in this chunk's first 4 KiB (ties: the rarer in logs).
         freq = np.bincount(b[:4096], minlength=256)
-        j = min(range(1, len(key) - 1), key=lambda i: (int(freq[key[i]]), i != self._anchor))
+        j = min(range(1, len(key) - 1), key=lambda i: (int(freq[key[i]]), i != anchor))
         cand = byte_positions(b, key[j]) - j
         cand = cand[(cand >= 0) & (cand + len(key) <= b.size)]
         if cand.size == 0:
@@ -566,13 +595,7 @@ class JsonField(Extractor):
             obj = json.loads(line)
         except ValueError:
             return None
-        for k in self.path:
-            if isinstance(obj, dict) and k in obj:
-                obj = obj[k]
-            elif isinstance(obj, list) and k.isdigit() and int(k) < len(obj):
-                obj = obj[int(k)]
-            else:
-                return None
+        obj = json_get(obj, self.path)
         if not isinstance(obj, str):
             return None
         return obj.encode("utf-8", "replace")

@@ -289,10 +289,10 @@ def parse_format(spec: str) -> Format:
 
 #: JSON paths that hold the client address in the published shapes, in order of preference:
 #: Caddy (``client_ip`` is the client behind trusted proxies, Caddy >= 2.7), GCP Cloud Logging's
-#: ``HttpRequest``, Envoy's default JSON access log, then common flat names.
+#: ``HttpRequest``, Envoy's default JSON access log, Zeek's JSON logs, then common flat names.
 JSON_PATHS = ("request.client_ip", "request.remote_ip", "httpRequest.remoteIp",
-              "downstream_remote_address", "remote_addr", "remote_ip", "client_ip", "clientIp",
-              "src_ip", "ip")
+              "downstream_remote_address", "id.orig_h", "remote_addr", "remote_ip", "client_ip",
+              "clientIp", "src_ip", "ip")
 
 #: CSV/TSV header names of an address column, in order of preference (case-insensitive).
 ADDRESS_COLUMNS = ("src_addr", "srcaddr", "src_ip", "srcip", "source_ip", "source_address",
@@ -345,15 +345,8 @@ def _is_address(token: bytes) -> bool:
 
 
 def _json_path(obj: object) -> str | None:
-    def get(o: object, path: str) -> object:
-        for k in path.split("."):
-            if not isinstance(o, dict) or k not in o:
-                return None
-            o = o[k]
-        return o
-
     for path in JSON_PATHS:
-        v = get(obj, path)
+        v = extract.json_get(obj, path.split("."))
         if isinstance(v, str) and _is_address(v.encode()):
             return path
     # Any string field (two levels deep at most) that holds an address.
@@ -364,7 +357,7 @@ def _json_path(obj: object) -> str | None:
             continue
         for k, v in o.items():
             p = f"{prefix}{k}"
-            if isinstance(v, str) and "." not in k and _is_address(v.encode()):
+            if isinstance(v, str) and _is_address(v.encode()):
                 return p
             if isinstance(v, dict) and prefix.count(".") < 1:
                 stack.append((p + ".", v))

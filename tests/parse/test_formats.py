@@ -269,3 +269,11 @@ def test_csv_quoted_cells_with_separators_before_the_column_are_read_vectorized(
             b'"f",10.0.0.3,"g,h"\n"i","10.0.0.4\n')  # unclosed at the line end: as csv reads it
     r = run(data, "csv:src_addr", ANY4)
     assert addrs(r) == ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"] and r.malformed == 0
+
+
+def test_zeek_json_keys_hold_dots_themselves() -> None:
+    data = (b'{"ts":1795600000.1,"uid":"C1","id.orig_h":"10.0.0.1","id.orig_p":51234,'
+            b'"id.resp_h":"10.1.0.9","id.resp_p":443,"proto":"tcp"}\n') * 3
+    assert detect(data).spec == "json:id.orig_h"
+    r = run(data, "json:id.orig_h", ANY4)
+    assert addrs(r) == ["10.0.0.1"] * 3
