@@ -249,14 +249,33 @@ def head_field(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, sep: int, k:
     lo, hi = _pack128(w == sep)
     lo &= mlo
     hi &= mhi
+    stray = None
     if quotes:
         qlo, qhi = _pack128(w == 34)
         qlo &= mlo
         qhi &= mhi
         if bool((qlo | qhi).any()):
-            ilo, ihi = _prefix_xor(qlo, qhi)
-            lo &= ~ilo
+            ilo, ihi = _prefix_xor(qlo, qhi)  # 1 from an opening quote to its closing one
+            lo &= ~ilo  # separators outside quotes
             hi &= ~ihi
+            # Simple quoting only: a quote opens a cell (after a separator outside quotes, at the
+            # line start, or right after a quote: "c""d"), or closes one (before such a separator,
+            # at the line end, or right before a quote), and every quote is closed. Any other row
+            # (a"b, "e"f, an unclosed quote) is left to the csv module and its own rules.
+            one, top, zero = np.uint64(1), np.uint64(63), np.uint64(0)
+            last = length - 1
+            elo = np.where((last >= 0) & (last < 64),
+                           one << np.clip(last, 0, 63).astype(np.uint64), zero)
+            ehi = np.where((last >= 64) & (last < 128),
+                           one << np.clip(last - 64, 0, 63).astype(np.uint64), zero)
+            start_lo = (lo << one) | one | (qlo << one)  # bit j: a separator/quote at j - 1, j = 0
+            start_hi = (hi << one) | (lo >> top) | (qhi << one) | (qlo >> top)
+            end_lo = (lo >> one) | (hi << top) | elo | (qlo >> one) | (qhi << top)
+            end_hi = (hi >> one) | ehi | (qhi >> one)
+            good_lo = (ilo & start_lo) | (~ilo & end_lo)
+            good_hi = (ihi & start_hi) | (~ihi & end_hi)
+            stray = ((qlo & ~good_lo) | (qhi & ~good_hi)) != 0
+            stray |= ((ilo & elo) | (ihi & ehi)) != 0  # still inside quotes at the line's end
     bad = np.zeros(n, dtype=bool)
     prev = np.full(n, -1, dtype=np.intp)
     p0 = prev
@@ -279,6 +298,9 @@ def head_field(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, sep: int, k:
         bad |= ok & (te == ts)
         unsure |= ok & bad
         ok &= ~bad
+    if stray is not None:
+        unsure |= stray
+        ok &= ~stray
     if quotes:
         rows = np.flatnonzero(ok & (te - ts >= 2))
         first = b[ts[rows]] == 34

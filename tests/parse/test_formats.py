@@ -7,6 +7,7 @@ The samples come from :mod:`panstream.logsamples` (the published shapes: tabs, s
 
 from __future__ import annotations
 
+import contextlib
 import io
 import ipaddress
 
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from panstream.errors import ConfigurationError
 from panstream.logsamples import GENERATORS, UNIVERSE, generate
+from panstream.normalize import normalize_address
 from panstream.parse import LineParser, ParseResult, detect, parse_format
 from panstream.sources.files import ChunkReader
 from panstream.universe import Universe
@@ -277,3 +279,27 @@ def test_zeek_json_keys_hold_dots_themselves() -> None:
     assert detect(data).spec == "json:id.orig_h"
     r = run(data, "json:id.orig_h", ANY4)
     assert addrs(r) == ["10.0.0.1"] * 3
+
+
+cell = st.sampled_from(["10.0.0.1", "10.0.0.2", '"10.0.0.3"', "x", "", '"a,b"', 'a"b', '"c""d"',
+                        " 10.0.0.4", '"10.0.0.5', "10.0.0.6:80", '"e"f', ",", '""'])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(cell, min_size=1, max_size=5).map(",".join), min_size=1, max_size=20),
+       st.integers(1, 3))
+def test_vectorized_csv_columns_match_the_csv_module(rows: list[str], col: int) -> None:
+    import csv as csvmod
+
+    data = ("\n".join(rows) + "\n").encode()
+    p = LineParser(ANY4, f"csv:{col}")
+    p._extractor.seen_first = True  # type: ignore[union-attr]  # every line is data here
+    r = p.parse(data)
+    want = []
+    for row in rows:
+        cells = next(csvmod.reader([row]), [])
+        if len(cells) >= col:
+            t = normalize_address(cells[col - 1].encode())
+            with contextlib.suppress(ValueError):
+                want.append(str(ipaddress.IPv4Address(t.decode())))
+    assert addrs(r) == want
