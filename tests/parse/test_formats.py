@@ -303,3 +303,51 @@ def test_vectorized_csv_columns_match_the_csv_module(rows: list[str], col: int) 
             with contextlib.suppress(ValueError):
                 want.append(str(ipaddress.IPv4Address(t.decode())))
     assert addrs(r) == want
+
+
+value = st.sampled_from(["10.0.0.1", "10.0.0.2:443", "::ffff:10.0.0.3", "junk", "", None, 7,
+                         "10.0.0.4\\", '10.0.0.5"', "10.0.0.\u0036", ["10.0.0.7"], {"a": 1},
+                         'x"remote_ip": "10.0.0.8'])
+inner_obj = st.dictionaries(st.sampled_from(["remote_ip", "proto", "a", "remote_port"]), value,
+                            max_size=4)
+outer_obj = st.dictionaries(st.sampled_from(["request", "x", "remote_ip", "status"]),
+                            st.one_of(value, inner_obj), max_size=4)
+
+
+def _keys(o: object, name: str) -> list[object]:
+    """Every value held under the key ``name`` anywhere in ``o``."""
+    out: list[object] = []
+    if isinstance(o, dict):
+        for k, v in o.items():
+            if k == name:
+                out.append(v)
+            out += _keys(v, name)
+    elif isinstance(o, list):
+        for v in o:
+            out += _keys(v, name)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(outer_obj, st.sampled_from([(",", ":"), (", ", ": ")])), min_size=1,
+                max_size=15))
+def test_json_fast_path_agrees_with_json_loads(objs: list[tuple[dict, tuple[str, str]]]) -> None:
+    """The reference is json.loads at the path, except the one documented shortcut: a line where
+    the leaf key appears exactly once with a string value (``"remote_ip": "..."``) is read there
+    even if that is not at the path (docs/logs.md, Caddy)."""
+    import json
+
+    from panstream.extract import json_get
+
+    lines = [json.dumps(o, separators=sep) for o, sep in objs]
+    r = run(("\n".join(lines) + "\n").encode(), "json:request.remote_ip", ANY4)
+    want = []
+    for o, _ in objs:
+        v = json_get(o, ["request", "remote_ip"])
+        found = [x for x in _keys(o, "remote_ip") if isinstance(x, str)]
+        if len(found) == 1:  # "remote_ip": "..." once in the line: the fast path reads it
+            v = found[0]
+        if isinstance(v, str):
+            with contextlib.suppress(ValueError, UnicodeEncodeError):
+                want.append(str(ipaddress.IPv4Address(normalize_address(v.encode()).decode())))
+    assert addrs(r) == want
