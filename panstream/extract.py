@@ -167,15 +167,15 @@ def windows(b: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
         lim = n - width
         view = np.ndarray((lim + 1,), dtype=f"V{width}", buffer=b, strides=(1,))
         w = view[np.minimum(starts, lim)].view(np.uint8).reshape(-1, width)
-        k = int(np.searchsorted(starts, lim, side="right"))
     else:
-        lim, k = 0, 0
+        lim = 0
         w = np.zeros((starts.size, width), dtype=np.uint8)
-    if k < starts.size:  # the last lines start within ``width`` bytes of the end: pad them
+    tail = np.flatnonzero(starts > lim) if n >= width else np.arange(starts.size)
+    if tail.size:  # starts within ``width`` bytes of the end (in any order): pad them
         pad = np.zeros(2 * width, dtype=np.uint8)
         pad[: n - lim] = b[lim:]
         view = np.ndarray((width + 1,), dtype=f"V{width}", buffer=pad, strides=(1,))
-        w[k:] = view[starts[k:] - lim].view(np.uint8).reshape(-1, width)
+        w[tail] = view[starts[tail] - lim].view(np.uint8).reshape(-1, width)
         pad.fill(0)
     return w
 
@@ -201,6 +201,18 @@ def _pack128(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each row of an ``n x 128`` boolean matrix as two uint64 words (column j = bit j)."""
     words = np.packbits(rows, axis=1, bitorder="little").view("<u8")
     return words[:, 0].copy(), words[:, 1].copy()
+
+
+def _highest(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Position of the highest set bit of each 128-bit (lo, hi) pair, -1 if none."""
+    x = np.where(hi != 0, hi, lo)
+    e = np.frexp(x.astype(np.float64))[1].astype(np.intp) - 1  # rounding may add one: fixed below
+    e = np.clip(e, 0, 63)
+    over = (x >> e.astype(np.uint64)) == 0
+    e -= over
+    e += 64 * (hi != 0)
+    e[x == 0] = -1
+    return e
 
 
 def _pop_lowest(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -744,6 +756,108 @@ class ForwardedFor(PerLine):
                 continue
             return any(f == fam and a & mask == net for f, net, mask in self.trusted)
         return False
+
+    #: Hops read vectorized; a header with more goes through :meth:`token`.
+    HOPS = 4
+
+    def locate(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Spans:
+        """Vectorized for the usual lines (the header is the last quoted field and ends the line,
+        at most :data:`HOPS` comma-separated IPv4 hops within the line's last 128 bytes, every
+        hop an address when proxies are trusted); any other line is read by :meth:`token`, the
+        reference."""
+        n = starts.size
+        out = Spans.new(n)
+        fast, ts, te = self._vector(b, starts, ends)
+        rows = np.flatnonzero(fast)
+        out.state[rows] = SPAN
+        out.ts[rows], out.te[rows] = ts[rows], te[rows]
+        try:
+            for i in np.flatnonzero(~fast).tolist():
+                s, e = int(starts[i]), int(ends[i])
+                line = bytes(b[s:min(e, s + self.max_line + 1)])
+                if not line.strip():
+                    out.state[i] = EMPTY
+                    continue
+                out.set_py(i, self.token(line))
+        finally:
+            self.done()
+        return out
+
+    def _vector(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n = starts.size
+        length = ends - starts
+        fast = length >= 4
+        fast &= b[np.maximum(ends - 1, 0)] == 34  # the line ends with a quote
+        fast &= length <= self.max_line
+        ws = np.maximum(ends - HEAD, starts)
+        w = windows(b, ws, HEAD)
+        span = ends - ws  # bytes of the line in the window (the last one is the final quote)
+        mlo, mhi = _lowmask(span - 1)
+        qlo, qhi = _pack128(w == 34)
+        qlo &= mlo
+        qhi &= mhi
+        opening = _highest(qlo, qhi)  # the quote that opens the last quoted field
+        fast &= opening >= 0
+        vs = ws + opening + 1
+        ve = ends - 1
+        fast &= b[np.maximum(vs - 2, 0)] == 32  # the opening quote starts a field
+        fast &= ve > vs
+        fast &= (b[np.minimum(vs, b.size - 1)] != 32) & (b[np.maximum(ve - 1, 0)] != 32)
+        # Hop boundaries: the commas inside the value.
+        clo, chi = _pack128(w == 44)
+        vlo, vhi = _lowmask(ve - ws)
+        olo, ohi = _lowmask(vs - ws)
+        clo &= vlo & ~olo
+        chi &= vhi & ~ohi
+        hs = np.zeros((n, self.HOPS), dtype=np.intp)
+        he = np.zeros((n, self.HOPS), dtype=np.intp)
+        present = np.zeros((n, self.HOPS), dtype=bool)
+        cur = vs.copy()
+        done = np.zeros(n, dtype=bool)
+        for j in range(self.HOPS):
+            pos, has = _pop_lowest(clo, chi)
+            end = np.where(has, ws + pos, ve)
+            present[:, j] = ~done
+            hs[:, j] = cur + (b[np.minimum(cur, b.size - 1)] == 32)
+            he[:, j] = end
+            done |= ~has
+            cur = end + 1
+        fast &= done  # more hops than HOPS: the slow way
+        dash = (ve - vs == 1) & (b[np.minimum(vs, b.size - 1)] == 45)  # "-": no header
+        present[dash] = False
+        w.fill(0)
+        # The direct peer: the first field.
+        pts, pte, pok, _ = head_field(b, starts, ends, 32, 1)
+        fast &= pok
+        first = present[:, 0]
+        if not self.trusted:
+            ts = np.where(first, hs[:, 0], pts)
+            te = np.where(first, he[:, 0], pte)
+            return fast, ts, te
+        from panstream.parse import _ipv4_spans
+
+        es = np.concatenate([hs, pts[:, None]], axis=1)  # hops, then the peer
+        ee = np.concatenate([he, pte[:, None]], axis=1)
+        there = np.concatenate([present, np.ones((n, 1), dtype=bool)], axis=1)
+        cand = np.flatnonzero((fast[:, None] & there).reshape(-1))
+        addr, ok = _ipv4_spans(b, es.reshape(-1)[cand], ee.reshape(-1)[cand])
+        trusted = np.zeros(addr.size, dtype=bool)
+        for fam, net, mask in self.trusted:
+            if fam == socket.AF_INET:
+                trusted |= (addr & np.uint32(mask)) == np.uint32(net)
+        good = np.ones(es.size, dtype=bool)
+        good[cand] = ok
+        untrusted = np.zeros(es.size, dtype=bool)
+        untrusted[cand] = ok & ~trusted
+        addr.fill(0)
+        fast &= good.reshape(n, -1).all(axis=1)  # an IPv6 or junk hop: the slow way
+        u = untrusted.reshape(n, -1) & there
+        # The last untrusted entry (the peer is last), else the first hop (else the peer).
+        k = u.shape[1] - 1 - np.argmax(u[:, ::-1], axis=1)
+        k = np.where(u.any(axis=1), k, np.where(first, 0, self.HOPS))
+        rows = np.arange(n)
+        return fast, es[rows, k], ee[rows, k]
 
     def token(self, line: bytes) -> bytes | None:
         peer = line.split(None, 1)[0]

@@ -563,11 +563,11 @@ def _windows(b: np.ndarray, starts: np.ndarray) -> np.ndarray:
         return w
     lim = n - _W
     w = _v16(b, lim + 1)[np.minimum(starts, lim)].view(np.uint8).reshape(-1, _W)
-    k = int(np.searchsorted(starts, lim, side="right"))
-    if k < starts.size:  # the last few lines start within 16 bytes of the end
+    tail = np.flatnonzero(starts > lim)  # (starts need not be sorted)
+    if tail.size:  # the last few lines start within 16 bytes of the end
         pad = np.zeros(2 * _W, dtype=np.uint8)
         pad[:_W] = b[lim:]
-        w[k:] = _v16(pad, _W + 1)[starts[k:] - lim].view(np.uint8).reshape(-1, _W)
+        w[tail] = _v16(pad, _W + 1)[starts[tail] - lim].view(np.uint8).reshape(-1, _W)
         pad.fill(0)
     return w
 

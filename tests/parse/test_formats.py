@@ -351,3 +351,31 @@ def test_json_fast_path_agrees_with_json_loads(objs: list[tuple[dict, tuple[str,
             with contextlib.suppress(ValueError, UnicodeEncodeError):
                 want.append(str(ipaddress.IPv4Address(normalize_address(v.encode()).decode())))
     assert addrs(r) == want
+
+
+hop = st.sampled_from(["10.0.0.1", "10.0.0.2:5000", "172.16.0.3", "172.16.0.9", "unknown",
+                       "2001:db8::1", "::ffff:172.16.0.4", " 10.0.0.5", "10.0.0.6 ", "", "-"])
+xff_line = st.tuples(st.sampled_from(["172.16.0.7", "10.0.0.8", "junk", "::ffff:10.0.0.9"]),
+                     st.one_of(st.just("-"), st.lists(hop, min_size=1, max_size=6).map(", ".join),
+                               st.lists(hop, min_size=1, max_size=3).map(",".join)),
+                     st.sampled_from(['"', '" ', '"\r', ""]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(xff_line, min_size=1, max_size=20),
+       st.sampled_from(["xff", "xff:172.16.0.0/24", "xff:172.16.0.0/24,10.0.0.8/32"]))
+def test_vectorized_xff_matches_the_per_line_walk(lines: list[tuple[str, str, str]],
+                                                  spec: str) -> None:
+    from panstream.extract import ForwardedFor
+
+    text = [f'{peer} - - [x] "GET / HTTP/1.1" 200 1 "-" "ua" "{value}{end}'
+            for peer, value, end in lines]
+    data = "\n".join(text).encode() + b"\n"
+    r = run(data, spec, ANY4)
+    ref = ForwardedFor(spec.partition(":")[2], 4096)
+    want = []
+    for t in text:
+        tok = ref.token(t.encode().rstrip(b"\r"))
+        with contextlib.suppress(ValueError, AttributeError):
+            want.append(str(ipaddress.IPv4Address(normalize_address(tok.strip()).decode())))
+    assert addrs(r) == want
