@@ -157,8 +157,8 @@ def _progress_printer(tty: bool) -> Any:
                    "(which the client can forge).", **env("TRUSTED_PROXY"))
 @click.option("--keep-going", is_flag=True, default=False,
               help="Go on when (almost) nothing is accepted (by default the run stops with exit 1 "
-                   "and a hint once a sample of input, and again the whole run, parses to under "
-                   "1 % accepted).", **env("KEEP_GOING"))
+                   "and a one-line hint as soon as its counts show under 1 % of the lines "
+                   "accepted; docs/logs.md).", **env("KEEP_GOING"))
 @click.option("--checkpoint-every", type=FiniteFloatRange(min=0), default=60.0, show_default=True,
               metavar="SECONDS", help="Save the state this often (0: only at exit). A crash loses "
               "at most this much input.", **env("CHECKPOINT_EVERY"))
