@@ -49,3 +49,9 @@ class StateError(PanstreamError):
 
 class SourceError(PanstreamError):
     """An input source (stdin, file, Kafka) failed in a way the operator must fix."""
+
+
+class InputFormatError(SourceError):
+    """(Almost) nothing of the input was accepted: the format or the universe is wrong. The message
+    names the format used, the shares malformed and outside, and the option that fixes it
+    (:func:`panstream.parse_check.verdict`)."""

@@ -40,9 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from panstream.errors import BudgetExhaustedError, ConfigurationError
+from panstream.errors import BudgetExhaustedError, ConfigurationError, InputFormatError
 from panstream.estimators.base import Estimator
-from panstream.parse import Format, LineParser, detect_format
+from panstream.parse import Format, LineParser, detect, parse_format
+from panstream.parse_check import verdict
 from panstream.schedule import Schedule, wait_before
 from panstream.sources.files import ChunkReader
 from panstream.telemetry import NOTHING_COUNTED, CountWindow, TelemetryPolicy
@@ -57,6 +58,10 @@ BATCH = 1 << 17
 
 #: The longest a reader of a stream waits for input before an idle tick (seconds).
 IDLE_TICK = 0.2
+
+#: The loud-failure check judges each input on the exact counts of its first this many non-empty
+#: lines (or all of a shorter input); the counts are dropped once judged.
+SAMPLE_LINES = 1000
 
 #: A chunk shorter than this means the reader drained its input: flush pending indices.
 DRAINED_BELOW = 1 << 20
@@ -158,6 +163,12 @@ class Ingestor:
         on_notice: called with one-line operational messages (e.g. a refused release).
         on_progress: called every ``progress_every`` seconds (fixed grid) with the running stats;
             ``progress_every <= 0`` reports at every loop turn (tests only: turns follow arrivals).
+        check: fail loudly (:class:`InputFormatError`) when (almost) nothing of an input is
+            accepted: judged on the exact counts of each input's first :data:`SAMPLE_LINES`
+            non-empty lines (or of the whole input if shorter), which exist only until that
+            decision, and, when counts are opted into, also on the released totals after every
+            window and at the end of the run (:func:`panstream.parse_check.verdict`). ``False``:
+            go on anyway (``--keep-going``).
         telemetry: whether and how arrivals are counted (default: nothing counted).
         clock: monotonic clock (for tests).
         wall_clock: wall clock, for the state file's times (for tests).
@@ -185,7 +196,7 @@ class Ingestor:
                  on_progress: Callable[[IngestStats], None] | None = None,
                  progress_every: float = 1.0, telemetry: TelemetryPolicy | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time, check: bool = True) -> None:
         if release_every and not release_epsilon:
             msg = "periodic releases need a release epsilon"
             raise ConfigurationError(msg)
@@ -213,6 +224,12 @@ class Ingestor:
         self._parsers: dict[str, LineParser] = {}
         self._t0 = 0.0
         self._wall0 = 0.0
+        self.check = check
+        self._failure: str | None = None
+        self._kind = fmt.spec  # the format of the current input (for the verdict)
+        # The exact counts of the current input's first lines, kept only until the loud-failure
+        # decision on them is made (then None): see _sample_chunk.
+        self._sample: dict[str, int] | None = None
 
     # ------------------------------------------------------------------ control
     def request_stop(self) -> None:
@@ -227,7 +244,7 @@ class Ingestor:
     def _parser(self, kind: str) -> LineParser:
         p = self._parsers.get(kind)
         if p is None:
-            fmt = self.format if kind == self.format.spec else Format(kind)
+            fmt = self.format if kind == self.format.spec else parse_format(kind)
             p = self._parsers[kind] = LineParser(self.est.universe, fmt)
         return p
 
@@ -294,6 +311,8 @@ class Ingestor:
 
     def _ingest_chunk(self, kind: str, chunk: memoryview) -> None:
         res = self._parser(kind).parse(chunk)
+        if self._sample is not None:
+            self._sample_chunk(res)
         if self._window is not None:  # counts only under an opt-in; by default none outlive this
             self._window.add(accepted=int(res.indices.size), empty=res.empty,
                              malformed=res.malformed, outside=res.outside)
@@ -312,6 +331,8 @@ class Ingestor:
 
         Raises:
             SourceError: an input failed (the final checkpoint is still written).
+            InputFormatError: (almost) nothing was accepted (with ``check``; the final checkpoint
+                is still written).
             StateError: a checkpoint could not be written.
         """
         t0 = self._t0 = self.clock()
@@ -339,12 +360,13 @@ class Ingestor:
                 if set_idle is not None:
                     set_idle(wait_before(self.clock(), schedules, IDLE_TICK))
                 kind = None if self.format.kind == "auto" else self.format.spec
+                self._parsers.clear()  # header formats: each input has its own header
+                self._sample = dict.fromkeys(("accepted", "empty", "malformed", "outside"), 0)
                 for chunk in inp.reader:
                     if len(chunk):
                         if kind is None:
-                            kind = detect_format(chunk)
-                            if where is not None:  # a file's format; a stream's is not shown
-                                stats.formats.append(f"{inp.name}: {kind}")
+                            kind = self._detect(inp.name, chunk, announce=where is not None)
+                        self._kind = kind
                         self._ingest_chunk(kind, chunk)
                     if len(chunk) < DRAINED_BELOW:
                         # The input is drained (a short chunk or an idle tick): apply what is
@@ -359,6 +381,7 @@ class Ingestor:
                             schedules[1] = rel = None
                     if win is not None and win.due(now):
                         self._close_window(win.advance(now))
+                        self._check_released()
                     if prog is not None and prog.due(now) or every_turn:
                         at = prog.advance(now) if prog is not None else now
                         stats.seconds = at - t0  # the scheduled instant: no loop timing in it
@@ -368,7 +391,7 @@ class Ingestor:
                         assert self.on_progress is not None
                         self.on_progress(stats)
                     if self._stop:
-                        stats.interrupted = True
+                        stats.interrupted = self._failure is None
                         break
                     if set_idle is not None:
                         set_idle(wait_before(self.clock(), schedules, IDLE_TICK))
@@ -376,9 +399,66 @@ class Ingestor:
                     where = inp.position() or where
                     stats.bytes_read += where[0]
                     stats.position, stats.size = where
+                self._decide_sample()  # a short input: judged on all of it
+                if self._failure is not None:
+                    break
         finally:
             self.checkpoint()
             end = self.clock()
             self._close_window(end)  # the last (partial) window, released like the others
             stats.seconds = end - t0
+        if self._failure is None and self.check and not stats.interrupted and stats.counted:
+            self._failure = self._verdict()
+        if self._failure is not None:
+            raise InputFormatError(self._failure)
         return stats
+
+    def _detect(self, name: str, chunk: memoryview, announce: bool) -> str:
+        """``auto``: recognise the input's format from its first chunk; for a file, say so (one
+        notice). A stream's format is not announced: when it is detected would tell when the first
+        line arrived."""
+        det = detect(chunk)
+        if announce:
+            self.stats.formats.append(f"{name}: {det.spec}")
+            if self.on_notice:
+                note = f"; {det.note}" if det.note else ""
+                self.on_notice(f"{name}: format {det.name} detected (-f {det.spec}){note}")
+        return det.spec
+
+    def _verdict(self) -> str | None:
+        """The loud-failure decision on the released totals (only when counts are opted into)."""
+        return verdict(self.stats, self._kind, self.est.universe,
+                       auto=self.format.kind == "auto", sd=self.stats.count_sd)
+
+    def _check_released(self) -> None:
+        """After each released window (counts opted into): stop the run if the totals show
+        (almost) nothing accepted (the verdict waits until they are large enough to tell)."""
+        if not self.check or self._failure is not None or not self.stats.counted:
+            return
+        self._failure = self._verdict()
+        if self._failure is not None:
+            self._stop = True
+
+    def _sample_chunk(self, res: Any) -> None:
+        """Add a parsed chunk's exact counts to the current input's sample; decide once it holds
+        :data:`SAMPLE_LINES` non-empty lines. The counts live in this process only, and only until
+        that decision (docs/threat-model.md, "The loud-failure decision")."""
+        s = self._sample
+        if s is None:
+            return
+        s["accepted"] += int(res.indices.size)
+        s["empty"] += res.empty
+        s["malformed"] += res.malformed
+        s["outside"] += res.outside
+        if s["accepted"] + s["malformed"] + s["outside"] >= SAMPLE_LINES:
+            self._decide_sample()
+
+    def _decide_sample(self) -> None:
+        """Judge the sample in hand (full, or the whole of a short input), then forget it."""
+        s, self._sample = self._sample, None
+        if s is None or not self.check or self._failure is not None:
+            return
+        self._failure = verdict(s, self._kind, self.est.universe, auto=self.format.kind == "auto")
+        s.clear()
+        if self._failure is not None:
+            self._stop = True

@@ -12,10 +12,18 @@ Formats (``--format``):
     One item per line; surrounding spaces, tabs and a trailing CR are tolerated.
 ``clf``
     Apache/nginx common or combined log: the item is the first field, up to the first space.
-``field:N``
-    The N-th whitespace-separated field (1-based, like awk's ``$N``). Per-line Python: slower.
+``field:N``, ``alb``, ``elb``, ``vhost``
+    The N-th whitespace-separated field (1-based, like awk's ``$N``; ALB = 4, ELB = 3, Apache
+    ``vhost_combined`` = 2).
+``json:PATH``, ``csv:COLUMN``, ``tsv:COLUMN``, ``w3c:FIELD``, ``zeek:FIELD``, ``regex:PATTERN``,
+``sshd``, ``xff[:CIDR,...]``
+    The extractors of :mod:`panstream.extract` (docs/logs.md has a recipe for each).
 ``auto``
-    ``plain`` or ``clf``, decided per input from its first lines (:func:`detect_format`).
+    Recognised per input from its first lines (:func:`detect`), which names its choice.
+
+Address spellings (``a.b.c.d:port``, ``[v6]:port``, zone ids, ``::ffff:a.b.c.d`` in ``ipv4``
+universes) are reduced to the address in every format (:mod:`panstream.normalize`); the
+vectorized paths read ``:port`` and ``::ffff:`` themselves.
 
 Strictness: an IPv4 address is accepted exactly when :class:`ipaddress.IPv4Address` accepts it: four
 decimal octets 0..255 of one to three ASCII digits, no leading zeros, nothing else (``inet_aton``'s
@@ -26,7 +34,8 @@ address is counted as *outside* (a dual-stack log), anything else unparsable as 
 field ends (is followed by whitespace) within the first ``MAX_LINE + 1`` bytes, so a request with a
 long URL or user agent keeps its client; in ``plain`` (the item is the whole line) it is malformed.
 
-Fast path (``ipv4`` universes, ``plain`` and ``clf``): no Python work per line. Newline positions
+Fast path (``ipv4`` universes, ``plain`` and ``clf``; the other formats locate their token with
+:mod:`panstream.extract`, then validate it the same way): no Python work per line. Newline positions
 come from a ``flatnonzero`` over the chunk's newline flags viewed as 64-bit words; the first 16 bytes
 of every line are gathered into an ``n x 16`` matrix in one fancy index of 16-byte items; each row's
 byte classes (dot; digit, dot or ``/``) are packed into 16-bit masks; a table indexed by the dot mask
@@ -47,19 +56,34 @@ addresses apart from junk. Other universes (``ipv6``, ``range``,
 from __future__ import annotations
 
 import ipaddress
+import re
+import socket
 from dataclasses import dataclass
 
 import numpy as np
 
+from panstream import extract
 from panstream.errors import ConfigurationError
+from panstream.normalize import normalize_address
 from panstream.universe import Universe
 
 #: Only the first ``MAX_LINE + 1`` bytes of a line are read; longer ``plain`` lines are malformed,
 #: longer ``clf``/``field:N`` lines keep their item when its field ends within that head.
 MAX_LINE = 4096
 
-#: Formats accepted by :func:`parse_format` (plus ``field:N``).
-FORMATS = ("plain", "clf", "auto")
+#: Formats :func:`parse_format` accepts without an argument.
+FORMATS = ("plain", "clf", "auto", "alb", "elb", "vhost", "sshd", "xff")
+
+#: Formats written ``KIND:ARG`` (``xff`` also takes one: the trusted proxies).
+ARG_FORMATS = ("field", "json", "csv", "tsv", "w3c", "zeek", "regex", "xff")
+
+#: The field of the client address in the whitespace-separated formats.
+FIELD_OF = {"alb": 4, "elb": 3, "vhost": 2}
+
+#: What ``-f`` accepts, for messages and ``--help``.
+FORMAT_HELP = ("plain, clf, field:N, json:PATH, csv:COLUMN, tsv:COLUMN, w3c:FIELD, zeek:FIELD, "
+               "'regex:PATTERN' (one named group), xff[:TRUSTED_CIDR,...], alb, elb, vhost, sshd "
+               "or auto")
 
 _W = 16  # window width: an IPv4 address has at most 15 characters, plus one terminator
 _WS = b" \t\r\v\f"
@@ -181,59 +205,285 @@ class ParseResult:
 
 @dataclass(frozen=True)
 class Format:
-    """A parsed ``--format`` value: ``kind`` in plain/clf/auto/field and the 1-based field number."""
+    """A parsed ``--format`` value.
+
+    Attributes:
+        kind: ``plain``, ``clf``, ``auto``, ``field``, ``json``, ``csv``, ``tsv``, ``w3c``, ``zeek``,
+            ``regex``, ``xff``, ``alb``, ``elb``, ``vhost`` or ``sshd``.
+        field: the 1-based field number of ``field`` (and of ``alb``, ``elb``, ``vhost``).
+        arg: the argument of the other kinds: a JSON path, a column name or number, a pattern, the
+            trusted proxies of ``xff`` (comma-separated CIDRs).
+    """
 
     kind: str
     field: int = 0
+    arg: str = ""
 
     @property
     def spec(self) -> str:
-        return f"field:{self.field}" if self.kind == "field" else self.kind
+        """The ``-f`` spelling (``parse_format(f.spec) == f``)."""
+        if self.kind == "field":
+            return f"field:{self.field}"
+        return f"{self.kind}:{self.arg}" if self.arg else self.kind
+
+
+def _bad_format(spec: str, why: str = "") -> ConfigurationError:
+    return ConfigurationError(f"unknown log format {spec!r}{why}: use {FORMAT_HELP} "
+                              "(docs/logs.md has a recipe per log format)")
 
 
 def parse_format(spec: str) -> Format:
-    """Parse ``plain``, ``clf``, ``auto`` or ``field:N`` (N >= 1).
+    """Parse a ``--format`` value (see :data:`FORMAT_HELP` and docs/logs.md).
 
     Raises:
-        ConfigurationError: anything else.
+        ConfigurationError: an unknown kind, or an argument it cannot use (a field number under 1, a
+            regular expression that does not compile or has no group, a trusted proxy that is no
+            CIDR).
 
     >>> parse_format("field:3")
-    Format(kind='field', field=3)
+    Format(kind='field', field=3, arg='')
+    >>> parse_format("json:request.remote_ip").spec
+    'json:request.remote_ip'
+    >>> parse_format("alb")
+    Format(kind='alb', field=4, arg='')
     """
-    s = spec.strip().lower()
-    if s in FORMATS:
-        return Format(s)
-    if s.startswith("field:"):
+    s = spec.strip()
+    kind, colon, arg = s.partition(":")
+    kind = kind.lower()
+    if not colon and kind in FORMATS:
+        return Format(kind, FIELD_OF.get(kind, 0))
+    if not colon or kind not in ARG_FORMATS:
+        raise _bad_format(spec)
+    if kind == "field":
         try:
-            n = int(s[6:])
+            n = int(arg)
         except ValueError:
             n = 0
-        if n >= 1:
-            return Format("field", n)
-    msg = f"unknown log format {spec!r}: use plain, clf, auto or field:N (N >= 1)"
-    raise ConfigurationError(msg)
+        if n < 1:
+            raise _bad_format(spec, " (field:N counts from 1)")
+        return Format("field", n)
+    if kind == "regex":
+        try:
+            pat = re.compile(arg)
+        except re.error as exc:
+            raise _bad_format(spec, f" (the regular expression does not compile: {exc})") from None
+        if pat.groups < 1:
+            raise _bad_format(spec, " (the regular expression needs a group around the address, "
+                                    "e.g. 'regex:from (?P<ip>\\S+) port')")
+        return Format("regex", 0, arg)
+    arg = arg.strip()
+    if kind == "xff":
+        for c in arg.split(","):
+            try:
+                ipaddress.ip_network(c.strip(), strict=False)
+            except ValueError:
+                raise _bad_format(spec, f" ({c.strip()!r} is no trusted-proxy CIDR, e.g. "
+                                        "10.0.0.0/8)") from None
+        return Format("xff", 0, ",".join(c.strip() for c in arg.split(",")))
+    if not arg or (kind == "json" and "" in arg.split(".")):
+        raise _bad_format(spec, f" ({kind} needs a {'path' if kind == 'json' else 'column'})")
+    if arg.isdigit() and int(arg) < 1:
+        raise _bad_format(spec, " (columns count from 1)")
+    return Format(kind, 0, arg)
+
+
+#: JSON paths that hold the client address in the published shapes, in order of preference:
+#: Caddy (``client_ip`` is the client behind trusted proxies, Caddy >= 2.7), GCP Cloud Logging's
+#: ``HttpRequest``, Envoy's default JSON access log, Zeek's JSON logs, then common flat names.
+JSON_PATHS = ("request.client_ip", "request.remote_ip", "httpRequest.remoteIp",
+              "downstream_remote_address", "id.orig_h", "remote_addr", "remote_ip", "client_ip",
+              "clientIp", "src_ip", "ip")
+
+#: CSV/TSV header names of an address column, in order of preference (case-insensitive).
+ADDRESS_COLUMNS = ("src_addr", "srcaddr", "src_ip", "srcip", "source_ip", "source_address",
+                   "sourceaddress", "sa", "client_ip", "clientip", "client_addr", "c-ip",
+                   "remote_addr", "remote_ip", "ip_address", "ipaddress", "ip", "address", "addr")
+
+_HEADER_NAME = re.compile(r"[\w .()/#:@-]{1,64}")
+
+_ALB_TYPES = frozenset((b"http", b"https", b"h2", b"grpcs", b"ws", b"wss"))
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What :func:`detect` found: the format (``spec``, the ``-f`` spelling), a human name, and a
+    note for the operator (e.g. that a combined log also carries an X-Forwarded-For field)."""
+
+    spec: str
+    name: str
+    note: str = ""
+
+
+def format_name(spec: str) -> str:
+    """A human name of a format spec, for notices and hints.
+
+    >>> format_name("json:httpRequest.remoteIp")
+    'GCP Cloud Logging JSON'
+    """
+    kind, _, arg = spec.partition(":")
+    if kind == "json":
+        if arg.startswith("request."):
+            return "Caddy JSON"
+        return {"httpRequest.remoteIp": "GCP Cloud Logging JSON",
+                "downstream_remote_address": "Envoy JSON"}.get(arg, "JSON lines")
+    return {"plain": "one item per line", "clf": "Apache/nginx common or combined log",
+            "field": "whitespace-separated fields", "csv": "CSV with a header",
+            "tsv": "TSV with a header", "w3c": "W3C extended log (CloudFront, IIS)",
+            "zeek": "Zeek log", "regex": "regular expression", "xff": "X-Forwarded-For",
+            "alb": "AWS ALB log", "elb": "AWS classic ELB log", "vhost": "Apache vhost_combined",
+            "sshd": "sshd auth log", "auto": "auto"}.get(kind, kind)
+
+
+def _is_address(token: bytes) -> bool:
+    from panstream.normalize import normalize_address
+
+    try:
+        ipaddress.ip_address(normalize_address(token).decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
+def _json_path(obj: object) -> str | None:
+    for path in JSON_PATHS:
+        v = extract.json_get(obj, path.split("."))
+        if isinstance(v, str) and _is_address(v.encode()):
+            return path
+    # Any string field (two levels deep at most) that holds an address.
+    stack: list[tuple[str, object]] = [("", obj)]
+    while stack:
+        prefix, o = stack.pop(0)
+        if not isinstance(o, dict):
+            continue
+        for k, v in o.items():
+            p = f"{prefix}{k}"
+            if isinstance(v, str) and _is_address(v.encode()):
+                return p
+            if isinstance(v, dict) and prefix.count(".") < 1:
+                stack.append((p + ".", v))
+    return None
+
+
+def detect(sample: bytes | memoryview, max_lines: int = 64) -> Detection:
+    """Recognise the format of an input from its first non-blank lines.
+
+    In order: W3C (``#Fields:``), Zeek (``#separator``/``#fields``), JSON lines (a known or any
+    address field), CSV/TSV whose header names an address column (:data:`ADDRESS_COLUMNS`), sshd
+    auth logs, AWS ALB and classic ELB, Apache ``vhost_combined``, Apache/nginx logs with the client
+    first (``clf``), whitespace-separated lines with an address in a fixed field (``field:N``), and
+    one item per line (``plain``). Anything else with several fields is ``clf`` (which then fails
+    loudly, see :mod:`panstream.parse_check`).
+
+    >>> detect(b'10.0.0.1 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 2326\\n').spec
+    'clf'
+    >>> detect(b'{"httpRequest": {"remoteIp": "10.0.0.1"}, "severity": "INFO"}\\n').spec
+    'json:httpRequest.remoteIp'
+    """
+    import json
+
+    from panstream.extract import SSHD_PATTERN
+
+    lines: list[bytes] = []
+    for raw in bytes(sample[: 64 * MAX_LINE]).split(b"\n"):
+        line = raw.strip()
+        if not lines:
+            line = line.removeprefix(b"\xef\xbb\xbf")
+        if line:
+            lines.append(line)
+        if len(lines) >= max_lines:
+            break
+    if not lines:
+        return Detection("plain", format_name("plain"))
+    first = lines[0]
+
+    def most(pred: object) -> bool:
+        assert callable(pred)
+        hits = sum(1 for ln in lines if pred(ln))
+        return 2 * hits > len(lines)
+
+    def det(spec: str, note: str = "") -> Detection:
+        return Detection(spec, format_name(spec), note)
+
+    w3c = next((ln for ln in lines if ln[:8].lower() == b"#fields:"), None)
+    if w3c is not None:
+        names = w3c[8:].decode("utf-8", "replace").split()
+        name = "c-ip" if "c-ip" in names else next((n for n in names if n.endswith("-ip")), "c-ip")
+        return det(f"w3c:{name}")
+    zeek = next((ln for ln in lines if ln.startswith(b"#fields")), None)
+    if zeek is not None or first.startswith(b"#separator"):
+        names = (zeek or b"").decode("utf-8", "replace").split()[1:]
+        name = "id.orig_h" if "id.orig_h" in names or not names else next(
+            (n for n in names if n.endswith("_h")), "id.orig_h")
+        return det(f"zeek:{name}")
+    if first.startswith(b"{"):
+        for ln in lines[:8]:
+            try:
+                path = _json_path(json.loads(ln))
+            except ValueError:
+                continue
+            if path:
+                return det(f"json:{path}")
+        return Detection("json:PATH", "JSON lines without a known address field",
+                         "name the field: -f json:PATH (e.g. json:request.remote_ip)")
+    for sep, kind in ((b",", "csv"), (b"\t", "tsv")):
+        if sep in first and len(lines) > 1 and sep in lines[1]:
+            header = [h.strip().strip('"') for h in first.decode("utf-8", "replace").split(
+                sep.decode())]
+            if not all(_HEADER_NAME.fullmatch(h) for h in header):
+                continue  # not a header of names (e.g. a log line with "a, b" in it)
+            low = [h.lower() for h in header]
+            for cand in ADDRESS_COLUMNS:
+                if cand in low:
+                    return det(f"{kind}:{header[low.index(cand)]}")
+            cells = [c.strip().strip(b'"') for c in lines[1].split(sep)]
+            for j, c in enumerate(cells):
+                if _is_address(c) and not any(_is_address(x) for x in first.split(sep)):
+                    return det(f"{kind}:{j + 1}")
+    sshd = re.compile(SSHD_PATTERN.encode())
+    if any(sshd.search(ln) for ln in lines) or most(lambda ln: b" sshd[" in ln):
+        return det("sshd")
+    split = [ln.split() for ln in lines]
+
+    def most_f(pred: object) -> bool:
+        assert callable(pred)
+        return 2 * sum(1 for f in split if pred(f)) > len(split)
+
+    if most_f(lambda f: len(f) > 4 and f[0] in _ALB_TYPES and b":" in f[3] and _is_address(f[3])):
+        return det("alb")
+    iso = re.compile(rb"\d{4}-\d\d-\d\dT")
+    if most_f(lambda f: len(f) > 3 and iso.match(f[0]) and b":" in f[2] and _is_address(f[2])):
+        return det("elb")
+    if most_f(lambda f: len(f) > 2 and not _is_address(f[0]) and b":" in f[0]
+              and _is_address(f[1])):
+        return det("vhost")
+    multi = most_f(lambda f: len(f) > 1)
+    if multi and most_f(lambda f: _is_address(f[0])):
+        note = ""
+        xff = re.compile(rb'"([^"]*)"\s*$')
+
+        def has_xff(ln: bytes) -> bool:
+            m = xff.search(ln)
+            return m is not None and _is_address(m.group(1).split(b",")[0])
+
+        if most(has_xff):
+            note = ("its last quoted field holds addresses (X-Forwarded-For?): behind a proxy, "
+                    "count the clients with -f xff (and --trusted-proxy CIDR)")
+        return det("clf", note)
+    if multi:
+        for n in range(2, 13):
+            if most_f(lambda f, n=n: len(f) >= n and _is_address(f[n - 1])):
+                return det(f"field:{n}")
+        return det("clf")
+    return det("plain")
 
 
 def detect_format(sample: bytes | memoryview, max_lines: int = 64) -> str:
-    """Guess ``plain`` or ``clf`` from the first non-blank lines of an input.
+    """The ``-f`` spelling of :func:`detect`'s choice.
 
-    ``clf`` if most of them hold more than one whitespace-separated field, else ``plain``.
-
-    >>> detect_format(b'10.0.0.1 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 2326\\n')
-    'clf'
     >>> detect_format(b"10.0.0.1\\n10.0.0.2\\n")
     'plain'
     """
-    multi = total = 0
-    for line in bytes(sample[: 64 * MAX_LINE]).split(b"\n"):
-        fields = line.split(None, 1)
-        if not fields:
-            continue
-        total += 1
-        multi += len(fields) > 1
-        if total >= max_lines:
-            break
-    return "clf" if total and 2 * multi > total else "plain"
+    return detect(sample, max_lines).spec
 
 
 def tune_allocator() -> None:
@@ -313,11 +563,11 @@ def _windows(b: np.ndarray, starts: np.ndarray) -> np.ndarray:
         return w
     lim = n - _W
     w = _v16(b, lim + 1)[np.minimum(starts, lim)].view(np.uint8).reshape(-1, _W)
-    k = int(np.searchsorted(starts, lim, side="right"))
-    if k < starts.size:  # the last few lines start within 16 bytes of the end
+    tail = np.flatnonzero(starts > lim)  # (starts need not be sorted)
+    if tail.size:  # the last few lines start within 16 bytes of the end
         pad = np.zeros(2 * _W, dtype=np.uint8)
         pad[:_W] = b[lim:]
-        w[k:] = _v16(pad, _W + 1)[starts[k:] - lim].view(np.uint8).reshape(-1, _W)
+        w[tail] = _v16(pad, _W + 1)[starts[tail] - lim].view(np.uint8).reshape(-1, _W)
         pad.fill(0)
     return w
 
@@ -402,6 +652,15 @@ def ipv4_from_windows(w: np.ndarray, length: np.ndarray, clf: bool = False
     return addr, ok
 
 
+def _drop_cr(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Line ends without one trailing CR (CRLF files); looks at the last byte of each line only."""
+    if ends.size == 0:
+        return ends
+    cr = b[np.maximum(ends - 1, 0)] == 13
+    cr &= ends > starts
+    return ends - cr if bool(cr.any()) else ends
+
+
 def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "plain",
                max_line: int = MAX_LINE) -> tuple[np.ndarray, int, int, int, int]:
     """Parse IPv4 addresses from a buffer of lines (vectorized; ``fmt`` is ``plain`` or ``clf``).
@@ -428,12 +687,7 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
     nlines = int(starts.size)
     if nlines == 0:
         return np.zeros(0, dtype=np.uint32), 0, 0, 0, 0
-    # Drop one trailing CR per line.
-    if bool((b == 13).any()):
-        nonempty = ends > starts
-        cr = np.zeros(nlines, dtype=bool)
-        cr[nonempty] = b[ends[nonempty] - 1] == 13
-        ends = ends - cr
+    ends = _drop_cr(b, starts, ends)
     length = ends - starts
     w = _windows(b, starts)
     addr, ok = ipv4_from_windows(w, length, fmt == "clf")
@@ -443,6 +697,21 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
     empty = length == 0
     if bool(ok.all()):
         return addr, nlines, 0, 0, 0
+    # Dual-stack servers log IPv4 clients as ::ffff:a.b.c.d: read those vectorized too.
+    cand = np.flatnonzero(~ok & (length > 7))
+    if cand.size:
+        moved = _skip_mapped_prefix(b, starts[cand], ends[cand])
+        m = moved != starts[cand]
+        if bool(m.any()):
+            rows, ms = cand[m], moved[m]
+            w2 = _windows(b, ms)
+            a2, ok2 = ipv4_from_windows(w2, ends[rows] - ms, fmt == "clf")
+            w2.fill(0)
+            if fmt == "plain":
+                ok2 &= length[rows] <= max_line
+            addr[rows[ok2]] = a2[ok2]
+            ok[rows[ok2]] = True
+            a2.fill(0)
     # Rejected lines: the rare ones go through Python (blank lines, IPv6, a clf head).
     rej = np.flatnonzero(~ok & ~empty & ((length <= max_line) | (fmt == "clf")))
     n_empty = int(empty.sum())
@@ -468,6 +737,9 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
                     continue  # the first field does not end within the first max_line bytes
                 token = parts[0]
             got = _strict_ipv4(token)
+            if got is None and (b":" in token or b"[" in token):
+                token = normalize_address(token)  # a.b.c.d:port, ::ffff:a.b.c.d, [v6]:port
+                got = _strict_ipv4(token)
             if got is not None:
                 extra.append((i, got))
                 keep_ok[i] = True
@@ -484,16 +756,18 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
 
 
 def _strict_ipv4(token: bytes) -> int | None:
+    """The address of a dotted quad exactly as :class:`ipaddress.IPv4Address` accepts it (glibc's
+    ``inet_pton`` rejects the same spellings: leading zeros, fewer octets, ``0x``), else None."""
     try:
-        return int(ipaddress.IPv4Address(token.decode("ascii")))
-    except (ValueError, UnicodeDecodeError):
+        return int.from_bytes(socket.inet_pton(socket.AF_INET, token.decode("ascii")), "big")
+    except (OSError, ValueError, UnicodeDecodeError):
         return None
 
 
 def _is_ipv6(token: bytes) -> bool:
     try:
-        ipaddress.IPv6Address(token.decode("ascii"))
-    except (ValueError, UnicodeDecodeError):
+        socket.inet_pton(socket.AF_INET6, token.decode("ascii"))
+    except (OSError, ValueError, UnicodeDecodeError):
         return False
     return True
 
@@ -521,6 +795,51 @@ def format_ipv4_lines(addresses: np.ndarray) -> bytes:
     return out
 
 
+_MAPPED = np.frombuffer(b"::ffff:", dtype=np.uint8)
+
+
+def _skip_mapped_prefix(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> np.ndarray:
+    """Token starts moved past an IPv4-mapped prefix ``::ffff:`` (any case), vectorized: a
+    dual-stack server logs every IPv4 client that way."""
+    w = _windows(b, ts)
+    hit = ((w[:, :7] | np.uint8(0x20)) == _MAPPED).all(axis=1) & (te - ts > 7)
+    w.fill(0)
+    return ts + 7 * hit if bool(hit.any()) else ts
+
+
+def _ipv4_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Strictly parse the tokens ``b[ts:te]`` as IPv4 addresses, each optionally followed by
+    ``:port`` (1 to 5 digits, at most 65535), vectorized: the first ``:`` of each token's 16-byte
+    window ends the address, which :func:`ipv4_from_windows` checks; the port's digits are checked
+    from a second window. Rows not ``ok`` get a second look in Python (other spellings, IPv6)."""
+    if ts.size == 0:
+        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=bool)
+    ts = _skip_mapped_prefix(b, ts, te)
+    length = te - ts
+    w = _windows(b, ts)
+    colon = _CTZ[_mask16(w == 58)]
+    has_port = colon < length
+    alen = np.where(has_port, colon, length)
+    addr, ok = ipv4_from_windows(w, alen)
+    w.fill(0)
+    rows = np.flatnonzero(ok & has_port)
+    if rows.size:
+        ps = ts[rows] + colon[rows] + 1
+        plen = te[rows] - ps
+        pw = _windows(b, ps)[:, :5].astype(np.int64) - 48
+        good = (plen >= 1) & (plen <= 5)
+        val = np.zeros(rows.size, dtype=np.int64)
+        for j in range(5):
+            d = pw[:, j]
+            use = j < plen
+            good &= ~use | ((d >= 0) & (d <= 9))
+            val = np.where(use, val * 10 + d, val)
+        good &= val <= 65535
+        pw.fill(0)
+        ok[rows[~good]] = False
+    return addr, ok
+
+
 # ---------------------------------------------------------------------------------------- parser
 
 
@@ -529,10 +848,13 @@ class LineParser:
 
     Args:
         universe: the universe the indices refer to.
-        fmt: ``plain``, ``clf``, ``field:N`` (a string or :class:`Format`); resolve ``auto`` first
-            with :func:`detect_format`.
+        fmt: a format (a ``-f`` string or :class:`Format`; see :func:`parse_format`); resolve
+            ``auto`` first with :func:`detect_format`.
         max_line: of longer lines (bytes, without the newline) only the head is read (see the
             module docstring).
+
+    A parser keeps the header of the header formats (csv, tsv, w3c, zeek) from one chunk to the
+    next: use one parser per input stream.
 
     Raises:
         ConfigurationError: unknown format, or ``auto`` not resolved.
@@ -541,6 +863,9 @@ class LineParser:
         >>> p = LineParser(Universe.parse("ipv4:192.168.0.0/16"), "clf")
         >>> p.parse(b'192.168.1.2 - - [01/Jan/2024:00:00:00 +0000] "GET /" 200 1\\n').indices.tolist()
         [258]
+        >>> p = LineParser(Universe.parse("ipv4:10.0.0.0/8"), "json:request.remote_ip")
+        >>> p.parse(b'{"request": {"remote_ip": "10.0.0.7", "remote_port": "5123"}}\\n').indices.tolist()
+        [7]
     """
 
     def __init__(self, universe: Universe, fmt: str | Format = "plain", max_line: int = MAX_LINE
@@ -554,23 +879,106 @@ class LineParser:
         self._fast = universe.kind == "ipv4"
         if self._fast:
             self._base = int(ipaddress.IPv4Address(universe.item_of(0)))
+        self._extractor = None
+        if self.format.kind not in ("plain", "clf"):
+            self._extractor = extract.build(self.format.kind, self.format.arg,
+                                            self.format.field, self.max_line)
 
     def parse(self, data: bytes | bytearray | memoryview) -> ParseResult:
         """Parse a buffer of complete lines; see the module docstring for what is accepted."""
-        if self._fast and self.format.kind in ("plain", "clf"):
+        if self._extractor is not None:
+            return self._parse_spans(data)
+        if self._fast:
             addr, lines, empty, malformed, v6 = parse_ipv4(data, self.format.kind, self.max_line)
             return self._to_cells(addr, lines, empty, malformed, v6)
         tokens, lines, empty, malformed = self._tokens(data)
-        if self._fast:  # field:N over an ipv4 universe: validate the tokens with the fast parser
-            buf = bytearray(b"\n").join([*tokens, b""])  # no immutable copy of the joined items
-            addr, n, _, bad, v6 = parse_ipv4(buf, "plain", self.max_line)
-            buf[:] = bytes(len(buf))
-            tokens.clear()
-            return self._to_cells(addr, lines, empty, malformed + bad, v6)
-        res = self.universe.indices(tokens)
+        res = self.universe.indices(self._normalized(tokens))
         tokens.clear()
         return ParseResult(res.indices, lines, empty + res.empty, malformed + res.malformed,
                            res.outside)
+
+    def _normalized(self, tokens: list[bytes]) -> list[bytes]:
+        """Address universes: one spelling per address (:func:`normalize_address`)."""
+        kind = self.universe.kind
+        if kind not in ("ipv4", "ipv6"):
+            return tokens
+        mapped = kind == "ipv4"
+        return [normalize_address(t, mapped) if (b":" in t or b"[" in t) else t for t in tokens]
+
+    def _parse_spans(self, data: bytes | bytearray | memoryview) -> ParseResult:
+        assert self._extractor is not None
+        b = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
+        starts, ends = _line_bounds(b)
+        n = int(starts.size)
+        if n == 0:
+            return ParseResult(np.zeros(0, dtype=np.intp), 0)
+        ends = _drop_cr(b, starts, ends)
+        sp = self._extractor.locate(b, starts, ends)
+        empty = int((sp.state == extract.EMPTY).sum())
+        bad_rows = np.flatnonzero(sp.state == extract.BAD)
+        malformed = 0
+        for i in bad_rows.tolist():  # rare: blank lines the extractor left, and junk
+            s, e = int(starts[i]), int(ends[i])
+            if e - s <= self.max_line and not bytes(b[s:e]).strip():
+                empty += 1
+            else:
+                malformed += 1
+        if not self._fast:
+            tokens = []
+            span = sp.state == extract.SPAN
+            for i in np.flatnonzero(span | (sp.state == extract.PY)).tolist():
+                tokens.append(bytes(b[sp.ts[i]:sp.te[i]]) if span[i] else sp.py[i])
+            sp.py.clear()
+            res = self.universe.indices(self._normalized(tokens))  # type: ignore[arg-type]
+            tokens.clear()
+            return ParseResult(res.indices, n, empty + res.empty, malformed + res.malformed,
+                               res.outside)
+        rows = np.flatnonzero(sp.state == extract.SPAN)
+        ts, te = sp.ts[rows], sp.te[rows]
+        addr, ok = _ipv4_spans(b, ts, te)
+        lineaddr = np.zeros(n, dtype=np.uint32)
+        acc = np.zeros(n, dtype=bool)
+        lineaddr[rows] = addr
+        acc[rows] = ok
+        addr.fill(0)
+        v6 = 0
+        second = [(int(i), bytes(b[int(s):int(e)])) for i, s, e in
+                  zip(rows[~ok].tolist(), ts[~ok].tolist(), te[~ok].tolist(), strict=True)]
+        py = [(i, t) for i, t in sp.py.items() if t is not None]
+        sp.py.clear()
+        if py:  # tokens taken in Python: validated vectorized too, one per line of a buffer
+            buf = bytearray(b"\n".join(t.replace(b"\n", b"\x00") for _, t in py) + b"\n")
+            arr = np.frombuffer(buf, dtype=np.uint8)
+            s2, e2 = _line_bounds(arr)
+            a2, ok2 = _ipv4_spans(arr, s2, e2)
+            idx = np.array([i for i, _ in py], dtype=np.intp)
+            lineaddr[idx[ok2]] = a2[ok2]
+            acc[idx[ok2]] = True
+            second += [py[j] for j in np.flatnonzero(~ok2).tolist()]
+            a2.fill(0)
+            del arr
+            buf[:] = bytes(len(buf))
+            py.clear()
+        for i, token in second:
+            t = token.strip()
+            if not t:
+                empty += 1
+                continue
+            got = _strict_ipv4(t)
+            if got is None:
+                t = normalize_address(t)
+                got = _strict_ipv4(t)
+            if got is not None:
+                lineaddr[i] = got
+                acc[i] = True
+            elif b":" in t and _is_ipv6(t):
+                v6 += 1
+            else:
+                malformed += 1
+        second.clear()
+        out = lineaddr[acc]
+        lineaddr.fill(0)
+        return self._to_cells(out, n, empty, malformed, v6)
 
     def _to_cells(self, addr: np.ndarray, lines: int, empty: int, malformed: int, outside: int
                   ) -> ParseResult:

@@ -186,15 +186,24 @@ def _v4_tokens(items: list[Any]) -> tuple[np.ndarray, int, int, list[Any]] | Non
             return None
         colon = np.flatnonzero(b == 58)
         rows = np.unique(np.searchsorted(nl, colon)) if colon.size else colon
-        addr, _, empty, bad, v6 = parse_ipv4(buf, "plain", 1 << 30)
+        if rows.size:
+            # Tokens with a colon (IPv6, ::ffff:a.b.c.d, junk) go the slow way: blank them here,
+            # so the vectorized parser (which reads ::ffff:a.b.c.d itself) cannot count them too;
+            # each blanked row comes back as one empty line, taken off below.
+            starts = np.concatenate(([0], nl[:-1] + 1))
+            row_of = np.repeat(np.arange(nl.size), nl - starts + 1)
+            blank = np.isin(row_of, rows)
+            blank[nl] = False
+            b[blank] = 32
+            del row_of, blank
+        addr, _, empty, bad, _v6 = parse_ipv4(buf, "plain", 1 << 30)
         del b
     finally:
         buf[:] = bytes(len(buf))
     keys = addr.astype(_U64) | _U64(_V4_MAPPED)
     addr.fill(0)
     rest = [items[i] for i in rows.tolist()]
-    # The parser counted each token with a colon as IPv6 or malformed: those go the slow way.
-    return keys, bad - (len(rest) - v6), empty, rest
+    return keys, bad, empty - len(rest), rest
 
 
 def _hash_bytes(data: bytes, m: int) -> int:

@@ -33,7 +33,7 @@ from panstream.cli.common import (
     warn_settings,
 )
 from panstream.cli.telemetry_options import telemetry_options
-from panstream.errors import ConfigurationError, SourceError, StateError
+from panstream.errors import ConfigurationError, InputFormatError, SourceError, StateError
 from panstream.estimators.base import Estimator
 from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.parse import Format, parse_format, tune_allocator
@@ -249,9 +249,21 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
                    "lives in memory only and is lost at exit.", **env("STATE"))
 @click.option("-f", "--format", "fmt", type=SpecParam("FORMAT", parse_format, Format), default="auto",
               show_default=True,
-              help="plain (one item per line), clf (Apache/nginx log, client first), "
-                   "field:N (N-th whitespace-separated field), or auto (plain or clf, detected per "
-                   "input).", **env("FORMAT"))
+              help="Where the client address is: plain (one per line), clf (Apache/nginx, client "
+                   "first), field:N (N-th blank-separated field), json:PATH (e.g. "
+                   "json:request.remote_ip), csv:COLUMN / tsv:COLUMN (header name or number), "
+                   "w3c:FIELD (CloudFront, e.g. w3c:c-ip), zeek:FIELD (e.g. zeek:id.orig_h), "
+                   "'regex:...(?P<ip>\\S+)...', xff (X-Forwarded-For, see --trusted-proxy), alb, "
+                   "elb, vhost (Apache vhost_combined), sshd, or auto (detected per input, named "
+                   "on stderr). Recipes: docs/logs.md.", **env("FORMAT"))
+@click.option("--trusted-proxy", "trusted", multiple=True, metavar="CIDR",
+              help="With -f xff: a proxy network whose X-Forwarded-For entries are trusted "
+                   "(repeatable); the client is then the last hop outside them, not the first "
+                   "(which the client can forge).", **env("TRUSTED_PROXY"))
+@click.option("--keep-going", is_flag=True, default=False,
+              help="Go on when (almost) nothing is accepted (by default the run stops with exit 1 "
+                   "and a one-line hint as soon as its counts show under 1 % of the lines "
+                   "accepted; docs/logs.md).", **env("KEEP_GOING"))
 @click.option("--checkpoint-every", type=FiniteFloatRange(min=0), default=60.0, show_default=True,
               metavar="SECONDS", help="Save the state this often (0: only at exit). A crash loses "
               "at most this much input.", **env("CHECKPOINT_EVERY"))
@@ -274,7 +286,7 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
 @handle_errors
 def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | None, epsilon: float,
             estimator: str, modulus: int, calibration: str, state: str | None, fmt: Format,
-            checkpoint_every: float,
+            trusted: tuple[str, ...], keep_going: bool, checkpoint_every: float,
             release_every: float | None, release_epsilon: float | None, release_mechanism: str,
             budget: float, total_epsilon: float | None, releases: int | None,
             expected_distinct: int | None, progress: bool | None, telemetry: TelemetryPolicy,
@@ -314,6 +326,7 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     --release-every then releases at the split's per-release epsilon.
     """
     check_family_options(ctx, estimator)
+    fmt = _with_trusted_proxies(fmt, trusted)
     split = total_epsilon is not None
     if releases is not None and not split:
         raise click.UsageError("--releases goes with --total-epsilon")
@@ -341,7 +354,7 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
             held.enter_context(state_lock(state, "ingest"))
         _run(ctx, universe, epsilon, calibration, state, fmt, checkpoint_every, release_every,
              release_epsilon, release_mechanism, budget, progress, telemetry, as_json, files, split,
-             estimator, modulus)
+             estimator, modulus, keep_going)
 
 
 def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibration: str,
@@ -349,7 +362,7 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
          release_epsilon: float | None, release_mechanism: str, budget: float,
          progress: bool | None, telemetry: TelemetryPolicy, as_json: bool,
          files: tuple[str, ...], split: bool = False, estimator: str = "density",
-         modulus: int = DEFAULT_MODULUS) -> None:
+         modulus: int = DEFAULT_MODULUS, keep_going: bool = False) -> None:
     est, resumed = _open_estimator(ctx, state, universe, epsilon, calibration, budget, split,
                                    estimator, modulus)
     show_progress = sys.stderr.isatty() if progress is None else progress
@@ -368,7 +381,7 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
                    release_every=release_every, release_epsilon=release_epsilon,
                    release_mechanism=release_mechanism, on_release=on_release, on_notice=notice,
                    on_progress=_progress_printer(sys.stderr.isatty()) if show_progress else None,
-                   telemetry=telemetry)
+                   telemetry=telemetry, check=not keep_going)
 
     opened: list[str] = []
 
@@ -389,6 +402,11 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
     try:
         with _stop_on_signals(ing):
             stats = ing.run(inputs())
+    except InputFormatError as exc:
+        kept = (f"; the state {state} was {'saved' if resumed else 'created'} with what was "
+                "accepted" + ("" if resumed else " (remove it to start over with another universe)")
+                if state else "")
+        raise InputFormatError(f"{exc}{kept}") from None
     except SourceError as exc:
         raise SourceError(_failed_input(exc, ing, state, files[len(opened):])) from None
     if show_progress and sys.stderr.isatty():
@@ -420,6 +438,17 @@ def _failed_input(exc: SourceError, ing: Ingestor, state: str | None,
     return (f"{exc}{later}. {applied}; {saved}. Repair or replace the file and ingest it again "
             "into this state (with the inputs not read): items seen twice only redraw their own "
             "cells, so the estimate stays right")
+
+
+def _with_trusted_proxies(fmt: Format, trusted: tuple[str, ...]) -> Format:
+    """Fold ``--trusted-proxy`` options into an ``xff`` format (``xff:CIDR,...``)."""
+    if not trusted:
+        return fmt
+    if fmt.kind != "xff":
+        raise click.UsageError("--trusted-proxy goes with -f xff (the client behind "
+                               "X-Forwarded-For proxies)")
+    cidrs = [c for c in fmt.arg.split(",") if c] + [c.strip() for t in trusted for c in t.split(",")]
+    return parse_format("xff:" + ",".join(cidrs))
 
 
 def _check_inputs(files: tuple[str, ...]) -> None:

@@ -187,10 +187,17 @@ def test_piped_plain_log_is_estimated_within_its_interval(tmp_path: Path, log_fa
 def test_binary_and_huge_line_input_never_crashes(tmp_path: Path, run_cli) -> None:
     junk = os.urandom(3 << 20) + b"\n" + b"9" * (5 << 20) + b"\n10.0.0.7\n" + b"\xff\x00" * 1000
     r = run_cli(["ingest", "-u", U, "-s", str(tmp_path / "j.pst"), "--json", "-f", "plain",
-                 "--exact-counts"], stdin=junk)
+                 "--exact-counts", "--keep-going"], stdin=junk)
     assert r.returncode == 0, r.stderr
     s = summary(r.stdout.decode())
     assert s["accepted"] == 1 and s["malformed"] >= 2 and b"Traceback" not in r.stderr
+    # Without --keep-going, a run that accepted almost nothing ends loudly: exit 1, one line.
+    r = run_cli(["ingest", "-u", U, "-s", str(tmp_path / "k.pst"), "-f", "plain",
+                 "--exact-counts"], stdin=junk)
+    err = r.stderr.decode().splitlines()
+    assert r.returncode == 1 and b"Traceback" not in r.stderr
+    assert len([ln for ln in err if ln.startswith("panstream: error:")]) == 1
+    assert "malformed" in err[-1] and "--keep-going" in err[-1]
 
 
 def _slow_feeder(path: Path, marker: Path | None = None) -> list[str]:

@@ -19,7 +19,12 @@ CASES = [
     ("ipv4:10.0.0.0/8", "10.1.2.3", "accepted"),
     ("ipv4:10.0.0.0/8", "11.1.2.3", "outside"),
     ("ipv4:10.0.0.0/8", "2001:db8::1", "outside"),  # dual-stack log: outside everywhere
-    ("ipv4:10.0.0.0/8", "::ffff:10.0.0.1", "outside"),
+    ("ipv4:10.0.0.0/8", "::ffff:10.0.0.1", "accepted"),  # IPv4-mapped: the IPv4 address
+    ("ipv4:10.0.0.0/8", "10.1.2.3:8080", "accepted"),  # client:port (ALB, ELB, Envoy)
+    ("ipv4:10.0.0.0/8", "[::ffff:10.0.0.1]:443", "accepted"),
+    ("ipv4:10.0.0.0/8", "10.1.2.3:99999", "malformed"),  # no port
+    ("ipv6:2001:db8::/48@64", "[2001:db8::1]:443", "accepted"),
+    ("ipv6:2001:db8::/48@64", "fe80::1%eth0", "outside"),  # zone id dropped, then outside
     ("ipv4:10.0.0.0/8", "10.1.2", "malformed"),
     ("ipv4:10.0.0.0/8", "010.1.2.3", "malformed"),
     ("ipv4:10.0.0.0/8", "nonsense", "malformed"),
@@ -40,6 +45,13 @@ CASES = [
 ]
 
 FORMATS = ["api", "plain", "clf", "field:1", "field:2"]
+
+#: The line formats normalize address spellings (panstream.normalize, issue 20); the Python API's
+#: ``Universe.indices`` does not yet (universe.py is changed on another branch), so there these
+#: items keep their old class.
+API_BEFORE_NORMALIZATION = {"::ffff:10.0.0.1": "outside", "10.1.2.3:8080": "malformed",
+                            "[::ffff:10.0.0.1]:443": "malformed", "[2001:db8::1]:443": "malformed",
+                            "fe80::1%eth0": "malformed"}
 
 
 def _line(fmt: str, item: str) -> bytes:
@@ -73,6 +85,8 @@ def classify(spec: str, fmt: str, item: str) -> str:
 @pytest.mark.parametrize(("spec", "item", "expected"), CASES)
 def test_every_path_puts_an_item_in_the_same_class(spec: str, item: str, expected: str,
                                                     fmt: str) -> None:
+    if fmt == "api":
+        expected = API_BEFORE_NORMALIZATION.get(item, expected)
     assert classify(spec, fmt, item) == expected
 
 

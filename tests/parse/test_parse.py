@@ -10,15 +10,19 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from panstream.normalize import normalize_address
 from panstream.parse import LineParser, detect_format, parse_format, parse_ipv4
 from panstream.sources import ChunkReader, open_input
 from panstream.universe import Universe
 
 
 def reference(token: str) -> int | None:
+    """What the parser must accept: ipaddress's IPv4 addresses, after the spellings of
+    panstream.normalize (``a.b.c.d:port``, ``::ffff:a.b.c.d``, ``[..]:port``) are reduced."""
     try:
-        return int(ipaddress.IPv4Address(token))
-    except ValueError:
+        t = token.encode("utf-8", "surrogatepass")
+        return int(ipaddress.IPv4Address(normalize_address(t).decode("ascii")))
+    except (ValueError, UnicodeDecodeError):
         return None
 
 

@@ -27,7 +27,7 @@ def test_audit_json_reports_every_scenario() -> None:
                                    "--calibration", "paper", "--epsilon", "0.5"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
-    assert out["violation"] is False and len(out["scenarios"]) == 4
+    assert out["violation"] is False and len(out["scenarios"]) == 6  # 4 single-arrival, 2 heavy-user
     assert out["claimed_epsilon_state"] == pytest.approx(ps.calibrate(0.5, "paper").epsilon_state)
     assert [s["covered"] for s in out["scenarios"]] == [True, True, True, False]
 
