@@ -41,8 +41,8 @@ import numpy as np
 
 from panstream.errors import ConfigurationError
 
-__all__ = ["NAT", "TIMED_FORMATS", "has_time", "label", "parse_duration", "seconds", "times",
-           "window_start"]
+__all__ = ["NAT", "TIMED_FORMATS", "has_time", "label", "line_bounds", "parse_duration", "seconds",
+           "times", "window_start"]
 
 #: Not-a-time, the value of a line without a time.
 NAT = np.datetime64("NaT", "s")
@@ -126,7 +126,7 @@ def times(chunk: bytes | bytearray | memoryview | np.ndarray, fmt: str) -> np.nd
                f"{', '.join(TIMED_FORMATS)}): use --time processing")
         raise ConfigurationError(msg)
     b = _as_u8(chunk)
-    starts, ends = _line_bounds(b)
+    starts, ends = line_bounds(b)
     return fn(b, starts, ends)
 
 
@@ -145,7 +145,7 @@ def _as_u8(chunk: bytes | bytearray | memoryview | np.ndarray) -> np.ndarray:
     return np.frombuffer(chunk, dtype=np.uint8)
 
 
-def _line_bounds(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def line_bounds(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (exclusive, before ``\\n``) of every line; a missing final newline is implied."""
     ends = np.flatnonzero(b == 10)
     if b.size and (ends.size == 0 or ends[-1] != b.size - 1):

@@ -37,6 +37,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from panstream.errors import ConfigurationError, StateError
 
 __all__ = ["CSV_FIELDS", "Series", "SeriesMetrics", "headline", "plot_series", "read", "record"]
@@ -237,8 +239,6 @@ def plot_series(records: Sequence[Mapping[str, Any]], path: str | os.PathLike[st
         ConfigurationError: matplotlib is missing (the ``plot`` extra), or no records.
     """
     try:
-        import datetime as dt
-
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
@@ -248,8 +248,8 @@ def plot_series(records: Sequence[Mapping[str, Any]], path: str | os.PathLike[st
     if not records:
         raise ConfigurationError("the series has no records to plot")
     recs = sorted(records, key=lambda r: float(r["start"]))
-    utc = dt.timezone.utc
-    x = [dt.datetime.fromtimestamp((float(r["start"]) + float(r["end"])) / 2, utc) for r in recs]
+    x = np.array([int((float(r["start"]) + float(r["end"])) // 2) for r in recs],
+                 dtype="datetime64[s]")
     y = [float(r["estimate"]) for r in recs]
     lo = [max(0.0, yi - float(r["low"])) for yi, r in zip(y, recs, strict=True)]
     hi = [max(0.0, float(r["high"]) - yi) for yi, r in zip(y, recs, strict=True)]

@@ -57,8 +57,7 @@ import numpy as np
 from panstream import estimators
 from panstream.errors import BudgetExhaustedError, ConfigurationError
 from panstream.estimators.base import Estimator
-from panstream.eventtime import has_time, label, seconds, times, window_start
-from panstream.eventtime import _line_bounds as line_bounds
+from panstream.eventtime import has_time, label, line_bounds, seconds, times, window_start
 from panstream.ingest import IDLE_TICK, Input
 from panstream.parse import Format, LineParser, detect_format
 from panstream.schedule import Schedule, wait_before
@@ -68,7 +67,7 @@ from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 
 __all__ = ["MAX_GAP", "WindowStats", "WindowedIngestor", "horizon_line", "window_files",
-           "window_path", "windows_in"]
+           "window_path", "window_stem", "windows_in", "duration_text"]
 
 #: At most this many empty windows are opened to fill a gap between two windows with traffic.
 MAX_GAP = 1000
@@ -81,7 +80,8 @@ def _stamp(start: int) -> str:
     return label(start).replace("-", "").replace(":", "")
 
 
-def _stem(state_path: str) -> str:
+def window_stem(state_path: str) -> str:
+    """The common stem of the open windows' state files (``web.pst`` -> ``web``)."""
     return state_path[:-4] if state_path.endswith(".pst") else state_path
 
 
@@ -92,14 +92,14 @@ def window_path(state_path: str, start: int) -> str:
     >>> window_path("/s/web.pst", 1795478400)
     '/s/web.20261124T000000Z.pst'
     """
-    return f"{_stem(state_path)}.{_stamp(start)}.pst"
+    return f"{window_stem(state_path)}.{_stamp(start)}.pst"
 
 
 def window_files(state_path: str) -> dict[int, str]:
     """The open-window state files beside ``state_path``, by window start."""
     import calendar
 
-    stem = _stem(state_path) + "."
+    stem = window_stem(state_path) + "."
     out = {}
     for p in glob.glob(glob.escape(stem) + "*.pst"):
         m = _STAMP.fullmatch(p[len(stem) - 1:])
@@ -117,9 +117,14 @@ def windows_in(horizon: int, size: int) -> int:
     return max(1, math.ceil(horizon / size))
 
 
-def _duration(s: int) -> str:
-    for unit, n in (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60)):
-        if s % n == 0:
+def duration_text(s: int) -> str:
+    """``86400`` -> ``1d``, ``5400`` -> ``90m``, ``0`` -> ``0s``.
+
+    >>> duration_text(7 * 86400), duration_text(5400), duration_text(0)
+    ('7d', '90m', '0s')
+    """
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s and s % n == 0:
             return f"{s // n}{unit}"
     return f"{s}s"
 
@@ -131,7 +136,7 @@ def horizon_line(epsilon_window: float, size: int, horizon: int) -> str:
     'any 7d (7 consecutive 1d windows): 7 x 1.5 = 10.5 per person who appears in each'
     """
     w = windows_in(horizon, size)
-    return (f"any {_duration(horizon)} ({w} consecutive {_duration(size)} windows): "
+    return (f"any {duration_text(horizon)} ({w} consecutive {duration_text(size)} windows): "
             f"{w} x {epsilon_window:.6g} = {w * epsilon_window:.6g} per person who appears in each")
 
 
@@ -404,7 +409,7 @@ class WindowedIngestor:
             p = self._parsers[kind] = LineParser(self.universe, fmt)
         return p
 
-    def _apply(self, kind: str, start: int, data: memoryview | np.ndarray) -> None:
+    def _apply(self, kind: str, start: int, data: memoryview) -> None:
         res = self._parser(kind).parse(data)
         if res.indices.size:
             self._open[start].est.update_indices(res.indices)  # wipes them
@@ -442,7 +447,7 @@ class WindowedIngestor:
                     rows = np.flatnonzero(keep & (ws == s))
                     buf = _gather(b, starts, ends, rows)
                     try:
-                        self._apply(kind, int(s), buf)
+                        self._apply(kind, int(s), memoryview(buf))
                     finally:
                         buf.fill(0)
             wins.fill(0)

@@ -31,6 +31,7 @@ from panstream.cli.common import (
     universe_option,
 )
 from panstream.cli.telemetry_options import telemetry_options
+from panstream.cli.window_options import refuse_window_only, run_windowed, window_options
 from panstream.errors import ConfigurationError, SourceError, StateError
 from panstream.estimators.base import Estimator
 from panstream.ingest import Ingestor, IngestStats, Input
@@ -250,6 +251,7 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
 @click.option("--progress/--no-progress", default=None,
               help="Progress on stderr (default: when stderr is a terminal).", **env("PROGRESS"))
 @telemetry_options(sensitivity=1, what="summary and --progress lines")
+@window_options()
 @json_option()
 @click.pass_context
 @handle_errors
@@ -258,7 +260,8 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
             checkpoint_every: float,
             release_every: float | None, release_epsilon: float | None, release_mechanism: str,
             budget: float, total_epsilon: float | None, releases: int | None,
-            progress: bool | None, telemetry: TelemetryPolicy, as_json: bool) -> None:
+            progress: bool | None, telemetry: TelemetryPolicy, as_json: bool,
+            **windowing: Any) -> None:
     """Read IP logs from FILES (.gz too) or standard input into a pan-private table.
 
     \b
@@ -285,8 +288,21 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     --total-epsilon E [--releases R] replaces --epsilon and --budget: E is split between the state
     and R releases as 'panstream plan --total-epsilon' shows (best for one release), and
     --release-every then releases at the split's per-release epsilon.
+
+    --window 1d (or 1h, 15m, ...) keeps one fresh table per tumbling window, by the time in each
+    line (--time event, CLF) or the clock (--time processing, stdin), releases each window once
+    when it closes and appends it to --series FILE (docs/windows.md).
     """
     check_family_options(ctx, estimator)
+    if windowing.get("window") is not None:
+        run_windowed(ctx, files=files, universe=universe, epsilon=epsilon, estimator=estimator,
+                     modulus=modulus, calibration=calibration, state=state, fmt=fmt,
+                     checkpoint_every=checkpoint_every, release_every=release_every,
+                     release_epsilon=release_epsilon, release_mechanism=release_mechanism,
+                     total_epsilon=total_epsilon, releases=releases, telemetry=telemetry,
+                     as_json=as_json, **windowing)
+        return
+    refuse_window_only(ctx)
     split = total_epsilon is not None
     if releases is not None and not split:
         raise click.UsageError("--releases goes with --total-epsilon")
