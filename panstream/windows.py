@@ -447,7 +447,7 @@ class WindowedIngestor:
                     rows = np.flatnonzero(keep & (ws == s))
                     buf = _gather(b, starts, ends, rows)
                     try:
-                        self._apply(kind, int(s), memoryview(buf))
+                        self._apply(kind, int(s), buf.data)
                     finally:
                         buf.fill(0)
             wins.fill(0)
