@@ -121,8 +121,11 @@ class Series:
         self.path = os.fspath(path)
         self.csv = self.path.lower().endswith(".csv")
         self._repair()
-        self._released = {str(r["window"]) for r in read(self.path)} \
-            if os.path.exists(self.path) else set()
+        recs = read(self.path) if os.path.exists(self.path) else []
+        self._released = {str(r["window"]) for r in recs}
+        #: Window lengths (seconds) of the records, to refuse mixing window sizes in one file.
+        self.lengths = {int(float(r["end"]) - float(r["start"])) for r in recs
+                        if r.get("start") is not None and r.get("end") is not None}
 
     def released(self) -> set[str]:
         """Ids of the windows released (their record is in the file)."""

@@ -242,6 +242,11 @@ class WindowedIngestor:
         self._open: dict[int, _Open] = {}
         self._released: set[int] = set()
         if series is not None:
+            other = sorted(series.lengths - {size})
+            if other:
+                msg = (f"the series {series.path} holds windows of {duration_text(other[0])}, "
+                       f"not {duration_text(size)}: give each window length its own --series file")
+                raise ConfigurationError(msg)
             self._released = {self._start_of_id(w) for w in series.released()}
         self._frontier: int | None = max(self._released) if self._released else None
         self._wm = _INT64_MIN  # watermark: the latest event time seen (event mode)
@@ -326,6 +331,13 @@ class WindowedIngestor:
             lock = self._lock(start)
             try:
                 est = estimators.load(path, expect=self.expect)
+                if not math.isclose(est.ledger.budget, self.release_epsilon, rel_tol=1e-12) \
+                        or est.ledger.entries:
+                    est.wipe()
+                    msg = (f"{path} is an open window made for one release at epsilon "
+                           f"{est.ledger.budget:g}, not {self.release_epsilon:g}: resume it with "
+                           "the same --release-epsilon (or --total-epsilon and --horizon)")
+                    raise ConfigurationError(msg)
             except BaseException:
                 lock.close()
                 raise

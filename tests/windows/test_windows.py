@@ -233,3 +233,20 @@ def test_a_torn_series_line_is_cut_and_its_window_released_again(tmp_path: Path)
     assert [ln.split(",")[0] for ln in lines] == ["window", *(f"2026-11-{d}T00:00:00Z" for d in (16, 17))]
 
 
+
+
+def test_a_series_and_an_open_window_keep_their_window_length_and_epsilon(
+        week: Week, tmp_path: Path) -> None:
+    """Resuming with other settings could release a window at an epsilon it was not planned for,
+    or take hourly windows for days already released: both are refused before any input."""
+    series = Series(tmp_path / "d.jsonl")
+    state = str(tmp_path / "d.pst")
+    _ingestor(DAY, series=series, state_path=state, close_at_end=False).run(
+        _inputs(week.files[:2]))
+    assert len(read(tmp_path / "d.jsonl")) == 1 and len(window_files(state)) == 1
+    with pytest.raises(ConfigurationError, match="holds windows of 1d, not 1h"):
+        _ingestor(HOUR, series=Series(tmp_path / "d.jsonl"))
+    with pytest.raises(ConfigurationError, match="one release at epsilon 0.5, not 0.25"):
+        _ingestor(DAY, eps_out=0.25, series=Series(tmp_path / "d.jsonl"),
+                  state_path=state).run([])
+    assert len(window_files(state)) == 1  # untouched
