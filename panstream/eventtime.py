@@ -41,8 +41,8 @@ import numpy as np
 
 from panstream.errors import ConfigurationError
 
-__all__ = ["NAT", "TIMED_FORMATS", "has_time", "label", "line_bounds", "parse_duration", "seconds",
-           "times", "window_start"]
+__all__ = ["NAT", "TIMED_FORMATS", "has_time", "label", "line_bounds", "lines_and_times",
+           "parse_duration", "seconds", "times", "window_start"]
 
 #: Not-a-time, the value of a line without a time.
 NAT = np.datetime64("NaT", "s")
@@ -63,8 +63,9 @@ _DAYS_IN_MONTH = np.array([31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtyp
 #: ``24/Nov/2026:10:00:00 +0000`` is 26 bytes; the ``]`` follows it.
 _CLF_LEN = 26
 _DIGIT_COLS = np.array([0, 1, 7, 8, 9, 10, 12, 13, 15, 16, 18, 19, 22, 23, 24, 25])
-_SEPARATORS = ((2, ord("/")), (6, ord("/")), (11, ord(":")), (14, ord(":")), (17, ord(":")),
-               (20, ord(" ")))
+# columns of the 27-byte window that starts at the '[': separators and the closing ']'
+_SEP_COLS = np.array([3, 7, 12, 15, 18, 21, 27])
+_SEP_VALUES = np.array([ord(c) for c in "//::: ]"], dtype=np.uint8)
 
 
 def parse_duration(text: str | float, what: str = "duration") -> int:
@@ -120,6 +121,17 @@ def times(chunk: bytes | bytearray | memoryview | np.ndarray, fmt: str) -> np.nd
     Raises:
         ConfigurationError: ``fmt`` carries no time.
     """
+    return lines_and_times(chunk, fmt)[2]
+
+
+def lines_and_times(chunk: bytes | bytearray | memoryview | np.ndarray, fmt: str
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(starts, ends, times)``: the bounds of every line (:func:`line_bounds`) and its time
+    (:func:`times`), from one pass over the line breaks.
+
+    Raises:
+        ConfigurationError: ``fmt`` carries no time.
+    """
     fn = _EXTRACTORS.get(fmt)
     if fn is None:
         msg = (f"lines of format {fmt!r} carry no time this panstream can read (timed formats: "
@@ -127,7 +139,7 @@ def times(chunk: bytes | bytearray | memoryview | np.ndarray, fmt: str) -> np.nd
         raise ConfigurationError(msg)
     b = _as_u8(chunk)
     starts, ends = line_bounds(b)
-    return fn(b, starts, ends)
+    return starts, ends, fn(b, starts, ends)
 
 
 def seconds(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -146,7 +158,8 @@ def _as_u8(chunk: bytes | bytearray | memoryview | np.ndarray) -> np.ndarray:
 
 
 def line_bounds(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (exclusive, before ``\\n``) of every line; a missing final newline is implied."""
+    """Start and end (exclusive, before ``\\n``) of every line of the bytes ``b``; a missing final
+    newline is implied."""
     ends = np.flatnonzero(b == 10)
     if b.size and (ends.size == 0 or ends[-1] != b.size - 1):
         ends = np.append(ends, b.size)
@@ -172,33 +185,29 @@ def _clf(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """CLF/combined ``[dd/Mon/yyyy:HH:MM:SS +zzzz]``: the first ``[`` of each line."""
     n = starts.size
     out = np.full(n, NAT)
-    if n == 0:
-        return out
     brackets = np.flatnonzero(b == ord("["))
+    if n == 0 or brackets.size == 0:
+        return out
     k = np.searchsorted(brackets, starts)
-    has = k < brackets.size
-    pos = np.where(has, brackets[np.minimum(k, max(brackets.size - 1, 0))] if brackets.size
-                   else 0, 0)
-    ok = has & (pos + _CLF_LEN + 1 < ends)  # the ']' lies inside the line
+    np.minimum(k, brackets.size - 1, out=k)
+    pos = brackets[k]
+    ok = (pos >= starts) & (pos + _CLF_LEN + 1 < ends)  # a '[' of this line, its ']' inside it
     rows = np.flatnonzero(ok)
     if rows.size == 0:
         return out
-    p = pos[rows]
-    w = b[p[:, None] + np.arange(1, _CLF_LEN + 2)].astype(np.int64)  # 26 bytes and the ']'
+    # one row gather of 27-byte windows (a strided view, no copy until indexed)
+    w = np.lib.stride_tricks.sliding_window_view(b, _CLF_LEN + 2)[pos[rows]]
     try:
-        good = w[:, _CLF_LEN] == ord("]")
-        digits = w[:, _DIGIT_COLS] - ord("0")
-        good &= ((digits >= 0) & (digits <= 9)).all(axis=1)
-        for col, ch in _SEPARATORS:
-            good &= w[:, col] == ch
-        sign = w[:, 21]
+        d8 = w[:, _DIGIT_COLS + 1] - np.uint8(48)  # uint8: anything below '0' wraps past 9
+        good = (d8 <= 9).all(axis=1)
+        good &= (w[:, _SEP_COLS] == _SEP_VALUES).all(axis=1)
+        sign = w[:, 22]
         good &= (sign == ord("+")) | (sign == ord("-"))
-        code = (w[:, 3] << 16) | (w[:, 4] << 8) | w[:, 5]
-        mi = np.searchsorted(_MONTH_SORTED, code)
-        mi = np.minimum(mi, 11)
+        code = (w[:, 4].astype(np.int64) << 16) | (w[:, 5].astype(np.int64) << 8) | w[:, 6]
+        mi = np.minimum(np.searchsorted(_MONTH_SORTED, code), 11)
         good &= _MONTH_SORTED[mi] == code
         month = _MONTH_ORDER[mi] + 1
-        d = digits
+        d = d8.astype(np.int64)
         day = d[:, 0] * 10 + d[:, 1]
         year = d[:, 2] * 1000 + d[:, 3] * 100 + d[:, 4] * 10 + d[:, 5]
         hh, mm, ss = d[:, 6] * 10 + d[:, 7], d[:, 8] * 10 + d[:, 9], d[:, 10] * 10 + d[:, 11]
@@ -208,8 +217,10 @@ def _clf(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         good &= (day >= 1) & (day <= dim) & (hh < 24) & (mm < 60) & (ss <= 60)
         good &= (zh <= 14) & (zm < 60)
         offset = np.where(sign == ord("-"), -1, 1) * (zh * 3600 + zm * 60)
-        secs = (_days_from_civil(year, month, day) * 86400 + hh * 3600 + mm * 60 + ss - offset)
+        secs = _days_from_civil(year, month, day) * 86400 + hh * 3600 + mm * 60 + ss - offset
         out[rows[good]] = secs[good].astype("datetime64[s]")
+        d.fill(0)
+        d8.fill(0)
     finally:
         w.fill(0)
     return out

@@ -57,7 +57,7 @@ import numpy as np
 from panstream import estimators
 from panstream.errors import BudgetExhaustedError, ConfigurationError
 from panstream.estimators.base import Estimator
-from panstream.eventtime import has_time, label, line_bounds, seconds, times, window_start
+from panstream.eventtime import has_time, label, lines_and_times, seconds, window_start
 from panstream.ingest import IDLE_TICK, Input
 from panstream.parse import Format, LineParser, detect_format
 from panstream.schedule import Schedule, wait_before
@@ -253,6 +253,7 @@ class WindowedIngestor:
         self._late = 0  # exact counts, kept only under a telemetry opt-in, zeroed at each close
         self._untimed = 0
         self._parsers: dict[str, LineParser] = {}
+        self._timed = False  # whether the current input had a line with a readable time
         self._stop = False
         self._t0 = 0.0
         self._wall0 = 0.0
@@ -428,8 +429,7 @@ class WindowedIngestor:
 
     def _event_chunk(self, kind: str, chunk: memoryview) -> None:
         b = np.frombuffer(chunk, dtype=np.uint8)
-        starts, ends = line_bounds(b)
-        t = times(b, kind)
+        starts, ends, t = lines_and_times(b, kind)
         secs, valid = seconds(t)
         t.view(np.int64).fill(0)
         size = self.size
@@ -449,15 +449,22 @@ class WindowedIngestor:
                 blank = (n == 0) | ((n == 1) & (b[np.maximum(ends - 1, 0)] == 13))
                 self._late += int(late.sum())
                 self._untimed += int((~valid & ~blank).sum())
+            self._timed = self._timed or bool(valid.any())
             wins = np.unique(ws[keep])
             for s in wins.tolist():
                 self._ensure(int(s))
             if wins.size == 1 and bool(keep.all()):
                 self._apply(kind, int(wins[0]), chunk)
-            else:
-                for s in wins.tolist():
-                    rows = np.flatnonzero(keep & (ws == s))
-                    buf = _gather(b, starts, ends, rows)
+            elif wins.size:
+                # each line's window (-1: dropped), spread over its bytes and newline; then one
+                # compress of the chunk per window
+                g = np.full(starts.size, -1, dtype=np.int8 if wins.size < 127 else np.int32)
+                g[keep] = np.searchsorted(wins, ws[keep])
+                lens = ends - starts + 1
+                lens[-1] -= int(ends[-1] >= b.size)  # a final line without its newline
+                per_byte = np.repeat(g, lens)
+                for k, s in enumerate(wins.tolist()):
+                    buf = b[per_byte == k]
                     try:
                         self._apply(kind, int(s), buf.data)
                     finally:
@@ -496,6 +503,7 @@ class WindowedIngestor:
                 if self._stop:
                     break
                 set_idle = getattr(inp.reader, "set_idle", None)
+                self._timed = False
                 kind = None if self.format.kind == "auto" else self.format.spec
                 if kind is not None and self.time_mode == "event" and not has_time(kind):
                     raise _untimed_format(kind, inp.name)
@@ -529,6 +537,9 @@ class WindowedIngestor:
                     where = inp.position()
                     if where is not None:
                         stats.bytes_read += where[0]
+                        if self.time_mode == "event" and where[0] and not self._timed \
+                                and not stats.interrupted:
+                            raise _no_time_in(inp.name, kind or self.format.spec)
             ok = True
         finally:
             if ok and self.close_at_end and not stats.interrupted:
@@ -547,23 +558,15 @@ class WindowedIngestor:
         return stats
 
 
+def _no_time_in(name: str, kind: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{name}: not one line carries a time this panstream reads as {kind!r} (CLF: "
+        "[24/Nov/2026:10:00:00 +0000] after the client), so nothing of it went into any window: "
+        "check --format, or use --time processing (windows by the clock)")
+
+
 def _untimed_format(kind: str, name: str) -> ConfigurationError:
     return ConfigurationError(
         f"{name}: lines of format {kind!r} carry no time, so event-time windows cannot place "
         "them: use --format clf for Apache/nginx logs, or --time processing (windows by the clock "
         "when lines are read)")
-
-
-def _gather(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The lines ``rows`` of ``b``, each with its newline, in a new buffer (wipe it after use)."""
-    s, e = starts[rows], ends[rows]
-    lens = e - s + 1
-    offs = np.cumsum(lens) - lens
-    total = int(lens.sum())
-    idx = np.arange(total, dtype=np.int64) - np.repeat(offs - s, lens)
-    np.minimum(idx, b.size - 1, out=idx)
-    buf = b[idx]
-    buf[offs + lens - 1] = 10
-    idx.fill(0)
-    return buf
-

@@ -236,6 +236,7 @@ def test_horizon_accounting_is_printed_and_planned(week: Week, tmp_path: Path) -
     (["--window", "1y", "--release-epsilon", "1"], "is not a duration"),
     (["--window", "1d", "--release-epsilon", "1", "-f", "plain", "--time", "event"],
      "carry no time"),
+    (["--window", "1d", "--release-epsilon", "1", "-f", "clf"], "not one line carries a time"),
 ])
 def test_mistakes_get_one_line(args: list[str], message: str, tmp_path: Path) -> None:
     log = tmp_path / "a.log"
