@@ -248,7 +248,9 @@ class WindowedIngestor:
                        f"not {duration_text(size)}: give each window length its own --series file")
                 raise ConfigurationError(msg)
             self._released = {self._start_of_id(w) for w in series.released()}
-        self._frontier: int | None = max(self._released) if self._released else None
+        # the latest window opened by this run (or restored): empty windows are filled in after it
+        # in event time; never across runs (a gap between runs is input not seen, not silence)
+        self._frontier: int | None = None
         self._wm = _INT64_MIN  # watermark: the latest event time seen (event mode)
         self._late = 0  # exact counts, kept only under a telemetry opt-in, zeroed at each close
         self._untimed = 0
@@ -301,7 +303,7 @@ class WindowedIngestor:
     def _ensure(self, start: int) -> None:
         """Open the window at ``start``, and the empty windows between the frontier and it."""
         f = self._frontier
-        if f is not None and start > f + self.size:
+        if f is not None and start > f + self.size and self.time_mode == "event":
             gap = (start - f) // self.size - 1
             if gap > MAX_GAP:
                 self._notice(f"a line's time jumps {gap:,} windows past the previous ones: the "

@@ -246,3 +246,40 @@ def test_mistakes_get_one_line(args: list[str], message: str, tmp_path: Path) ->
     assert r.returncode != 0
     assert message in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_processing_time_on_stdin_and_a_signal_keep_the_open_window(tmp_path: Path) -> None:
+    """stdin defaults to processing time; SIGTERM checkpoints the open window and exits 0 without
+    releasing it; the next run resumes it and, with --close-at-end, releases it once."""
+    import signal
+
+    state, series = tmp_path / "live.pst", tmp_path / "hourly.jsonl"
+    args = ["ingest", "-u", UNIVERSE, "--window", "1h", "--release-epsilon", "1", "-f", "plain",
+            "-s", str(state), "--series", str(series), "--checkpoint-every", "0.05"]
+    proc = subprocess.Popen([sys.executable, "-m", "panstream", *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(b"10.0.0.1\n10.0.0.2\n")
+        proc.stdin.flush()
+        _wait(lambda: any(p.suffix == ".pst" for p in tmp_path.iterdir()), "a checkpoint")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert b"processing time" in err and out == b""
+    assert not series.exists()
+    kept = [p.name for p in tmp_path.iterdir() if p.suffix == ".pst"]
+    assert len(kept) == 1
+    stamp = re.search(r"\.(\d{8})T(\d{2})0000Z\.pst$", kept[0])
+    assert stamp is not None
+    hour = f"{stamp[1][:4]}-{stamp[1][4:6]}-{stamp[1][6:]}T{stamp[2]}:00:00Z"
+    r = _panstream(*args, "--close-at-end", stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    # that hour once (and, if the clock crossed an hour meanwhile, the new hour after it)
+    windows = _windows(series)
+    assert windows[0] == hour and len(set(windows)) == len(windows) <= 2
+    assert sorted(os.listdir(tmp_path)) == ["hourly.jsonl"]
