@@ -334,8 +334,14 @@ class WindowedIngestor:
             lock = self._lock(start)
             try:
                 est = estimators.load(path, expect=self.expect)
-                if not math.isclose(est.ledger.budget, self.release_epsilon, rel_tol=1e-12) \
-                        or est.ledger.entries:
+                if est.ledger.entries:
+                    est.wipe()
+                    msg = (f"{path} is an open window that was released from outside 'ingest "
+                           "--window' (its ledger holds a release): its one release is spent and "
+                           "its figure is not in the series. Delete the file to go on without "
+                           "that window")
+                    raise ConfigurationError(msg)
+                if not math.isclose(est.ledger.budget, self.release_epsilon, rel_tol=1e-12):
                     est.wipe()
                     msg = (f"{path} is an open window made for one release at epsilon "
                            f"{est.ledger.budget:g}, not {self.release_epsilon:g}: resume it with "

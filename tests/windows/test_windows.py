@@ -250,3 +250,16 @@ def test_a_series_and_an_open_window_keep_their_window_length_and_epsilon(
         _ingestor(DAY, eps_out=0.25, series=Series(tmp_path / "d.jsonl"),
                   state_path=state).run([])
     assert len(window_files(state)) == 1  # untouched
+
+
+def test_an_open_window_released_by_hand_is_not_released_again(week: Week, tmp_path: Path) -> None:
+    """After a crash nothing holds the open window's lock: 'panstream release -s' on its file
+    spends its one release. The next windowed run refuses it instead of releasing it twice."""
+    series = Series(tmp_path / "d.jsonl")
+    state = str(tmp_path / "d.pst")
+    _ingestor(DAY, series=series, state_path=state, close_at_end=False).run(
+        _inputs(week.files[:1]))
+    (path,) = window_files(state).values()
+    estimators.release_file(path, 0.5)
+    with pytest.raises(ConfigurationError, match="released from outside"):
+        _ingestor(DAY, series=Series(tmp_path / "d.jsonl"), state_path=state).run([])
