@@ -149,7 +149,8 @@ class WindowStats:
         this run; open: windows still open at the end (checkpointed); restored: open windows read
         back from their state files; skipped: state files of windows already in the series
         (removed); interrupted: stopped by a signal; bytes_read: bytes of the file inputs read;
-        formats: the format of each file input; last: the last record released.
+        formats: the format of each file input; last: the last record released; input, position,
+        size: the input being read and, for a file, the bytes read of it and its size.
     """
 
     seconds: float = 0.0
@@ -162,6 +163,9 @@ class WindowStats:
     bytes_read: int = 0
     formats: list[str] = field(default_factory=list)
     last: dict[str, Any] | None = None
+    input: str = ""
+    position: int | None = None
+    size: int | None = None
 
 
 @dataclass
@@ -194,6 +198,7 @@ class WindowedIngestor:
         expect: parameters a restored window file must match (``estimators.expect_of``).
         on_close: called with each record after it is durable in the series.
         on_notice: one-line operational messages.
+        on_progress: called every ``progress_every`` seconds (fixed clock) with the stats.
         telemetry: whether late/untimed lines are counted (default: nothing counted).
         clock, wall_clock: monotonic and wall clocks (for tests).
     """
@@ -207,6 +212,8 @@ class WindowedIngestor:
                  expect: Mapping[str, Any] | None = None,
                  on_close: Callable[[dict[str, Any]], None] | None = None,
                  on_notice: Callable[[str], None] | None = None,
+                 on_progress: Callable[[WindowStats], None] | None = None,
+                 progress_every: float = 1.0,
                  telemetry: TelemetryPolicy | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time) -> None:
@@ -235,6 +242,8 @@ class WindowedIngestor:
         self.expect = dict(expect or {})
         self.on_close = on_close
         self.on_notice = on_notice
+        self.on_progress = on_progress
+        self.progress_every = progress_every
         self.telemetry = telemetry or TelemetryPolicy()
         self.clock = clock
         self.wall_clock = wall_clock
@@ -503,6 +512,8 @@ class WindowedIngestor:
         stats = self.stats
         self.restore()
         ckpt = Schedule(t0, self.checkpoint_every, self._wall0) if self.checkpoint_every else None
+        prog = (Schedule(t0, self.progress_every, self._wall0)
+                if self.on_progress is not None and self.progress_every > 0 else None)
         if self.time_mode == "processing":
             self._close_due()  # releases restored windows that ended while we were away
         ok = False
@@ -512,6 +523,9 @@ class WindowedIngestor:
                     break
                 set_idle = getattr(inp.reader, "set_idle", None)
                 self._timed = False
+                stats.input = inp.name
+                where = inp.position() if inp.position else None
+                stats.position, stats.size = where if where else (None, None)
                 kind = None if self.format.kind == "auto" else self.format.spec
                 if kind is not None and self.time_mode == "event" and not has_time(kind):
                     raise _untimed_format(kind, inp.name)
@@ -532,11 +546,19 @@ class WindowedIngestor:
                     now = self.clock()
                     if ckpt is not None and ckpt.due(now):
                         self.checkpoint(ckpt.advance(now))
+                    if prog is not None and prog.due(now):
+                        stats.seconds = prog.advance(now) - t0  # the instant: no loop timing
+                        if inp.position is not None:
+                            where = inp.position() or where
+                            stats.position, stats.size = where if where else (None, None)
+                        stats.open = len(self._open)
+                        assert self.on_progress is not None
+                        self.on_progress(stats)
                     if self._stop:
                         stats.interrupted = True
                         break
                     if set_idle is not None:
-                        wait = wait_before(self.clock(), [ckpt], IDLE_TICK)
+                        wait = wait_before(self.clock(), [ckpt, prog], IDLE_TICK)
                         if self.time_mode == "processing":
                             nxt = window_start(self.wall_clock(), self.size) + self.size
                             wait = min(wait, max(0.0, nxt - self.wall_clock()) + 0.001)

@@ -300,7 +300,7 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
                      checkpoint_every=checkpoint_every, release_every=release_every,
                      release_epsilon=release_epsilon, release_mechanism=release_mechanism,
                      total_epsilon=total_epsilon, releases=releases, telemetry=telemetry,
-                     as_json=as_json, **windowing)
+                     as_json=as_json, progress=progress, **windowing)
         return
     refuse_window_only(ctx)
     split = total_epsilon is not None

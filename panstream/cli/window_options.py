@@ -140,6 +140,36 @@ def _stop_on_signals(ing: WindowedIngestor) -> Iterator[None]:
             signal.signal(s, h)
 
 
+def _size(n: int) -> str:
+    x = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if x < 1024:
+            return f"{x:,.0f} {unit}" if unit == "B" else f"{x:,.1f} {unit}"
+        x /= 1024
+    return f"{x:,.1f} GiB"
+
+
+def progress_line(s: WindowStats) -> str:
+    """One progress line: the clock, the windows released and open, a file's byte offset. Nothing
+    counts arrivals (the windows open follow the input's own times, or the clock)."""
+    msg = (f"panstream: alive {s.seconds:,.0f} s, {s.released} window(s) released, {s.open} "
+           f"open, {s.checkpoints} checkpoint(s)")
+    if s.position is not None and s.size is not None:
+        pct = 100.0 * s.position / s.size if s.size else 100.0
+        return f"{msg}; reading {s.input}: {_size(s.position)} of {_size(s.size)} ({pct:.0f} %)"
+    return f"{msg}; reading {s.input}" if s.input else msg
+
+
+def _progress_printer() -> Callable[[WindowStats], None]:
+    tty = sys.stderr.isatty()
+
+    def show(s: WindowStats) -> None:
+        sys.stderr.write(("\r\x1b[K" if tty else "") + progress_line(s) + ("" if tty else "\n"))
+        sys.stderr.flush()
+
+    return show
+
+
 def window_line(rec: dict[str, Any]) -> str:
     """One human line for a closed window's record."""
     pct = f"{100 * float(rec.get('confidence') or 0.95):g} %"
@@ -159,6 +189,7 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
                  release_every: float | None, release_epsilon: float | None,
                  release_mechanism: str, total_epsilon: float | None, releases: int | None,
                  telemetry: TelemetryPolicy, as_json: bool, window: int, time_mode: str,
+                 progress: bool | None = None,
                  lateness: int, series: str | None, horizon: int | None,
                  close_at_end: bool | None, metrics_port: int | None, metrics_host: str,
                  **_: Any) -> None:
@@ -253,12 +284,14 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
         def notice(msg: str) -> None:
             click.echo(f"panstream: {msg}", err=True)
 
+        show_progress = sys.stderr.isatty() if progress is None else progress
         expect = estimators.expect_of(estimator, universe, epsilon, calibration, modulus)
         ing = WindowedIngestor(make, universe, fmt, size, release_epsilon=eps_out,
                                release_mechanism=release_mechanism, series=ser, state_path=state,
                                time_mode=mode, lateness=lateness,
                                checkpoint_every=checkpoint_every, close_at_end=close_at_end,
                                expect=expect, on_close=on_close, on_notice=notice,
+                               on_progress=_progress_printer() if show_progress else None,
                                telemetry=telemetry)
 
         def inputs() -> Iterator[Input]:

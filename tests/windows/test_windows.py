@@ -263,3 +263,22 @@ def test_an_open_window_released_by_hand_is_not_released_again(week: Week, tmp_p
     estimators.release_file(path, 0.5)
     with pytest.raises(ConfigurationError, match="released from outside"):
         _ingestor(DAY, series=Series(tmp_path / "d.jsonl"), state_path=state).run([])
+
+
+def test_progress_shows_the_clock_windows_and_file_offsets_only(week: Week) -> None:
+    from panstream.cli.window_options import progress_line
+    from panstream.sources import open_input
+
+    lines: list[str] = []
+    ing = _ingestor(DAY, on_progress=lambda s: lines.append(progress_line(s)),
+                    progress_every=1e-9)
+
+    def inputs() -> Any:
+        for p in week.files:
+            with open_input(str(p)) as f:
+                yield Input(str(p), f.reader, f.position)
+
+    ing.run(inputs())
+    assert lines and all(ln.startswith("panstream: alive ") for ln in lines)
+    assert any(" window(s) released, " in ln and "(100 %)" in ln for ln in lines)
+    assert not any(w in ln for ln in lines for w in ("lines", "accepted", "items"))
