@@ -473,25 +473,37 @@ class WindowedIngestor:
             if wins.size == 1 and bool(keep.all()):
                 self._apply(kind, int(wins[0]), chunk)
             elif wins.size:
-                # each line's window (-1: dropped), spread over its bytes and newline; then one
-                # compress of the chunk per window
-                g = np.full(starts.size, -1, dtype=np.int8 if wins.size < 127 else np.int32)
-                g[keep] = np.searchsorted(wins, ws[keep])
-                lens = ends - starts + 1
-                lens[-1] -= int(ends[-1] >= b.size)  # a final line without its newline
-                per_byte = np.repeat(g, lens)
-                for k, s in enumerate(wins.tolist()):
-                    buf = b[per_byte == k]
-                    try:
-                        self._apply(kind, int(s), buf.data)
-                    finally:
-                        buf.fill(0)
+                self._split_apply(kind, b, chunk, starts, ends, keep, ws, wins)
             wins.fill(0)
         finally:
             secs.fill(0)
             ws.fill(0)
             run.fill(0)
         self._close_due()
+
+    def _split_apply(self, kind: str, b: np.ndarray, chunk: memoryview, starts: np.ndarray,
+                     ends: np.ndarray, keep: np.ndarray, ws: np.ndarray, wins: np.ndarray) -> None:
+        """Apply the kept lines of a chunk that spans several windows, window by window.
+
+        Logs are nearly in time order, so a window's lines mostly form one run: a run is parsed in
+        place (a slice of the chunk, no copy); where other lines interleave, only the window's
+        span is compressed into a new buffer (wiped after use)."""
+        g = np.full(starts.size, -1, dtype=np.int8 if wins.size < 127 else np.int32)
+        g[keep] = np.searchsorted(wins, ws[keep])
+        lens = ends - starts + 1
+        lens[-1] -= int(ends[-1] >= b.size)  # a final line without its newline
+        for k, s in enumerate(wins.tolist()):
+            rows = np.flatnonzero(g == k)
+            i, j = int(rows[0]), int(rows[-1]) + 1
+            lo, hi = int(starts[i]), int(starts[i] + lens[i:j].sum())
+            if rows.size == j - i:  # one run
+                self._apply(kind, int(s), chunk[lo:hi])
+                continue
+            buf = b[lo:hi][np.repeat(g[i:j] == k, lens[i:j])]
+            try:
+                self._apply(kind, int(s), buf.data)
+            finally:
+                buf.fill(0)
 
     def _processing_chunk(self, kind: str, chunk: memoryview) -> None:
         self._close_due()  # the current window by the clock, opened if needed
