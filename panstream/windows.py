@@ -265,6 +265,7 @@ class WindowedIngestor:
         self._untimed = 0
         self._parsers: dict[str, LineParser] = {}
         self._timed = False  # whether the current input had a line with a readable time
+        self._refused: set[int] = set()  # released windows whose lines were dropped (noticed)
         self._stop = False
         self._t0 = 0.0
         self._wall0 = 0.0
@@ -508,6 +509,15 @@ class WindowedIngestor:
     def _processing_chunk(self, kind: str, chunk: memoryview) -> None:
         self._close_due()  # the current window by the clock, opened if needed
         start = window_start(self.wall_clock(), self.size)
+        if start not in self._open:
+            # released already (an earlier run closed it with --close-at-end): its lines are late
+            if self.telemetry.counts:
+                self._late += self._parser(kind).parse(chunk).lines
+            if start not in self._refused:
+                self._refused.add(start)
+                self._notice(f"window {label(start)} was already released: lines read until its "
+                             "end are dropped")
+            return
         self._apply(kind, start, chunk)
 
     # ------------------------------------------------------------------ loop

@@ -282,3 +282,32 @@ def test_progress_shows_the_clock_windows_and_file_offsets_only(week: Week) -> N
     assert lines and all(ln.startswith("panstream: alive ") for ln in lines)
     assert any(" window(s) released, " in ln and "(100 %)" in ln for ln in lines)
     assert not any(w in ln for ln in lines for w in ("lines", "accepted", "items"))
+
+
+def test_processing_time_after_the_current_window_was_released_drops_its_lines(
+        tmp_path: Path) -> None:
+    """--close-at-end released the current hour; a restart within that hour must not release it
+    again: its lines are dropped (with a notice) until the next hour opens."""
+    now = [float(WEEK_START + 100)]
+    series = Series(tmp_path / "h.jsonl")
+    series.append({"window": "2026-11-16T00:00:00Z", "start": WEEK_START, "end": WEEK_START + HOUR,
+                   "estimate": 0.0, "low": 0.0, "high": 1.0})
+    notes: list[str] = []
+    recs: list[dict[str, Any]] = []
+
+    def feed() -> Any:
+        yield memoryview(b"10.0.0.1\n")
+        now[0] += HOUR
+        yield memoryview(b"10.0.0.2\n")
+
+    class Reader:
+        def __iter__(self) -> Any:
+            return feed()
+
+    WindowedIngestor(lambda: estimators.new("density", U, 1.0, budget=0.5), U, Format("plain"),
+                     HOUR, release_epsilon=0.5, time_mode="processing", series=series,
+                     on_close=recs.append, on_notice=notes.append,
+                     wall_clock=lambda: now[0]).run([Input("stdin", Reader())])  # type: ignore[arg-type]
+    assert [r["window"] for r in read(tmp_path / "h.jsonl")] == \
+        ["2026-11-16T00:00:00Z", "2026-11-16T01:00:00Z"]
+    assert any("already released" in n for n in notes)
