@@ -263,62 +263,79 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
             + (f"; {horizon_line(eps_window, size, horizon)}" if horizon else ""))
     click.echo(acct, err=True)
 
-    ser = Series(series) if series is not None else None
-    metrics = SeriesMetrics(metrics_port, metrics_host) if metrics_port is not None else None
-    try:
-        if metrics is not None:
-            click.echo(f"panstream: metrics of the last closed window on "
-                       f"http://{metrics_host}:{metrics.port}/metrics", err=True)
-            if ser is not None and ser.released():
-                metrics.show(read(ser.path)[-1], count=False)
-
-        def on_close(rec: dict[str, Any]) -> None:
-            if as_json:
-                emit_json({"window": {k: v for k, v in rec.items() if k != "release"}})
-            else:
-                click.echo(window_line(rec))
-            sys.stdout.flush()
-            if metrics is not None:
-                metrics.show(rec)
-
-        def notice(msg: str) -> None:
-            click.echo(f"panstream: {msg}", err=True)
-
-        show_progress = sys.stderr.isatty() if progress is None else progress
-        expect = estimators.expect_of(estimator, universe, epsilon, calibration, modulus)
-        ing = WindowedIngestor(make, universe, fmt, size, release_epsilon=eps_out,
-                               release_mechanism=release_mechanism, series=ser, state_path=state,
-                               time_mode=mode, lateness=lateness,
-                               checkpoint_every=checkpoint_every, close_at_end=close_at_end,
-                               expect=expect, on_close=on_close, on_notice=notice,
-                               on_progress=_progress_printer() if show_progress else None,
-                               telemetry=telemetry)
-
-        def inputs() -> Iterator[Input]:
-            if not files:
-                yield Input("standard input", stdin_reader())
-                return
-            for path in files:
-                if ing.stopping:
-                    return
-                with open_input(path) as f:
-                    yield Input(path, f.reader, f.position)
-
-        with contextlib.ExitStack() as held:
-            if state is not None:
-                held.enter_context(state_lock(state, "ingest --window"))
-            with _stop_on_signals(ing):
-                try:
-                    stats = ing.run(inputs())
-                except SourceError as exc:
-                    kept = (f"the open windows are saved in {window_stem(state)}.*.pst"
-                            if state else "no --state: the open windows were lost")
-                    raise SourceError(f"{exc}; windows released so far are in the series; "
-                                      f"{kept}. Repair the file and run again") from None
-    finally:
-        if metrics is not None:
-            metrics.close()
+    with contextlib.ExitStack() as held:
+        # one writer per series and per state stem: two runs appending to one series could each
+        # release the same window (twice the budget); the lock comes before the series is read
+        if series is not None:
+            held.enter_context(state_lock(series, "ingest --window (its series)"))
+        if state is not None:
+            held.enter_context(state_lock(state, "ingest --window"))
+        ser = Series(series) if series is not None else None
+        stats = _run(ser, held, files=files, universe=universe, fmt=fmt, size=size, make=make,
+                     eps_out=eps_out, release_mechanism=release_mechanism, state=state,
+                     mode=mode, lateness=lateness, checkpoint_every=checkpoint_every,
+                     close_at_end=close_at_end, epsilon=epsilon, estimator=estimator,
+                     calibration=calibration, modulus=modulus, telemetry=telemetry,
+                     as_json=as_json, progress=progress, metrics_port=metrics_port,
+                     metrics_host=metrics_host)
     _summary(stats, as_json, ser, state, eps_state, eps_out, eps_window, size, horizon)
+
+
+def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ...],
+         universe: Universe, fmt: Format, size: int, make: Callable[[], Any], eps_out: float,
+         release_mechanism: str, state: str | None, mode: str, lateness: int,
+         checkpoint_every: float, close_at_end: bool, epsilon: float, estimator: str,
+         calibration: str, modulus: int, telemetry: TelemetryPolicy, as_json: bool,
+         progress: bool | None, metrics_port: int | None, metrics_host: str) -> WindowStats:
+    """Serve the metrics, run the windows over the inputs (under the locks in ``held``)."""
+    metrics = SeriesMetrics(metrics_port, metrics_host) if metrics_port is not None else None
+    if metrics is not None:
+        held.callback(metrics.close)
+        click.echo(f"panstream: metrics of the last closed window on "
+                   f"http://{metrics_host}:{metrics.port}/metrics", err=True)
+        if ser is not None and ser.released():
+            metrics.show(read(ser.path)[-1], count=False)
+
+    def on_close(rec: dict[str, Any]) -> None:
+        if as_json:
+            emit_json({"window": {k: v for k, v in rec.items() if k != "release"}})
+        else:
+            click.echo(window_line(rec))
+        sys.stdout.flush()
+        if metrics is not None:
+            metrics.show(rec)
+
+    def notice(msg: str) -> None:
+        click.echo(f"panstream: {msg}", err=True)
+
+    show_progress = sys.stderr.isatty() if progress is None else progress
+    expect = estimators.expect_of(estimator, universe, epsilon, calibration, modulus)
+    ing = WindowedIngestor(make, universe, fmt, size, release_epsilon=eps_out,
+                           release_mechanism=release_mechanism, series=ser, state_path=state,
+                           time_mode=mode, lateness=lateness,
+                           checkpoint_every=checkpoint_every, close_at_end=close_at_end,
+                           expect=expect, on_close=on_close, on_notice=notice,
+                           on_progress=_progress_printer() if show_progress else None,
+                           telemetry=telemetry)
+
+    def inputs() -> Iterator[Input]:
+        if not files:
+            yield Input("standard input", stdin_reader())
+            return
+        for path in files:
+            if ing.stopping:
+                return
+            with open_input(path) as f:
+                yield Input(path, f.reader, f.position)
+
+    with _stop_on_signals(ing):
+        try:
+            return ing.run(inputs())
+        except SourceError as exc:
+            kept = (f"the open windows are saved in {window_stem(state)}.*.pst"
+                    if state else "no --state: the open windows were lost")
+            raise SourceError(f"{exc}; windows released so far are in the series; "
+                              f"{kept}. Repair the file and run again") from None
 
 
 def _summary(stats: WindowStats, as_json: bool, ser: Series | None, state: str | None,

@@ -283,3 +283,15 @@ def test_processing_time_on_stdin_and_a_signal_keep_the_open_window(tmp_path: Pa
     windows = _windows(series)
     assert windows[0] == hour and len(set(windows)) == len(windows) <= 2
     assert sorted(os.listdir(tmp_path)) == ["hourly.jsonl"]
+
+
+def test_two_runs_never_write_one_series_at_once(week: Week, tmp_path: Path) -> None:
+    """Two ingests appending to one series could each release the same window: the second is
+    refused before it reads the series."""
+    from panstream.state.files import state_lock
+
+    series = tmp_path / "daily.jsonl"
+    with state_lock(str(series), "another ingest"):
+        r = _panstream(*WINDOW, "--series", str(series), str(week.files[0]))
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "daily.jsonl" in r.stderr and not series.exists()
