@@ -19,7 +19,7 @@ import click
 
 from panstream import estimators
 from panstream.cli.common import emit_json, env, given
-from panstream.errors import ConfigurationError, SourceError
+from panstream.errors import ConfigurationError, SourceError, StateError
 from panstream.eventtime import label, parse_duration
 from panstream.ingest import Input
 from panstream.parse import Format, tune_allocator
@@ -267,7 +267,13 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
         # one writer per series and per state stem: two runs appending to one series could each
         # release the same window (twice the budget); the lock comes before the series is read
         if series is not None:
-            held.enter_context(state_lock(series, "ingest --window (its series)"))
+            try:
+                held.enter_context(state_lock(series, "ingest --window (its series)"))
+            except StateError:
+                msg = (f"the series {series} is being written by another 'panstream ingest "
+                       "--window': stop it first (one writer per series, or a window could be "
+                       "released twice)")
+                raise StateError(msg) from None
         if state is not None:
             held.enter_context(state_lock(state, "ingest --window"))
         ser = Series(series) if series is not None else None

@@ -294,4 +294,5 @@ def test_two_runs_never_write_one_series_at_once(week: Week, tmp_path: Path) -> 
     with state_lock(str(series), "another ingest"):
         r = _panstream(*WINDOW, "--series", str(series), str(week.files[0]))
     assert r.returncode != 0 and "Traceback" not in r.stderr
-    assert "daily.jsonl" in r.stderr and not series.exists()
+    assert "is being written by another 'panstream ingest --window'" in r.stderr
+    assert not series.exists()
