@@ -250,13 +250,12 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
     eps_state = estimators.state_epsilon(estimator, epsilon, calibration=calibration,
                                          modulus=modulus)
     eps_window = eps_state + eps_out + telemetry.cost(0)
-    head = (f"panstream ingest: {duration_text(size)} windows ({mode} time"
-            + (f", lateness {duration_text(lateness)}" if mode == "event" else "") + f"); each window: "
+    when = f"{mode} time" + (f", lateness {duration_text(lateness)}" if mode == "event" else "")
+    tele = ("(telemetry 0: nothing counted)" if not telemetry.counts
+            else f"{telemetry.total_clause()}")
+    head = (f"panstream ingest: {duration_text(size)} windows ({when}); each window: "
             f"epsilon_state {eps_state:.6f} + one release {eps_out:g} = {eps_window:.6f} per "
-            "person per window (telemetry 0: nothing counted)" if not telemetry.counts else
-            f"panstream ingest: {duration_text(size)} windows ({mode} time); each window: epsilon_state "
-            f"{eps_state:.6f} + one release {eps_out:g} = {eps_window:.6f} per person per "
-            f"window, {telemetry.total_clause()}")
+            f"person per window {tele}")
     click.echo(head, err=True)
     acct = (f"panstream ingest: a person seen in W windows is covered at W x {eps_window:.6g} "
             "against whoever reads the whole series"
