@@ -33,6 +33,7 @@ from panstream.cli.common import (
     warn_settings,
 )
 from panstream.cli.telemetry_options import telemetry_options
+from panstream.cli.window_options import refuse_window_only, run_windowed, window_options
 from panstream.errors import ConfigurationError, InputFormatError, SourceError, StateError
 from panstream.estimators.base import Estimator
 from panstream.ingest import Ingestor, IngestStats, Input
@@ -281,6 +282,7 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
 @click.option("--progress/--no-progress", default=None,
               help="Progress on stderr (default: when stderr is a terminal).", **env("PROGRESS"))
 @telemetry_options(sensitivity=1, what="summary and --progress lines")
+@window_options()
 @json_option()
 @click.pass_context
 @handle_errors
@@ -290,7 +292,7 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
             release_every: float | None, release_epsilon: float | None, release_mechanism: str,
             budget: float, total_epsilon: float | None, releases: int | None,
             expected_distinct: int | None, progress: bool | None, telemetry: TelemetryPolicy,
-            as_json: bool) -> None:
+            as_json: bool, **windowing: Any) -> None:
     """Read IP logs from FILES or standard input ('-') into a pan-private table; gzip, bzip2, xz
     (and zstd with the zstandard package) are recognised by their first bytes, whatever the name.
 
@@ -324,9 +326,22 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     --total-epsilon E [--releases R] replaces --epsilon and --budget: E is split between the state
     and R releases as 'panstream plan --total-epsilon' shows (best for one release), and
     --release-every then releases at the split's per-release epsilon.
+
+    --window 1d (or 1h, 15m, ...) keeps one fresh table per tumbling window, by the time in each
+    line (--time event, CLF) or the clock (--time processing, stdin), releases each window once
+    when it closes and appends it to --series FILE (docs/windows.md).
     """
     check_family_options(ctx, estimator)
     fmt = _with_trusted_proxies(fmt, trusted)
+    if windowing.get("window") is not None:
+        run_windowed(ctx, files=files, universe=universe, epsilon=epsilon, estimator=estimator,
+                     modulus=modulus, calibration=calibration, state=state, fmt=fmt,
+                     checkpoint_every=checkpoint_every, release_every=release_every,
+                     release_epsilon=release_epsilon, release_mechanism=release_mechanism,
+                     total_epsilon=total_epsilon, releases=releases, telemetry=telemetry,
+                     as_json=as_json, progress=progress, **windowing)
+        return
+    refuse_window_only(ctx)
     split = total_epsilon is not None
     if releases is not None and not split:
         raise click.UsageError("--releases goes with --total-epsilon")

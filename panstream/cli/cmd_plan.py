@@ -172,6 +172,13 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
               help="Also show the error of one bucket of a density map ('release --by'): "
                    "95 % half-width of a bucket's density for this bucket size and its "
                    "neighbours, per output epsilon.", **env("PLAN_BY"))
+@click.option("--window", default=None, metavar="DURATION",
+              help="With --total-epsilon: plan 'ingest --window' (1h, 1d, ...): the total is "
+                   "split per window (one release each); see --horizon.", **env("PLAN_WINDOW"))
+@click.option("--horizon", default=None, metavar="DURATION",
+              help="With --window: --total-epsilon is what any span this long may cost a person "
+                   "seen in every window (7d of 1d windows: each window gets total / 7).",
+              **env("PLAN_HORIZON"))
 @json_option()
 @handle_errors
 @click.pass_context
@@ -179,7 +186,7 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
             total_epsilon: float | None, releases: int | None, density: float | None,
             calibration: str, estimator: str, modulus: int, crop: int | None,
             expected_distinct: int | None, release_epsilon: float | None, target_error: float,
-            by: str | None, as_json: bool) -> None:
+            by: str | None, window: str | None, horizon: str | None, as_json: bool) -> None:
     """How accurate will the density and distinct count be? Every calibration, before ingesting.
 
     Errors are 1 standard deviation, with the 95 % half-width in brackets. Without
@@ -208,6 +215,11 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
       panstream plan -u ipv4:10.0.0.0/16 --total-epsilon 2 --releases 4
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 --estimator frequency -n 20000
 
+    With --total-epsilon E --window 1d --horizon 7d it plans tumbling windows: any 7 consecutive
+    daily windows cost a person seen in each of them at most E, so each window gets E / 7,
+    split between its fresh table and its one release ('ingest --window 1d --horizon 7d
+    --total-epsilon E' applies it).
+
     With --estimator frequency it shows the worst-case 95 % half-widths of the frequency
     statistics (seen once, present, fraction seen once, cropped mean) for -n present cells and
     the --modulus, over every frequency profile (docs/frequency.md, "Sizing").
@@ -229,6 +241,7 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
                                "(state and releases together)")
     if total_epsilon is None and (releases is not None or density is not None):
         raise click.UsageError("--releases and --density go with --total-epsilon")
+    per_window = _window_plan(total_epsilon, releases, window, horizon)
     if total_epsilon is not None:
         if release_epsilon is not None:
             raise click.UsageError("--release-epsilon and --total-epsilon exclude each other: "
@@ -239,8 +252,11 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
             m = universe.size
             density = (min(1.0, expected_distinct / m) if not universe.is_hashed
                        else -math.expm1(-expected_distinct / m))
-        sp = plan_split(total_epsilon, universe, releases or 1, density or 0.0, calibration)
+        sp = plan_split(per_window["epsilon_window"] if per_window else total_epsilon, universe,
+                        releases or 1, density or 0.0, calibration)
         d: dict[str, Any] = {"split": sp.to_dict()}
+        if per_window:
+            d["windows"] = per_window
         epsilon = sp.best.epsilon_state_asked
         eps_list: tuple[float, ...] = (sp.best.epsilon_release,)
     else:
@@ -263,7 +279,12 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
         emit_json(d)
         return
     if total_epsilon is not None:
+        if per_window:
+            _echo_windows(per_window)
         _echo_split(sp)
+        if per_window:
+            click.echo(f"  apply it per window with 'ingest --window {window} --horizon "
+                       f"{horizon or window} --total-epsilon {total_epsilon:g}'")
     else:
         _echo_plan(d, universe, epsilon, expected_distinct, release_epsilon, target_error)
         if d.get("warning"):
@@ -272,6 +293,41 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
             _echo_comparison(d, universe)
     if mp is not None:
         _echo_map_plan(mp)
+
+
+def _window_plan(total_epsilon: float | None, releases: int | None, window: str | None,
+                 horizon: str | None) -> dict[str, Any] | None:
+    """The per-window share of ``--total-epsilon`` over ``--horizon`` (``None`` without
+    ``--window``)."""
+    from panstream.eventtime import parse_duration
+    from panstream.windows import windows_in
+
+    if window is None:
+        if horizon is not None:
+            raise click.UsageError("--horizon goes with --window (e.g. --window 1d --horizon 7d)")
+        return None
+    if total_epsilon is None:
+        raise click.UsageError("--window plans a --total-epsilon per horizon: add --total-epsilon")
+    if releases is not None:
+        raise click.UsageError("--window plans one release per window: drop --releases")
+    size = parse_duration(window, "--window")
+    span = parse_duration(horizon, "--horizon") if horizon is not None else size
+    if size <= 0 or span <= 0:
+        raise click.UsageError("--window and --horizon must be longer than 0 seconds")
+    w = windows_in(span, size)
+    return {"window_seconds": size, "horizon_seconds": span, "windows_per_horizon": w,
+            "total_epsilon": total_epsilon, "epsilon_window": total_epsilon / w}
+
+
+def _echo_windows(pw: dict[str, Any]) -> None:
+    from panstream.windows import duration_text, horizon_line
+
+    click.echo(f"plan: {duration_text(pw['window_seconds'])} windows, horizon "
+               f"{duration_text(pw['horizon_seconds'])}: total {pw['total_epsilon']:g} = "
+               f"{pw['windows_per_horizon']} windows x {pw['epsilon_window']:.6g} per window "
+               "(each window: a fresh table and one release, split below)")
+    click.echo("  " + horizon_line(pw["epsilon_window"], pw["window_seconds"],
+                                   pw["horizon_seconds"]))
 
 
 def _echo_plan(d: dict[str, Any], universe: Universe, epsilon: float,

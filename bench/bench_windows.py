@@ -1,0 +1,98 @@
+"""Event-time windows against plain ingest, as ratios in the same run (run by hand).
+
+    python bench/bench_windows.py [--lines 2000000] [--repeat 3]
+
+Writes a synthetic week of combined-format lines (NumPy PCG64: synthetic data only; times sorted
+with up to 50 minutes of disorder, as in tests/windows/weeklog.py), then measures, best of
+``--repeat``, in-process over the same chunks the command reads:
+
+* ``ingest``: :class:`panstream.ingest.Ingestor`, one table, no windows (the baseline);
+* ``times``: :func:`panstream.eventtime.times` alone (the CLF time of every line);
+* ``daily`` / ``hourly``: :class:`panstream.windows.WindowedIngestor`, event time, lateness 1 h.
+
+Prints lines/s and each one's time relative to the baseline (the machine is shared and noisy:
+compare ratios, not absolute numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from panstream import estimators
+from panstream.eventtime import times
+from panstream.ingest import Ingestor, Input
+from panstream.parse import Format, tune_allocator
+from panstream.sources import open_input
+from panstream.universe import Universe
+from panstream.windows import WindowedIngestor
+
+UNIVERSE = "ipv4:10.0.0.0/16"
+START = int(dt.datetime(2026, 11, 16, tzinfo=dt.timezone.utc).timestamp())
+MONTHS = np.array([b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep",
+                   b"Oct", b"Nov", b"Dec"])
+
+
+def make_log(path: str, lines: int) -> None:
+    rng = np.random.default_rng(2026)
+    t = np.sort(START + rng.integers(0, 7 * 86400, lines) + rng.integers(0, 3000, lines)) \
+        - rng.integers(0, 3000, lines)
+    cells = rng.integers(0, 1 << 16, lines)
+    with open(path, "w") as f:
+        for lo in range(0, lines, 100_000):
+            part = []
+            for ti, c in zip(t[lo:lo + 100_000].tolist(), cells[lo:lo + 100_000].tolist(),
+                             strict=True):
+                d = dt.datetime.fromtimestamp(ti, dt.timezone.utc)
+                part.append(f'10.0.{c >> 8}.{c & 255} - - [{d:%d/%b/%Y:%H:%M:%S} +0000] '
+                            f'"GET /index.html HTTP/1.1" 200 2326 "-" "Mozilla/5.0"\n')
+            f.write("".join(part))
+
+
+def _run(path: str, what: str) -> float:
+    u = Universe.parse(UNIVERSE)
+    t0 = time.perf_counter()
+    with open_input(path) as f:
+        inp = Input(path, f.reader, f.position)
+        if what == "ingest":
+            Ingestor(estimators.new("density", u, 1.0), Format("clf")).run([inp])
+        elif what == "times":
+            for chunk in f.reader:
+                times(chunk, "clf")
+        else:
+            size = 86400 if what == "daily" else 3600
+            WindowedIngestor(lambda: estimators.new("density", u, 1.0, budget=0.5), u,
+                             Format("clf"), size, release_epsilon=0.5, lateness=3600
+                             ).run([inp])
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    tune_allocator()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "week.log")
+        make_log(path, args.lines)
+        best = {}
+        for what in ("ingest", "times", "daily", "hourly"):
+            best[what] = min(_run(path, what) for _ in range(args.repeat))
+        base = best["ingest"]
+        out = {w: {"seconds": s, "lines_per_second": args.lines / s, "vs_ingest": s / base}
+               for w, s in best.items()}
+        for w, r in out.items():
+            print(f"{w:<8} {r['lines_per_second'] / 1e6:6.2f} M lines/s  "
+                  f"{r['vs_ingest']:5.2f} x the time of plain ingest")
+        print(json.dumps({"lines": args.lines, "results": out}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,370 @@
+"""``panstream ingest --window``: tumbling windows, a released series, metrics (issue 23).
+
+The options are added to ``ingest`` by :func:`window_options`; with ``--window`` the command hands
+over to :func:`run_windowed`, which wires :class:`panstream.windows.WindowedIngestor` to files or
+standard input, the series file, signals, the metrics server and the printed accounting. Nothing
+here changes ``ingest`` without ``--window``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import click
+
+from panstream import estimators
+from panstream.cli.common import emit_json, env, given
+from panstream.errors import ConfigurationError, SourceError, StateError
+from panstream.eventtime import label, parse_duration
+from panstream.ingest import Input
+from panstream.parse import Format, tune_allocator
+from panstream.planning import plan_split
+from panstream.series import Series, SeriesMetrics, read
+from panstream.sources import open_input, stdin_reader
+from panstream.state.files import state_lock
+from panstream.telemetry import TelemetryPolicy
+from panstream.universe import Universe
+from panstream.windows import (
+    WindowedIngestor,
+    WindowStats,
+    duration_text,
+    horizon_line,
+    window_stem,
+    windows_in,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The options only a windowed run takes (checked when --window is missing).
+WINDOW_ONLY = ("time", "lateness", "series", "horizon", "close_at_end", "metrics_port",
+               "metrics_host")
+
+#: Default allowed lateness of event-time windows.
+DEFAULT_LATENESS = "5m"
+
+
+def _duration(what: str, zero_ok: bool = False) -> Callable[..., int | None]:
+    def convert(ctx: click.Context, param: click.Parameter, value: Any) -> int | None:
+        if value is None:
+            return None
+        try:
+            secs = parse_duration(value, what)
+        except ConfigurationError as exc:
+            raise click.BadParameter(str(exc)) from None
+        if secs == 0 and not zero_ok:
+            raise click.BadParameter(f"{what} must be longer than 0 seconds")
+        return secs
+
+    return convert
+
+
+def window_options() -> Callable[[F], F]:
+    """The ``--window`` family of options (the command receives them as keyword arguments)."""
+    opts = [
+        click.option("--window", default=None, metavar="DURATION", callback=_duration("--window"),
+                     help="Tumbling windows: 1h, 1d, 15m, ... (aligned to UTC: 1d from 00:00, 1h "
+                          "on the hour). Each window gets a fresh table, released ONCE when it "
+                          "closes (at --release-epsilon, or the split of --total-epsilon), "
+                          "appended to --series, then wiped. See docs/windows.md.",
+                     **env("WINDOW")),
+        click.option("--time", "time_mode", type=click.Choice(["auto", "event", "processing"]),
+                     default="auto", show_default=True,
+                     help="With --window: event = the time written in each line (CLF "
+                          "[24/Nov/2026:10:00:00 +0000]), processing = the clock when a line is "
+                          "read; auto = event for FILES, processing for standard input.",
+                     **env("TIME")),
+        click.option("--lateness", default=DEFAULT_LATENESS, show_default=True, metavar="DURATION",
+                     callback=_duration("--lateness", zero_ok=True),
+                     help="With --time event: a window stays open until lines this much later "
+                          "than its end have been seen; older lines are dropped as late.",
+                     **env("LATENESS")),
+        click.option("--series", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+                     help="With --window: append one record per closed window (JSON lines, or CSV "
+                          "if FILE ends in .csv), durably; a window already in FILE is never "
+                          "released again. Required with --state.", **env("SERIES")),
+        click.option("--horizon", default=None, metavar="DURATION", callback=_duration("--horizon"),
+                     help="With --window: print what a person seen in every window of any span "
+                          "this long is covered at (7d of 1d windows: 7 x the window's epsilon); "
+                          "with --total-epsilon, the total is this horizon's, split per window.",
+                     **env("HORIZON")),
+        click.option("--close-at-end/--keep-open", "close_at_end", default=None,
+                     help="With --window: at the end of the input close and release every open "
+                          "window (default for event time: the replay is complete), or keep them "
+                          "in their state files for the next run (default for processing time).",
+                     **env("CLOSE_AT_END")),
+        click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
+                     help="With --window: serve the last closed window's release (estimate, "
+                          "interval, epsilon; labelled by window) as Prometheus gauges on "
+                          "/metrics (0: any free port). Nothing about arrivals.",
+                     **env("METRICS_PORT")),
+        click.option("--metrics-host", default="127.0.0.1", show_default=True,
+                     help="Address the metrics server binds.", **env("METRICS_HOST")),
+    ]
+
+    def deco(f: F) -> F:
+        for o in reversed(opts):
+            f = o(f)
+        return f
+
+    return deco
+
+
+def refuse_window_only(ctx: click.Context) -> None:
+    """Refuse a window option given without ``--window``."""
+    bad = [f"--{n.replace('_', '-')}" for n in WINDOW_ONLY if n in ctx.params and given(ctx, n)]
+    if bad:
+        raise click.UsageError(f"{', '.join(bad)} go(es) with --window (e.g. --window 1d)")
+
+
+@contextlib.contextmanager
+def _stop_on_signals(ing: WindowedIngestor) -> Iterator[None]:
+    """First SIGINT/SIGTERM: stop after the current chunk, checkpoint the open windows. Second:
+    exit at once."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if ing.stopping:
+            os.write(2, b"panstream: second signal, exiting without a final checkpoint\n")
+            os._exit(130)
+        ing.request_stop()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _size(n: int) -> str:
+    x = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if x < 1024:
+            return f"{x:,.0f} {unit}" if unit == "B" else f"{x:,.1f} {unit}"
+        x /= 1024
+    return f"{x:,.1f} GiB"
+
+
+def progress_line(s: WindowStats) -> str:
+    """One progress line: the clock, the windows released and open, a file's byte offset. Nothing
+    counts arrivals (the windows open follow the input's own times, or the clock)."""
+    msg = (f"panstream: alive {s.seconds:,.0f} s, {s.released} window(s) released, {s.open} "
+           f"open, {s.checkpoints} checkpoint(s)")
+    if s.position is not None and s.size is not None:
+        pct = 100.0 * s.position / s.size if s.size else 100.0
+        return f"{msg}; reading {s.input}: {_size(s.position)} of {_size(s.size)} ({pct:.0f} %)"
+    return f"{msg}; reading {s.input}" if s.input else msg
+
+
+def _progress_printer() -> Callable[[WindowStats], None]:
+    tty = sys.stderr.isatty()
+
+    def show(s: WindowStats) -> None:
+        sys.stderr.write(("\r\x1b[K" if tty else "") + progress_line(s) + ("" if tty else "\n"))
+        sys.stderr.flush()
+
+    return show
+
+
+def window_line(rec: dict[str, Any]) -> str:
+    """One human line for a closed window's record."""
+    pct = f"{100 * float(rec.get('confidence') or 0.95):g} %"
+    line = (f"window {rec['window']} .. {label(rec['end'])}: {rec['statistic']} "
+            f"{rec['estimate']:,.0f} [{rec['low']:,.0f}, {rec['high']:,.0f}] ({pct}), epsilon "
+            f"{rec['epsilon_window']:.6g} (state {rec['epsilon_state']:.6g} + release "
+            f"{rec['epsilon_release']:g})")
+    if rec.get("late_records") is not None:
+        line += (f"; late lines ~{max(rec['late_records'], 0):,}, untimed "
+                 f"~{max(rec['untimed_records'], 0):,} (sd {rec['late_sd']:.1f})")
+    return line
+
+
+def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Universe | None,
+                 epsilon: float, estimator: str, modulus: int, calibration: str,
+                 state: str | None, fmt: Format, checkpoint_every: float,
+                 release_every: float | None, release_epsilon: float | None,
+                 release_mechanism: str, total_epsilon: float | None, releases: int | None,
+                 telemetry: TelemetryPolicy, as_json: bool, window: int, time_mode: str,
+                 progress: bool | None = None,
+                 lateness: int, series: str | None, horizon: int | None,
+                 close_at_end: bool | None, metrics_port: int | None, metrics_host: str,
+                 **_: Any) -> None:
+    """``ingest --window``: check the options, plan the window's epsilons, run, summarize."""
+    if release_every is not None:
+        raise click.UsageError("--window releases each window once, when it closes: drop "
+                               "--release-every")
+    if "budget" in ctx.params and given(ctx, "budget"):
+        raise click.UsageError("--window gives each window a budget of exactly its one release: "
+                               "drop --budget")
+    if releases is not None:
+        raise click.UsageError("--window releases each window once: drop --releases")
+    if universe is None:
+        raise click.UsageError("--window needs --universe (each window starts a new table)")
+    if state is not None and series is None:
+        raise click.UsageError("--window with --state needs --series FILE: the series records "
+                               "which windows were released, so a restart never releases one "
+                               "twice")
+    size = window
+    per_horizon = windows_in(horizon, size) if horizon else None
+    if total_epsilon is not None:
+        clash = [f"--{k.replace('_', '-')}" for k in ("epsilon", "release_epsilon")
+                 if given(ctx, k)]
+        if clash:
+            raise click.UsageError(f"--total-epsilon chooses the state and release epsilon of "
+                                   f"each window: drop {', '.join(clash)}")
+        per_window = total_epsilon / (per_horizon or 1)
+        b = plan_split(per_window, universe, 1, 0.0, calibration).best
+        epsilon, release_epsilon = b.epsilon_state_asked, b.epsilon_release
+        where = (f"{total_epsilon:g} over {per_horizon} windows = {per_window:.6g} per window"
+                 if per_horizon else f"{total_epsilon:g} per window")
+        click.echo(f"panstream: total epsilon {where}: epsilon_state {b.epsilon_state:.6f} "
+                   f"(realized) + one release at {b.epsilon_release:g}; one release +- "
+                   f"{b.density_95:.6f} density at 95 %", err=True)
+    if release_epsilon is None:
+        raise click.UsageError("--window needs --release-epsilon E (each window's one release) "
+                               "or --total-epsilon E (split per window)")
+    mode = time_mode if time_mode != "auto" else ("event" if files else "processing")
+    if close_at_end is None:
+        close_at_end = mode == "event"
+    if not files and sys.stdin.isatty():
+        raise click.UsageError("no FILE given and standard input is a terminal: pipe a log in, "
+                               "e.g. tail -F access.log | panstream ingest --window 1h ...")
+    for path in files:
+        try:
+            with open(path, "rb", buffering=0):
+                pass
+        except OSError as exc:
+            msg = f"cannot open {path}: {exc.strerror or exc}; check the path and permissions"
+            raise SourceError(msg) from None
+    tune_allocator()
+    eps_out = float(release_epsilon)
+
+    def make() -> Any:
+        return estimators.new(estimator, universe, epsilon, calibration=calibration,
+                              modulus=modulus, budget=eps_out)
+
+    eps_state = estimators.state_epsilon(estimator, epsilon, calibration=calibration,
+                                         modulus=modulus)
+    eps_window = eps_state + eps_out + telemetry.cost(0)
+    when = f"{mode} time" + (f", lateness {duration_text(lateness)}" if mode == "event" else "")
+    tele = ("(telemetry 0: nothing counted)" if not telemetry.counts
+            else f"{telemetry.total_clause()}")
+    head = (f"panstream ingest: {duration_text(size)} windows ({when}); each window: "
+            f"epsilon_state {eps_state:.6f} + one release {eps_out:g} = {eps_window:.6f} per "
+            f"person per window {tele}")
+    click.echo(head, err=True)
+    acct = (f"panstream ingest: a person seen in W windows is covered at W x {eps_window:.6g} "
+            "against whoever reads the whole series"
+            + (f"; {horizon_line(eps_window, size, horizon)}" if horizon else ""))
+    click.echo(acct, err=True)
+
+    with contextlib.ExitStack() as held:
+        # one writer per series and per state stem: two runs appending to one series could each
+        # release the same window (twice the budget); the lock comes before the series is read
+        if series is not None:
+            try:
+                held.enter_context(state_lock(series, "ingest --window (its series)"))
+            except StateError:
+                msg = (f"the series {series} is being written by another 'panstream ingest "
+                       "--window': stop it first (one writer per series, or a window could be "
+                       "released twice)")
+                raise StateError(msg) from None
+        if state is not None:
+            held.enter_context(state_lock(state, "ingest --window"))
+        ser = Series(series) if series is not None else None
+        stats = _run(ser, held, files=files, universe=universe, fmt=fmt, size=size, make=make,
+                     eps_out=eps_out, release_mechanism=release_mechanism, state=state,
+                     mode=mode, lateness=lateness, checkpoint_every=checkpoint_every,
+                     close_at_end=close_at_end, epsilon=epsilon, estimator=estimator,
+                     calibration=calibration, modulus=modulus, telemetry=telemetry,
+                     as_json=as_json, progress=progress, metrics_port=metrics_port,
+                     metrics_host=metrics_host)
+    _summary(stats, as_json, ser, state, eps_state, eps_out, eps_window, size, horizon)
+
+
+def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ...],
+         universe: Universe, fmt: Format, size: int, make: Callable[[], Any], eps_out: float,
+         release_mechanism: str, state: str | None, mode: str, lateness: int,
+         checkpoint_every: float, close_at_end: bool, epsilon: float, estimator: str,
+         calibration: str, modulus: int, telemetry: TelemetryPolicy, as_json: bool,
+         progress: bool | None, metrics_port: int | None, metrics_host: str) -> WindowStats:
+    """Serve the metrics, run the windows over the inputs (under the locks in ``held``)."""
+    metrics = SeriesMetrics(metrics_port, metrics_host) if metrics_port is not None else None
+    if metrics is not None:
+        held.callback(metrics.close)
+        click.echo(f"panstream: metrics of the last closed window on "
+                   f"http://{metrics_host}:{metrics.port}/metrics", err=True)
+        if ser is not None and ser.released():
+            metrics.show(read(ser.path)[-1], count=False)
+
+    def on_close(rec: dict[str, Any]) -> None:
+        if as_json:
+            emit_json({"window": {k: v for k, v in rec.items() if k != "release"}})
+        else:
+            click.echo(window_line(rec))
+        sys.stdout.flush()
+        if metrics is not None:
+            metrics.show(rec)
+
+    def notice(msg: str) -> None:
+        click.echo(f"panstream: {msg}", err=True)
+
+    show_progress = sys.stderr.isatty() if progress is None else progress
+    expect = estimators.expect_of(estimator, universe, epsilon, calibration, modulus)
+    ing = WindowedIngestor(make, universe, fmt, size, release_epsilon=eps_out,
+                           release_mechanism=release_mechanism, series=ser, state_path=state,
+                           time_mode=mode, lateness=lateness,
+                           checkpoint_every=checkpoint_every, close_at_end=close_at_end,
+                           expect=expect, on_close=on_close, on_notice=notice,
+                           on_progress=_progress_printer() if show_progress else None,
+                           telemetry=telemetry)
+
+    def inputs() -> Iterator[Input]:
+        if not files:
+            yield Input("standard input", stdin_reader())
+            return
+        for path in files:
+            if ing.stopping:
+                return
+            with open_input(path) as f:
+                yield Input(path, f.reader, f.position)
+
+    with _stop_on_signals(ing):
+        try:
+            return ing.run(inputs())
+        except SourceError as exc:
+            kept = (f"the open windows are saved in {window_stem(state)}.*.pst"
+                    if state else "no --state: the open windows were lost")
+            raise SourceError(f"{exc}; windows released so far are in the series; "
+                              f"{kept}. Repair the file and run again") from None
+
+
+def _summary(stats: WindowStats, as_json: bool, ser: Series | None, state: str | None,
+             eps_state: float, eps_out: float, eps_window: float, size: int,
+             horizon: int | None) -> None:
+    released_total = len(ser.released()) if ser is not None else stats.released
+    if as_json:
+        emit_json({"summary": {
+            "seconds": stats.seconds, "window_seconds": size, "released": stats.released,
+            "series": ser.path if ser is not None else None, "series_windows": released_total,
+            "open": stats.open, "restored": stats.restored, "skipped": stats.skipped,
+            "checkpoints": stats.checkpoints, "interrupted": stats.interrupted,
+            "bytes_read": stats.bytes_read, "epsilon_state": eps_state,
+            "epsilon_release": eps_out, "epsilon_window": eps_window,
+            "horizon_seconds": horizon,
+            "horizon_windows": windows_in(horizon, size) if horizon else None,
+            "epsilon_horizon": windows_in(horizon, size) * eps_window if horizon else None}})
+        return
+    where = (f"; {stats.open} open window(s) kept in {window_stem(state)}.*.pst"
+             if state and stats.open else (f"; {stats.open} open window(s) lost (no --state)"
+                                           if stats.open else ""))
+    click.echo(f"panstream ingest: done in {stats.seconds:.2f} s; {stats.released} window(s) "
+               f"released" + (f" to {ser.path} ({released_total} in all)" if ser else "")
+               + where + (" [interrupted]" if stats.interrupted else ""), err=True)
+    click.echo(f"panstream ingest: per window {eps_window:.6g} per person (state "
+               f"{eps_state:.6g} + release {eps_out:g})"
+               + (f"; {horizon_line(eps_window, size, horizon)}" if horizon else ""), err=True)

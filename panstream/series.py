@@ -1,0 +1,353 @@
+"""The released series: one durable record per closed window, its picture and its metrics.
+
+A windowed ``ingest`` (:mod:`panstream.windows`) releases each window's table once when the window
+closes and appends the result here. The series file is the record of which windows were released:
+a window whose record is in the file was released, and is never released again (a second release
+of the same table would spend its budget twice).
+
+* :class:`Series` appends records durably (one ``write`` of a whole line, then ``fsync``; the
+  directory is synced when the file is created) to a JSON-lines file, or to CSV when the name ends
+  in ``.csv``. A line torn by a crash mid-write (no final newline) was never complete, hence never
+  published: it is cut off when the file is opened again, and the window is released afresh.
+* :func:`record` builds a record from a release of any family (:func:`headline` picks the figure
+  a dashboard shows: the distinct count of a density table, the present cells of a frequency
+  table, or ``estimate``/``low``/``high`` of a family that names them so).
+* :func:`read` reads a series back (either format); :func:`plot_series` draws it (matplotlib, the
+  ``plot`` extra); :class:`SeriesMetrics` serves the last record as Prometheus gauges.
+
+Everything in a record is the release (noisy, computed from the table and public parameters), the
+window's public bounds and epsilons, and optionally the late-record counts under an explicit
+telemetry opt-in (noisy, or exact): nothing exact about arrivals by default.
+
+>>> import os, tempfile
+>>> s = Series(os.path.join(tempfile.mkdtemp(), "daily.jsonl"))
+>>> s.append({"window": "2026-11-24T00:00:00Z", "estimate": 812.5})
+>>> sorted(Series(s.path).released()), read(s.path)[0]["estimate"]
+(['2026-11-24T00:00:00Z'], 812.5)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from panstream.errors import ConfigurationError, StateError
+
+__all__ = ["CSV_FIELDS", "Series", "SeriesMetrics", "headline", "plot_series", "read", "record"]
+
+#: Columns of a CSV series (a JSON-lines series also keeps the whole release under ``release``).
+CSV_FIELDS = ("window", "start", "end", "family", "statistic", "estimate", "low", "high",
+              "confidence", "epsilon_state", "epsilon_release", "epsilon_window", "mechanism",
+              "universe", "late_records", "untimed_records", "late_sd", "released_at")
+
+_NUMERIC = {"start", "end", "estimate", "low", "high", "confidence", "epsilon_state",
+            "epsilon_release", "epsilon_window", "late_records", "untimed_records", "late_sd",
+            "released_at"}
+
+
+def headline(rel: Mapping[str, Any]) -> tuple[str, float, float, float]:
+    """``(statistic, estimate, low, high)`` of a release's ``to_dict()``, for any family.
+
+    Density: the distinct count and its interval; frequency: the present cells (``stats.present``);
+    another family: its ``distinct``/``distinct_low``/``distinct_high`` or
+    ``estimate``/``low``/``high`` fields.
+
+    Raises:
+        ConfigurationError: the release names none of these.
+    """
+    if "distinct" in rel:
+        return "distinct", float(rel["distinct"]), float(rel["distinct_low"]), \
+            float(rel["distinct_high"])
+    stats = rel.get("stats")
+    if isinstance(stats, Mapping) and isinstance(stats.get("present"), Mapping):
+        v = stats["present"]
+        return "present", float(v["value"]), float(v["low"]), float(v["high"])
+    if "estimate" in rel:
+        return str(rel.get("statistic", "estimate")), float(rel["estimate"]), \
+            float(rel["low"]), float(rel["high"])
+    msg = ("this release has no headline figure (distinct, stats.present, or estimate/low/high): "
+           "a windowed series cannot show it")
+    raise ConfigurationError(msg)
+
+
+def record(window: str, start: int, end: int, family: str, rel: Mapping[str, Any], *,
+           epsilon_state: float, late: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The series record of one closed window.
+
+    Args:
+        window: the window's id (its start, ISO 8601 UTC).
+        start, end: its bounds in UNIX seconds (end exclusive).
+        family: the estimator family.
+        rel: the release's ``to_dict()``.
+        epsilon_state: the window table's realized state epsilon.
+        late: ``{"late_records", "untimed_records", "late_sd"}`` under a telemetry opt-in, else
+            ``None`` (the fields are then ``None``: not counted).
+    """
+    stat, est, lo, hi = headline(rel)
+    eps_rel = float(rel["epsilon"])
+    late = late or {}
+    return {
+        "window": window, "start": int(start), "end": int(end), "family": family,
+        "statistic": stat, "estimate": est, "low": lo, "high": hi,
+        "confidence": float(rel.get("confidence", math.nan)),
+        "epsilon_state": float(epsilon_state), "epsilon_release": eps_rel,
+        "epsilon_window": float(epsilon_state) + eps_rel,
+        "mechanism": rel.get("mechanism"), "universe": rel.get("universe"),
+        "late_records": late.get("late_records"), "untimed_records": late.get("untimed_records"),
+        "late_sd": late.get("late_sd"), "released_at": float(rel.get("time", math.nan)),
+        "release": dict(rel),
+    }
+
+
+class Series:
+    """A series file: JSON lines (default) or CSV (a name ending in ``.csv``), append-only.
+
+    Args:
+        path: the file (created by the first :meth:`append`; its directory must exist).
+
+    Raises:
+        StateError: the file exists but cannot be read as a series.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self.csv = self.path.lower().endswith(".csv")
+        self._repair()
+        recs = read(self.path) if os.path.exists(self.path) else []
+        self._released = {str(r["window"]) for r in recs}
+        #: Window lengths (seconds) of the records, to refuse mixing window sizes in one file.
+        self.lengths = {int(float(r["end"]) - float(r["start"])) for r in recs
+                        if r.get("start") is not None and r.get("end") is not None}
+
+    def released(self) -> set[str]:
+        """Ids of the windows released (their record is in the file)."""
+        return set(self._released)
+
+    def _repair(self) -> None:
+        """Cut a final line torn by a crash (it was never complete, so never published)."""
+        try:
+            with open(self.path, "rb+") as f:
+                data = f.read()
+                if data and not data.endswith(b"\n"):
+                    keep = data.rfind(b"\n") + 1
+                    f.truncate(keep)
+                    f.flush()
+                    os.fsync(f.fileno())
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StateError(f"cannot open the series {self.path}: {exc.strerror}") from None
+
+    def _encode(self, rec: Mapping[str, Any], header: bool) -> bytes:
+        if not self.csv:
+            clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                     for k, v in rec.items()}
+            return (json.dumps(clean, sort_keys=True, allow_nan=False, default=str) + "\n").encode()
+        out = io.StringIO()
+        w = csv.DictWriter(out, CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+        if header:
+            w.writeheader()
+        w.writerow({k: ("" if rec.get(k) is None else rec.get(k)) for k in CSV_FIELDS})
+        return out.getvalue().encode()
+
+    def append(self, rec: Mapping[str, Any]) -> None:
+        """Append ``rec`` durably: one write of the whole line, ``fsync``, and on creation the
+        directory's ``fsync``. When this returns the window counts as released.
+
+        Raises:
+            StateError: the record could not be made durable (the window is then not released).
+        """
+        new = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
+        data = self._encode(rec, header=new)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            if new:
+                dfd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+                try:
+                    os.fsync(dfd)
+                finally:
+                    os.close(dfd)
+        except OSError as exc:
+            msg = (f"cannot append to the series {self.path}: {exc.strerror}; free disk space or "
+                   "fix permissions: the window stays open and is released at the next run")
+            raise StateError(msg) from None
+        self._released.add(str(rec["window"]))
+
+
+def read(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The records of a series file (JSON lines, or CSV by its name), oldest first; a torn final
+    line is ignored.
+
+    Raises:
+        StateError: missing file or a line that is not a series record.
+    """
+    p = os.fspath(path)
+    try:
+        with open(p, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise StateError(f"cannot read the series {p}: {exc.strerror}") from None
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]
+    out: list[dict[str, Any]] = []
+    if p.lower().endswith(".csv"):
+        for n, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
+            if "window" not in row or not row["window"]:
+                raise StateError(f"{p}, line {n}: not a series record (no window column)")
+            rec: dict[str, Any] = {}
+            for k, v in row.items():
+                if k in _NUMERIC:
+                    rec[k] = None if v in ("", None) else float(v)
+                else:
+                    rec[k] = v
+            out.append(rec)
+        return out
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            d = None
+        if not isinstance(d, dict) or "window" not in d:
+            raise StateError(f"{p}, line {n}: not a series record (JSON with a 'window' field)")
+        out.append(d)
+    return out
+
+
+def plot_series(records: Sequence[Mapping[str, Any]], path: str | os.PathLike[str],
+                title: str | None = None) -> Any:
+    """Draw each window's estimate (a point at the window's middle) with its interval (an error
+    bar) over time, and write a PNG to ``path``.
+
+    Returns:
+        The matplotlib ``Figure`` (its first axes' first line holds the points drawn).
+
+    Raises:
+        ConfigurationError: matplotlib is missing (the ``plot`` extra), or no records.
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        msg = ("plotting a series needs matplotlib: install the plot extra, "
+               "pip install 'panstream[plot]'")
+        raise ConfigurationError(msg) from None
+    if not records:
+        raise ConfigurationError("the series has no records to plot")
+    recs = sorted(records, key=lambda r: float(r["start"]))
+    x = np.array([int((float(r["start"]) + float(r["end"])) // 2) for r in recs],
+                 dtype="datetime64[s]")
+    y = [float(r["estimate"]) for r in recs]
+    lo = [max(0.0, yi - float(r["low"])) for yi, r in zip(y, recs, strict=True)]
+    hi = [max(0.0, float(r["high"]) - yi) for yi, r in zip(y, recs, strict=True)]
+    fig = Figure(figsize=(9, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot(x, y, marker="o", linestyle="-", color="C0", label="estimate")
+    ax.errorbar(x, y, yerr=[lo, hi], fmt="none", ecolor="C0", alpha=0.5, capsize=3,
+                label=f"{100 * float(recs[0].get('confidence') or 0.95):g} % interval")
+    stat = recs[0].get("statistic", "estimate")
+    ax.set_ylabel(f"{stat} per window")
+    ax.set_xlabel("window (UTC)")
+    ew = recs[-1].get("epsilon_window")
+    ax.set_title(title or (f"{stat} per window, {recs[0].get('universe', '')}; "
+                           f"epsilon {float(ew):.3g} per window" if ew is not None else stat))
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best")
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    fig.savefig(os.fspath(path), format="png")
+    return fig
+
+
+class SeriesMetrics:
+    """Prometheus gauges of the last closed window's release, served on ``host:port``.
+
+    Gauges (labels ``window``, ``window_end``, ``statistic``, ``family``; only the last window is
+    kept): ``panstream_window_estimate``, ``panstream_window_low``, ``panstream_window_high``,
+    ``panstream_window_epsilon`` (the window's state + release epsilon) and
+    ``panstream_windows_released`` (how many windows this run released: the clock's doing, not the
+    data's). Nothing about arrivals.
+
+    Args:
+        port: TCP port (0: any free port, see :attr:`port`).
+        host: address to bind (default loopback).
+
+    Raises:
+        ConfigurationError: prometheus-client missing, or the port cannot be bound.
+    """
+
+    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
+        try:
+            from prometheus_client import CollectorRegistry, Gauge, start_http_server
+        except ImportError:  # pragma: no cover - a declared dependency
+            raise ConfigurationError("--metrics-port needs prometheus-client: pip install "
+                                     "prometheus-client") from None
+        self.registry = r = CollectorRegistry()
+        labels = ["window", "window_end", "statistic", "family"]
+        self.estimate = Gauge("panstream_window_estimate", "Released estimate of the last closed "
+                              "window (noisy)", labels, registry=r)
+        self.low = Gauge("panstream_window_low", "Lower bound of its interval", labels, registry=r)
+        self.high = Gauge("panstream_window_high", "Upper bound of its interval", labels,
+                          registry=r)
+        self.epsilon = Gauge("panstream_window_epsilon", "Epsilon of one window (state + "
+                             "release): a person seen in W windows is covered at W x this",
+                             labels, registry=r)
+        self.released = Gauge("panstream_windows_released", "Windows released by this run",
+                              registry=r)
+        self._gauges = (self.estimate, self.low, self.high, self.epsilon)
+        self.count = 0
+        try:
+            self.server, _ = start_http_server(port, addr=host, registry=r)
+        except OSError as exc:
+            msg = f"cannot serve metrics on {host}:{port}: {exc.strerror}; pick a free port"
+            raise ConfigurationError(msg) from None
+
+    @property
+    def port(self) -> int:
+        """The port actually bound."""
+        return int(self.server.server_port)
+
+    def show(self, rec: Mapping[str, Any], *, count: bool = True) -> None:
+        """Make ``rec`` (a series record) the one served; ``count``: it was released by this run."""
+        for g in self._gauges:
+            g.clear()
+        lab = {"window": str(rec["window"]),
+               "window_end": _iso(float(rec["end"])),
+               "statistic": str(rec.get("statistic", "estimate")),
+               "family": str(rec.get("family", ""))}
+        self.estimate.labels(**lab).set(float(rec["estimate"]))
+        self.low.labels(**lab).set(float(rec["low"]))
+        self.high.labels(**lab).set(float(rec["high"]))
+        self.epsilon.labels(**lab).set(float(rec["epsilon_window"]))
+        if count:
+            self.count += 1
+            self.released.set(self.count)
+
+    def close(self) -> None:
+        """Stop serving."""
+        with contextlib.suppress(Exception):
+            self.server.shutdown()
+            self.server.server_close()
+
+
+def _iso(t: float) -> str:
+    from panstream.eventtime import label
+
+    return label(t)

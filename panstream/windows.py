@@ -1,0 +1,624 @@
+"""Tumbling windows: a fresh table per window, released once when it closes, then wiped.
+
+``panstream ingest --window 1d`` answers "distinct clients per day" without re-releasing one
+growing table: every window (aligned to UTC: ``1d`` from 00:00, ``1h`` on the hour, or any duration)
+gets its *own* table, a fresh draw from D0 with a new epoch and a ledger whose budget is exactly one
+release. When the window closes, :class:`WindowedIngestor` owns the order in which things become
+durable (the commit order):
+
+1. release the window's table once (``est.release``: the ledger is charged before noise is drawn);
+2. append the window's record to the **series** (:class:`panstream.series.Series`: one line,
+   ``fsync``). This is the commit point: a window whose record is in the series was released;
+3. wipe the table, forget the window, remove its state file (and its lock): nothing of a closed
+   window remains on disk or in memory;
+4. only then publish (``on_close``: a stdout line, the metrics).
+
+A crash (``kill -9``) before 2 loses an unpublished release: the restart restores the window from
+its last checkpoint and releases it then, once. A crash between 2 and 3 leaves a state file of a
+released window: the restart finds its record in the series and deletes the file without releasing
+it again. So every window appears in the series exactly once.
+
+Time (``time_mode``):
+
+* ``"event"``: a line belongs to the window of the time it carries
+  (:func:`panstream.eventtime.times`, e.g. CLF ``[24/Nov/2026:10:00:00 +0000]``). The *watermark*
+  is the latest time seen; a window closes once the watermark passes its end by ``lateness``
+  seconds, so several windows may be open at once. A line whose window closed (or was released by
+  an earlier run) is *late* and dropped; a line without a readable time is *untimed* and dropped.
+  Both are counted only under a telemetry opt-in (:mod:`panstream.telemetry`: noisy per arrival, or
+  exact) and reported in the next window's record. Windows between two windows with traffic are
+  opened too (an empty day is released as about 0, not left out). At the end of the input every
+  open window closes (``close_at_end``, the default for a replay), or is checkpointed for the
+  next run.
+* ``"processing"``: a line belongs to the window of the wall clock when it is read (``tail -F``);
+  the current window always exists and closes at its end on the clock, whatever arrives.
+
+Open windows are checkpointed (state files ``<stem>.<YYYYmmddTHHMMSSZ>.pst`` beside the
+``--state`` path, one per open window, each under its own lock) on the fixed clock of
+:mod:`panstream.schedule`; memory holds only the open windows' tables.
+
+Nothing here imports click; the command line (``panstream ingest --window``) wires it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from panstream import estimators
+from panstream.errors import BudgetExhaustedError, ConfigurationError
+from panstream.estimators.base import Estimator
+from panstream.eventtime import has_time, label, lines_and_times, seconds, window_start
+from panstream.ingest import IDLE_TICK, Input
+from panstream.parse import Format, LineParser, detect_format
+from panstream.schedule import Schedule, wait_before
+from panstream.series import Series, record
+from panstream.state.files import state_lock
+from panstream.telemetry import TelemetryPolicy
+from panstream.universe import Universe
+
+__all__ = ["MAX_GAP", "WindowStats", "WindowedIngestor", "horizon_line", "window_files",
+           "window_path", "window_stem", "windows_in", "duration_text"]
+
+#: At most this many empty windows are opened to fill a gap between two windows with traffic.
+MAX_GAP = 1000
+
+_INT64_MIN = np.iinfo(np.int64).min
+_STAMP = re.compile(r"\.(\d{8}T\d{6}Z)\.pst$")
+
+
+def _stamp(start: int) -> str:
+    return label(start).replace("-", "").replace(":", "")
+
+
+def window_stem(state_path: str) -> str:
+    """The common stem of the open windows' state files (``web.pst`` -> ``web``)."""
+    return state_path[:-4] if state_path.endswith(".pst") else state_path
+
+
+def window_path(state_path: str, start: int) -> str:
+    """The state file of the open window starting at ``start`` (``web.pst`` ->
+    ``web.20261124T000000Z.pst``).
+
+    >>> window_path("/s/web.pst", 1795478400)
+    '/s/web.20261124T000000Z.pst'
+    """
+    return f"{window_stem(state_path)}.{_stamp(start)}.pst"
+
+
+def window_files(state_path: str) -> dict[int, str]:
+    """The open-window state files beside ``state_path``, by window start."""
+    import calendar
+
+    stem = window_stem(state_path) + "."
+    out = {}
+    for p in glob.glob(glob.escape(stem) + "*.pst"):
+        m = _STAMP.fullmatch(p[len(stem) - 1:])
+        if m:
+            out[calendar.timegm(time.strptime(m.group(1), "%Y%m%dT%H%M%SZ"))] = p
+    return out
+
+
+def windows_in(horizon: int, size: int) -> int:
+    """How many consecutive windows of ``size`` seconds a horizon of ``horizon`` seconds spans.
+
+    >>> windows_in(7 * 86400, 86400), windows_in(86400, 3600), windows_in(90 * 60, 3600)
+    (7, 24, 2)
+    """
+    return max(1, math.ceil(horizon / size))
+
+
+def duration_text(s: int) -> str:
+    """``86400`` -> ``1d``, ``5400`` -> ``90m``, ``0`` -> ``0s``.
+
+    >>> duration_text(7 * 86400), duration_text(5400), duration_text(0)
+    ('7d', '90m', '0s')
+    """
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s and s % n == 0:
+            return f"{s // n}{unit}"
+    return f"{s}s"
+
+
+def horizon_line(epsilon_window: float, size: int, horizon: int) -> str:
+    """The accounting of a horizon, for one human line.
+
+    >>> horizon_line(1.5, 86400, 7 * 86400)
+    'any 7d (7 consecutive 1d windows): 7 x 1.5 = 10.5 per person who appears in each'
+    """
+    w = windows_in(horizon, size)
+    return (f"any {duration_text(horizon)} ({w} consecutive {duration_text(size)} windows): "
+            f"{w} x {epsilon_window:.6g} = {w * epsilon_window:.6g} per person who appears in each")
+
+
+@dataclass
+class WindowStats:
+    """Operational figures of a windowed run (printed, never stored; nothing counts arrivals).
+
+    Attributes:
+        seconds: time of the run; checkpoints: checkpoints written; released: windows released by
+        this run; open: windows still open at the end (checkpointed); restored: open windows read
+        back from their state files; skipped: state files of windows already in the series
+        (removed); interrupted: stopped by a signal; bytes_read: bytes of the file inputs read;
+        formats: the format of each file input; last: the last record released; input, position,
+        size: the input being read and, for a file, the bytes read of it and its size.
+    """
+
+    seconds: float = 0.0
+    checkpoints: int = 0
+    released: int = 0
+    open: int = 0
+    restored: int = 0
+    skipped: int = 0
+    interrupted: bool = False
+    bytes_read: int = 0
+    formats: list[str] = field(default_factory=list)
+    last: dict[str, Any] | None = None
+    input: str = ""
+    position: int | None = None
+    size: int | None = None
+
+
+@dataclass
+class _Open:
+    """One open window: its table, and the lock held on its state file."""
+
+    start: int
+    est: Estimator
+    lock: contextlib.ExitStack
+
+
+class WindowedIngestor:
+    """Run log inputs into one fresh table per tumbling window, releasing each once (see the module
+    docstring for the commit order and the time modes).
+
+    Args:
+        make: returns a fresh estimator for a new window (any family; its ledger's budget should
+            be ``release_epsilon``: one release).
+        universe: the universe of the windows' tables (for the line parser).
+        fmt: the log format (``auto`` is resolved per input from its first chunk).
+        size: window length in seconds (windows start at multiples of it from the UNIX epoch, UTC).
+        release_epsilon, release_mechanism: of each window's one release.
+        series: where closed windows are recorded (``None``: only ``on_close``; a crash may then
+            lose a release, never repeat one, as nothing is restored without a series).
+        state_path: stem of the open windows' state files (``None``: memory only).
+        time_mode: ``"event"`` or ``"processing"``.
+        lateness: seconds a window stays open after the watermark passes its end (event time).
+        checkpoint_every: seconds between checkpoints of the open windows (fixed clock).
+        close_at_end: close every open window at the end of the input (else checkpoint them).
+        expect: parameters a restored window file must match (``estimators.expect_of``).
+        on_close: called with each record after it is durable in the series.
+        on_notice: one-line operational messages.
+        on_progress: called every ``progress_every`` seconds (fixed clock) with the stats.
+        telemetry: whether late/untimed lines are counted (default: nothing counted).
+        clock, wall_clock: monotonic and wall clocks (for tests).
+    """
+
+    def __init__(self, make: Callable[[], Estimator], universe: Universe, fmt: Format, size: int,
+                 *,
+                 release_epsilon: float, release_mechanism: str = "laplace",
+                 series: Series | None = None, state_path: str | None = None,
+                 time_mode: str = "event", lateness: float = 0.0,
+                 checkpoint_every: float | None = None, close_at_end: bool = True,
+                 expect: Mapping[str, Any] | None = None,
+                 on_close: Callable[[dict[str, Any]], None] | None = None,
+                 on_notice: Callable[[str], None] | None = None,
+                 on_progress: Callable[[WindowStats], None] | None = None,
+                 progress_every: float = 1.0,
+                 telemetry: TelemetryPolicy | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        if not (isinstance(size, int) and size > 0):
+            raise ConfigurationError(f"a window must last a whole number of seconds > 0, got {size!r}")
+        if time_mode not in ("event", "processing"):
+            raise ConfigurationError(f"time must be 'event' or 'processing', got {time_mode!r}")
+        if not (math.isfinite(lateness) and lateness >= 0):
+            raise ConfigurationError(f"lateness must be a number of seconds >= 0, got {lateness!r}")
+        if state_path is not None and series is None:
+            msg = ("windows kept in state files need a --series file: it is the record of which "
+                   "windows were released, so that a restart never releases one twice")
+            raise ConfigurationError(msg)
+        self.make = make
+        self.universe = universe
+        self.format = fmt
+        self.size = size
+        self.release_epsilon = release_epsilon
+        self.release_mechanism = release_mechanism
+        self.series = series
+        self.state_path = os.fspath(state_path) if state_path is not None else None
+        self.time_mode = time_mode
+        self.lateness = float(lateness)
+        self.checkpoint_every = checkpoint_every or None
+        self.close_at_end = close_at_end
+        self.expect = dict(expect or {})
+        self.on_close = on_close
+        self.on_notice = on_notice
+        self.on_progress = on_progress
+        self.progress_every = progress_every
+        self.telemetry = telemetry or TelemetryPolicy()
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.stats = WindowStats()
+        self._open: dict[int, _Open] = {}
+        self._released: set[int] = set()
+        if series is not None:
+            other = sorted(series.lengths - {size})
+            if other:
+                msg = (f"the series {series.path} holds windows of {duration_text(other[0])}, "
+                       f"not {duration_text(size)}: give each window length its own --series file")
+                raise ConfigurationError(msg)
+            self._released = {self._start_of_id(w) for w in series.released()}
+        # the latest window opened by this run (or restored): empty windows are filled in after it
+        # in event time; never across runs (a gap between runs is input not seen, not silence)
+        self._frontier: int | None = None
+        self._wm = _INT64_MIN  # watermark: the latest event time seen (event mode)
+        self._late = 0  # exact counts, kept only under a telemetry opt-in, zeroed at each close
+        self._untimed = 0
+        self._parsers: dict[str, LineParser] = {}
+        self._timed = False  # whether the current input had a line with a readable time
+        self._refused: set[int] = set()  # released windows whose lines were dropped (noticed)
+        self._stop = False
+        self._t0 = 0.0
+        self._wall0 = 0.0
+
+    # ------------------------------------------------------------------ control
+    def request_stop(self) -> None:
+        """Ask the loop to stop after the current chunk (safe from a signal handler)."""
+        self._stop = True
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop
+
+    def open_windows(self) -> list[int]:
+        """Starts of the windows open now (their tables are the only state in memory)."""
+        return sorted(self._open)
+
+    # ------------------------------------------------------------------ windows
+    def _start_of_id(self, window: str) -> int:
+        import calendar
+
+        try:
+            return calendar.timegm(time.strptime(window, "%Y-%m-%dT%H:%M:%SZ"))
+        except ValueError:
+            msg = f"the series holds a window id {window!r} that is not an ISO 8601 UTC time"
+            raise ConfigurationError(msg) from None
+
+    def _notice(self, msg: str) -> None:
+        if self.on_notice:
+            self.on_notice(msg)
+
+    def _lock(self, start: int) -> contextlib.ExitStack:
+        stack = contextlib.ExitStack()
+        if self.state_path is not None:
+            stack.enter_context(state_lock(window_path(self.state_path, start),
+                                           "ingest --window"))
+        return stack
+
+    def _open_one(self, start: int) -> None:
+        if start in self._open or start in self._released:
+            return
+        lock = self._lock(start)
+        self._open[start] = _Open(start, self.make(), lock)
+
+    def _ensure(self, start: int) -> None:
+        """Open the window at ``start``, and the empty windows between the frontier and it."""
+        f = self._frontier
+        if f is not None and start > f + self.size and self.time_mode == "event":
+            gap = (start - f) // self.size - 1
+            if gap > MAX_GAP:
+                self._notice(f"a line's time jumps {gap:,} windows past the previous ones: the "
+                             f"empty windows between are not released (at most {MAX_GAP:,})")
+            else:
+                for s in range(f + self.size, start, self.size):
+                    self._open_one(s)
+        self._open_one(start)
+        if f is None or start > f:
+            self._frontier = start
+
+    def restore(self) -> None:
+        """Read back the open windows' state files; remove those already in the series."""
+        if self.state_path is None:
+            return
+        for start, path in sorted(window_files(self.state_path).items()):
+            if start % self.size:
+                msg = (f"{path} is a window that does not start on a {self.size}-s boundary: it "
+                       "was made with another --window; finish it with that --window first")
+                raise ConfigurationError(msg)
+            if start in self._released:
+                with state_lock(path, "ingest --window"):
+                    os.unlink(path)  # released before a crash: never release it twice
+                self.stats.skipped += 1
+                self._notice(f"window {label(start)} is already in the series: its state file "
+                             "was removed, not released again")
+                continue
+            lock = self._lock(start)
+            try:
+                est = estimators.load(path, expect=self.expect)
+                if est.ledger.entries:
+                    est.wipe()
+                    msg = (f"{path} is an open window that was released from outside 'ingest "
+                           "--window' (its ledger holds a release): its one release is spent and "
+                           "its figure is not in the series. Delete the file to go on without "
+                           "that window")
+                    raise ConfigurationError(msg)
+                if not math.isclose(est.ledger.budget, self.release_epsilon, rel_tol=1e-12):
+                    est.wipe()
+                    msg = (f"{path} is an open window made for one release at epsilon "
+                           f"{est.ledger.budget:g}, not {self.release_epsilon:g}: resume it with "
+                           "the same --release-epsilon (or --total-epsilon and --horizon)")
+                    raise ConfigurationError(msg)
+            except BaseException:
+                lock.close()
+                raise
+            self._open[start] = _Open(start, est, lock)
+            self.stats.restored += 1
+            if self._frontier is None or start > self._frontier:
+                self._frontier = start
+
+    def _late_figures(self) -> dict[str, Any] | None:
+        """The late/untimed counts since the last close, released under the opt-in (else None)."""
+        if not self.telemetry.counts:
+            return None
+        late, untimed = self.telemetry.release(self._late), self.telemetry.release(self._untimed)
+        self._late = self._untimed = 0
+        return {"late_records": late, "untimed_records": untimed,
+                "late_sd": self.telemetry.noise_sd}
+
+    def close_window(self, start: int) -> dict[str, Any] | None:
+        """Release the window once, record it durably, wipe it, remove its file, then publish.
+
+        Returns:
+            The series record, or ``None`` if the window's budget refused the release.
+        """
+        w = self._open[start]
+        try:
+            rel = w.est.release(self.release_epsilon, self.release_mechanism)
+        except BudgetExhaustedError as exc:
+            self._notice(f"window {label(start)}: {exc}; the window is dropped unreleased")
+            self._forget(w)
+            return None
+        rec = record(label(start), start, start + self.size, w.est.kind, rel.to_dict(),
+                     epsilon_state=w.est.epsilon_state, late=self._late_figures())
+        if self.series is not None:
+            self.series.append(rec)  # the commit point: from here on the window is released
+        self._released.add(start)
+        self._forget(w)
+        self.stats.released += 1
+        self.stats.last = rec
+        if self.on_close:
+            self.on_close(rec)
+        return rec
+
+    def _forget(self, w: _Open) -> None:
+        """Wipe the table, drop it, remove its state file and lock."""
+        w.est.wipe()
+        del self._open[w.start]
+        if self.state_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(window_path(self.state_path, w.start))
+        w.lock.close()
+
+    def checkpoint(self, at: float | None = None) -> None:
+        """Save every open window's table atomically (times set to the scheduled instant ``at``)."""
+        if self.state_path is None:
+            return
+        for start, w in sorted(self._open.items()):
+            path = window_path(self.state_path, start)
+            w.est.save(path)
+            if at is not None:
+                wall = int(round((self._wall0 + (at - self._t0)) * 1e9))
+                os.utime(path, ns=(wall, wall))
+        self.stats.checkpoints += 1
+
+    def _close_due(self) -> None:
+        if self.time_mode == "event":
+            for start in sorted(self._open):
+                if start + self.size + self.lateness <= self._wm:
+                    self.close_window(start)
+        else:
+            now = self.wall_clock()
+            for start in sorted(self._open):
+                if start + self.size <= now:
+                    self.close_window(start)
+            self._ensure(window_start(now, self.size))
+
+    # ------------------------------------------------------------------ lines
+    def _parser(self, kind: str) -> LineParser:
+        p = self._parsers.get(kind)
+        if p is None:
+            fmt = self.format if kind == self.format.spec else Format(kind)
+            p = self._parsers[kind] = LineParser(self.universe, fmt)
+        return p
+
+    def _apply(self, kind: str, start: int, data: memoryview) -> None:
+        res = self._parser(kind).parse(data)
+        if res.indices.size:
+            self._open[start].est.update_indices(res.indices)  # wipes them
+
+    def _event_chunk(self, kind: str, chunk: memoryview) -> None:
+        b = np.frombuffer(chunk, dtype=np.uint8)
+        starts, ends, t = lines_and_times(b, kind)
+        secs, valid = seconds(t)
+        t.view(np.int64).fill(0)
+        size = self.size
+        ws = (secs // size) * size
+        run = np.where(valid, secs, _INT64_MIN)
+        try:
+            np.maximum.accumulate(run, out=run)
+            np.maximum(run, self._wm, out=run)
+            late = valid & (ws + size + self.lateness <= run)
+            if self._released:
+                late |= valid & np.isin(ws, np.fromiter(self._released, np.int64))
+            keep = valid & ~late
+            if run.size:
+                self._wm = max(self._wm, int(run[-1]))
+            if self.telemetry.counts:
+                n = ends - starts
+                blank = (n == 0) | ((n == 1) & (b[np.maximum(ends - 1, 0)] == 13))
+                self._late += int(late.sum())
+                self._untimed += int((~valid & ~blank).sum())
+            self._timed = self._timed or bool(valid.any())
+            wins = np.unique(ws[keep])
+            for s in wins.tolist():
+                self._ensure(int(s))
+            if wins.size == 1 and bool(keep.all()):
+                self._apply(kind, int(wins[0]), chunk)
+            elif wins.size:
+                self._split_apply(kind, b, chunk, starts, ends, keep, ws, wins)
+            wins.fill(0)
+        finally:
+            secs.fill(0)
+            ws.fill(0)
+            run.fill(0)
+        self._close_due()
+
+    def _split_apply(self, kind: str, b: np.ndarray, chunk: memoryview, starts: np.ndarray,
+                     ends: np.ndarray, keep: np.ndarray, ws: np.ndarray, wins: np.ndarray) -> None:
+        """Apply the kept lines of a chunk that spans several windows, window by window.
+
+        Logs are nearly in time order, so a window's lines mostly form one run: a run is parsed in
+        place (a slice of the chunk, no copy); where other lines interleave, only the window's
+        span is compressed into a new buffer (wiped after use)."""
+        g = np.full(starts.size, -1, dtype=np.int8 if wins.size < 127 else np.int32)
+        g[keep] = np.searchsorted(wins, ws[keep])
+        lens = ends - starts + 1
+        lens[-1] -= int(ends[-1] >= b.size)  # a final line without its newline
+        for k, s in enumerate(wins.tolist()):
+            rows = np.flatnonzero(g == k)
+            i, j = int(rows[0]), int(rows[-1]) + 1
+            lo, hi = int(starts[i]), int(starts[i] + lens[i:j].sum())
+            if rows.size == j - i:  # one run
+                self._apply(kind, int(s), chunk[lo:hi])
+                continue
+            buf = b[lo:hi][np.repeat(g[i:j] == k, lens[i:j])]
+            try:
+                self._apply(kind, int(s), buf.data)
+            finally:
+                buf.fill(0)
+
+    def _processing_chunk(self, kind: str, chunk: memoryview) -> None:
+        self._close_due()  # the current window by the clock, opened if needed
+        start = window_start(self.wall_clock(), self.size)
+        if start not in self._open:
+            # released already (an earlier run closed it with --close-at-end): its lines are late
+            if self.telemetry.counts:
+                self._late += self._parser(kind).parse(chunk).lines
+            if start not in self._refused:
+                self._refused.add(start)
+                self._notice(f"window {label(start)} was already released: lines read until its "
+                             "end are dropped")
+            return
+        self._apply(kind, start, chunk)
+
+    # ------------------------------------------------------------------ loop
+    def run(self, inputs: Iterable[Input]) -> WindowStats:
+        """Restore, ingest every input, then close (or checkpoint) the open windows.
+
+        Raises:
+            SourceError: an input failed (the open windows are still checkpointed);
+            ConfigurationError: event time over a format without a time; StateError: a state or
+            series file could not be written.
+        """
+        t0 = self._t0 = self.clock()
+        self._wall0 = self.wall_clock()
+        stats = self.stats
+        self.restore()
+        ckpt = Schedule(t0, self.checkpoint_every, self._wall0) if self.checkpoint_every else None
+        prog = (Schedule(t0, self.progress_every, self._wall0)
+                if self.on_progress is not None and self.progress_every > 0 else None)
+        if self.time_mode == "processing":
+            self._close_due()  # releases restored windows that ended while we were away
+        ok = False
+        try:
+            for inp in inputs:
+                if self._stop:
+                    break
+                set_idle = getattr(inp.reader, "set_idle", None)
+                self._timed = False
+                stats.input = inp.name
+                where = inp.position() if inp.position else None
+                stats.position, stats.size = where if where else (None, None)
+                kind = None if self.format.kind == "auto" else self.format.spec
+                if kind is not None and self.time_mode == "event" and not has_time(kind):
+                    raise _untimed_format(kind, inp.name)
+                for chunk in inp.reader:
+                    if len(chunk):
+                        if kind is None:
+                            kind = detect_format(chunk)
+                            if inp.position is not None:
+                                stats.formats.append(f"{inp.name}: {kind}")
+                            if self.time_mode == "event" and not has_time(kind):
+                                raise _untimed_format(kind, inp.name)
+                        if self.time_mode == "event":
+                            self._event_chunk(kind, chunk)
+                        else:
+                            self._processing_chunk(kind, chunk)
+                    elif self.time_mode == "processing":
+                        self._close_due()  # an idle tick: the clock closes windows, not arrivals
+                    now = self.clock()
+                    if ckpt is not None and ckpt.due(now):
+                        self.checkpoint(ckpt.advance(now))
+                    if prog is not None and prog.due(now):
+                        stats.seconds = prog.advance(now) - t0  # the instant: no loop timing
+                        if inp.position is not None:
+                            where = inp.position() or where
+                            stats.position, stats.size = where if where else (None, None)
+                        stats.open = len(self._open)
+                        assert self.on_progress is not None
+                        self.on_progress(stats)
+                    if self._stop:
+                        stats.interrupted = True
+                        break
+                    if set_idle is not None:
+                        wait = wait_before(self.clock(), [ckpt, prog], IDLE_TICK)
+                        if self.time_mode == "processing":
+                            nxt = window_start(self.wall_clock(), self.size) + self.size
+                            wait = min(wait, max(0.0, nxt - self.wall_clock()) + 0.001)
+                        set_idle(wait)
+                if inp.position is not None:
+                    where = inp.position()
+                    if where is not None:
+                        stats.bytes_read += where[0]
+                        if self.time_mode == "event" and where[0] and not self._timed \
+                                and not stats.interrupted:
+                            raise _no_time_in(inp.name, kind or self.format.spec)
+            ok = True
+        finally:
+            if ok and self.close_at_end and not stats.interrupted:
+                for start in sorted(self._open):
+                    self.close_window(start)
+            self.checkpoint()
+            stats.open = len(self._open)
+            if self.state_path is None and self._open:
+                self._notice(f"{len(self._open)} open window(s) not saved (no --state): they are "
+                             "lost at exit, unreleased")
+            for w in list(self._open.values()):
+                w.est.wipe()
+                w.lock.close()
+            self._open.clear()
+            stats.seconds = self.clock() - t0
+        return stats
+
+
+def _no_time_in(name: str, kind: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{name}: not one line carries a time this panstream reads as {kind!r} (CLF: "
+        "[24/Nov/2026:10:00:00 +0000] after the client), so nothing of it went into any window: "
+        "check --format, or use --time processing (windows by the clock)")
+
+
+def _untimed_format(kind: str, name: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{name}: lines of format {kind!r} carry no time, so event-time windows cannot place "
+        "them: use --format clf for Apache/nginx logs, or --time processing (windows by the clock "
+        "when lines are read)")

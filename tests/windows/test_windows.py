@@ -1,0 +1,317 @@
+"""Tumbling windows over a generated week of access logs: one release per window that covers the
+truth at its stated rate, nothing left of a closed window on disk or in memory, and every window
+exactly once in the series whatever crashes.
+
+The week (``weeklog.make_week``): 7 daily files of combined-format lines in three time zones,
+16,300 lines, 300..1,500 distinct clients a day out of 4,096 cells, written out of order by up to
+50 minutes (a file starts with the previous evening's last lines). Lateness 1 h: no line is late.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import os
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from weeklog import DAY, HOUR, UNIVERSE, WEEK_START, Week, make_week
+
+from panstream import estimators
+from panstream.errors import ConfigurationError
+from panstream.estimators.base import Estimator
+from panstream.ingest import Input
+from panstream.parse import Format
+from panstream.series import Series, read
+from panstream.sources import ChunkReader
+from panstream.telemetry import TelemetryPolicy
+from panstream.universe import Universe
+from panstream.windows import WindowedIngestor, window_files, window_path
+
+U = Universe.parse(UNIVERSE)
+
+
+@pytest.fixture(scope="module")
+def week(tmp_path_factory: pytest.TempPathFactory) -> Week:
+    return make_week(tmp_path_factory.mktemp("week"))
+
+
+def _inputs(files: list[Path]) -> list[Input]:
+    return [Input(p.name, ChunkReader(io.BytesIO(p.read_bytes()).readinto)) for p in files]
+
+
+def _ingestor(size: int, *, kind: str = "density", eps: float = 1.0, eps_out: float = 0.5,
+              made: list[Any] | None = None, **kw: Any) -> WindowedIngestor:
+    def make() -> Estimator:
+        est = estimators.new(kind, U, eps, budget=eps_out)
+        if made is not None:
+            made.append(weakref.ref(est))
+        return est
+
+    kw.setdefault("lateness", HOUR)
+    return WindowedIngestor(make, U, Format("clf"), size, release_epsilon=eps_out, **kw)
+
+
+def _misses(recs: list[dict[str, Any]], truth: dict[int, int]) -> int:
+    assert sorted(r["start"] for r in recs) == sorted(truth)  # every window, once
+    return sum(not (r["low"] <= truth[r["start"]] <= r["high"]) for r in recs)
+
+
+# ------------------------------------------------------------------ accuracy
+def test_a_week_gives_seven_daily_releases_covering_the_truth(week: Week) -> None:
+    """30 replays x 7 days = 210 intervals at 95 %. Failing needs >= 33 misses: probability
+    <= 5e-7 even if the (approximate, plug-in) intervals covered only 94 %; a table shared across
+    days, or lines put in the wrong day, misses most of them."""
+    misses = 0
+    for _ in range(30):
+        recs: list[dict[str, Any]] = []
+        stats = _ingestor(DAY, on_close=recs.append).run(_inputs(week.files))
+        assert stats.released == 7 and stats.open == 0
+        assert [r["window"] for r in recs] == [f"2026-11-{16 + d}T00:00:00Z" for d in range(7)]
+        misses += _misses(recs, week.per_day)
+    assert misses < 33
+
+
+def test_hourly_windows_cover_the_truth(week: Week) -> None:
+    """2 replays x 168 hours = 336 intervals at 95 %; failing needs >= 45 misses (probability
+    <= 5e-7 at 94 % coverage)."""
+    misses = 0
+    for _ in range(2):
+        recs: list[dict[str, Any]] = []
+        _ingestor(HOUR, on_close=recs.append).run(_inputs(week.files))
+        misses += _misses(recs, week.per_hour)
+    assert misses < 45
+
+
+def test_frequency_windows_release_present_cells(week: Week) -> None:
+    """The same contract for the frequency family: 5 replays x 7 days = 35 intervals of the present
+    cells; failing needs >= 11 misses (probability <= 1e-6 at 94 % coverage)."""
+    misses = 0
+    for _ in range(5):
+        recs: list[dict[str, Any]] = []
+        _ingestor(DAY, kind="frequency", eps=2.0, eps_out=1.0, on_close=recs.append).run(
+            _inputs(week.files))
+        assert {r["family"] for r in recs} == {"frequency"}
+        assert {r["statistic"] for r in recs} == {"present"}
+        misses += _misses(recs, week.per_day)
+    assert misses < 11
+
+
+# ------------------------------------------------------------------ nothing remains
+def test_a_closed_window_leaves_nothing_on_disk_or_in_memory(week: Week, tmp_path: Path) -> None:
+    state = str(tmp_path / "web.pst")
+    series = Series(tmp_path / "daily.jsonl")
+    made: list[Any] = []
+    seen: list[str] = []
+    holder: list[WindowedIngestor] = []
+
+    def on_close(rec: dict[str, Any]) -> None:
+        # at publication the window is already gone: no file of it, no table in memory
+        start = rec["start"]
+        assert start not in holder[0].open_windows()
+        assert not [f for f in os.listdir(tmp_path) if rec["window"][:10].replace("-", "") in f]
+        day = (start - WEEK_START) // DAY
+        est = made[day]()
+        assert est is not None and not est.bits().any()  # wiped
+        del est
+        if day:  # the window closed before this one is gone from memory while the run goes on
+            assert made[day - 1]() is None
+        seen.append(rec["window"])
+
+    ing = _ingestor(DAY, made=made, series=series, state_path=state, checkpoint_every=1e-9,
+                    close_at_end=False, on_close=on_close)
+    holder.append(ing)
+    stats = ing.run(_inputs(week.files[:4]))  # Monday to Thursday; Thursday stays open
+    assert seen == [f"2026-11-{d}T00:00:00Z" for d in (16, 17, 18)]
+    assert stats.open == 1
+    # on disk: the series, and the one open window's table (nothing else: no lock, no temp
+    # file, no ledger history, no file of a closed window)
+    assert sorted(os.listdir(tmp_path)) == ["daily.jsonl", "web.20261119T000000Z.pst"]
+    # in memory: the closed windows' tables were wiped and nothing refers to them any more
+    del ing, holder[:]
+    gc.collect()
+    assert [r() for r in made] == [None] * len(made)
+    # the next run picks Thursday up, closes the rest, and removes its file
+    recs: list[dict[str, Any]] = []
+    ing2 = _ingestor(DAY, series=Series(tmp_path / "daily.jsonl"), state_path=state,
+                     on_close=recs.append)
+    st2 = ing2.run(_inputs(week.files[3:]))
+    assert st2.restored == 1
+    assert [r["window"][:10] for r in recs] == [f"2026-11-{d}" for d in (19, 20, 21, 22)]
+    assert os.listdir(tmp_path) == ["daily.jsonl"]
+    assert [r["window"] for r in read(tmp_path / "daily.jsonl")] == \
+        [f"2026-11-{16 + d}T00:00:00Z" for d in range(7)]
+
+
+def test_windows_between_traffic_are_released_as_empty(week: Week) -> None:
+    """A day without a single line is released (about 0), not left out of the series."""
+    recs: list[dict[str, Any]] = []
+    files = [week.files[0], week.files[3], week.files[4]]  # no Tuesday/Wednesday lines at all
+    _ingestor(DAY, on_close=recs.append).run(_inputs(files))
+    by_day = {r["window"][:10]: r for r in recs}
+    assert sorted(by_day)[:4] == ["2026-11-16", "2026-11-17", "2026-11-18", "2026-11-19"]
+    for day in ("2026-11-17", "2026-11-18"):
+        r = by_day[day]
+        assert r["low"] <= 60 and r["high"] >= 0  # about 0 (a handful of late Monday lines)
+
+
+def test_late_lines_are_dropped_and_counted_only_under_an_opt_in(week: Week) -> None:
+    """With no lateness allowed, the lines written after midnight for the day before are late:
+    dropped. By default nothing counts them (the record says None); under --exact-counts the
+    record holds their number."""
+    base = {"lateness": 0}
+    recs: list[dict[str, Any]] = []
+    _ingestor(DAY, on_close=recs.append, **base).run(_inputs(week.files))
+    assert {r["late_records"] for r in recs} == {None}
+    exact: list[dict[str, Any]] = []
+    _ingestor(DAY, on_close=exact.append, telemetry=TelemetryPolicy.exact_counts(),
+              **base).run(_inputs(week.files))
+    late = sum(r["late_records"] for r in exact)
+    assert 0 < late < 400
+    assert sum(r["untimed_records"] for r in exact) == 0
+
+
+def test_processing_time_windows_close_on_the_clock_not_on_arrivals(tmp_path: Path) -> None:
+    """``tail -F``: lines belong to the window of the wall clock when they are read; a window
+    closes at its end whether or not anything arrives, and an idle window is released too."""
+    now = [float(WEEK_START + 10)]
+
+    def feed() -> Any:
+        # three chunks in the first minute, nothing in the second, one in the third
+        for step, data in ((0, b"10.0.0.1\n10.0.0.2\n"), (20, b"10.0.0.3\n"), (20, b""),
+                           (30, b""), (40, b""), (10, b"10.0.0.4\n"), (70, b"")):
+            now[0] += step
+            yield memoryview(data)
+
+    class Reader:
+        def __iter__(self) -> Any:
+            return feed()
+
+    recs: list[dict[str, Any]] = []
+    small = Universe.parse("ipv4:10.0.0.0/28")  # 16 cells at epsilon 16: errors far below 1
+    ing = WindowedIngestor(lambda: estimators.new("density", small, 16.0, budget=16.0), small,
+                           Format("plain"), 60, release_epsilon=16.0, time_mode="processing",
+                           close_at_end=False, on_close=recs.append,
+                           wall_clock=lambda: now[0])
+    stats = ing.run([Input("stdin", Reader())])  # type: ignore[arg-type]
+    assert [r["window"][-9:] for r in recs] == ["00:00:00Z", "00:01:00Z", "00:02:00Z"]
+    # |error| > 1 needs Laplace(1/16) noise beyond 1 (e^-16) or a flipped bit (q ~ 1e-7)
+    assert np.allclose([r["estimate"] for r in recs], [3, 0, 1], atol=1.0)
+    assert stats.open == 1  # 00:03 is open at the end: kept for the next run (here: no --state)
+
+
+def test_state_files_need_a_series_and_matching_parameters(week: Week, tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="--series"):
+        _ingestor(DAY, state_path=str(tmp_path / "s.pst"))
+    state = str(tmp_path / "s.pst")
+    _ingestor(DAY, series=Series(tmp_path / "s.jsonl"), state_path=state,
+              close_at_end=False).run(_inputs(week.files[:1]))
+    assert list(window_files(state)) == [WEEK_START]
+    assert window_files(state)[WEEK_START] == window_path(state, WEEK_START)
+    with pytest.raises(ConfigurationError, match="another --window"):
+        _ingestor(7 * DAY, series=Series(tmp_path / "s.jsonl"), state_path=state).run([])
+    from panstream.errors import StateError
+
+    with pytest.raises(StateError):
+        _ingestor(DAY, eps=2.0, series=Series(tmp_path / "s.jsonl"), state_path=state,
+                  expect={"epsilon": 2.0}).run([])
+
+
+def test_a_torn_series_line_is_cut_and_its_window_released_again(tmp_path: Path) -> None:
+    p = tmp_path / "s.jsonl"
+    s = Series(p)
+    s.append({"window": "2026-11-16T00:00:00Z", "estimate": 1.0})
+    with open(p, "ab") as f:
+        f.write(b'{"window": "2026-11-17T00:00:00Z", "est')  # kill -9 mid-write
+    s2 = Series(p)
+    assert s2.released() == {"2026-11-16T00:00:00Z"}
+    assert p.read_bytes().endswith(b"}\n")
+    csv = Series(tmp_path / "s.csv")
+    csv.append({"window": "2026-11-16T00:00:00Z", "start": 1, "end": 2, "estimate": 3.5})
+    csv.append({"window": "2026-11-17T00:00:00Z", "start": 2, "end": 3, "estimate": 4.5})
+    assert [r["estimate"] for r in read(tmp_path / "s.csv")] == [3.5, 4.5]
+    lines = (tmp_path / "s.csv").read_text().splitlines()
+    assert [ln.split(",")[0] for ln in lines] == ["window", *(f"2026-11-{d}T00:00:00Z" for d in (16, 17))]
+
+
+
+
+def test_a_series_and_an_open_window_keep_their_window_length_and_epsilon(
+        week: Week, tmp_path: Path) -> None:
+    """Resuming with other settings could release a window at an epsilon it was not planned for,
+    or take hourly windows for days already released: both are refused before any input."""
+    series = Series(tmp_path / "d.jsonl")
+    state = str(tmp_path / "d.pst")
+    _ingestor(DAY, series=series, state_path=state, close_at_end=False).run(
+        _inputs(week.files[:2]))
+    assert len(read(tmp_path / "d.jsonl")) == 1 and len(window_files(state)) == 1
+    with pytest.raises(ConfigurationError, match="holds windows of 1d, not 1h"):
+        _ingestor(HOUR, series=Series(tmp_path / "d.jsonl"))
+    with pytest.raises(ConfigurationError, match="one release at epsilon 0.5, not 0.25"):
+        _ingestor(DAY, eps_out=0.25, series=Series(tmp_path / "d.jsonl"),
+                  state_path=state).run([])
+    assert len(window_files(state)) == 1  # untouched
+
+
+def test_an_open_window_released_by_hand_is_not_released_again(week: Week, tmp_path: Path) -> None:
+    """After a crash nothing holds the open window's lock: 'panstream release -s' on its file
+    spends its one release. The next windowed run refuses it instead of releasing it twice."""
+    series = Series(tmp_path / "d.jsonl")
+    state = str(tmp_path / "d.pst")
+    _ingestor(DAY, series=series, state_path=state, close_at_end=False).run(
+        _inputs(week.files[:1]))
+    (path,) = window_files(state).values()
+    estimators.release_file(path, 0.5)
+    with pytest.raises(ConfigurationError, match="released from outside"):
+        _ingestor(DAY, series=Series(tmp_path / "d.jsonl"), state_path=state).run([])
+
+
+def test_progress_shows_the_clock_windows_and_file_offsets_only(week: Week) -> None:
+    from panstream.cli.window_options import progress_line
+    from panstream.sources import open_input
+
+    lines: list[str] = []
+    ing = _ingestor(DAY, on_progress=lambda s: lines.append(progress_line(s)),
+                    progress_every=1e-9)
+
+    def inputs() -> Any:
+        for p in week.files:
+            with open_input(str(p)) as f:
+                yield Input(str(p), f.reader, f.position)
+
+    ing.run(inputs())
+    assert lines and all(ln.startswith("panstream: alive ") for ln in lines)
+    assert any(" window(s) released, " in ln and "(100 %)" in ln for ln in lines)
+    assert not any(w in ln for ln in lines for w in ("lines", "accepted", "items"))
+
+
+def test_processing_time_after_the_current_window_was_released_drops_its_lines(
+        tmp_path: Path) -> None:
+    """--close-at-end released the current hour; a restart within that hour must not release it
+    again: its lines are dropped (with a notice) until the next hour opens."""
+    now = [float(WEEK_START + 100)]
+    series = Series(tmp_path / "h.jsonl")
+    series.append({"window": "2026-11-16T00:00:00Z", "start": WEEK_START, "end": WEEK_START + HOUR,
+                   "estimate": 0.0, "low": 0.0, "high": 1.0})
+    notes: list[str] = []
+    recs: list[dict[str, Any]] = []
+
+    def feed() -> Any:
+        yield memoryview(b"10.0.0.1\n")
+        now[0] += HOUR
+        yield memoryview(b"10.0.0.2\n")
+
+    class Reader:
+        def __iter__(self) -> Any:
+            return feed()
+
+    WindowedIngestor(lambda: estimators.new("density", U, 1.0, budget=0.5), U, Format("plain"),
+                     HOUR, release_epsilon=0.5, time_mode="processing", series=series,
+                     on_close=recs.append, on_notice=notes.append,
+                     wall_clock=lambda: now[0]).run([Input("stdin", Reader())])  # type: ignore[arg-type]
+    assert [r["window"] for r in read(tmp_path / "h.jsonl")] == \
+        ["2026-11-16T00:00:00Z", "2026-11-16T01:00:00Z"]
+    assert any("already released" in n for n in notes)

@@ -1,0 +1,298 @@
+"""``panstream ingest --window`` from a user's point of view: kill -9 mid-week, a crash right after
+a window's record, the metrics a dashboard scrapes, the series picture, the planner, and the
+mistakes that get one clear line."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from weeklog import UNIVERSE, Week, make_week
+
+from panstream.cli.main import cli
+from panstream.series import plot_series, read
+
+DAYS = [f"2026-11-{16 + d}T00:00:00Z" for d in range(7)]
+WINDOW = ["ingest", "-u", UNIVERSE, "--window", "1d", "--lateness", "1h", "-f", "clf",
+          "--release-epsilon", "0.5"]
+
+
+@pytest.fixture(scope="module")
+def week(tmp_path_factory: pytest.TempPathFactory) -> Week:
+    return make_week(tmp_path_factory.mktemp("week"))
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PANSTREAM_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _panstream(*args: str, stdin: Any = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "panstream", *args], stdin=stdin,
+                          capture_output=True, text=True, env=_env(), timeout=120, check=False)
+
+
+def _wait(cond: Any, what: str, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _windows(series: Path) -> list[str]:
+    return [r["window"] for r in read(series)] if series.exists() else []
+
+
+def _close_to_truth(series: Path, week: Week) -> None:
+    """Every estimate within twice its 95 % interval's width of the truth (7.8 sd: failing has
+    probability < 1e-13 per window)."""
+    for r in read(series):
+        assert abs(r["estimate"] - week.per_day[r["start"]]) <= 2 * (r["high"] - r["low"])
+
+
+def test_kill_9_mid_week_then_restart_gives_each_window_exactly_once(week: Week,
+                                                                      tmp_path: Path) -> None:
+    state, series = tmp_path / "web.pst", tmp_path / "daily.jsonl"
+    args = [*WINDOW, "--time", "event", "-s", str(state), "--series", str(series),
+            "--checkpoint-every", "0.05"]
+    proc = subprocess.Popen([sys.executable, "-m", "panstream", *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
+    try:
+        assert proc.stdin is not None
+        for f in week.files[:4]:  # Monday to Thursday through a pipe, like tail -F
+            proc.stdin.write(f.read_bytes())
+        proc.stdin.flush()
+        thursday = tmp_path / "web.20261119T000000Z.pst"
+        _wait(lambda: len(_windows(series)) == 3 and thursday.exists(), "three days released")
+        proc.kill()  # kill -9: Thursday's table only in its last checkpoint
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert _windows(series) == DAYS[:3]
+    # the restart replays the whole week: Monday-Wednesday are in the series (their lines are
+    # late for them, dropped); Thursday resumes from its checkpoint (a density table takes a
+    # line twice without harm: it only redraws that client's bit); the rest is new
+    r = _panstream(*WINDOW, "-s", str(state), "--series", str(series),
+                   *map(str, week.files))
+    assert r.returncode == 0, r.stderr
+    assert _windows(series) == DAYS
+    assert sorted(os.listdir(tmp_path)) == ["daily.jsonl"]
+    _close_to_truth(series, week)
+    again = _panstream(*WINDOW, "-s", str(state), "--series", str(series),
+                       *map(str, week.files))
+    assert again.returncode == 0 and _windows(series) == DAYS  # nothing released twice
+    assert "0 window(s) released" in again.stderr
+
+
+CRASH_AFTER_RECORD = """
+import os, sys
+import panstream.windows as w
+forget = w.WindowedIngestor._forget
+def crash(self, win):
+    if win.start in self._released:  # the record is durable, the table not yet removed
+        os._exit(9)
+    forget(self, win)
+w.WindowedIngestor._forget = crash
+from panstream.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_crash_between_the_record_and_the_cleanup_never_releases_twice(
+        week: Week, tmp_path: Path) -> None:
+    state, series = tmp_path / "web.pst", tmp_path / "daily.jsonl"
+    args = [*WINDOW, "-s", str(state), "--series", str(series), "--checkpoint-every", "1e-6",
+            *map(str, week.files)]
+    r = subprocess.run([sys.executable, "-c", CRASH_AFTER_RECORD, *args], capture_output=True,
+                       text=True, env=_env(), timeout=120, check=False)
+    assert r.returncode == 9
+    assert _windows(series) == DAYS[:1]
+    assert (tmp_path / "web.20261116T000000Z.pst").exists()  # Monday's table, already released
+    r = _panstream(*args)
+    assert r.returncode == 0, r.stderr
+    assert "window 2026-11-16T00:00:00Z is already in the series" in r.stderr
+    assert _windows(series) == DAYS
+    assert sorted(os.listdir(tmp_path)) == ["daily.jsonl"]
+
+
+def _scrape(port: int) -> dict[str, tuple[dict[str, str], float]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^(\w+)(?:\{(.*)\})? (\S+)$", line)
+        if m and not line.startswith("#"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+            out[m.group(1)] = (labels, float(m.group(3)))
+    return out
+
+
+def test_metrics_serve_the_last_closed_window_over_http(week: Week, tmp_path: Path) -> None:
+    series = tmp_path / "daily.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "panstream", *WINDOW, "--time", "event",
+                             "--series", str(series), "--metrics-port", "0"],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=_env())
+    try:
+        assert proc.stdin is not None and proc.stderr is not None
+        port = None
+        for _ in range(10):
+            m = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", proc.stderr.readline())
+            if m:
+                port = int(m.group(1))
+                break
+        assert port is not None
+        assert _scrape(port).get("panstream_window_estimate") is None  # nothing closed yet
+        for f in week.files[:3]:
+            proc.stdin.write(f.read_text())
+        proc.stdin.flush()
+        _wait(lambda: len(_windows(series)) == 2, "two days released")
+        _wait(lambda: "panstream_window_estimate" in _scrape(port), "the gauges")
+        got = _scrape(port)
+        last = read(series)[-1]
+        labels, value = got["panstream_window_estimate"]
+        assert labels == {"window": "2026-11-17T00:00:00Z", "window_end": "2026-11-18T00:00:00Z",
+                          "statistic": "distinct", "family": "density"}
+        assert value == pytest.approx(last["estimate"])
+        assert got["panstream_window_low"][1] == pytest.approx(last["low"])
+        assert got["panstream_window_high"][1] == pytest.approx(last["high"])
+        assert got["panstream_window_epsilon"][1] == pytest.approx(last["epsilon_window"])
+        # nothing about arrivals: only the release, its epsilon and how many windows closed
+        assert set(got) == {"panstream_window_estimate", "panstream_window_low",
+                            "panstream_window_high", "panstream_window_epsilon",
+                            "panstream_windows_released"}
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_series_plot_draws_one_point_per_window(week: Week, tmp_path: Path) -> None:
+    series = tmp_path / "daily.csv"
+    r = _panstream(*WINDOW, "--series", str(series), "--json", *map(str, week.files))
+    assert r.returncode == 0, r.stderr
+    assert len([ln for ln in r.stdout.splitlines() if ln.startswith('{"window"')]) == 7
+    png = tmp_path / "daily.png"
+    p = _panstream("series", "plot", str(series), "-o", str(png))
+    assert p.returncode == 0, p.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fig = plot_series(read(series), tmp_path / "again.png")
+    line = fig.axes[0].lines[0]
+    assert len(line.get_xdata()) == 7
+    assert list(line.get_ydata()) == pytest.approx([rec["estimate"] for rec in read(series)])
+    shown = _panstream("series", "show", str(series), "--horizon", "7d")
+    assert shown.stdout.count("distinct") == 7
+    assert "any 7d (7 consecutive 1d windows): 7 x 1.5 = 10.5" in shown.stdout
+
+
+def test_series_plot_without_matplotlib_is_one_line(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    series = tmp_path / "s.jsonl"
+    series.write_text('{"window": "2026-11-16T00:00:00Z", "start": 0, "end": 86400, '
+                      '"estimate": 1, "low": 0, "high": 2}\n')
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    r = CliRunner().invoke(cli, ["series", "plot", str(series), "-o", str(tmp_path / "x.png")])
+    assert r.exit_code != 0
+    assert r.output.strip().splitlines() == [
+        "panstream: error: plotting a series needs matplotlib: install the plot extra, "
+        "pip install 'panstream[plot]'"]
+
+
+def test_horizon_accounting_is_printed_and_planned(week: Week, tmp_path: Path) -> None:
+    r = _panstream(*[a for a in WINDOW if a not in ("--release-epsilon", "0.5")],
+                   "--total-epsilon", "10.5", "--horizon", "7d", "--series",
+                   str(tmp_path / "s.jsonl"), str(week.files[0]))
+    assert r.returncode == 0, r.stderr
+    assert "total epsilon 10.5 over 7 windows = 1.5 per window" in r.stderr
+    assert "any 7d (7 consecutive 1d windows): 7 x 1.5 = 10.5" in r.stderr
+    recs = read(tmp_path / "s.jsonl")
+    assert recs and all(rec["epsilon_window"] <= 1.5 for rec in recs)
+    p = _panstream("plan", "-u", UNIVERSE, "--total-epsilon", "10.5", "--window", "1d",
+                   "--horizon", "7d")
+    assert p.returncode == 0, p.stderr
+    assert "total 10.5 = 7 windows x 1.5 per window" in p.stdout
+    assert "total pan-private epsilon 1.5 = state + 1 release(s)" in p.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--window", "1d"], "--window needs --release-epsilon"),
+    (["--lateness", "1h"], "--lateness go(es) with --window"),
+    (["--window", "1d", "--release-epsilon", "1", "-s", "S"], "needs --series FILE"),
+    (["--window", "1d", "--release-epsilon", "1", "--release-every", "60"], "drop --release-every"),
+    (["--window", "1y", "--release-epsilon", "1"], "is not a duration"),
+    (["--window", "1d", "--release-epsilon", "1", "-f", "plain", "--time", "event"],
+     "carry no time"),
+    (["--window", "1d", "--release-epsilon", "1", "-f", "clf"], "not one line carries a time"),
+])
+def test_mistakes_get_one_line(args: list[str], message: str, tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_text("10.0.0.1\n")
+    args = [a if a != "S" else str(tmp_path / "s.pst") for a in args]
+    r = _panstream("ingest", "-u", UNIVERSE, *args, str(log))
+    assert r.returncode != 0
+    assert message in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_processing_time_on_stdin_and_a_signal_keep_the_open_window(tmp_path: Path) -> None:
+    """stdin defaults to processing time; SIGTERM checkpoints the open window and exits 0 without
+    releasing it; the next run resumes it and, with --close-at-end, releases it once."""
+    import signal
+
+    state, series = tmp_path / "live.pst", tmp_path / "hourly.jsonl"
+    args = ["ingest", "-u", UNIVERSE, "--window", "1h", "--release-epsilon", "1", "-f", "plain",
+            "-s", str(state), "--series", str(series), "--checkpoint-every", "0.05"]
+    proc = subprocess.Popen([sys.executable, "-m", "panstream", *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(b"10.0.0.1\n10.0.0.2\n")
+        proc.stdin.flush()
+        _wait(lambda: any(p.suffix == ".pst" for p in tmp_path.iterdir()), "a checkpoint")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert b"processing time" in err and out == b""
+    assert not series.exists()
+    kept = [p.name for p in tmp_path.iterdir() if p.suffix == ".pst"]
+    assert len(kept) == 1
+    stamp = re.search(r"\.(\d{8})T(\d{2})0000Z\.pst$", kept[0])
+    assert stamp is not None
+    hour = f"{stamp[1][:4]}-{stamp[1][4:6]}-{stamp[1][6:]}T{stamp[2]}:00:00Z"
+    r = _panstream(*args, "--close-at-end", stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    # that hour once (and, if the clock crossed an hour meanwhile, the new hour after it)
+    windows = _windows(series)
+    assert windows[0] == hour and len(set(windows)) == len(windows) <= 2
+    assert sorted(os.listdir(tmp_path)) == ["hourly.jsonl"]
+
+
+def test_two_runs_never_write_one_series_at_once(week: Week, tmp_path: Path) -> None:
+    """Two ingests appending to one series could each release the same window: the second is
+    refused before it reads the series."""
+    from panstream.state.files import state_lock
+
+    series = tmp_path / "daily.jsonl"
+    with state_lock(str(series), "another ingest"):
+        r = _panstream(*WINDOW, "--series", str(series), str(week.files[0]))
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "is being written by another 'panstream ingest --window'" in r.stderr
+    assert not series.exists()
