@@ -35,6 +35,7 @@ drops them and reports how many it dropped.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ipaddress
 import socket
@@ -204,6 +205,20 @@ def _v4_tokens(items: list[Any]) -> tuple[np.ndarray, int, int, list[Any]] | Non
     addr.fill(0)
     rest = [items[i] for i in rows.tolist()]
     return keys, bad, empty - len(rest), rest
+
+
+def _normalized(text: str, mapped: bool) -> str | None:
+    """The address of a log spelling (``a.b.c.d:port``, ``[v6]:port``, a zone id, and with
+    ``mapped`` ``::ffff:a.b.c.d``), or ``None`` if ``text`` is not such a spelling
+    (:func:`panstream.normalize.normalize_address`, the line formats' reference)."""
+    from panstream.normalize import normalize_address
+
+    try:
+        raw = text.encode("ascii")
+    except UnicodeError:
+        return None
+    out = normalize_address(raw, mapped)
+    return None if out == raw.strip() else out.decode("ascii")
 
 
 def _hash_bytes(data: bytes, m: int) -> int:
@@ -565,7 +580,13 @@ class Universe:
                 try:
                     return int.from_bytes(socket.inet_pton(socket.AF_INET, text), "big") - base
                 except OSError:
-                    if ":" in text and _is_address(text, socket.AF_INET6):
+                    norm = _normalized(text, mapped=True)  # a.b.c.d:port, ::ffff:a.b.c.d, ...
+                    if norm is not None:
+                        with contextlib.suppress(OSError):
+                            return (int.from_bytes(socket.inet_pton(socket.AF_INET, norm), "big")
+                                    - base)
+                    cand = norm or text
+                    if ":" in cand and _is_address(cand, socket.AF_INET6):
                         return None  # a well-formed IPv6 address (dual-stack log): outside
                     raise
             return ipv4
@@ -582,9 +603,13 @@ class Universe:
                     try:
                         a = int.from_bytes(socket.inet_pton(socket.AF_INET6, text), "big")
                     except OSError:
-                        if _is_address(text, socket.AF_INET):
+                        norm = _normalized(text, mapped=False)  # [v6]:port, zone ids, a.b.c.d:port
+                        if norm is not None and ":" in norm:
+                            a = int.from_bytes(socket.inet_pton(socket.AF_INET6, norm), "big")
+                        elif _is_address(norm or text, socket.AF_INET):
                             return None  # a well-formed IPv4 address: outside
-                        raise
+                        else:
+                            raise
                 return (a >> shift) - base
             return ipv6
         if kind == "range":

@@ -46,12 +46,6 @@ CASES = [
 
 FORMATS = ["api", "plain", "clf", "field:1", "field:2"]
 
-#: The line formats normalize address spellings (panstream.normalize, issue 20); the Python API's
-#: ``Universe.indices`` does not yet (universe.py is changed on another branch), so there these
-#: items keep their old class.
-API_BEFORE_NORMALIZATION = {"::ffff:10.0.0.1": "outside", "10.1.2.3:8080": "malformed",
-                            "[::ffff:10.0.0.1]:443": "malformed", "[2001:db8::1]:443": "malformed",
-                            "fe80::1%eth0": "malformed"}
 
 
 def _line(fmt: str, item: str) -> bytes:
@@ -85,8 +79,6 @@ def classify(spec: str, fmt: str, item: str) -> str:
 @pytest.mark.parametrize(("spec", "item", "expected"), CASES)
 def test_every_path_puts_an_item_in_the_same_class(spec: str, item: str, expected: str,
                                                     fmt: str) -> None:
-    if fmt == "api":
-        expected = API_BEFORE_NORMALIZATION.get(item, expected)
     assert classify(spec, fmt, item) == expected
 
 
