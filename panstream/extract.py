@@ -62,6 +62,8 @@ _MOVEMASK = np.uint64(0x0102040810204080)
 
 
 def _bytemask_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For every 8-bit mask: its popcount, the index of each set bit (row padded with 0), and the
+    index of its only set bit (-1 unless exactly one bit is set)."""
     pop = np.array([bin(i).count("1") for i in range(256)], dtype=np.intp)
     pos = np.zeros((256, 8), dtype=np.intp)
     for m in range(256):

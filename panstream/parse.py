@@ -155,22 +155,9 @@ def _build_ctz_table() -> np.ndarray:
     return out
 
 
-def _build_bytemask_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For every 8-bit mask: its popcount, the index of each set bit (row padded with 0), and the
-    index of its only set bit (-1 unless exactly one bit is set)."""
-    pop = np.array([bin(i).count("1") for i in range(256)], dtype=np.intp)
-    pos = np.zeros((256, 8), dtype=np.intp)
-    for m in range(256):
-        bs = [i for i in range(8) if m >> i & 1]
-        pos[m, : len(bs)] = bs
-    return pop, pos, np.where(pop == 1, pos[:, 0], -1)
-
-
 _STRUCT = _build_structure_table()
 _OCTET = _build_octet_tables()
 _CTZ = _build_ctz_table()
-_POP8, _BITPOS8, _ONEBIT8 = _build_bytemask_tables()
-_MOVEMASK = np.uint64(0x0102040810204080)  # bytes of 0/1 -> bits of the top byte
 _NIBBLES = np.uint64(0x0F0F0F0F0F0F0F0F)
 _VALID = np.uint64(1 << 63)
 _KEY12 = np.uint64(0xFFF)
@@ -506,32 +493,9 @@ def tune_allocator() -> None:
 
 
 def _newlines(b: np.ndarray) -> np.ndarray:
-    """Positions of every ``\\n`` in ``b``, in order.
-
-    Cheaper than ``flatnonzero(b == 10)``: the equality flags are viewed as 64-bit words, only the
-    nonzero words are located, and a multiply moves each word's flags into one byte whose set bits
-    are looked up in a table (one newline per word is the common case; more are expanded)."""
-    n = b.size
-    eq = np.zeros(n + (-n) % 8, dtype=bool)
-    np.equal(b, 10, out=eq[:n])
-    words = eq.view(np.uint64)
-    hit = np.flatnonzero(words != 0)
-    m = words[hit]
-    m *= _MOVEMASK
-    m >>= np.uint64(56)
-    mi = m.view(np.intp)
-    one = _ONEBIT8[mi]
-    if bool((one >= 0).all()):
-        hit <<= 3
-        hit += one
-        return hit
-    cnt = _POP8[mi]
-    rep = np.repeat(np.arange(hit.size), cnt)
-    rank = np.arange(rep.size) - (np.cumsum(cnt) - cnt)[rep]
-    out = hit[rep]
-    out <<= 3
-    out += _BITPOS8[mi[rep], rank]
-    return out
+    """Positions of every ``\\n`` in ``b``, in order (:func:`panstream.extract.byte_positions`:
+    cheaper than ``flatnonzero(b == 10)``)."""
+    return extract.byte_positions(b, 10)
 
 
 def _line_bounds(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +27,7 @@ from panstream.cli.common import (
     given,
     handle_errors,
     json_option,
+    stop_on_signals,
     total_epsilon_options,
     universe_option,
     warn_settings,
@@ -41,28 +41,9 @@ from panstream.parse import Format, parse_format, tune_allocator
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.sources import open_input, stdin_reader
 from panstream.sources.files import require_codec, sniff
-from panstream.state.files import discard_temps, state_lock
+from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
-
-
-@contextlib.contextmanager
-def _stop_on_signals(ing: Ingestor) -> Iterator[None]:
-    """First SIGINT/SIGTERM: stop after the current chunk and checkpoint. Second: exit at once."""
-
-    def handler(signum: int, frame: Any) -> None:
-        if ing.stopping:
-            discard_temps()  # a half-written save would stay on disk: a second copy of the table
-            os.write(2, b"panstream: second signal, exiting without a final checkpoint\n")
-            os._exit(130)
-        ing.request_stop()
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | None,
@@ -415,7 +396,7 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
                 yield Input(path, f.reader, f.position)
 
     try:
-        with _stop_on_signals(ing):
+        with stop_on_signals(ing):
             stats = ing.run(inputs())
     except InputFormatError as exc:
         kept = (f"; the state {state} was {'saved' if resumed else 'created'} with what was "

@@ -6,13 +6,15 @@ on the command line wins over the environment.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import os
+import signal
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 import click
 
@@ -350,3 +352,33 @@ def json_ready(obj: Any, key: str = "") -> Any:
 def emit_json(obj: Any) -> None:
     """Print ``obj`` as one line of JSON on stdout (floats rounded, see :func:`json_ready`)."""
     click.echo(json.dumps(json_ready(obj), sort_keys=True, default=str, allow_nan=False))
+
+
+class Stoppable(Protocol):
+    """A loop that stops after its current chunk when asked (``Ingestor``, ``WindowedIngestor``)."""
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def request_stop(self) -> None: ...
+
+
+@contextlib.contextmanager
+def stop_on_signals(loop: Stoppable) -> Iterator[None]:
+    """First SIGINT/SIGTERM: ``loop`` stops after the current chunk and checkpoints. Second: exit at
+    once (130), removing a half-written save first (it would be a second copy of a table)."""
+    from panstream.state.files import discard_temps
+
+    def handler(signum: int, frame: Any) -> None:
+        if loop.stopping:
+            discard_temps()
+            os.write(2, b"panstream: second signal, exiting without a final checkpoint\n")
+            os._exit(130)
+        loop.request_stop()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

@@ -9,8 +9,6 @@ here changes ``ingest`` without ``--window``.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -18,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from panstream import estimators
-from panstream.cli.common import emit_json, env, given
+from panstream.cli.common import emit_json, env, given, stop_on_signals
 from panstream.errors import ConfigurationError, SourceError, StateError
 from panstream.eventtime import label, parse_duration
 from panstream.ingest import Input
@@ -119,25 +117,6 @@ def refuse_window_only(ctx: click.Context) -> None:
     bad = [f"--{n.replace('_', '-')}" for n in WINDOW_ONLY if n in ctx.params and given(ctx, n)]
     if bad:
         raise click.UsageError(f"{', '.join(bad)} go(es) with --window (e.g. --window 1d)")
-
-
-@contextlib.contextmanager
-def _stop_on_signals(ing: WindowedIngestor) -> Iterator[None]:
-    """First SIGINT/SIGTERM: stop after the current chunk, checkpoint the open windows. Second:
-    exit at once."""
-
-    def handler(signum: int, frame: Any) -> None:
-        if ing.stopping:
-            os.write(2, b"panstream: second signal, exiting without a final checkpoint\n")
-            os._exit(130)
-        ing.request_stop()
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def _size(n: int) -> str:
@@ -333,7 +312,7 @@ def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ..
             with open_input(path) as f:
                 yield Input(path, f.reader, f.position)
 
-    with _stop_on_signals(ing):
+    with stop_on_signals(ing):
         try:
             return ing.run(inputs())
         except SourceError as exc:
