@@ -1,0 +1,168 @@
+"""The subpoena simulation on the sketch: it certifies the real sketch within its claim, and it
+catches a sketch that skips the D0 draw or sets a hit bit to 1 without the D1 redraw.
+
+A person is an item, and an item is one bit of the grid: the bit its Presto hash picks. The audit
+(:func:`panstream.audit.audit_sketch`) gives every grid bit an item of its own
+(:class:`panstream.audit.SketchItems`), so in world A (without the target item) the target's bit
+holds its D0 draw, Bernoulli(q), and in world B (the target arrives) a D1 draw, Bernoulli(1 - q):
+the likelihood ratio of that bit is ``(1 - q)/q = e^epsilon_state`` exactly, the largest any test
+can reach. The learned distinguisher reads every bit of the snapshots (and the XOR of pairs) and
+should find that bit by itself.
+
+* The real sketch: no covered scenario's certified bound exceeds the claim. Each scenario's bound
+  is wrong with probability at most ``ALPHA``; five covered scenarios make this test fail falsely
+  with probability at most 1e-6.
+* Broken on purpose (in this file only): a sketch whose bits start at 0 (no D0 draw) shows the
+  target's bit 1 only in world B, a sketch that sets a hit bit to 1 (no D1 redraw) shows it 0 only
+  in world A. Both have an infinite true epsilon, and 600 runs per world are plenty (the margins are
+  computed in each test).
+
+Fixed trial counts, no retries.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+import panstream as ps
+from panstream import audit as A
+from panstream.estimators.bittable import BitTable
+from panstream.randomness import P_BITS
+from panstream.release.ledger import PrivacyLedger
+from panstream.sfm import SketchGrid
+from panstream.state import format as fmt
+
+GRID = SketchGrid.parse_spec(A.AUDIT_GRID)  # 64 buckets x 8 levels: 512 bits
+TARGET = GRID.size // 2  # the standard worlds' target: world index 256, an item hashed to bit 256
+CLAIM = ps.SketchEstimator(1.0, GRID.buckets, GRID.levels, GRID.items).epsilon_state
+#: Per scenario: five covered scenarios keep the test's false failure at or below 1e-6.
+ALPHA = 1e-6 / 5
+TRIALS = 1000
+BROKEN_TRIALS = 600
+
+
+# ---------------------------------------------------------------------- the items of a grid
+def test_every_grid_bit_gets_an_item_that_hashes_to_it() -> None:
+    """World index i is the smallest ID whose hash lands on bit i; the target's bit in a snapshot
+    is found by hashing the target item, at the offset docs/snapshot-format.md gives."""
+    items = A.SketchItems.find(GRID)
+    cells = GRID.indices(items.values.copy()).indices
+    assert cells.tolist() == list(range(GRID.size))
+    assert items.cell_of_target(TARGET) == TARGET
+    est = ps.SketchEstimator(1.0, GRID.buckets, GRID.levels, GRID.items)
+    before = est.snapshot()
+    (offset,) = items.target_bits(before, TARGET)
+    est.update(items.values[[TARGET]])
+    after = est.snapshot()
+    assert offset == 8 * fmt.read_frame(after).head_size + TARGET
+    assert A.cell_bit(after, TARGET) == (after[offset // 8] >> (offset % 8)) & 1
+    # bit = level * buckets + bucket: the target's item sits at level 4, bucket 0
+    assert divmod(TARGET, GRID.buckets) == (4, 0)
+
+
+def test_a_grid_whose_top_level_no_small_item_reaches_is_refused() -> None:
+    with pytest.raises(ps.ConfigurationError, match="audit a smaller grid such as sketch:64x8:id"):
+        A.SketchItems.find(SketchGrid(64, 20, "id"), limit=1 << 16)
+    with pytest.raises(ps.ConfigurationError, match="grid such as sketch:64x8:id"):
+        A.audit_estimator("range:64", estimator="sketch", trials=100)
+
+
+# ---------------------------------------------------------------------- the real sketch
+@pytest.fixture(scope="module")
+def sketch_results() -> list[A.AuditResult]:
+    return A.audit_estimator(estimator="sketch", epsilon=1.0, trials=TRIALS, alpha=ALPHA)
+
+
+def test_the_sketch_is_certified_within_its_claim(sketch_results: list[A.AuditResult]) -> None:
+    """Every covered scenario (once, 16 times, rotation between two dumps, heavy users) stays
+    below the realized epsilon_state of the exact dyadic q; the learned test found the target's
+    hashed bit on its own."""
+    q = ps.SketchEstimator(1.0, GRID.buckets, GRID.levels, GRID.items).q  # the exact dyadic q
+    assert math.isclose(CLAIM, math.log((1 - q) / q), abs_tol=1e-12) and CLAIM <= 1.0
+    covered = [r for r in sketch_results if r.covered]
+    assert len(covered) == 5
+    for r in covered:
+        assert r.claimed == CLAIM
+        assert not r.violation, r
+        assert "table cell 256" in r.best, r.best
+
+
+def test_two_dumps_of_one_epoch_show_the_redraw_not_covered(sketch_results: list[A.AuditResult]
+                                                            ) -> None:
+    """The documented limit, as for the bit table: between two dumps of one epoch the target's bit
+    is untouched in world A and redrawn in world B (it changes with probability 2 q (1 - q) =
+    0.39). World A never shows a change, so 700 test runs certify far more than the claim: even
+    with B's changes 6 sd below their mean (probability below 1e-9) the bound is above 2."""
+    (same_epoch,) = [r for r in sketch_results if not r.covered]
+    assert same_epoch.exceeded and not same_epoch.violation
+    assert same_epoch.empirical > 2 * CLAIM
+    assert "table cell 256 changed between dumps 1 and 2" in same_epoch.best
+
+
+# ---------------------------------------------------------------------- deliberately broken
+class NoD0Sketch(ps.SketchEstimator):
+    """BROKEN ON PURPOSE: every bit starts at 0 (the clear sketch, before Presto's flip)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fresh_table()
+
+    def _fresh_table(self) -> None:
+        self._table.wipe()
+        self._table = BitTable.random(self.size, self.layout, 0)
+
+
+class NoRedrawSketch(ps.SketchEstimator):
+    """BROKEN ON PURPOSE: a hit sets its bit to 1 (D1 = Bernoulli(1) instead of Bernoulli(1 - q))."""
+
+    def _apply(self, idx: np.ndarray) -> None:
+        self._table.redraw(idx, 1 << P_BITS)
+
+
+def _broken(cls: type[ps.SketchEstimator]) -> A.SketchFactory:
+    def make(grid: SketchGrid, epsilon: float) -> ps.SketchEstimator:
+        return cls(epsilon, grid.buckets, grid.levels, grid.items,
+                   _ledger=PrivacyLedger(epoch="audit"))
+
+    return make
+
+
+def _margin(hits_mean: float) -> int:
+    """A pessimistic hit count: the mean 5.33 sd low (the chance of doing worse is below 1e-7)."""
+    return math.floor(hits_mean - 5.33 * math.sqrt(hits_mean) - 1)
+
+
+@pytest.mark.parametrize(("cls", "event_prob"), [(NoD0Sketch, 1 - 0.2689414213699951),
+                                                 (NoRedrawSketch, 1 - 0.2689414213699951)])
+def test_a_broken_sketch_is_caught(cls: type[ps.SketchEstimator], event_prob: float) -> None:
+    """Target once, one dump. No D0: the target's bit is 0 in every world-A run and 1 in about 73 %
+    of world-B runs. No redraw: it is 1 in every world-B run and 0 in about 73 % of world-A runs.
+    Either way one world never shows the event: on the 420 test runs, Clopper-Pearson bounds that
+    event's probability by ln(4e6)/420 < 0.04 in that world and, with the other world's hits
+    5.33 sd low (below 1e-7), above 0.55 in the other: a bound above ln(13) = 2.6 > 2 * claim.
+    The learned test names the target's hashed bit."""
+    runs = BROKEN_TRIALS - round(BROKEN_TRIALS * A.DEFAULT_TRAIN_FRACTION)
+    pessimistic = _margin(event_prob * runs)
+    floor = math.log(A.clopper_pearson_lower(pessimistic, runs, ALPHA / 4)
+                     / A.clopper_pearson_upper(0, runs, ALPHA / 4))
+    assert floor > 2 * CLAIM  # the margin stated above
+    (r,) = A.audit_sketch(A.AUDIT_GRID, 1.0, trials=BROKEN_TRIALS, alpha=ALPHA,
+                          scenarios=A.standard_scenarios()[:1], make=_broken(cls))
+    assert r.violation, r
+    assert r.empirical > 2 * CLAIM
+    assert "table cell 256" in r.best, r.best
+
+
+def test_the_classic_tests_catch_the_missing_d0_too() -> None:
+    """The fixed test "the target's hashed bit is 1" (all runs, no learning): 0 hits in world A."""
+    (r,) = A.audit_sketch(A.AUDIT_GRID, 1.0, trials=BROKEN_TRIALS, alpha=ALPHA,
+                          scenarios=A.standard_scenarios()[:1], distinguisher="classic",
+                          make=_broken(NoD0Sketch))
+    assert r.violation and r.best == "target's hashed bit of dump 1 is 1", r
+    ev = {e.name: e for e in r.evidence}
+    assert ev["target's hashed bit of dump 1 is 1"].hits_a == 0
+    assert ev["non-table bytes differ from world A"].hits_b == 0
