@@ -98,7 +98,7 @@ def command(ctx: click.Context, universe: Universe, epsilon: float, estimator: s
       panstream audit --epsilon 0.5 --calibration paper --trials 2000
       panstream audit --distinguisher classic          # the fixed tests only
       panstream audit --estimator frequency --modulus 8   # the counters (target seen 7 times)
-      panstream audit --estimator sketch               # a 64 x 8 sketch grid, about 60 s
+      panstream audit --estimator sketch               # a 64 x 8 sketch grid, about 50 s
 
     For the frequency estimator the dumps are counter tables: the target's counter is D shifted
     by its count modulo --modulus, every shift within e^epsilon_state of D (docs/frequency.md).
