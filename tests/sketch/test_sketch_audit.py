@@ -64,6 +64,29 @@ def test_every_grid_bit_gets_an_item_that_hashes_to_it() -> None:
     assert divmod(TARGET, GRID.buckets) == (4, 0)
 
 
+def test_on_a_grid_too_large_for_all_pairs_the_pairs_are_those_of_the_target_items_bit() -> None:
+    """256 x 8 = 2,048 bits, more than ``MAX_PAIR_CANDIDATES``: the learned distinguisher then pairs
+    every bit with the target's bits, which for the sketch are the bit its item hashes to. (Bits
+    are features where they vary among the runs: the target's D0 bit is constant over 64 runs with
+    probability 0.731^64 + 0.269^64 < 2e-9.)"""
+    from panstream.audit import joint
+    from panstream.audit.features import _Layout
+
+    grid = SketchGrid(256, 8, "id")
+    assert grid.size > A.MAX_PAIR_CANDIDATES
+    items = A.SketchItems.find(grid)
+    worlds = A.neighbouring_worlds(grid.size)
+    run = A.sketch_runner(items)
+    runs = [run(worlds.a, worlds.dumps) for _ in range(64)]
+    layout = _Layout(runs)
+    feats, focus = joint.candidates(layout, runs[0], np.arange(0), target=worlds.target,
+                                    cells=grid.size, target_bits=items.target_bits)
+    assert focus is not None
+    _, _, pos = layout.binary()
+    head = 8 * fmt.read_frame(runs[0][0]).head_size
+    assert pos[np.isin(layout.binary()[0], feats[focus])].tolist() == [head + grid.size // 2]
+
+
 def test_a_grid_whose_top_level_no_small_item_reaches_is_refused() -> None:
     with pytest.raises(ps.ConfigurationError, match="audit a smaller grid such as sketch:64x8:id"):
         A.SketchItems.find(SketchGrid(64, 20, "id"), limit=1 << 16)
