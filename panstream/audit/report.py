@@ -199,11 +199,18 @@ def audit_sketch(universe: Universe | str | None = None, epsilon: float = 1.0, *
                  scenarios: Sequence[Scenario] | None = None, background: int = 2,
                  distinguisher: str = "learned", train_fraction: float = DEFAULT_TRAIN_FRACTION,
                  make: SketchFactory = real_sketch) -> list[AuditResult]:
-    """:func:`audit_estimator` for the sketch (``make`` builds the sketch of one run: tests pass
-    broken ones). World index ``i`` is an item hashing to grid bit
-    ``i`` (:class:`~panstream.audit.sketch.SketchItems`), the claim is the realized
-    ``epsilon_state`` of randomized response's exact dyadic q, and the target's bits are its
-    hashed bit (:meth:`~panstream.audit.sketch.SketchItems.target_bits`)."""
+    """:func:`audit_estimator` for the sketch, over a small grid (default
+    :data:`~panstream.audit.sketch.AUDIT_GRID`); ``make`` builds the sketch of one run (tests pass
+    broken ones).
+
+    World index ``i`` is an item hashing to grid bit ``i``
+    (:class:`~panstream.audit.sketch.SketchItems`), the claim is the realized ``epsilon_state`` of
+    randomized response's exact dyadic q, and the target's bits are its item's hashed bit
+    (:meth:`~panstream.audit.sketch.SketchItems.target_bits`).
+
+    Raises:
+        ConfigurationError: not a grid, a grid too large for an audit, or invalid parameters.
+    """
     if universe is None:
         universe = AUDIT_GRID
     if isinstance(universe, str):

@@ -89,7 +89,11 @@ def test_on_a_grid_too_large_for_all_pairs_the_pairs_are_those_of_the_target_ite
 
 def test_a_grid_whose_top_level_no_small_item_reaches_is_refused() -> None:
     with pytest.raises(ps.ConfigurationError, match="audit a smaller grid such as sketch:64x8:id"):
-        A.SketchItems.find(SketchGrid(64, 20, "id"), limit=1 << 16)
+        A.SketchItems.find(SketchGrid(64, 20, "id"))  # refused before hashing: 2^19 x 64 x 4.7
+    # 64 x 8 expects about 38,800 candidates; its last bit's smallest item is 46,898
+    assert int(A.SketchItems.find(GRID).values.max()) == 46_898
+    with pytest.raises(ps.ConfigurationError, match="2 of its 512 bits are hit by none of the first 40,000"):
+        A.SketchItems.find(GRID, limit=40_000)
     with pytest.raises(ps.ConfigurationError, match="grid such as sketch:64x8:id"):
         A.audit_estimator("range:64", estimator="sketch", trials=100)
 
