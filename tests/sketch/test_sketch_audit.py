@@ -12,10 +12,10 @@ should find that bit by itself.
 * The real sketch: no covered scenario's certified bound exceeds the claim. Each scenario's bound
   is wrong with probability at most ``ALPHA``; five covered scenarios make this test fail falsely
   with probability at most 1e-6.
-* Broken on purpose (in this file only): a sketch whose bits start at 0 (no D0 draw) shows the
-  target's bit 1 only in world B, a sketch that sets a hit bit to 1 (no D1 redraw) shows it 0 only
-  in world A. Both have an infinite true epsilon, and 600 runs per world are plenty (the margins are
-  computed in each test).
+* Broken on purpose (``broken_sketches.py``, in the test tree only): a sketch whose bits start at
+  0 (no D0 draw) shows the target's bit 1 only in world B, a sketch that sets a hit bit to 1 (no D1
+  redraw) shows it 0 only in world A. Both have an infinite true epsilon, and 600 runs per world
+  are plenty (the margins are computed in each test).
 
 Fixed trial counts, no retries.
 """
@@ -23,18 +23,16 @@ Fixed trial counts, no retries.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pytest
 
 import panstream as ps
 from panstream import audit as A
-from panstream.estimators.bittable import BitTable
-from panstream.randomness import P_BITS
-from panstream.release.ledger import PrivacyLedger
 from panstream.sfm import SketchGrid
 from panstream.state import format as fmt
+
+from .broken_sketches import NoD0Sketch, NoRedrawSketch, factory
 
 GRID = SketchGrid.parse_spec(A.AUDIT_GRID)  # 64 buckets x 8 levels: 512 bits
 TARGET = GRID.size // 2  # the standard worlds' target: world index 256, an item hashed to bit 256
@@ -132,33 +130,6 @@ def test_two_dumps_of_one_epoch_show_the_redraw_not_covered(sketch_results: list
 
 
 # ---------------------------------------------------------------------- deliberately broken
-class NoD0Sketch(ps.SketchEstimator):
-    """BROKEN ON PURPOSE: every bit starts at 0 (the clear sketch, before Presto's flip)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._fresh_table()
-
-    def _fresh_table(self) -> None:
-        self._table.wipe()
-        self._table = BitTable.random(self.size, self.layout, 0)
-
-
-class NoRedrawSketch(ps.SketchEstimator):
-    """BROKEN ON PURPOSE: a hit sets its bit to 1 (D1 = Bernoulli(1) instead of Bernoulli(1 - q))."""
-
-    def _apply(self, idx: np.ndarray) -> None:
-        self._table.redraw(idx, 1 << P_BITS)
-
-
-def _broken(cls: type[ps.SketchEstimator]) -> A.SketchFactory:
-    def make(grid: SketchGrid, epsilon: float) -> ps.SketchEstimator:
-        return cls(epsilon, grid.buckets, grid.levels, grid.items,
-                   _ledger=PrivacyLedger(epoch="audit"))
-
-    return make
-
-
 def _margin(hits_mean: float) -> int:
     """A pessimistic hit count: the mean 5.33 sd low (the chance of doing worse is below 1e-7)."""
     return math.floor(hits_mean - 5.33 * math.sqrt(hits_mean) - 1)
@@ -181,7 +152,7 @@ def test_a_broken_sketch_is_caught(cls: type[ps.SketchEstimator], event_prob: fl
                      / A.clopper_pearson_upper(0, runs, ALPHA / 4))
     assert floor > 2 * CLAIM  # the margin stated above
     (r,) = A.audit_sketch(A.AUDIT_GRID, 1.0, trials=BROKEN_TRIALS, alpha=ALPHA,
-                          scenarios=A.standard_scenarios()[:1], make=_broken(cls))
+                          scenarios=A.standard_scenarios()[:1], make=factory(cls))
     assert r.violation, r
     assert r.empirical > 2 * CLAIM
     assert "table cell 256" in r.best, r.best
@@ -191,7 +162,7 @@ def test_the_classic_tests_catch_the_missing_d0_too() -> None:
     """The fixed test "the target's hashed bit is 1" (all runs, no learning): 0 hits in world A."""
     (r,) = A.audit_sketch(A.AUDIT_GRID, 1.0, trials=BROKEN_TRIALS, alpha=ALPHA,
                           scenarios=A.standard_scenarios()[:1], distinguisher="classic",
-                          make=_broken(NoD0Sketch))
+                          make=factory(NoD0Sketch))
     assert r.violation and r.best == "target's hashed bit of dump 1 is 1", r
     ev = {e.name: e for e in r.evidence}
     assert ev["target's hashed bit of dump 1 is 1"].hits_a == 0
