@@ -184,7 +184,8 @@ def check_family_options(ctx: click.Context, estimator: str) -> None:
     """Refuse an option of one estimator family given for the other.
 
     Raises:
-        click.UsageError: --calibration or --total-epsilon with frequency, --modulus with density.
+        click.UsageError: --calibration or --total-epsilon with frequency or sketch, --modulus with
+            density or sketch, and the sketch in ``kafka`` (not supported yet).
     """
     if estimator == "frequency":
         wrong = [f"--{n.replace('_', '-')}" for n in ("calibration", "total_epsilon")
