@@ -39,8 +39,8 @@ from panstream.sfm import SketchGrid
 from panstream.state.format import read_frame
 
 #: The grid ``panstream audit --estimator sketch`` uses by default: 512 bits over 8 levels, whose
-#: items are found in 0.02 s; a run costs 0.6 ms against 0.25 ms for a 64-cell table (hashing, and
-#: batches 8 times larger).
+#: items are found in 0.02 s; a run costs about 1.5 times a 64-cell table's (hashing, and batches
+#: 8 times larger): bench/bench_sketch_audit.py.
 AUDIT_GRID = "sketch:64x8:id"
 #: Candidate items hashed at most while looking for one item per grid bit: IDs ``0..`` for an
 #: ``id`` grid (vectorized), IPv4 addresses ``0..`` for an ``ip`` grid (written out one by one,
