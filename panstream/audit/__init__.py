@@ -35,6 +35,7 @@ What the bounds speak about is state dumps only (:data:`COVERS`); telemetry, fil
 and the rest of :data:`NOT_COVERED` need arguments and tests of their own.
 
 Everything here is deterministic except the mechanism's own draws: the neighbouring streams are
+fixed and public, and no random generator is seeded or kept.
 
 The package's parts, each readable in one sitting:
 
@@ -44,8 +45,11 @@ The package's parts, each readable in one sitting:
   :mod:`~panstream.audit.learned`: the learned distinguisher (bits, pairs of bits, the event);
 * :mod:`~panstream.audit.classic`: panstream's estimator as a runner, and the fixed tests;
 * :mod:`~panstream.audit.harness`: :func:`audit`, the harness for any mechanism;
+* :mod:`~panstream.audit.sketch`: the Sketch-Flip-Merge family as a runner (a person is an item,
+  its hash names one grid bit: :class:`SketchItems`), and its fixed tests;
 * :mod:`~panstream.audit.report`: :func:`audit_design` and :func:`audit_estimator`, the standard
-  audit ``panstream audit`` runs, and what it covers (:data:`COVERS`, :data:`NOT_COVERED`).
+  audit ``panstream audit`` runs (:func:`audit_sketch` for the sketch), and what it covers
+  (:data:`COVERS`, :data:`NOT_COVERED`).
 
 A new family hooks in with :func:`audit_design`: a runner per scenario, its claim, optionally its
 fixed tests and a :data:`TargetBits` function saying where a target's bits sit in its dumps.
@@ -94,6 +98,7 @@ from panstream.audit.report import (
     RunnerFactory,
     audit_design,
     audit_estimator,
+    audit_sketch,
 )
 from panstream.audit.scenarios import (
     Distinguisher,
@@ -103,8 +108,23 @@ from panstream.audit.scenarios import (
     neighbouring_worlds,
     standard_scenarios,
 )
+from panstream.audit.sketch import (
+    AUDIT_GRID,
+    SketchFactory,
+    SketchItems,
+    real_sketch,
+    sketch_distinguishers,
+    sketch_runner,
+)
 
 __all__ = [
+    "AUDIT_GRID",
+    "SketchFactory",
+    "SketchItems",
+    "audit_sketch",
+    "real_sketch",
+    "sketch_distinguishers",
+    "sketch_runner",
     "COVERS",
     "MAX_PAIR_CANDIDATES",
     "NOT_COVERED",

@@ -28,8 +28,17 @@ from panstream.audit.scenarios import (
     neighbouring_worlds,
     standard_scenarios,
 )
+from panstream.audit.sketch import (
+    AUDIT_GRID,
+    SketchFactory,
+    SketchItems,
+    real_sketch,
+    sketch_distinguishers,
+    sketch_runner,
+)
 from panstream.calibration import DEFAULT_CALIBRATION, DEFAULT_MODULUS
 from panstream.errors import ConfigurationError
+from panstream.sfm import SketchGrid
 from panstream.universe import Universe
 
 #: Largest universe ``panstream audit`` accepts: the guarantee is per cell, so small is enough.
@@ -109,7 +118,7 @@ def audit_design(make_runner: RunnerFactory, cells: int, claimed: float, *,
     return results
 
 
-def audit_estimator(universe: Universe | str = "range:64", epsilon: float = 1.0,
+def audit_estimator(universe: Universe | str | None = None, epsilon: float = 1.0,
                     calibration: str = DEFAULT_CALIBRATION, *, trials: int = 10_000,
                     alpha: float = 1e-6, scenarios: Sequence[Scenario] | None = None,
                     background: int = 2, distinguisher: str = "learned",
@@ -118,10 +127,14 @@ def audit_estimator(universe: Universe | str = "range:64", epsilon: float = 1.0,
     """Subpoena-simulate panstream's estimator; the claim audited is its realized ``epsilon_state``.
 
     Args:
-        universe: a small public universe (the guarantee is per cell; at most 2**16 cells here).
+        universe: a small public universe (the guarantee is per cell; at most 2**16 cells here;
+            default ``range:64``), or for the sketch a small grid (default
+            :data:`~panstream.audit.sketch.AUDIT_GRID`, ``sketch:64x8:id``): world index ``i`` is
+            then an item whose hash lands on grid bit ``i`` (:mod:`panstream.audit.sketch`).
         epsilon, calibration: estimator parameters.
         estimator, modulus: the family audited (``"frequency"``: counters modulo ``modulus``;
-            its classic tests are :func:`counter_distinguishers`).
+            its classic tests are :func:`counter_distinguishers`; ``"sketch"``: a Sketch-Flip-Merge
+            grid, its classic tests :func:`~panstream.audit.sketch.sketch_distinguishers`).
         trials: runs per world per scenario.
         alpha: error probability of each scenario's bound.
         scenarios: default :func:`standard_scenarios`.
@@ -135,21 +148,23 @@ def audit_estimator(universe: Universe | str = "range:64", epsilon: float = 1.0,
         One :class:`AuditResult` per scenario.
 
     Raises:
-        ConfigurationError: universe too large, or invalid estimator or audit parameters.
+        ConfigurationError: universe too large (or a grid with a bit no small item hashes to), a
+            sketch audited over a universe that is not a grid, or invalid estimator or audit
+            parameters.
 
     Example:
         >>> r = audit_estimator("range:16", trials=300, scenarios=standard_scenarios()[:1])[0]
         >>> r.empirical < r.claimed
         True
     """
+    if estimator == "sketch":
+        return audit_sketch(universe, epsilon, trials=trials, alpha=alpha, scenarios=scenarios,
+                             background=background, distinguisher=distinguisher,
+                             train_fraction=train_fraction)
+    if universe is None:
+        universe = "range:64"
     u = Universe.parse(universe) if isinstance(universe, str) else universe
-    if u.size > MAX_AUDIT_CELLS:
-        msg = (f"audit runs the estimator many times; {u.spec} has {u.size} cells, at most "
-               f"{MAX_AUDIT_CELLS} are allowed: use a small universe such as range:64 (the "
-               "guarantee is per cell, so the table size does not change it)")
-        raise ConfigurationError(msg)
-    if u.size < 2:
-        raise ConfigurationError("audit needs a universe of at least 2 cells")
+    _check_size(u)
     claimed = estimators.state_epsilon(estimator, epsilon, calibration=calibration,
                                        modulus=modulus)
 
@@ -167,3 +182,58 @@ def audit_estimator(universe: Universe | str = "range:64", epsilon: float = 1.0,
                         alpha=alpha, background=background, distinguisher=distinguisher,
                         classic=classic, train_fraction=train_fraction,
                         target_bits=snapshot_target_bits)
+
+
+def _check_size(u: Universe, small: str = "range:64") -> None:
+    if u.size > MAX_AUDIT_CELLS:
+        msg = (f"audit runs the estimator many times; {u.spec} has {u.size} cells, at most "
+               f"{MAX_AUDIT_CELLS} are allowed: use a small universe such as {small} (the "
+               "guarantee is per cell, so the table size does not change it)")
+        raise ConfigurationError(msg)
+    if u.size < 2:
+        raise ConfigurationError("audit needs a universe of at least 2 cells")
+
+
+def audit_sketch(universe: Universe | str | None = None, epsilon: float = 1.0, *,
+                 trials: int = 10_000, alpha: float = 1e-6,
+                 scenarios: Sequence[Scenario] | None = None, background: int = 2,
+                 distinguisher: str = "learned", train_fraction: float = DEFAULT_TRAIN_FRACTION,
+                 make: SketchFactory = real_sketch) -> list[AuditResult]:
+    """:func:`audit_estimator` for the sketch, over a small grid (default
+    :data:`~panstream.audit.sketch.AUDIT_GRID`); ``make`` builds the sketch of one run (tests pass
+    broken ones).
+
+    World index ``i`` is an item hashing to grid bit ``i``
+    (:class:`~panstream.audit.sketch.SketchItems`), the claim is the realized ``epsilon_state`` of
+    randomized response's exact dyadic q, and the target's bits are its item's hashed bit
+    (:meth:`~panstream.audit.sketch.SketchItems.target_bits`).
+
+    Raises:
+        ConfigurationError: not a grid, a grid too large for an audit, or invalid parameters.
+    """
+    if universe is None:
+        universe = AUDIT_GRID
+    if isinstance(universe, str):
+        if not universe.strip().lower().startswith("sketch:"):
+            msg = (f"the sketch is audited over a grid such as {AUDIT_GRID}, not the universe "
+                   f"{universe!r}")
+            raise ConfigurationError(msg)
+        universe = SketchGrid.parse_spec(universe.strip().lower())
+    if not isinstance(universe, SketchGrid):
+        msg = (f"the sketch is audited over a grid such as {AUDIT_GRID}, not the universe "
+               f"{universe.spec!r}")
+        raise ConfigurationError(msg)
+    _check_size(universe, AUDIT_GRID)
+    items = SketchItems.find(universe)
+    claimed = estimators.state_epsilon("sketch", epsilon)
+
+    def make_runner(sc: Scenario) -> Runner:
+        return sketch_runner(items, epsilon, rotate_after=sc.rotate_after, make=make)
+
+    def classic(worlds: Worlds, reference: Sequence[Any]) -> Mapping[str, Distinguisher]:
+        return sketch_distinguishers(items, worlds.target, len(worlds.dumps), reference)
+
+    return audit_design(make_runner, universe.size, claimed, scenarios=scenarios, trials=trials,
+                        alpha=alpha, background=background, distinguisher=distinguisher,
+                        classic=classic, train_fraction=train_fraction,
+                        target_bits=items.target_bits)

@@ -6,10 +6,12 @@ import math
 import sys
 import textwrap
 import time
+from typing import Any
 
 import click
 
 from panstream.audit import (
+    AUDIT_GRID,
     COVERS,
     DISTINGUISHERS,
     NOT_COVERED,
@@ -27,6 +29,7 @@ from panstream.cli.common import (
     estimator_options,
     handle_errors,
     json_option,
+    parse_universe,
     universe_option,
 )
 from panstream.universe import Universe
@@ -40,7 +43,9 @@ def _fmt(x: float) -> str:
 
 
 @click.command()
-@universe_option(required=False, default="range:64", show_default=True)
+@universe_option(required=False, default=None,
+                 help="A small public universe [default: range:64; with --estimator sketch a small "
+                      "grid, sketch:64x8:id, each of whose bits gets an item that hashes to it].")
 @epsilon_option(default=1.0)
 @estimator_options()
 @calibration_option()
@@ -93,11 +98,22 @@ def command(ctx: click.Context, universe: Universe, epsilon: float, estimator: s
       panstream audit --epsilon 0.5 --calibration paper --trials 2000
       panstream audit --distinguisher classic          # the fixed tests only
       panstream audit --estimator frequency --modulus 8   # the counters (target seen 7 times)
+      panstream audit --estimator sketch               # a 64 x 8 sketch grid, about 50 s
 
     For the frequency estimator the dumps are counter tables: the target's counter is D shifted
     by its count modulo --modulus, every shift within e^epsilon_state of D (docs/frequency.md).
+    For the sketch the target is an item whose hash lands on one bit of the grid (D0 without it,
+    D1 with it); every other bit gets an item of its own as other traffic (docs/sketch.md).
     """
     check_family_options(ctx, estimator)
+    if universe is None:
+        universe = parse_universe(AUDIT_GRID if estimator == "sketch" else "range:64")
+    elif (universe.kind == "sketch") != (estimator == "sketch"):
+        raise click.UsageError(
+            f"--universe {universe.spec} is a sketch grid: add --estimator sketch"
+            if universe.kind == "sketch" else
+            f"--estimator sketch is audited over a small grid such as --universe {AUDIT_GRID}, "
+            f"not {universe.spec}")
     if occurrences is None:
         occurrences = modulus - 1 if estimator == "frequency" else 16
     t0 = time.perf_counter()
@@ -107,8 +123,9 @@ def command(ctx: click.Context, universe: Universe, epsilon: float, estimator: s
     seconds = time.perf_counter() - t0
     violations = [r for r in results if r.violation]
     if as_json:
-        family = ({"calibration": calibration} if estimator == "density"
-                  else {"modulus": modulus})
+        family: dict[str, Any] = {"calibration": calibration} if estimator == "density" else \
+            {"modulus": modulus} if estimator == "frequency" else \
+            {"buckets": universe.buckets, "levels": universe.levels}  # type: ignore[attr-defined]
         emit_json({"estimator": estimator, "universe": universe.spec,
                    "epsilon_requested": epsilon, **family,
                    "claimed_epsilon_state": results[0].claimed,
@@ -117,7 +134,9 @@ def command(ctx: click.Context, universe: Universe, epsilon: float, estimator: s
                    "violation": bool(violations), "scenarios": [r.to_dict() for r in results]})
     else:
         what = (f"{calibration}" if estimator == "density"
-                else f"frequency estimator, counters mod {modulus}")
+                else f"frequency estimator, counters mod {modulus}" if estimator == "frequency"
+                else "Sketch-Flip-Merge, randomized response; world index i is an item hashing "
+                     "to grid bit i")
         _print(universe, epsilon, what, trials, alpha, distinguisher, results, seconds)
     if violations:
         sys.exit(EXIT_VIOLATION)

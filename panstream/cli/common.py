@@ -120,8 +120,9 @@ UNIVERSE_HELP = ("The public universe of cells: ipv4:CIDR (e.g. ipv4:10.0.0.0/16
 
 
 def universe_option(required: bool = True, **kw: Any) -> Callable[[F], F]:
+    kw.setdefault("help", UNIVERSE_HELP)
     return click.option("-u", "--universe", type=UniverseParam(), required=required,
-                        help=UNIVERSE_HELP, **env("UNIVERSE"), **kw)
+                        **env("UNIVERSE"), **kw)
 
 
 def epsilon_option(name: str = "--epsilon", envname: str = "EPSILON", default: float | None = None,
@@ -185,7 +186,8 @@ def check_family_options(ctx: click.Context, estimator: str) -> None:
     """Refuse an option of one estimator family given for the other.
 
     Raises:
-        click.UsageError: --calibration or --total-epsilon with frequency, --modulus with density.
+        click.UsageError: --calibration or --total-epsilon with frequency or sketch, --modulus with
+            density or sketch, and the sketch in ``kafka`` (not supported yet).
     """
     if estimator == "frequency":
         wrong = [f"--{n.replace('_', '-')}" for n in ("calibration", "total_epsilon")
@@ -194,10 +196,9 @@ def check_family_options(ctx: click.Context, estimator: str) -> None:
             verb = "concern" if len(wrong) > 1 else "concerns"
             raise click.UsageError(f"{' and '.join(wrong)} {verb} the density estimator; the "
                                    "frequency estimator takes --epsilon and --modulus")
-    elif estimator == "sketch" and ctx.info_name in ("audit", "kafka"):
-        what = ("auditing a sketch" if ctx.info_name == "audit" else
-                "a Kafka consumer group of sketches (routing by bucket range)")
-        raise click.UsageError(f"--estimator sketch: {what} is not supported yet; ingest logs with "
+    elif estimator == "sketch" and ctx.info_name == "kafka":
+        raise click.UsageError("--estimator sketch: a Kafka consumer group of sketches (routing by "
+                               "bucket range) is not supported yet; ingest logs with "
                                "'panstream ingest --estimator sketch' (docs/sketch.md)")
     elif estimator == "sketch" and [n for n in ("calibration", "total_epsilon")
                                     if n in ctx.params and given(ctx, n)]:
