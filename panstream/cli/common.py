@@ -192,11 +192,15 @@ def check_family_options(ctx: click.Context, estimator: str) -> None:
             verb = "concern" if len(wrong) > 1 else "concerns"
             raise click.UsageError(f"{' and '.join(wrong)} {verb} the density estimator; the "
                                    "frequency estimator takes --epsilon and --modulus")
-    elif estimator == "sketch" and ctx.info_name in ("audit", "kafka"):
-        what = ("auditing a sketch" if ctx.info_name == "audit" else
-                "a Kafka consumer group of sketches (routing by bucket range)")
-        raise click.UsageError(f"--estimator sketch: {what} is not supported yet; ingest logs with "
-                               "'panstream ingest --estimator sketch' (docs/sketch.md)")
+    elif estimator == "sketch" and ctx.info_name == "audit":
+        raise click.UsageError("--estimator sketch: auditing a sketch is not supported yet; ingest "
+                               "logs with 'panstream ingest --estimator sketch' (docs/sketch.md)")
+    elif estimator == "sketch" and ctx.info_name == "kafka" and \
+            ctx.params.get("layout") == "partition":
+        raise click.UsageError("--estimator sketch needs --layout slices: one sketch per source "
+                               "partition would not add up to one sketch (an item in several "
+                               "partitions would be counted, and exposed, in each); the routed "
+                               "layout keeps one sketch, routed by bucket range (docs/kafka.md)")
     elif estimator == "sketch" and [n for n in ("calibration", "total_epsilon")
                                     if n in ctx.params and given(ctx, n)]:
         raise click.UsageError("--calibration and --total-epsilon concern the density estimator; "

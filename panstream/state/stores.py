@@ -768,8 +768,9 @@ def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
         finally:
             if isinstance(data, bytearray):
                 data[:] = bytes(len(data))
-        kinds.add(str(params["kind"]))
         where = slice_of(params)
+        # a sketch's slices are rr bit tables; the group they make is the sketch
+        kinds.add("sketch" if where is not None and where[0].is_sketch else str(params["kind"]))
         if where is None:
             parts.append(key)
         else:

@@ -145,6 +145,16 @@ def test_merge_sketches_of_two_sites(tmp_path: Path, run_cli: Callable[..., Any]
     assert r.returncode == 1 and b"a.log" in r.stderr and b"Traceback" not in r.stderr
 
 
-def test_audit_and_kafka_say_the_sketch_is_not_supported_yet(run_cli: Callable[..., Any]) -> None:
+def test_audit_says_the_sketch_is_not_supported_yet_and_kafka_needs_routed_slices(
+        run_cli: Callable[..., Any], tmp_path: Path) -> None:
     r = run_cli(["audit", "--estimator", "sketch"])
     assert r.returncode == 2 and b"not supported yet" in r.stderr
+    kafka = ["kafka", "-b", "127.0.0.1:9", "-t", "logs", "-g", "g", "--epsilon", "1",
+             "--state-dir", str(tmp_path)]
+    r = run_cli([*kafka, "--estimator", "sketch", "-u", "sketch:4096x24:ip", "--layout",
+                 "partition"])
+    assert r.returncode == 2 and b"needs --layout slices" in r.stderr
+    r = run_cli([*kafka, "--estimator", "sketch", "-u", "ipv4:10.0.0.0/8"])
+    assert r.returncode == 2 and b"sketch:4096x24:ip" in r.stderr
+    r = run_cli([*kafka, "-u", "sketch:4096x24:ip"])
+    assert r.returncode == 2 and b"add --estimator sketch" in r.stderr
