@@ -23,7 +23,10 @@ at most 34 regions (two-sided normal tail 2.2e-8 each: below 1e-6 per test).
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -214,6 +217,7 @@ def test_a_sketch_slice_snapshot_names_its_grid_and_refuses_another_calibration(
 
 def sketch_store(tmp_path: Path, items: list[str], count: int = 4, eps: float = 4.0
                  ) -> DirectoryStore:
+    tmp_path.mkdir(exist_ok=True)
     store = DirectoryStore(tmp_path)
     ensure_ledger(store, 1.0)
     lay = SliceLayout(SketchGrid(), count)
@@ -252,3 +256,30 @@ def test_per_partition_sketch_shards_are_refused_with_the_way_out(tmp_path: Path
         merge_store(store)
     with pytest.raises(ConfigurationError, match="--layout slices"):
         SketchEstimator(1.0).release(0.1, sensitivity=2, state_tables=2)
+
+
+def test_a_groups_sketch_is_exported_to_presto_then_every_slice_starts_afresh(
+        tmp_path: Path) -> None:
+    """``panstream rotate --state-dir DIR --export-presto FILE``: the slices laid end to end are
+    written as one Presto sketch (the noiseless bitmap at epsilon 30), then replaced with fresh
+    D0 slices, so no later state can be compared with the published one; a guard that does not
+    match rotates and exports nothing; the group's ledger is kept."""
+    items = clients(5000, seed=4)
+    store = sketch_store(tmp_path / "state", items, count=4, eps=EPS)
+    out = tmp_path / "day.sfm"
+    cmd = [sys.executable, "-m", "panstream", "rotate", "--state-dir", str(tmp_path / "state")]
+    bad = subprocess.run([*cmd, "-u", "sketch:1024x24:ip", "--export-presto", str(out)],
+                         capture_output=True, timeout=60)
+    assert bad.returncode == 1 and b"nothing was rotated" in bad.stderr and not out.exists()
+    done = subprocess.run([*cmd, "--export-presto", str(out), "--json"], capture_output=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout)["slices"] == 4
+    sk = sfm.from_presto(out.read_bytes())
+    assert (sk.buckets, sk.levels) == (4096, 24)
+    clear = np.unpackbits(np.frombuffer(sk.bitmap, dtype=np.uint8), bitorder="little")
+    assert (clear == noiseless(SketchGrid(), items)).all()
+    after = merge_store(store).estimator
+    assert isinstance(after, SketchEstimator) and after.count_ones() == 0  # fresh D0 at 2**-32
+    rel, _ = release_store(store, 0.25)  # the same ledger, still open
+    assert rel.budget_remaining == pytest.approx(0.75)
