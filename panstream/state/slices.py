@@ -154,7 +154,10 @@ class SliceLayout:
         ``floor((c // P) R / B)`` (exact in 64 bits: ``c R < 2**44``)."""
         c = np.asarray(idx, dtype=np.int64)
         if self.unit > 1:
+            whole = c
             c = c // self.unit
+            if whole is not idx:
+                whole.fill(0)  # a converted copy of the caller's cells
         out = c * self.count
         out //= self.universe.size // self.unit
         if c is not idx:
@@ -175,6 +178,8 @@ class SliceLayout:
         out *= grid.levels
         out += level
         level.fill(0)
+        if c is not idx:
+            c.fill(0)  # a converted copy of the caller's cells
         return out
 
     def grid_order(self, bits: np.ndarray) -> np.ndarray:
