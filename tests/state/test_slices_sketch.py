@@ -14,11 +14,14 @@ with exactly its law:
 * at epsilon 1 every region of the merged grid (each slice's buckets, hit and never-hit bits)
   has the D1 / D0 frequencies of the sketch's exact q: a slice that skipped its D0 draw fails;
 * a store of sketch slices says it holds a sketch, releases one (sensitivity 1, state epsilon
-  x1, the group's ledger) and exports to Presto; per-partition sketch shards are refused.
+  x1, the group's ledger) and exports to Presto; per-partition sketch shards are refused;
+* the attack: a client whose requests reach every partition leaves one bit in the group's
+  snapshots, so reading them tells no more than the sketch's own epsilon allows.
 
 False failures: the epsilon-30 checks see a stray draw with probability below
 2 x 1,280 x 2**-32 < 1e-6 per test; the epsilon-1 checks allow 5.6 standard deviations in each of
-at most 34 regions (two-sided normal tail 2.2e-8 each: below 1e-6 per test).
+at most 34 regions (two-sided normal tail 2.2e-8 each: below 1e-6 per test); the attack allows
+6 standard deviations (2e-9).
 """
 
 from __future__ import annotations
@@ -283,3 +286,34 @@ def test_a_groups_sketch_is_exported_to_presto_then_every_slice_starts_afresh(
     assert isinstance(after, SketchEstimator) and after.count_ones() == 0  # fresh D0 at 2**-32
     rel, _ = release_store(store, 0.25)  # the same ledger, still open
     assert rel.budget_remaining == pytest.approx(0.75)
+
+
+def test_an_unkeyed_client_in_every_partition_leaves_one_bit_in_a_routed_sketch() -> None:
+    """The attack of tests/state/test_slices_privacy.py on the sketch: client ``x``'s requests
+    reach all 8 partitions (unkeyed); the adversary reads every slice snapshot of the group (one
+    intrusion, through the real encode/restore/merge) and says "x arrived" iff x's bit is 1.
+    Routed by bucket range, x's 8 arrivals all redraw the one bit of its one slice, so the
+    advantage is exactly ``(1 - q) - q = tanh(epsilon_state / 2)`` = 0.462 at epsilon 1, the
+    sketch's own guarantee; 1,000 trials a world, the bound +- 6 sd (sd <= 0.022) fails falsely
+    with probability below 2e-9 on either side."""
+    grid = SketchGrid(16, 4, "ip")
+    lay = SliceLayout(grid, 4)
+    x = "203.0.113.7"
+    x_cell = int(grid.indices([x]).indices[0])
+    others = [c for c in clients(200, seed=5) if int(grid.indices([c]).indices[0]) != x_cell][:6]
+    ones = {False: 0, True: 0}
+    trials = 1000
+    for arrived in (False, True):
+        stream = others + ([x] * 8 if arrived else [])
+        for _ in range(trials):
+            slices = feed(lay, stream, 1.0)
+            snaps = {r: encode_slice(e, lay, r) for r, e in slices.items()}
+            seen = {r: estimators.restore(b) for r, b in snaps.items()}  # what the intruder reads
+            merged = merge_slices(seen, lay)
+            assert isinstance(merged, SketchEstimator)
+            ones[arrived] += int(merged.bits()[x_cell])
+    advantage = (ones[True] - ones[False]) / trials
+    q = SketchEstimator(1.0).q
+    bound = float(1 - 2 * q)
+    assert bound == pytest.approx(math.tanh(SketchEstimator(1.0).epsilon_state / 2))
+    assert abs(advantage - bound) < 6 * math.sqrt(2 * 0.25 / trials), advantage
