@@ -124,7 +124,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     ingest') and routes every arrival by its cell to the internal topic GROUP-cells (--slices R
     partitions, short retention); as a second consumer group it keeps the slices of its assigned
     internal partitions (|X|/R cells each: a bit per cell, or with --estimator frequency a
-    counter mod --modulus), restored from the state store on assignment and checkpointed every
+    counter mod --modulus; with --estimator sketch -u sketch:4096x24:ip, whole buckets of one
+    Sketch-Flip-Merge grid at every level), restored from the state store on assignment and checkpointed every
     --checkpoint-interval seconds and before a rebalance takes them away: snapshots durable
     first, then offsets committed (auto-commit is off; source offsets only after the routed
     records are acknowledged). The slices laid end to end are one table: 'panstream release
