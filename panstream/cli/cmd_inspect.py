@@ -43,6 +43,8 @@ def describe(path: str) -> dict[str, Any]:
         lay, r = where
         lo, hi = lay.bounds(r)
         out["slice"] = {"of": lay.universe.spec, "index": r, "count": lay.count, "cells": [lo, hi]}
+        if lay.is_sketch:  # whole buckets of the grid, at every level (bucket-major order)
+            out["slice"]["buckets"] = [lo // lay.unit, hi // lay.unit]
     return out
 
 
@@ -108,8 +110,10 @@ def command(state: str | None, state_dir: str | None, as_json: bool) -> None:
                f"{d['epsilon_requested']:g}, {_probabilities(d)})")
     if "slice" in d:
         sl = d["slice"]
-        click.echo(f"layout           slice {sl['index']} of {sl['count']} of {sl['of']} (cells "
-                   f"{sl['cells'][0]:,} to {sl['cells'][1] - 1:,}): a routed group's one table")
+        what = (f"buckets {sl['buckets'][0]:,} to {sl['buckets'][1] - 1:,} at every level"
+                if "buckets" in sl else f"cells {sl['cells'][0]:,} to {sl['cells'][1] - 1:,}")
+        click.echo(f"layout           slice {sl['index']} of {sl['count']} of {sl['of']} ({what}):"
+                   " a routed group's one table")
     if d["shard"]:
         click.echo("output budget    none of its own: one shard of a Kafka consumer group; the "
                    "group's ledger is in its --state-dir/--state-topic (panstream release "

@@ -32,7 +32,7 @@ from panstream.cli.kafka_options import bootstrap_option, connection_options
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError
 from panstream.parse import Format, parse_format
-from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES, mib
+from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES, SliceLayout, mib
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 
@@ -76,7 +76,8 @@ from panstream.universe import Universe
 @click.option("--slices", "slice_count", type=click.IntRange(min=1, max=MAX_SLICES),
               default=None, show_default=f"{DEFAULT_SLICES}, or |X| if smaller",
               help="With --layout slices: R, the partitions of GROUP-cells; slice r holds cells "
-                   "[r|X|/R, (r+1)|X|/R). Public; fixed for the life of the group's state.",
+                   "[r|X|/R, (r+1)|X|/R) (of a sketch grid: buckets [rB/R, (r+1)B/R) at every "
+                   "level). Public; fixed for the life of the group's state.",
               **env("KAFKA_SLICES"))
 @click.option("--cells-retention", type=FiniteFloatRange(min=1.0), default=600.0,
               show_default=True, metavar="SECONDS",
@@ -123,7 +124,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     ingest') and routes every arrival by its cell to the internal topic GROUP-cells (--slices R
     partitions, short retention); as a second consumer group it keeps the slices of its assigned
     internal partitions (|X|/R cells each: a bit per cell, or with --estimator frequency a
-    counter mod --modulus), restored from the state store on assignment and checkpointed every
+    counter mod --modulus; with --estimator sketch -u sketch:4096x24:ip, whole buckets of one
+    Sketch-Flip-Merge grid at every level), restored from the state store on assignment and checkpointed every
     --checkpoint-interval seconds and before a rebalance takes them away: snapshots durable
     first, then offsets committed (auto-commit is off; source offsets only after the routed
     records are acknowledged). The slices laid end to end are one table: 'panstream release
@@ -149,6 +151,14 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     from panstream.state.stores import DirectoryStore, ensure_ledger
 
     check_family_options(ctx, estimator)
+    if (estimator == "sketch") != (universe.kind == "sketch"):
+        raise click.UsageError(
+            f"--universe {universe.spec} is a sketch grid: add --estimator sketch"
+            if universe.kind == "sketch" else
+            f"--estimator sketch counts any items in a hashed grid, not cells of {universe.spec}: "
+            "give a grid such as --universe sketch:4096x24:ip (or :id for any IDs)")
+    if estimator == "sketch":
+        calibration = "rr"  # the sketch's randomized response (its slices' calibration)
     budget = DEFAULT_BUDGET
     if (epsilon is None) == (total_epsilon is None):
         raise click.UsageError("give exactly one of --epsilon or --total-epsilon")
@@ -185,7 +195,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     if layout == "partition":
         runner = src.KafkaTail(tail_cfg, metrics)
     else:
-        count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size)
+        count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size
+                                                                 // SliceLayout.unit_of(universe))
         runner = routed_member(tail_cfg, metrics, group, overrides, security, count,
                                cells_retention)
     stop = threading.Event()

@@ -22,8 +22,12 @@ from panstream.universe import Universe
 
 
 @click.command()
-@click.option("-s", "--state", "state", type=StatePath(), required=True,
+@click.option("-s", "--state", "state", type=StatePath(), default=None,
               help="State file to rotate (written by 'panstream ingest').", **env("STATE"))
+@click.option("--state-dir", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Instead of --state: the state directory of a routed 'panstream kafka' group "
+                   "(stopped first): export its one table if asked, then replace every slice "
+                   "with a fresh one. The group's ledger is kept.", **env("STATE_DIR"))
 @click.option("-u", "--universe", type=UniverseParam(), default=None,
               help="If given, refuse unless the state's universe is this one.", **env("UNIVERSE"))
 @click.option("--epsilon", type=FiniteFloatRange(min=0, min_open=True), default=None,
@@ -38,8 +42,9 @@ from panstream.universe import Universe
                    "sketch.", **env("EXPORT_PRESTO"))
 @json_option()
 @handle_errors
-def command(state: str, universe: Universe | None, epsilon: float | None, calibration: str | None,
-            export: str | None, as_json: bool) -> None:
+def command(state: str | None, state_dir: str | None, universe: Universe | None,
+            epsilon: float | None, calibration: str | None, export: str | None,
+            as_json: bool) -> None:
     """Start a fresh epoch: wipe the table, draw a new one, and replace STATE atomically.
 
     Run it after an announced intrusion (a snapshot was handed over, copied or read from memory):
@@ -61,7 +66,20 @@ def command(state: str, universe: Universe | None, epsilon: float | None, calibr
 
     \b
       panstream rotate -s web.pst --export-presto web-2026-11-24.sfm
+
+    A routed consumer group's sketch (panstream kafka --estimator sketch) is exported the same
+    way from its --state-dir, once its members are stopped: the slices laid end to end are
+    written as one Presto sketch, then every slice is replaced with a fresh one (D0 draws).
+
+    \b
+      panstream rotate --state-dir /var/lib/panstream --export-presto day.sfm
     """
+    if (state is None) == (state_dir is None):
+        raise click.UsageError("give exactly one of -s/--state FILE or --state-dir DIR")
+    if state_dir is not None:
+        _rotate_group(state_dir, universe, epsilon, calibration, export, as_json)
+        return
+    assert state is not None
     with state_lock(state, "rotate"):  # a running ingest would put the old table back
         est = estimators.load(state)
         _check_guards(state, est, universe, epsilon, calibration)
@@ -119,3 +137,29 @@ def _check_guards(state: str, est: Estimator, universe: Universe | None,
                    f"without {flag} (or with {flag} {stored}). To count with {name} {asked} instead, "
                    f"start a new state: 'panstream ingest {flag} {asked} -s NEW.pst'")
             raise StateError(msg)
+
+
+def _rotate_group(state_dir: str, universe: Universe | None, epsilon: float | None,
+                  calibration: str | None, export: str | None, as_json: bool) -> None:
+    """``rotate --state-dir``: the group's one table exported (if asked), then fresh slices."""
+    from panstream.state.stores import DirectoryStore, rotate_slice_store
+
+    def end(est: Estimator) -> None:  # guards first: a refusal rotates nothing
+        _check_guards(state_dir, est, universe, epsilon, calibration)
+        if export is not None:
+            _export_presto(est, state_dir, export)
+
+    group = rotate_slice_store(DirectoryStore(state_dir), end)
+    est = group.estimator
+    assert isinstance(est, Estimator)
+    out = {"state_dir": state_dir, "universe": est.universe.spec, "estimator": est.kind,
+           "slices": group.shards, "epsilon_state": est.epsilon_state, "exported_presto": export}
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(f"rotated {state_dir}: {group.shards} slice(s) of its {est.kind} group over "
+               f"{est.universe.spec} replaced with fresh ones (epsilon_state "
+               f"{est.epsilon_state:.6f}); the group's release ledger is kept")
+    if export is not None:
+        click.echo(f"  the ending epoch's sketch was written to {export} (Presto SfmSketch format, "
+                   f"epsilon_state {est.epsilon_state:.6f}-DP) before the rotation")

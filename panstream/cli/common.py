@@ -196,10 +196,12 @@ def check_family_options(ctx: click.Context, estimator: str) -> None:
             verb = "concern" if len(wrong) > 1 else "concerns"
             raise click.UsageError(f"{' and '.join(wrong)} {verb} the density estimator; the "
                                    "frequency estimator takes --epsilon and --modulus")
-    elif estimator == "sketch" and ctx.info_name == "kafka":
-        raise click.UsageError("--estimator sketch: a Kafka consumer group of sketches (routing by "
-                               "bucket range) is not supported yet; ingest logs with "
-                               "'panstream ingest --estimator sketch' (docs/sketch.md)")
+    elif estimator == "sketch" and ctx.info_name == "kafka" and \
+            ctx.params.get("layout") == "partition":
+        raise click.UsageError("--estimator sketch needs --layout slices: one sketch per source "
+                               "partition would not add up to one sketch (an item in several "
+                               "partitions would be counted, and exposed, in each); the routed "
+                               "layout keeps one sketch, routed by bucket range (docs/kafka.md)")
     elif estimator == "sketch" and [n for n in ("calibration", "total_epsilon")
                                     if n in ctx.params and given(ctx, n)]:
         raise click.UsageError("--calibration and --total-epsilon concern the density estimator; "

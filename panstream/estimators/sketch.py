@@ -236,10 +236,23 @@ class SketchEstimator(Estimator):
         finally:
             ones.fill(0)
 
-    def release(self, epsilon: float, mechanism: str = "laplace",
-                **kwargs: Any) -> sketch_release.SketchRelease:
+    def release(self, epsilon: float, mechanism: str = "laplace", *, sensitivity: int = 1,
+                state_tables: int = 1, **kwargs: Any) -> sketch_release.SketchRelease:
         """Publish a noisy distinct count, charged to the ledger. See
-        :func:`panstream.release.sketch.release_sketch` (``confidence=``)."""
+        :func:`panstream.release.sketch.release_sketch` (``confidence=``).
+
+        ``sensitivity`` and ``state_tables`` are what a consumer group's store asks for
+        (:func:`panstream.state.stores.release_store`): a routed group's slices are one sketch, so
+        both are 1, the only values a sketch releases with.
+
+        Raises:
+            ConfigurationError: ``sensitivity`` or ``state_tables`` other than 1 (nothing charged).
+        """
+        if (sensitivity, state_tables) != (1, 1):
+            msg = (f"a sketch releases one grid with sensitivity 1 (asked: sensitivity "
+                   f"{sensitivity}, {state_tables} state tables): per-partition sketches do not "
+                   "make one sketch; run the group with --layout slices")
+            raise ConfigurationError(msg)
         return sketch_release.release_sketch(self, epsilon, mechanism, **kwargs)
 
     # ------------------------------------------------------------------ interop

@@ -49,7 +49,7 @@ from panstream.estimators.frequency import FrequencyEstimator
 from panstream.estimators.frequency import merge_partitioned as merge_frequency_partitioned
 from panstream.release.frequency import MergedHistograms, sum_histograms
 from panstream.release.ledger import ShardLedger
-from panstream.state.slices import SliceLayout
+from panstream.state.slices import SKETCH_SLICE, SliceLayout
 from panstream.universe import Universe
 
 _SEED = np.uint32(0x9747B28C)
@@ -286,10 +286,10 @@ def merge_group_sum(shards: Sequence[Estimator]) -> DensityEstimator | MergedHis
     """
     kind = _one_kind(shards)
     if kind == "sketch":
-        msg = ("the shards hold Sketch-Flip-Merge sketches, which a consumer group does not merge "
-               "yet (a group that routes by bucket range will make one sketch of its slices): run "
-               "one consumer per sketch, or merge exported epochs with "
-               "panstream.estimators.sketch.merge")
+        msg = ("the shards hold Sketch-Flip-Merge sketches, one per partition, which do not add up "
+               "to one sketch: run the group with --layout slices (it routes by bucket range and "
+               "its slices make one sketch), or merge exported epochs with 'panstream "
+               "merge-sketches'")
         raise StateError(msg)
     if kind == FrequencyEstimator.kind:
         return sum_histograms([e for e in shards if isinstance(e, FrequencyEstimator)])
@@ -344,7 +344,8 @@ def _append_bits(out: np.ndarray, bitpos: int, src: np.ndarray, nbits: int) -> N
 
 
 def merge_slices(slices: Mapping[int, Estimator], layout: SliceLayout) -> Estimator:
-    """One table over the whole universe from a routed group's slices, laid end to end.
+    """One table over the whole universe from a routed group's slices, laid end to end (for a
+    sketch grid: one :class:`~panstream.estimators.sketch.SketchEstimator`).
 
     Slice ``r`` holds cells ``[lo_r, hi_r)`` of ``layout`` (:mod:`panstream.state.slices`); every
     arrival of a cell was applied to its one slice, so the result has exactly the law of one table
@@ -375,6 +376,10 @@ def merge_slices(slices: Mapping[int, Estimator], layout: SliceLayout) -> Estima
 
     kind = _one_kind(slices.values())
     first = slices[min(slices)]
+    if layout.is_sketch and (kind, getattr(first, "calibration", None)) != SKETCH_SLICE:
+        msg = (f"the slices of {layout.universe.spec} must be bit tables with randomized response "
+               f"(density, rr); these are {kind} tables: not a sketch group's slices")
+        raise StateError(msg)
     params = {k: v for k, v in first.params().items() if k not in ("universe", "cells")}
     for r, est in slices.items():
         mine = {k: v for k, v in est.params().items() if k not in ("universe", "cells")}
@@ -409,8 +414,34 @@ def merge_slices(slices: Mapping[int, Estimator], layout: SliceLayout) -> Estima
                 est._wipe_payload_view(view)
                 if fresh:
                     est.wipe()
+        if layout.is_sketch:
+            return _sketch_of_slices(payload, layout, params)
         full = {**first.params(), "universe": layout.universe.spec, "cells": size}
         return estimators.family(kind)._from_snapshot(full, ShardLedger(), payload, "auto")
     except BaseException:
         payload.fill(0)
         raise
+
+
+def _sketch_of_slices(payload: np.ndarray, layout: SliceLayout, params: Mapping[str, Any]
+                      ) -> Estimator:
+    """The sketch whose bits, in bucket-major routing order, are the packed ``payload``: transposed
+    back to Presto's ``level * B + bucket`` order. ``params`` are the slices' (epsilon, rr).
+    ``payload`` and every temporary are wiped."""
+    from panstream.estimators.sketch import SketchEstimator
+    from panstream.sfm import SketchGrid
+
+    grid = layout.universe
+    assert isinstance(grid, SketchGrid)
+    bits = np.unpackbits(payload, count=grid.size, bitorder="little")
+    payload.fill(0)
+    ordered = layout.grid_order(bits)
+    bits.fill(0)
+    packed = np.packbits(ordered, bitorder="little")
+    ordered.fill(0)
+    try:
+        table = BitTable.from_packed(grid.size, packed.data)
+    finally:
+        packed.fill(0)
+    return SketchEstimator(float(params["epsilon"]), grid.buckets, grid.levels, grid.items,
+                           _table=table, _ledger=ShardLedger())

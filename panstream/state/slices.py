@@ -19,6 +19,17 @@ This module holds the pure parts of that layout:
   so a store of slices says by itself which universe they rebuild
   (:func:`panstream.state.merge.merge_slices` lays them end to end).
 
+**Sketch grids are routed by bucket range.** A Sketch-Flip-Merge grid
+(:class:`~panstream.sfm.SketchGrid`, ``B`` buckets x ``P`` levels) numbers its bits
+``level * B + bucket`` (Presto's order). Cut in that order, slice 0 would hold level 0, which half
+of all arrivals hit (a level is the hash's number of trailing zeros). So a grid is routed in
+**bucket-major order**, ``bucket * P + level`` (:meth:`SliceLayout.routing_order`): the slice
+boundaries fall on whole buckets (:attr:`SliceLayout.unit` = P cells), slice ``r`` holds buckets
+``[ceil(r B / R), ceil((r + 1) B / R))`` at every level, and the buckets, being the hash's top bits,
+spread the arrivals evenly over the slices. Each slice is a bit table with the sketch's own
+randomized response (calibration ``rr``, the same exact q: :func:`slice_family`); the merge
+transposes the slices laid end to end back into Presto's order (:meth:`SliceLayout.grid_order`).
+
 >>> from panstream.universe import Universe
 >>> lay = SliceLayout(Universe.parse("range:10"), 3)
 >>> [lay.bounds(r) for r in range(3)]
@@ -38,6 +49,7 @@ import numpy as np
 
 from panstream.errors import ConfigurationError, StateError
 from panstream.estimators.base import Estimator
+from panstream.sfm import SketchGrid
 from panstream.state import format as fmt
 from panstream.universe import Universe
 
@@ -70,20 +82,37 @@ class SliceLayout:
     count: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.count, bool) or not 1 <= int(self.count) <= min(self.universe.size,
-                                                                             MAX_SLICES):
-            msg = (f"--slices {self.count}: need 1 to {min(self.universe.size, MAX_SLICES)} slices "
-                   f"for {self.universe.spec} ({self.universe.size:,} cells)")
+        top = min(self.universe.size // self.unit, MAX_SLICES)
+        if isinstance(self.count, bool) or not 1 <= int(self.count) <= top:
+            what = (f"{self.universe.size // self.unit:,} buckets: a slice holds whole buckets"
+                    if self.unit > 1 else f"{self.universe.size:,} cells")
+            msg = f"--slices {self.count}: need 1 to {top} slices for {self.universe.spec} ({what})"
             raise ConfigurationError(msg)
+
+    @property
+    def unit(self) -> int:
+        """Cells a slice boundary never splits: a sketch grid's ``P`` levels of one bucket, else 1."""
+        return self.unit_of(self.universe)
+
+    @staticmethod
+    def unit_of(universe: Universe) -> int:
+        """:attr:`unit` of a layout of ``universe``."""
+        return universe.levels if isinstance(universe, SketchGrid) else 1
+
+    @property
+    def is_sketch(self) -> bool:
+        """Whether the universe is a Sketch-Flip-Merge grid (routed in bucket-major order)."""
+        return isinstance(self.universe, SketchGrid)
 
     # ------------------------------------------------------------------ geometry
     def bounds(self, r: int) -> tuple[int, int]:
-        """``(lo, hi)``: slice ``r`` holds cells ``lo <= c < hi``."""
+        """``(lo, hi)``: slice ``r`` holds cells ``lo <= c < hi`` (in routing order: bucket-major
+        for a sketch grid, whose boundaries are multiples of :attr:`unit`)."""
         if not 0 <= r < self.count:
             msg = f"slice {r} out of range 0..{self.count - 1}"
             raise StateError(msg)
-        n = self.universe.size
-        return -(-r * n // self.count), -(-(r + 1) * n // self.count)
+        u, n = self.unit, self.universe.size // self.unit
+        return u * -(-r * n // self.count), u * -(-(r + 1) * n // self.count)
 
     def size(self, r: int) -> int:
         """Cells of slice ``r``."""
@@ -92,8 +121,9 @@ class SliceLayout:
 
     def edges(self) -> np.ndarray:
         """The R + 1 slice boundaries ``lo_0 = 0 < lo_1 < ... < lo_R = |X|`` (int64)."""
-        n = self.universe.size
-        return np.array([-(-r * n // self.count) for r in range(self.count + 1)], dtype=np.int64)
+        u, n = self.unit, self.universe.size // self.unit
+        return np.array([u * -(-r * n // self.count) for r in range(self.count + 1)],
+                        dtype=np.int64)
 
     def slice_universe(self, r: int) -> Universe:
         """The universe of slice ``r``'s own table: ``range:(hi - lo)``."""
@@ -102,7 +132,7 @@ class SliceLayout:
     @property
     def width(self) -> int:
         """Bytes per routed cell index: 2 when every slice has at most 2**16 cells, else 4."""
-        widest = -(-self.universe.size // self.count)
+        widest = self.unit * -(-(self.universe.size // self.unit) // self.count)
         return 2 if widest <= 1 << 16 else 4
 
     @property
@@ -120,8 +150,47 @@ class SliceLayout:
 
     # ------------------------------------------------------------------ routed encoding
     def slice_of_cells(self, idx: np.ndarray) -> np.ndarray:
-        """The slice of every cell: ``floor(c R / |X|)`` (exact in 64 bits: ``c R < 2**44``)."""
-        return (np.asarray(idx, dtype=np.int64) * self.count) // self.universe.size
+        """The slice of every cell (in routing order): ``floor(c R / |X|)``, or for a sketch grid
+        ``floor((c // P) R / B)`` (exact in 64 bits: ``c R < 2**44``)."""
+        c = np.asarray(idx, dtype=np.int64)
+        if self.unit > 1:
+            whole = c
+            c = c // self.unit
+            if whole is not idx:
+                whole.fill(0)  # a converted copy of the caller's cells
+        out = c * self.count
+        out //= self.universe.size // self.unit
+        if c is not idx:
+            c.fill(0)
+        return out
+
+    def routing_order(self, idx: np.ndarray) -> np.ndarray:
+        """Cells in routing order: the identity, except that a sketch grid's cells
+        ``level * B + bucket`` become ``bucket * P + level`` (a new ``int64`` array; ``idx`` is
+        left alone)."""
+        c = np.asarray(idx, dtype=np.int64)
+        if not self.is_sketch:
+            return c.copy() if c is idx else c
+        grid = self.universe
+        assert isinstance(grid, SketchGrid)
+        level = c // grid.buckets
+        out = c % grid.buckets
+        out *= grid.levels
+        out += level
+        level.fill(0)
+        if c is not idx:
+            c.fill(0)  # a converted copy of the caller's cells
+        return out
+
+    def grid_order(self, bits: np.ndarray) -> np.ndarray:
+        """One value per cell in routing order (``bits``, length |X|) back in the universe's order:
+        for a sketch grid the transpose of bucket-major to Presto's ``level * B + bucket``
+        (a new array); otherwise ``bits`` itself."""
+        if not self.is_sketch:
+            return bits
+        grid = self.universe
+        assert isinstance(grid, SketchGrid)
+        return np.ascontiguousarray(bits.reshape(grid.buckets, grid.levels).T).reshape(-1)
 
     def route(self, idx: np.ndarray) -> list[tuple[int, bytearray]]:
         """Split a batch of cell indices by slice: ``[(r, encoded local offsets), ...]`` for the
@@ -135,6 +204,8 @@ class SliceLayout:
         if lo_c < 0 or hi_c >= self.universe.size:
             msg = f"cell index out of range 0..{self.universe.size - 1} (saw {lo_c}..{hi_c})"
             raise StateError(msg)
+        if self.is_sketch:  # bucket-major, so that slices are whole buckets (module docstring)
+            arr = self.routing_order(arr)
         r = self.slice_of_cells(arr)
         keys = r.astype(np.uint8 if self.count <= 256 else np.uint16)
         order = np.argsort(keys, kind="stable")  # a radix sort for small integer keys
@@ -142,6 +213,8 @@ class SliceLayout:
         srt = arr[order]
         for a in (r, keys, order):
             a.fill(0)
+        if arr is not idx and self.is_sketch:
+            arr.fill(0)
         if isinstance(idx, np.ndarray) and idx.flags.writeable:
             idx.fill(0)
         edges = self.edges()
@@ -193,8 +266,11 @@ class SliceLayout:
         '16 slices of ipv4:0.0.0.0/0 (4,294,967,296 cells): 268,435,456 cells = 32.0 MiB each'
         """
         big = max(range(self.count), key=self.size)
+        whole = (f" = {self.size(big) // self.unit:,} buckets x {self.unit} levels"
+                 if self.is_sketch else "")
         return (f"{self.count} slices of {self.universe.spec} ({self.universe.size:,} cells): "
-                f"{self.size(big):,} cells = {mib(self.table_bytes(big, kind, modulus))} each")
+                f"{self.size(big):,} cells{whole} = "
+                f"{mib(self.table_bytes(big, kind, modulus))} each")
 
 
 def mib(n: float) -> str:
@@ -204,6 +280,37 @@ def mib(n: float) -> str:
     ('512.0 MiB', '8.0 KiB')
     """
     return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 2**10:,.1f} KiB"
+
+
+#: The family and calibration of a sketch grid's slices: bit tables with the sketch's randomized
+#: response (D0 = Bernoulli(q), D1 = Bernoulli(1 - q), the same exact dyadic q).
+SKETCH_SLICE = ("density", "rr")
+
+
+def whole_universe(spec: str) -> Universe:
+    """The universe a ``slice`` parameter names: :meth:`Universe.parse`, or a sketch grid
+    (``sketch:4096x24:ip``).
+
+    Raises:
+        UniverseError: not a universe spec.
+    """
+    if spec.startswith("sketch:"):
+        return SketchGrid.parse_spec(spec)
+    return Universe.parse(spec)
+
+
+def slice_family(kind: str, calibration: str) -> tuple[str, str]:
+    """The estimator family and calibration of one slice of a group of family ``kind``.
+
+    A density or frequency slice is a table of its family; a sketch's slice (whole buckets of the
+    grid) is a bit table with randomized response (:data:`SKETCH_SLICE`): the calibration ``rr``
+    that :class:`~panstream.estimators.sketch.SketchEstimator` uses, so each of its bits starts as
+    D0 = Bernoulli(q) and is redrawn from D1 = Bernoulli(1 - q) with exactly the sketch's q.
+
+    >>> slice_family("sketch", "tight"), slice_family("density", "tight")
+    (('density', 'rr'), ('density', 'tight'))
+    """
+    return SKETCH_SLICE if kind == "sketch" else (kind, calibration)
 
 
 def encode_slice(est: Estimator, layout: SliceLayout, r: int) -> bytearray:
@@ -242,9 +349,11 @@ def slice_of(params: Mapping[str, Any]) -> tuple[SliceLayout, int] | None:
     if raw is None:
         return None
     try:
-        lay = SliceLayout(Universe.parse(str(raw["of"])), int(raw["count"]))
+        lay = SliceLayout(whole_universe(str(raw["of"])), int(raw["count"]))
         r = int(raw["index"])
         if lay.slice_universe(r).spec != params["universe"]:
+            raise ValueError
+        if lay.is_sketch and (params.get("kind"), params.get("calibration")) != SKETCH_SLICE:
             raise ValueError
     except (KeyError, TypeError, ValueError, ConfigurationError, StateError):
         msg = f"snapshot's slice parameter {raw!r} does not describe its table"

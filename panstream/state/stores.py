@@ -37,7 +37,7 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +63,7 @@ from panstream.state.files import (
     real_path,
     state_lock,
 )
-from panstream.state.slices import SliceLayout, head_params, slice_of
+from panstream.state.slices import SliceLayout, encode_slice, head_params, slice_of
 from panstream.universe import Universe
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -746,6 +746,68 @@ def merge_slice_store(sliced: dict[int, tuple[SliceLayout, Estimator]],
                       layout="slices")
 
 
+def rotate_slice_store(store: DirectoryStore | TopicStore,
+                       export: Callable[[Estimator], None] | None = None) -> GroupState:
+    """End the epoch of a routed group's table: optionally ``export`` the merged table (e.g. the
+    sketch in Presto's format, written durably; an exception from it rotates nothing), then
+    overwrite every stored slice with a fresh
+    initial draw (D0 bits or D counters), under the store's ledger lock.
+
+    After an export the published table *is* the state: a later copy of the same slices would let
+    anyone compare the two and see which bits were redrawn in between (who arrived). Fresh slices
+    make every later state independent of the exported one. The group's ledger is kept as it is
+    (its spent budget still counts: conservative); the members must be stopped first, or the next
+    checkpoint of a running member would put its old slices back.
+
+    Returns:
+        The ending epoch's :class:`GroupState` (its estimator already wiped).
+
+    Raises:
+        StateError: the store holds no routed slices (per-partition shards are not rotated here),
+            or a snapshot could not be read or written (if the export was written but the slices
+            were not all replaced, run the rotation again without the export).
+    """
+    with store.ledger_lock():
+        group = merge_store(store)
+        try:
+            if group.layout != "slices":
+                msg = (f"{store!r} holds per-partition shards, not a routed group's slices: "
+                       "rotate them by stopping the group and starting a new --state-dir")
+                raise StateError(msg)
+            if export is not None:
+                assert isinstance(group.estimator, Estimator)
+                export(group.estimator)  # durable before any slice is replaced
+        finally:
+            if isinstance(group.estimator, Estimator):
+                group.estimator.wipe()
+        keys = store.keys()
+        for key in keys:
+            data = store.load(key)
+            if data is None:
+                continue
+            try:
+                params = head_params(data)
+            finally:
+                if isinstance(data, bytearray):
+                    data[:] = bytes(len(data))
+            where = slice_of(params)
+            if where is None:
+                continue
+            lay, r = where
+            fresh = estimators.new(str(params["kind"]), lay.slice_universe(r),
+                                   float(params["epsilon"]),
+                                   calibration=str(params.get("calibration", "rr")),
+                                   modulus=int(params.get("modulus", 16)), ledger=ShardLedger(),
+                                   layout=lay.table_layout)
+            buf = encode_slice(fresh, lay, r)
+            try:
+                store.save(key, buf)
+            finally:
+                buf[:] = bytes(len(buf))
+                fresh.wipe()
+    return group
+
+
 def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
     """What a store holds, from the snapshots' public parameters only (``panstream inspect``):
     ``{"layout": "slices" | "partitions" | "empty", ...}`` with the universe, the slice count and
@@ -768,8 +830,9 @@ def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
         finally:
             if isinstance(data, bytearray):
                 data[:] = bytes(len(data))
-        kinds.add(str(params["kind"]))
         where = slice_of(params)
+        # a sketch's slices are rr bit tables; the group they make is the sketch
+        kinds.add("sketch" if where is not None and where[0].is_sketch else str(params["kind"]))
         if where is None:
             parts.append(key)
         else:

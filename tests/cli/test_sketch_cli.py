@@ -172,3 +172,16 @@ def test_audit_refuses_a_sketch_over_a_table_universe_and_the_other_way(
                        (["--estimator", "sketch", "-u", "sketch:4096x24:ip"], b"sketch:64x8:id")):
         r = run_cli(["audit", *args, "--trials", "100"])
         assert r.returncode == 2 and what in r.stderr and b"Traceback" not in r.stderr, r.stderr
+
+
+def test_kafka_keeps_a_sketch_only_in_routed_slices(run_cli: Callable[..., Any],
+                                                    tmp_path: Path) -> None:
+    kafka = ["kafka", "-b", "127.0.0.1:9", "-t", "logs", "-g", "g", "--epsilon", "1",
+             "--state-dir", str(tmp_path)]
+    r = run_cli([*kafka, "--estimator", "sketch", "-u", "sketch:4096x24:ip", "--layout",
+                 "partition"])
+    assert r.returncode == 2 and b"needs --layout slices" in r.stderr
+    r = run_cli([*kafka, "--estimator", "sketch", "-u", "ipv4:10.0.0.0/8"])
+    assert r.returncode == 2 and b"sketch:4096x24:ip" in r.stderr
+    r = run_cli([*kafka, "-u", "sketch:4096x24:ip"])
+    assert r.returncode == 2 and b"add --estimator sketch" in r.stderr

@@ -183,7 +183,7 @@ def test_a_consumer_group_of_sketch_shards_is_refused_not_summed() -> None:
     from panstream.state import merge as group_merge
 
     shards = [ps.SketchEstimator(items="id"), ps.SketchEstimator(items="id")]
-    with pytest.raises(StateError, match="does not merge"):
+    with pytest.raises(StateError, match="do not add up to one sketch"):
         group_merge.merge_group_sum(shards)
 
 

@@ -38,7 +38,13 @@ from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.tail import KafkaTail, TailConfig
 from panstream.state.checkpoint import Checkpointer, Shard, shard_key
-from panstream.state.slices import SliceLayout, encode_slice, head_params, slice_of
+from panstream.state.slices import (
+    SliceLayout,
+    encode_slice,
+    head_params,
+    slice_family,
+    slice_of,
+)
 
 log = logging.getLogger("panstream.kafka")
 
@@ -73,8 +79,9 @@ class SliceStage(KafkaTail):
 
     def _fresh_slice(self, r: int) -> Estimator:
         c = self.config
-        return estimators.new(c.estimator, self.layout.slice_universe(r), c.epsilon,
-                              calibration=c.calibration, modulus=c.modulus,
+        kind, calibration = slice_family(c.estimator, c.calibration)  # a sketch's: rr bits
+        return estimators.new(kind, self.layout.slice_universe(r), c.epsilon,
+                              calibration=calibration, modulus=c.modulus,
                               ledger=ShardLedger(), layout=self.layout.table_layout)
 
     def _restore(self, tp: TopicPartition) -> Shard:
@@ -92,8 +99,9 @@ class SliceStage(KafkaTail):
                            f"{self.layout.universe.spec}: resume with the --universe and --slices "
                            "it was written with, or use a new state and group")
                     raise StateError(msg)
-                expect = estimators.expect_of(c.estimator, self.layout.slice_universe(r),
-                                              c.epsilon, c.calibration, c.modulus)
+                kind, calibration = slice_family(c.estimator, c.calibration)
+                expect = estimators.expect_of(kind, self.layout.slice_universe(r),
+                                              c.epsilon, calibration, c.modulus)
                 est = estimators.restore(data, expect=expect, layout=self.layout.table_layout)
                 est.ledger = ShardLedger()
             finally:
