@@ -10,6 +10,7 @@ member and announced once.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -151,9 +152,9 @@ def test_keep_going_routes_without_judging() -> None:
 
 
 def json_lines(cells: np.ndarray) -> list[bytes]:
-    return [('{"ts": 1764000000.5, "request": {"remote_ip": "%s", "remote_port": "51234", '
-             '"method": "GET", "uri": "/"}, "status": 200}' % U.item_of(int(c))).encode()
-            for c in cells]
+    return [json.dumps({"ts": 1764000000.5, "request": {
+        "remote_ip": U.item_of(int(c)), "remote_port": "51234", "method": "GET", "uri": "/"},
+        "status": 200}).encode() for c in cells]
 
 
 def test_auto_detects_json_once_and_says_how_to_pin_it() -> None:
