@@ -147,8 +147,34 @@ def test_a_topic_whose_values_do_not_parse_fails_loudly(
                          capture_output=True, timeout=90)
     assert run.returncode == 1, run.stderr.decode()
     err = [ln for ln in run.stderr.decode().splitlines() if ln.startswith("panstream: error:")]
-    assert len(err) == 1 and "100.0% of the first" in err[0] and "try -f clf" in err[0], err
+    assert len(err) == 1 and "100 % malformed and 0 % outside" in err[0], err
+    assert "(-f plain, given): try -f clf (100 % of the sample" in err[0], err
     assert committed_offsets(admin, "g-bad") == {}
+
+
+def test_a_topic_whose_values_all_lie_outside_the_universe_fails_loudly(
+        kafka_broker: Broker, topic_factory: Callable[..., str], producer: Any, admin: Any,
+        tmp_path: Path) -> None:
+    """Public clients into 10.9.0.0/16, -f auto on Caddy JSON values: the format is detected and
+    announced once, every value parses, none is inside: exit 1 with the universe fix, nothing
+    committed (the old rule judged only malformed values and routed nothing, silently)."""
+    topic = topic_factory(2)
+    vals = [json.dumps({"request": {"remote_ip": f"198.51.100.{i % 250}", "remote_port": "4431"},
+                        "status": 200}).encode() for i in range(1500)]
+    send_round_robin(producer, topic, vals, 2, {})
+    run = subprocess.run(member_argv(kafka_broker, topic, "g-outside", "ipv4:10.9.0.0/16",
+                                     tmp_path / "s", "--epsilon", "1", "--idle-timeout", IDLE),
+                         capture_output=True, timeout=90)
+    assert run.returncode == 1, run.stderr.decode()
+    lines = run.stderr.decode().splitlines()
+    err = [ln for ln in lines if ln.startswith("panstream: error:")]
+    assert len(err) == 1 and "0 % malformed and 100 % outside ipv4:10.9.0.0/16" in err[0], err
+    assert "read as Caddy JSON (-f json:request.remote_ip, detected)" in err[0], err
+    assert "use a universe that holds them" in err[0], err
+    assert [ln for ln in lines if "detected, decided once" in ln] == [
+        f"panstream: {topic}: format Caddy JSON detected, decided once for this member "
+        "(-f json:request.remote_ip pins it)"]
+    assert committed_offsets(admin, "g-outside") == {}
 
 
 def run_member(broker: Broker, topic: str, group: str, universe: str, *extra: str,
