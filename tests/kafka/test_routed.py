@@ -221,6 +221,27 @@ def test_an_item_topic_keyed_by_anything_in_a_state_topic(
     assert r["state_tables"] == 1 and r["sensitivity"] == 1
     assert r["epsilon_state"] == pytest.approx(calibrate(1).epsilon_state)
     assert abs(r["distinct"] - 3000) <= Z * r["stderr_density"] * r["size"], r
+    # inspect reads the topic (never creates it, appends nothing): layout, slices, family and the
+    # ledger replayed from its reservation log; never an estimate
+    ins = subprocess.run(panstream_cmd("inspect", "-b", kafka_broker.bootstrap, "--state-topic",
+                                       state_topic, "--json"), capture_output=True, timeout=60)
+    assert ins.returncode == 0, ins.stderr.decode()
+    d = json.loads(ins.stdout)
+    assert (d["layout"], d["universe"], d["slices"]) == ("slices", universe.spec, 16)
+    assert d["slices_present"] == list(range(16)) and d["estimator"] == ["density"]
+    assert d["parameters"]["epsilon"] == 1 and d["epsilon_state"] == pytest.approx(
+        calibrate(1).epsilon_state)
+    assert (d["budget"], d["budget_spent"], d["releases"]) == (1, 0.5, 1)
+    assert not {"distinct", "density", "estimate"} & set(d)
+    text = subprocess.run(panstream_cmd("inspect", "-b", kafka_broker.bootstrap, "--state-topic",
+                                        state_topic), capture_output=True, timeout=60)
+    out = text.stdout.decode()
+    assert text.returncode == 0 and f"state topic      {state_topic}" in out, out
+    assert "in 16 slices (16 saved: 0-15;" in out and "output budget    1: spent 0.5 in 1" in out
+    missing = subprocess.run(panstream_cmd("inspect", "-b", kafka_broker.bootstrap,
+                                           "--state-topic", f"{state_topic}-typo"),
+                             capture_output=True, timeout=60)
+    assert missing.returncode == 1 and missing.stderr.decode().startswith("panstream: error:")
 
 
 def test_an_ipv6_universe_of_64s_is_one_table(kafka_broker: Broker,
