@@ -286,7 +286,7 @@ def test_the_frequency_family_routes_multiplicities(
                      "frequency", "--modulus", "8", "--epsilon", "2", state=state)
     assert out["estimator"] == "frequency" and out["layout"] == "slices"
     rel = release_json(state, 1.0)
-    assert rel["modulus"] == 8
+    assert rel["modulus"] == 8 and "at-least-once" in rel["replay_note"]
     stats = rel["stats"]
     for name, truth in (("present", 3000), ("once", 1000), ("returning", 2000)):
         iv = stats[name]
