@@ -192,6 +192,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     runner: Any
     if layout == "partition":
         runner = src.KafkaTail(tail_cfg, metrics)
+        runner.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
     else:
         count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size)
         runner = routed_member(tail_cfg, metrics, group, overrides, security, count,
