@@ -53,7 +53,7 @@ from kafka.structs import OffsetAndMetadata
 
 from panstream.errors import ConfigurationError, SourceError
 from panstream.parse_check import SAMPLE_LINES as _SAMPLE_LINES
-from panstream.parse_check import _pct, verdict
+from panstream.parse_check import verdict
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoded, Decoder
 from panstream.sources.kafka.metrics import Metrics
@@ -378,6 +378,11 @@ class RouteStage:
         held, self._held = self._held, []
         for offsets, parts in held:
             self._send(offsets, parts)
+
+def _pct(x: float) -> str:
+    """A share as the verdict writes it (``100 %``)."""
+    return f"{100 * x:.0f} %" if x >= 0.01 or x == 0 else f"{100 * x:.1f} %"
+
 
 def suggest(layout: SliceLayout, values: list[bytes | None] | list[bytearray],
             decoder: Decoder) -> str:
