@@ -43,6 +43,7 @@ import numpy as np
 from panstream.errors import BudgetExhaustedError, ConfigurationError, InputFormatError
 from panstream.estimators.base import Estimator
 from panstream.parse import Format, LineParser, detect, parse_format
+from panstream.parse_check import SAMPLE_LINES as _SAMPLE_LINES
 from panstream.parse_check import verdict
 from panstream.schedule import Schedule, wait_before
 from panstream.sources.files import ChunkReader
@@ -60,8 +61,8 @@ BATCH = 1 << 17
 IDLE_TICK = 0.2
 
 #: The loud-failure check judges each input on the exact counts of its first this many non-empty
-#: lines (or all of a shorter input); the counts are dropped once judged.
-SAMPLE_LINES = 1000
+#: lines (or all of a shorter input); the counts are dropped once judged. One rule for every source.
+SAMPLE_LINES = _SAMPLE_LINES
 
 #: A chunk shorter than this means the reader drained its input: flush pending indices.
 DRAINED_BELOW = 1 << 20

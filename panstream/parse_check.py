@@ -9,7 +9,9 @@ sample is too small to say.
 
 The function is pure (no I/O, no clock) so every source can use it: ``panstream ingest`` asks it
 each time a telemetry window is released (the running totals, with their noise sd) and at the end
-of the run, and stops at the first verdict; a Kafka source can do the same with its windows.
+of the run, and stops at the first verdict; ``ingest`` (per input) and the Kafka routing stage (per
+member) also ask it once about the exact counts of their first :data:`SAMPLE_LINES` non-empty
+lines, which exist only until that decision (docs/threat-model.md, "The loud-failure decision").
 
 Privacy: the counts it is given should be ones that may be printed anyway. ``ingest`` passes the
 running sums of its noisy telemetry windows (:mod:`panstream.telemetry`), so the decision, and the
@@ -39,6 +41,10 @@ MIN_SHARE_PATTERN = 0.001
 
 #: No verdict before this many non-empty lines were counted.
 MIN_LINES = 200
+
+#: Every source judges an input (a file, a pipe, a Kafka member's topics) on the exact counts of
+#: its first this many non-empty lines (or of all of a shorter input), kept only until judged.
+SAMPLE_LINES = 1000
 
 #: Noisy counts: the accepted count must stay under the share by this many standard deviations,
 #: and no verdict is given before the share exceeds twice that margin (``2 Z sd / share`` lines:

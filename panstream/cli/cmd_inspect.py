@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from typing import Any
 
@@ -9,6 +11,8 @@ import click
 
 from panstream import estimators
 from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_option
+from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
+from panstream.errors import ConfigurationError
 from panstream.state.format import PREFIX_SIZE, read_frame
 from panstream.state.slices import head_params, slice_of
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
@@ -49,14 +53,47 @@ def describe(path: str) -> dict[str, Any]:
 
 
 def describe_store(directory: str) -> dict[str, Any]:
-    """The layout of a consumer group's state directory (public parameters only).
+    """The layout, family parameters and release ledger of a consumer group's state directory
+    (public figures only; never an estimate).
 
     Raises:
-        StateError: a snapshot cannot be read.
+        StateError: a snapshot or the ledger log cannot be read.
     """
-    from panstream.state.stores import DirectoryStore, store_layout
+    from panstream.state.stores import DirectoryStore
 
-    return {"state_dir": directory, **store_layout(DirectoryStore(directory))}
+    return {"state_dir": directory, **_group(DirectoryStore(directory))}
+
+
+def describe_topic(topic: str, client: dict[str, Any]) -> dict[str, Any]:
+    """As :func:`describe_store`, for the state topic of ``panstream kafka --state-topic`` (read
+    in full, never created, nothing appended).
+
+    Raises:
+        SourceError: no broker answered; StateError: the topic does not exist or a record of it
+            cannot be read.
+    """
+    from panstream.sources import kafka as src
+
+    store = src.topic_store(topic, client, create=False)
+    try:
+        return {"state_topic": topic, **_group(store)}
+    finally:
+        store.log.close()  # type: ignore[attr-defined]  # KafkaRecordLog
+
+
+def _group(store: Any) -> dict[str, Any]:
+    from panstream.state.stores import ledger_summary, store_layout
+
+    out = store_layout(store)
+    fam = out["parameters"]
+    if len(out["estimator"]) == 1 and "epsilon" in fam:
+        kind = out["estimator"][0]
+        opts = {k: fam[k] for k in ("calibration", "modulus") if k in fam}
+        # a family this panstream does not know: no figure
+        with contextlib.suppress(Exception):
+            out["epsilon_state"] = estimators.state_epsilon(kind, float(fam["epsilon"]), **opts)
+    out.update(ledger_summary(store))
+    return out
 
 
 @click.command()
@@ -67,9 +104,18 @@ def describe_store(directory: str) -> dict[str, Any]:
               help="Instead of --state: the state directory of a 'panstream kafka' group; says "
                    "which layout it holds (routed slices of one table, or per-partition shards).",
               **env("STATE_DIR"))
+@click.option("--state-topic", default=None,
+              help="Instead of --state: the state topic of 'panstream kafka --state-topic' (needs "
+                   "-b); says the same as --state-dir. The topic is never created.",
+              **env("KAFKA_STATE_TOPIC"))
+@bootstrap_option(required=False, help="With --state-topic: Kafka bootstrap servers.")
+@connection_options("With --state-topic: kafka-python client setting, as for 'panstream kafka' "
+                    "(e.g. -C request_timeout_ms=60000; repeat; unknown keys are an error).")
 @json_option()
 @handle_errors
-def command(state: str | None, state_dir: str | None, as_json: bool) -> None:
+def command(state: str | None, state_dir: str | None, state_topic: str | None,
+            bootstrap: str | None, overrides: tuple[str, ...], security: dict[str, Any],
+            as_json: bool) -> None:
     """Show a state's parameters, realized epsilon, budget spent and left, and format version.
 
     It never shows the estimate: reading it out is a release and spends budget (use 'panstream
@@ -80,11 +126,25 @@ def command(state: str | None, state_dir: str | None, as_json: bool) -> None:
       panstream inspect -s web.pst
       panstream inspect -s web.pst --json
       panstream inspect --state-dir /var/lib/panstream
+      panstream inspect --state-topic panstream-state -b 127.0.0.1:9092
     """
-    if (state is None) == (state_dir is None):
-        raise click.UsageError("give exactly one of -s/--state FILE or --state-dir DIR")
+    if sum(x is not None for x in (state, state_dir, state_topic)) != 1:
+        raise click.UsageError("give exactly one of -s/--state FILE, --state-dir DIR or "
+                               "--state-topic TOPIC")
     if state_dir is not None:
         _store(describe_store(state_dir), as_json)
+        return
+    if state_topic is not None:
+        if not bootstrap:
+            msg = ("--state-topic needs -b/--bootstrap-server HOST:PORT (or "
+                   "PANSTREAM_KAFKA_BOOTSTRAP)")
+            raise ConfigurationError(msg)
+        logging.getLogger("kafka").setLevel(logging.CRITICAL)  # reconnect chatter; errors raise
+        from panstream.sources import kafka as src
+
+        client = src.state_client(bootstrap, src.parse_overrides(overrides), security)
+        with notice_if_slow(f"still {src.connecting_notice(client)}"):
+            _store(describe_topic(state_topic, client), as_json)
         return
     assert state is not None
     presto = _presto_file(state)
@@ -163,21 +223,52 @@ def _store(d: dict[str, Any], as_json: bool) -> None:
     if as_json:
         emit_json(d)
         return
-    click.echo(f"state directory  {d['state_dir']}")
+    if "state_topic" in d:
+        click.echo(f"state topic      {d['state_topic']}")
+    else:
+        click.echo(f"state directory  {d['state_dir']}")
     if d["layout"] == "slices":
         n = len(d["slices_present"])
         click.echo(f"layout           routed slices: one {', '.join(d['estimator'])} table over "
-                   f"{d['universe']} in {d['slices']} slices ({n} saved; the others were never "
-                   "consumed and release as fresh draws)")
+                   f"{d['universe']} in {d['slices']} slices ({n} saved: "
+                   f"{_ranges(d['slices_present'])}; the others were never consumed and release "
+                   "as fresh draws)")
         click.echo("release          one table: sensitivity 1, state epsilon x1, whatever the "
                    "producers' keying")
     elif d["layout"] == "partitions":
         click.echo(f"layout           per-partition shards: {len(d['shards'])} full tables of "
-                   f"{', '.join(d['topics'])} ('panstream kafka --layout partition')")
+                   f"{', '.join(d['topics'])} ('panstream kafka --layout partition'): "
+                   f"{', '.join(d['shards'])}")
         click.echo("release          merged per partition (--merge); state epsilon x the shards "
                    "one item reaches unless --keyed")
     elif d["layout"] == "mixed":
         click.echo("layout           MIXED: routed slices and per-partition shards in one "
-                   "directory; give each layout its own --state-dir")
+                   "store; give each layout its own --state-dir/--state-topic")
     else:
         click.echo("layout           empty: no shard or slice snapshots yet")
+    fam = d.get("parameters") or {}
+    if fam:
+        shown = ", ".join(f"{k} {v}" for k, v in fam.items()
+                          if k in ("epsilon", "calibration", "modulus"))
+        real = (f": epsilon_state = {d['epsilon_state']:.6f} realized per table"
+                if "epsilon_state" in d else "")
+        click.echo(f"family           {', '.join(d['estimator'])} ({shown}){real}")
+    if d.get("ledger") is None:
+        click.echo(f"output budget    no release ledger yet ({d['ledger_where']})")
+        return
+    refused = (f"; {d['reservations_refused']} reservation(s) refused"
+               if d["reservations_refused"] else "")
+    click.echo(f"output budget    {d['budget']:g}: spent {d['budget_spent']:g} in "
+               f"{d['releases']} release(s), {d['budget_remaining']:g} left (replayed from the "
+               f"ledger log, {d['ledger_where']}{refused})")
+
+
+def _ranges(xs: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``0-2, 5``."""
+    out: list[str] = []
+    for x in xs:
+        if out and out[-1].split("-")[-1] == str(x - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{x}"
+        else:
+            out.append(str(x))
+    return ", ".join(out) or "-"

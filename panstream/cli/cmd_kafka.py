@@ -64,9 +64,16 @@ from panstream.universe import Universe
               "per message (as log shippers batch them).", **env("KAFKA_VALUE_FORMAT"))
 @click.option("-f", "--format", "fmt", type=SpecParam("FORMAT", parse_format, Format), default="auto",
               show_default=True,
-              help="Line format of each item (as 'panstream ingest -f'): plain (the bare item), "
-                   "clf (whole Apache/nginx access-log lines, client first), field:N, or auto "
-                   "(plain or clf, detected from the first messages).", **env("KAFKA_FORMAT"))
+              help="Line format of each item (as 'panstream ingest -f', docs/logs.md): plain "
+                   "(the bare item), clf (whole Apache/nginx access-log lines), field:N, "
+                   "json:PATH, csv:COLUMN, w3c:FIELD, zeek:FIELD, alb, elb, vhost, sshd, xff, "
+                   "'regex:...', or auto (detected once per member from its first messages and "
+                   "announced on stderr with the -f that pins it).", **env("KAFKA_FORMAT"))
+@click.option("--keep-going", is_flag=True, default=False,
+              help="Route even if the first 1,000 lines are (almost) all malformed or outside "
+                   "the universe (by default the member stops with exit 1 and the -f that "
+                   "would parse them, before routing or committing anything).",
+              **env("KAFKA_KEEP_GOING"))
 @click.option("--layout", type=click.Choice(["slices", "partition"]), default="slices",
               show_default=True,
               help="slices: route every arrival by cell range through the internal topic "
@@ -113,7 +120,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             universe: Universe, epsilon: float | None, total_epsilon: float | None,
             releases: int | None, estimator: str, modulus: int, calibration: str,
             state_dir: str | None, state_topic: str | None,
-            state_chunk_bytes: int, value_format: str, fmt: Format, layout: str,
+            state_chunk_bytes: int, value_format: str, fmt: Format, keep_going: bool,
+            layout: str,
             slice_count: int | None, cells_retention: float, checkpoint_interval: float,
             idle_timeout: float | None, overrides: tuple[str, ...], security: dict[str, Any],
             metrics_port: int | None, metrics_host: str, log_level: str,
@@ -194,11 +202,12 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     runner: Any
     if layout == "partition":
         runner = src.KafkaTail(tail_cfg, metrics)
+        runner.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
     else:
         count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size
                                                                  // SliceLayout.unit_of(universe))
         runner = routed_member(tail_cfg, metrics, group, overrides, security, count,
-                               cells_retention)
+                               cells_retention, check=not keep_going)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -258,7 +267,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
 
 
 def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str, ...],
-                  security: dict[str, Any], slice_count: int, cells_retention: float) -> Any:
+                  security: dict[str, Any], slice_count: int, cells_retention: float,
+                  check: bool = True) -> Any:
     """The routed layout's member (routing and slice stages); prints what it will hold."""
     from panstream.sources import kafka as src
     from panstream.sources.kafka.member import Member
@@ -277,7 +287,8 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
                                          f"{group}-slices", parsed, security)
     client = src.client_config(c.consumer)
     route = RouteStage(RouteConfig(c.consumer, client, c.topics, lay, topic, c.value_format,
-                                   c.fmt), metrics)
+                                   c.fmt, check), metrics)
+    route.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
     scfg = dataclasses.replace(c, consumer=slice_consumer, topics=[topic], value_format="item",
                                fmt="plain")
     slices = SliceStage(scfg, lay, metrics, admin_client=client)

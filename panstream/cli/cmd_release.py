@@ -159,9 +159,15 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
                    f"density interval [{rel.density_low:.3g}, {rel.density_high:.3g}] is as "
                    "wide as every possible density (0..1); raise --epsilon ('panstream plan' "
                    "shows the error first)", err=True)
+    group_counters = isinstance(rel, FrequencyRelease) and state is None
+    if group_counters:  # a Kafka group's counters: say what at-least-once delivery can add
+        click.echo(f"panstream: note: {GROUP_REPLAY_NOTE}", err=True)
     if isinstance(rel, (Release, FrequencyRelease, SketchRelease)):
         if as_json:
-            emit_json(rel.to_dict())
+            out = rel.to_dict()
+            if group_counters:
+                out["replay_note"] = GROUP_REPLAY_NOTE
+            emit_json(out)
         else:
             click.echo(format_release(rel) if isinstance(rel, Release)
                        else format_sketch_release(rel) if isinstance(rel, SketchRelease)
@@ -175,6 +181,18 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
             msg = f"{exc} (the map was released, charged and printed above)"
             raise ConfigurationError(msg) from None
         click.echo(f"map picture written to {plot_out}", err=True)
+
+
+#: What a release of a Kafka group's counters (frequency family) says about replays: delivery is
+#: at-least-once, and a counter counts a replayed arrival again (docs/kafka.md, "Replays after a
+#: crash"). The bound is in checkpoint intervals: the interval is the consumers' setting, and the
+#: volume it holds is not known here (nothing counts arrivals).
+GROUP_REPLAY_NOTE = (
+    "a Kafka group's counters are at-least-once: each crash of a member (kill -9, host loss, an "
+    "expired session) may have counted up to one --checkpoint-interval of the arrivals it routed "
+    "twice, and up to one more of its slices' arrivals if it fell between a slice save and its "
+    "commit; a clean stop or rebalance counts nothing twice. The interval above does not include "
+    "this (docs/kafka.md, 'Replays after a crash')")
 
 
 def _check_epsilon(state: str | None, epsilon: float, mechanism: str) -> None:

@@ -811,7 +811,9 @@ def rotate_slice_store(store: DirectoryStore | TopicStore,
 def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
     """What a store holds, from the snapshots' public parameters only (``panstream inspect``):
     ``{"layout": "slices" | "partitions" | "empty", ...}`` with the universe, the slice count and
-    the slices present, or the per-partition shards' topics and count.
+    the slices present, or the per-partition shards' topics and count, and ``parameters``: the
+    family's public parameters as a snapshot head carries them (epsilon, calibration or modulus,
+    the exact probabilities' numerators).
 
     Raises:
         StateError: a snapshot cannot be read.
@@ -820,6 +822,7 @@ def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
     layouts: set[SliceLayout] = set()
     parts: list[str] = []
     kinds: set[str] = set()
+    family: dict[str, Any] = {}
     keys = store.keys()
     for key in keys:
         data = store.load(key)
@@ -830,6 +833,8 @@ def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
         finally:
             if isinstance(data, bytearray):
                 data[:] = bytes(len(data))
+        if not family:  # the family's public parameters (the same in every snapshot of a group)
+            family = {k: v for k, v in params.items() if k not in ("cells", "slice", "universe")}
         where = slice_of(params)
         # a sketch's slices are rr bit tables; the group they make is the sketch
         kinds.add("sketch" if where is not None and where[0].is_sketch else str(params["kind"]))
@@ -838,7 +843,7 @@ def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
         else:
             layouts.add(where[0])
             present.append(where[1])
-    out: dict[str, Any] = {"estimator": sorted(kinds)}
+    out: dict[str, Any] = {"estimator": sorted(kinds), "parameters": family}
     if layouts and parts:
         out.update(layout="mixed", slices_present=sorted(present), shards=parts)
     elif layouts:
@@ -851,6 +856,25 @@ def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
     else:
         out.update(layout="empty")
     return out
+
+
+def ledger_summary(store: DirectoryStore | TopicStore) -> dict[str, Any]:
+    """The group's release ledger as a replay of its log gives it (``panstream inspect``): where
+    it lives, the budget, the spent total (admitted reservations), what is left, and how many
+    reservations were admitted and refused; ``{"ledger": None, ...}`` if no ledger was opened.
+    Public figures only (the ledger is data-independent); nothing is appended.
+
+    Raises:
+        StateError: a record of the log is not a ledger record.
+    """
+    rep = store.ledger_replay()
+    out: dict[str, Any] = {"ledger_where": store.ledger_where()}
+    led = rep.ledger
+    if led is None:
+        return {**out, "ledger": None}
+    return {**out, "ledger": "log", "budget": led.budget, "budget_spent": led.spent,
+            "budget_remaining": led.remaining, "releases": len(led.entries),
+            "reservations_refused": len(rep.refused)}
 
 
 def ensure_ledger(store: DirectoryStore | TopicStore, budget: float) -> bool:

@@ -2,12 +2,15 @@
 
 Source offsets are committed only after every routed record is acknowledged: a record the broker
 refused stops the member with nothing committed (kafka-python's ``flush()`` returns even then, so
-each record's future is asked). A first sample that does not parse is refused before anything is
-routed or committed, with the option that would parse it.
+each record's future is asked). A first sample that is (almost) all malformed or outside the
+universe is refused before anything is routed or committed, by the rule ``ingest`` applies
+(``parse_check.verdict``), with the option that would parse it; ``-f auto`` is decided once per
+member and announced once.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,11 +67,13 @@ class Consumer:
         self.events.append(("commit", {tp.partition: om.offset for tp, om in offsets.items()}))
 
 
-def stage(batches: list[dict[Any, list[Rec]]], fmt: str = "clf", ok: bool = True
-          ) -> tuple[RouteStage, list[Any]]:
+def stage(batches: list[dict[Any, list[Rec]]], fmt: str = "clf", ok: bool = True,
+          value_format: str = "lines", check: bool = True) -> tuple[RouteStage, list[Any]]:
     events: list[Any] = []
     lay = SliceLayout(U, 4)
-    r = RouteStage(RouteConfig({}, {}, ["logs"], lay, "g-cells", "lines", fmt), Metrics())
+    r = RouteStage(RouteConfig({}, {}, ["logs"], lay, "g-cells", value_format, fmt, check),
+                   Metrics())
+    r.notice = lambda msg: events.append(("notice", msg))
     r.consumer = Consumer(events, batches)
     r.producer = Producer(events, ok)
     return r, events
@@ -103,6 +108,109 @@ def test_a_sample_that_does_not_parse_is_refused_before_anything_is_routed() -> 
     with pytest.raises(SourceError) as err:
         r.poll_once(0)
     msg = str(err.value)
-    assert "100.0% of the first 1,500 lines of logs are malformed for -f plain" in msg
-    assert "try -f clf (100% of them parse that way)" in msg
+    assert msg.startswith("logs (--value-format lines): the first sample: 100 % malformed and 0 % "
+                          "outside ipv4:10.9.0.0/16 of ~1,500 lines read as one item per line "
+                          "(-f plain, given): try -f clf (100 % of the sample's first lines")
+    assert msg.endswith("or --keep-going to go on anyway. Nothing was routed or committed")
     assert r.producer.sent == [] and events == []
+    assert r._sample is None and r._head == []  # the exact counts and the head are forgotten
+
+
+def sent_cells(r: RouteStage) -> np.ndarray:
+    return np.sort(np.concatenate([np.frombuffer(v, "<u2").astype(np.int64) + p * 16384
+                                   for p, v in r.producer.sent]))
+
+
+def test_values_all_outside_the_universe_fail_loudly_too() -> None:
+    """The old rule counted only malformed lines: a topic of public addresses read into
+    10.9.0.0/16 routed nothing, silently. The verdict counts outside against the sample."""
+    lines = "\n".join(f"192.0.2.{i % 250}" for i in range(1200)).encode()
+    r, events = stage([{TP: [Rec(0, lines)]}], fmt="plain")
+    with pytest.raises(SourceError) as err:
+        r.poll_once(0)
+    msg = str(err.value)
+    assert "0 % malformed and 100 % outside ipv4:10.9.0.0/16 of ~1,200 lines" in msg
+    assert "the addresses lie outside ipv4:10.9.0.0/16: use a universe that holds them" in msg
+    assert "try -f" not in msg and r.producer.sent == [] and events == []
+
+
+def test_a_sparse_but_right_topic_passes_the_rule_of_ingest() -> None:
+    """2 % accepted (a wide log, most of its clients outside a small universe) is not 'nothing':
+    the old rule of 50 % malformed and the new one agree it routes; only under 1 % stops."""
+    lines = [f"10.9.0.{i % 200}" if i % 50 == 0 else f"192.0.2.{i % 250}" for i in range(1200)]
+    r, events = stage([{TP: [Rec(0, "\n".join(lines).encode())]}], fmt="plain")
+    assert r.poll_once(0)
+    r.commit()
+    assert events == ["flush", ("commit", {0: 1})] and sent_cells(r).size == 24
+
+
+def test_keep_going_routes_without_judging() -> None:
+    r, events = stage([{TP: [Rec(0, clf_lines(np.arange(1500)))]}], fmt="plain", check=False)
+    assert r.poll_once(0)
+    r.commit()
+    assert events == ["flush", ("commit", {0: 1})] and r.producer.sent == []
+
+
+def json_lines(cells: np.ndarray) -> list[bytes]:
+    return [json.dumps({"ts": 1764000000.5, "request": {
+        "remote_ip": U.item_of(int(c)), "remote_port": "51234", "method": "GET", "uri": "/"},
+        "status": 200}).encode() for c in cells]
+
+
+def test_auto_detects_json_once_and_says_how_to_pin_it() -> None:
+    """``-f auto`` on Caddy JSON (which crashed before: the detected 'json:request.remote_ip' was
+    not parsed as -f is): decided from the first poll, announced once, kept for later batches."""
+    cells = np.arange(0, 65536, 37)
+    vals = json_lines(cells)
+    r, events = stage([{TP: [Rec(i, v) for i, v in enumerate(vals[:1000])]},
+                       {TP: [Rec(1000 + i, v) for i, v in enumerate(vals[1000:])]}],
+                      fmt="auto", value_format="item")
+    assert r.poll_once(0) and r.poll_once(0)
+    r.commit()
+    notices = [e for e in events if e[0] == "notice"]
+    assert notices == [("notice", "logs: format Caddy JSON detected, decided once for this member "
+                                  "(-f json:request.remote_ip pins it)")]
+    assert np.array_equal(sent_cells(r), cells)
+
+
+def test_a_wrong_format_suggests_a_detected_one() -> None:
+    """JSON read as clf: the suggestion comes from parse.detect (not only plain/clf/field:N)."""
+    vals = json_lines(np.arange(1200))
+    r, _ = stage([{TP: [Rec(i, v) for i, v in enumerate(vals)]}], fmt="clf",
+                 value_format="item")
+    with pytest.raises(SourceError, match=r"\(-f clf, given\): try -f json:request\.remote_ip "
+                                          r"\(100 % of the sample"):
+        r.poll_once(0)
+
+
+def w3c(cells: np.ndarray, header: bool) -> bytes:
+    head = ("#Version: 1.0\n#Fields: date time x-edge-location sc-bytes c-ip cs-method\n"
+            if header else "")
+    return (head + "\n".join(f"2026-11-24\t10:00:00\tFRA2\t512\t{U.item_of(int(c))}\tGET"
+                             for c in cells)).encode()
+
+
+def test_a_header_format_works_when_the_header_is_in_the_first_message() -> None:
+    """W3C in a ``lines`` topic, -f auto: the header arrives in the first message; the stateful
+    parser keeps it for the messages after it (one parser per member)."""
+    cells = np.arange(0, 65536, 50)
+    r, events = stage([{TP: [Rec(0, w3c(cells[:600], True)), Rec(1, w3c(cells[600:], False))]}],
+                      fmt="auto")
+    assert r.poll_once(0)
+    r.commit()
+    assert ("notice", "logs: format W3C extended log (CloudFront, IIS) detected, decided once for "
+                      "this member (-f w3c:c-ip pins it)") in events
+    assert np.array_equal(sent_cells(r), cells)
+
+
+def test_a_member_that_starts_after_the_header_fails_loudly_and_w3c_n_needs_none() -> None:
+    """A restarted member whose committed offset is past the header sees no #Fields: line: its
+    lines are malformed for w3c:c-ip, and it stops. A column given by number needs no header."""
+    cells = np.arange(0, 65536, 50)
+    r, _ = stage([{TP: [Rec(1, w3c(cells, False))]}], fmt="w3c:c-ip")
+    with pytest.raises(SourceError, match="100 % malformed .* W3C extended log .*-f w3c:c-ip"):
+        r.poll_once(0)
+    r, _ = stage([{TP: [Rec(1, w3c(cells, False))]}], fmt="w3c:5")
+    assert r.poll_once(0)
+    r.commit()
+    assert np.array_equal(sent_cells(r), cells)

@@ -147,8 +147,34 @@ def test_a_topic_whose_values_do_not_parse_fails_loudly(
                          capture_output=True, timeout=90)
     assert run.returncode == 1, run.stderr.decode()
     err = [ln for ln in run.stderr.decode().splitlines() if ln.startswith("panstream: error:")]
-    assert len(err) == 1 and "100.0% of the first" in err[0] and "try -f clf" in err[0], err
+    assert len(err) == 1 and "100 % malformed and 0 % outside" in err[0], err
+    assert "(-f plain, given): try -f clf (100 % of the sample" in err[0], err
     assert committed_offsets(admin, "g-bad") == {}
+
+
+def test_a_topic_whose_values_all_lie_outside_the_universe_fails_loudly(
+        kafka_broker: Broker, topic_factory: Callable[..., str], producer: Any, admin: Any,
+        tmp_path: Path) -> None:
+    """Public clients into 10.9.0.0/16, -f auto on Caddy JSON values: the format is detected and
+    announced once, every value parses, none is inside: exit 1 with the universe fix, nothing
+    committed (the old rule judged only malformed values and routed nothing, silently)."""
+    topic = topic_factory(2)
+    vals = [json.dumps({"request": {"remote_ip": f"198.51.100.{i % 250}", "remote_port": "4431"},
+                        "status": 200}).encode() for i in range(1500)]
+    send_round_robin(producer, topic, vals, 2, {})
+    run = subprocess.run(member_argv(kafka_broker, topic, "g-outside", "ipv4:10.9.0.0/16",
+                                     tmp_path / "s", "--epsilon", "1", "--idle-timeout", IDLE),
+                         capture_output=True, timeout=90)
+    assert run.returncode == 1, run.stderr.decode()
+    lines = run.stderr.decode().splitlines()
+    err = [ln for ln in lines if ln.startswith("panstream: error:")]
+    assert len(err) == 1 and "0 % malformed and 100 % outside ipv4:10.9.0.0/16" in err[0], err
+    assert "read as Caddy JSON (-f json:request.remote_ip, detected)" in err[0], err
+    assert "use a universe that holds them" in err[0], err
+    assert [ln for ln in lines if "detected, decided once" in ln] == [
+        f"panstream: {topic}: format Caddy JSON detected, decided once for this member "
+        "(-f json:request.remote_ip pins it)"]
+    assert committed_offsets(admin, "g-outside") == {}
 
 
 def run_member(broker: Broker, topic: str, group: str, universe: str, *extra: str,
@@ -195,6 +221,27 @@ def test_an_item_topic_keyed_by_anything_in_a_state_topic(
     assert r["state_tables"] == 1 and r["sensitivity"] == 1
     assert r["epsilon_state"] == pytest.approx(calibrate(1).epsilon_state)
     assert abs(r["distinct"] - 3000) <= Z * r["stderr_density"] * r["size"], r
+    # inspect reads the topic (never creates it, appends nothing): layout, slices, family and the
+    # ledger replayed from its reservation log; never an estimate
+    ins = subprocess.run(panstream_cmd("inspect", "-b", kafka_broker.bootstrap, "--state-topic",
+                                       state_topic, "--json"), capture_output=True, timeout=60)
+    assert ins.returncode == 0, ins.stderr.decode()
+    d = json.loads(ins.stdout)
+    assert (d["layout"], d["universe"], d["slices"]) == ("slices", universe.spec, 16)
+    assert d["slices_present"] == list(range(16)) and d["estimator"] == ["density"]
+    assert d["parameters"]["epsilon"] == 1 and d["epsilon_state"] == pytest.approx(
+        calibrate(1).epsilon_state)
+    assert (d["budget"], d["budget_spent"], d["releases"]) == (1, 0.5, 1)
+    assert not {"distinct", "density", "estimate"} & set(d)
+    text = subprocess.run(panstream_cmd("inspect", "-b", kafka_broker.bootstrap, "--state-topic",
+                                        state_topic), capture_output=True, timeout=60)
+    out = text.stdout.decode()
+    assert text.returncode == 0 and f"state topic      {state_topic}" in out, out
+    assert "in 16 slices (16 saved: 0-15;" in out and "output budget    1: spent 0.5 in 1" in out
+    missing = subprocess.run(panstream_cmd("inspect", "-b", kafka_broker.bootstrap,
+                                           "--state-topic", f"{state_topic}-typo"),
+                             capture_output=True, timeout=60)
+    assert missing.returncode == 1 and missing.stderr.decode().startswith("panstream: error:")
 
 
 def test_an_ipv6_universe_of_64s_is_one_table(kafka_broker: Broker,
@@ -239,7 +286,7 @@ def test_the_frequency_family_routes_multiplicities(
                      "frequency", "--modulus", "8", "--epsilon", "2", state=state)
     assert out["estimator"] == "frequency" and out["layout"] == "slices"
     rel = release_json(state, 1.0)
-    assert rel["modulus"] == 8
+    assert rel["modulus"] == 8 and "at-least-once" in rel["replay_note"]
     stats = rel["stats"]
     for name, truth in (("present", 3000), ("once", 1000), ("returning", 2000)):
         iv = stats[name]

@@ -157,9 +157,10 @@ def test_a_store_of_slices_releases_as_one_table(tmp_path) -> None:  # noqa: ANN
     ensure_ledger(store, 1.0)
     for r, est in _routed(lay, "density", rng.integers(0, 65536, 5000), 1.0, skip=(2,)).items():
         store.save(f"g-cells/{r}", encode_slice(est, lay, r))
-    assert store_layout(store) == {"estimator": ["density"], "layout": "slices",
-                                   "universe": lay.universe.spec, "slices": 4,
-                                   "slices_present": [0, 1, 3]}
+    got = store_layout(store)
+    assert got.pop("parameters")["epsilon"] == 1.0  # the family's public parameters
+    assert got == {"estimator": ["density"], "layout": "slices", "universe": lay.universe.spec,
+                   "slices": 4, "slices_present": [0, 1, 3]}
     rel, group = release_store(store, 0.5, by="/24")  # maps work: the cells name addresses
     assert (group.method, group.layout, group.state_tables, group.sensitivity) == \
         ("slices", "slices", 1, 1)
@@ -182,6 +183,15 @@ def test_inspect_says_which_layout_a_store_holds(tmp_path) -> None:  # noqa: ANN
     store.save("g-cells/1", encode_slice(DensityEstimator(lay.slice_universe(1)), lay, 1))
     res = CliRunner().invoke(cli, ["inspect", "--state-dir", str(tmp_path / "s")])
     assert res.exit_code == 0 and "routed slices" in res.output and "in 4 slices (1 saved" in res.output
+    assert "family           density (calibration rr, epsilon 1.0): epsilon_state = " in res.output
+    assert "output budget    no release ledger yet" in res.output
+    led = DirectoryStore(tmp_path / "l")
+    assert ensure_ledger(led, 2.0)  # a consumer opens the ledger before its first snapshot
+    led.save("g-cells/1", encode_slice(DensityEstimator(lay.slice_universe(1)), lay, 1))
+    release_store(led, 0.5)
+    res = CliRunner().invoke(cli, ["inspect", "--state-dir", str(tmp_path / "l")])
+    assert "output budget    2: spent 0.5 in 1 release(s), 1.5 left (replayed from the ledger log" \
+        in res.output, res.output
     res = CliRunner().invoke(cli, ["inspect", "-s", str(tmp_path / "s" / "g-cells@1.shard")])
     assert res.exit_code == 0, res.output
     assert "slice 1 of 4 of ipv4:10.0.0.0/16 (cells 16,384 to 32,767)" in res.output

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import ConfigurationError
-from panstream.parse import Format, LineParser, detect_format, parse_format
+from panstream.parse import Detection, Format, LineParser, detect, parse_format
 from panstream.universe import Universe
 
 VALUE_FORMATS = ("item", "lines")
@@ -38,8 +38,19 @@ class Decoder:
 
     ``fmt`` is the line format of ``panstream ingest -f`` (:func:`panstream.parse.parse_format`):
     ``plain`` (the item is the whole line or value), ``clf`` (whole access-log lines), ``field:N``,
-    or ``auto``, resolved once from the first values decoded (:func:`~panstream.parse.detect_format`,
-    as ``ingest`` does per input). In the ``item`` format each value is one such line.
+    ``json:PATH``, ``csv:COLUMN``, ``w3c:FIELD``, ``zeek:FIELD``, ``alb``, ``elb``, ``sshd``, ... or
+    ``auto``: decided **once**, from the first non-empty values decoded (at most 64 lines,
+    :func:`~panstream.parse.detect`, as ``ingest`` does per input), then kept for the life of the
+    decoder (a topic is one format); :attr:`detection` says what was chosen. In the ``item``
+    format each value is one such line.
+
+    Header formats (``csv``/``tsv`` by column name, ``w3c``, ``zeek``): the parser is stateful and
+    keeps the header from one batch to the next, so the header must come before the data lines it
+    names, in the first values this decoder reads (a fresh group reading the topic from its
+    start). A decoder that starts after the header (a restarted member whose committed offsets
+    are past it, or a member whose partitions never carry it) finds no header: its lines are
+    malformed, and the routing stage's first-sample check fails loudly. Name the column by number
+    (``csv:N``, ``w3c:N``, ``zeek:N``): that needs no header.
 
     The joined buffer is overwritten with zeros after parsing.
     """
@@ -53,6 +64,8 @@ class Decoder:
         self.value_format = value_format
         self.format = fmt if isinstance(fmt, Format) else parse_format(fmt)
         self._parser: LineParser | None = None
+        #: What ``auto`` chose (``None`` until decided, or if a format was given).
+        self.detection: Detection | None = None
         if self.format.kind != "auto":
             self._parser = LineParser(universe, self.format)
 
@@ -62,7 +75,9 @@ class Decoder:
         return self._parser
 
     def _resolve(self, values: list[bytes | None]) -> None:
-        """``auto``: pick the format from the first values (at most 64 lines are looked at)."""
+        """``auto``: pick the format from the first values (at most 64 lines are looked at);
+        :func:`~panstream.parse.detect` gives the full ``-f`` spelling (``json:PATH``,
+        ``csv:COLUMN``, ...), parsed as ``-f`` would be."""
         head = bytearray()
         for v in values:
             if v:
@@ -71,9 +86,12 @@ class Decoder:
                     break
         if not head:
             return
-        kind = detect_format(memoryview(head))
-        head[:] = bytes(len(head))
-        self.format = Format(kind)
+        try:
+            det = detect(memoryview(head))
+        finally:
+            head[:] = bytes(len(head))
+        self.detection = det
+        self.format = parse_format(det.spec)  # "json:PATH" too: parses nothing, fails loudly
         self._parser = LineParser(self.universe, self.format)
 
     def __call__(self, values: list[bytes | None]) -> Decoded:

@@ -15,11 +15,20 @@ the messages after the last commit: their cells are routed again, and a replayed
 fresh D1 draw of a cell already drawn (harmless for the bit table; the counter family counts it
 twice, as on the per-partition layout).
 
-**Malformed topics fail loudly.** Until the first :data:`SAMPLE_LINES` lines (values in the
-``item`` format) are decided, exact counts of the accepted and malformed ones are kept in this
-process only, and nothing is routed or committed. If more than :data:`MAX_MALFORMED` of them are
-malformed, the member stops with one line naming the fraction and the ``-f``/``--value-format``
-that parses the sample best; the counts are then forgotten.
+**Topics that parse to (almost) nothing fail loudly**, by the rule ``panstream ingest`` applies to
+each input (:func:`panstream.parse_check.verdict`): until the first
+:data:`~panstream.parse_check.SAMPLE_LINES` non-empty lines (values in the ``item`` format) are
+decided, exact counts of the accepted, malformed and outside ones are kept in this process only,
+and nothing is routed or committed. If under 1 % of them were accepted (0.1 % for ``sshd`` and
+``regex``; values outside the universe count against it too), the member stops with one line
+naming the shares malformed and outside, the fix the verdict gives, and the ``-f`` /
+``--value-format`` that parses the sample best (:func:`suggest`, which also runs
+:func:`panstream.parse.detect` on the sample); the counts and the sample's head are then
+forgotten. ``check=False`` (``--keep-going``) routes without judging.
+
+**``-f auto``** is decided once per member, from the first messages it decodes
+(:class:`~panstream.sources.kafka.decode.Decoder`), and announced once through :attr:`RouteStage.
+notice` with the explicit ``-f`` spelling to pin it with.
 
 **The internal topic** (:func:`ensure_internal_topic`) is as sensitive as the raw topic: a
 record says which cells arrived in one batch. panstream creates it with ``R`` partitions and
@@ -43,6 +52,8 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
 from panstream.errors import ConfigurationError, SourceError
+from panstream.parse_check import SAMPLE_LINES as _SAMPLE_LINES
+from panstream.parse_check import verdict
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoded, Decoder
 from panstream.sources.kafka.metrics import Metrics
@@ -50,10 +61,13 @@ from panstream.state.slices import SliceLayout
 
 log = logging.getLogger("panstream.kafka")
 
-#: Lines (or values) whose exact parse counts decide whether a topic parses at all.
-SAMPLE_LINES = 1000
-#: A first sample with more malformed lines than this fraction stops the member.
-MAX_MALFORMED = 0.5
+#: Lines (or values) whose exact parse counts decide whether a topic parses at all (the rule of
+#: ``ingest``: :func:`panstream.parse_check.verdict`).
+SAMPLE_LINES = _SAMPLE_LINES
+#: Bytes of the sample's first values kept (until the decision) for :func:`suggest`.
+HEAD_BYTES = 1 << 18
+#: :func:`suggest` proposes a format only if at least this share of the sample parses with it.
+SUGGEST_SHARE = 0.5
 #: Largest routed record (bytes; below the brokers' default 1 MiB message limit).
 RECORD_BYTES = 512 << 10
 #: Default retention of the internal topic (ms): it is as sensitive as the raw topic.
@@ -114,6 +128,8 @@ class RouteConfig:
     internal_topic: str
     value_format: str = "item"
     fmt: str = "auto"
+    #: Judge the first sample (``False``: ``--keep-going``).
+    check: bool = True
 
 
 class _Rebalance(AsyncConsumerRebalanceListener):
@@ -161,14 +177,23 @@ class RouteStage:
         self.producer: Any = None
         self._next: dict[TopicPartition, int] = {}
         self._futures: list[Any] = []  # sends since the last flush, checked before a commit
-        #: Exact counts [lines, malformed] of the first sample; None once decided (forgotten).
-        self._sample: list[int] | None = [0, 0]
+        #: Exact counts of the first sample (accepted, malformed, outside); None once decided.
+        self._sample: dict[str, int] | None = (
+            dict.fromkeys(("accepted", "empty", "malformed", "outside"), 0) if config.check
+            else None)
+        #: The sample's first values (at most HEAD_BYTES), for suggest(); wiped when decided.
+        self._head: list[bytearray] = []
+        self._head_bytes = 0
         self._held: list[tuple[dict[TopicPartition, int], list[tuple[int, bytearray]]]] = []
         self.assignments = 0
         self.last_activity = time.monotonic()
         self.routed_bytes = 0
         #: Adds a batch's counts to the telemetry window (the member wraps it in a lock).
         self.count: Callable[[int, int, int, int], None] = metrics.batch
+        #: Where one-line operational notices go (the CLI prints them on stderr): the format
+        #: ``-f auto`` chose, once.
+        self.notice: Callable[[str], None] = log.info
+        self._announced = False
 
     # -------------------------------------------------------------- lifecycle
     def open(self) -> None:
@@ -214,8 +239,8 @@ class RouteStage:
 
     def finish(self) -> None:
         """Decide a short stream's sample, commit, leave the group, close the producer."""
-        if self._sample is not None and self._sample[0]:
-            self._decide(None)
+        if self._sample is not None and any(self._sample.values()):
+            self._decide()
         self.commit()
 
     def close(self) -> None:
@@ -229,6 +254,7 @@ class RouteStage:
             for _, data in parts:
                 data[:] = bytes(len(data))
         self._held.clear()
+        self._forget_head()
 
     # -------------------------------------------------------------- offsets
     def _take(self, tps: set[TopicPartition], flush: bool, keep: bool = False
@@ -264,17 +290,54 @@ class RouteStage:
                 values.extend(r.value for r in recs)
                 offsets[tp] = recs[-1].offset + 1
         dec = self.decoder(values)
+        if not self._announced and self.decoder.detection is not None:
+            self._announced = True
+            det = self.decoder.detection
+            note = f"; {det.note}" if det.note else ""
+            self.notice(f"{', '.join(self.config.topics)}: format {det.name} detected, decided "
+                        f"once for this member (-f {det.spec} pins it){note}")
         self.count(len(values), int(dec.indices.size), dec.malformed, dec.outside)
+        s = self._sample
+        if s is not None:
+            s["accepted"] += int(dec.indices.size)
+            s["malformed"] += dec.malformed
+            s["outside"] += dec.outside
+            self._keep_head(values)
         parts = self.config.layout.route(dec.indices)  # wipes the indices
-        if self._sample is None:
+        if s is None:
             self._send(offsets, parts)
         else:
             self._held.append((offsets, parts))
-            self._sample[0] += int(dec.indices.size) + dec.malformed + dec.outside
-            self._sample[1] += dec.malformed
-            if self._sample[0] >= SAMPLE_LINES:
-                self._decide(values)
+            if s["accepted"] + s["malformed"] + s["outside"] >= SAMPLE_LINES:
+                self._decide()
         values.clear()
+
+    def _keep_head(self, values: list[bytes | None]) -> None:
+        """Copy the sample's first values (up to :data:`HEAD_BYTES`, cut at a line end) for
+        :func:`suggest`; they live only until the decision."""
+        for v in values:
+            room = HEAD_BYTES - self._head_bytes
+            if room <= 0:
+                return
+            if not v:
+                continue
+            part = bytearray(v[:room])
+            if len(v) > room:  # keep whole lines only
+                cut = part.rfind(b"\n")
+                part[max(cut, 0):] = b""
+                room = 0
+            if part:
+                self._head.append(part)
+                self._head_bytes += len(part)
+            if not room:
+                self._head_bytes = HEAD_BYTES
+                return
+
+    def _forget_head(self) -> None:
+        for part in self._head:
+            part[:] = bytes(len(part))
+        self._head.clear()
+        self._head_bytes = 0
 
     def _send(self, offsets: dict[TopicPartition, int], parts: list[tuple[int, bytearray]]) -> None:
         topic, step = self.config.internal_topic, RECORD_BYTES
@@ -286,51 +349,95 @@ class RouteStage:
             data[:] = bytes(len(data))
         self._next.update(offsets)
 
-    def _decide(self, values: list[bytes | None] | None) -> None:
-        """Route the held batches if the sample parses; else stop with one line."""
-        assert self._sample is not None
-        lines, bad = self._sample
-        self._sample = None  # the exact counts are forgotten either way
-        if lines and bad / lines > MAX_MALFORMED:
-            msg = (f"{bad / lines:.1%} of the first {lines:,} lines of {', '.join(self.config.topics)}"
-                   f" are malformed for -f {self.decoder.format.spec} --value-format "
-                   f"{self.config.value_format} (universe {self.config.layout.universe.spec}); "
-                   f"{suggest(self.config.layout, values or [], self.decoder)}. Nothing was "
-                   "routed or committed")
-            raise SourceError(msg)
+    def _decide(self) -> None:
+        """Route the held batches if the sample is accepted; else stop with one line (the rule
+        and message of :func:`panstream.parse_check.verdict`, plus :func:`suggest`)."""
+        s, self._sample = self._sample, None  # the exact counts are forgotten either way
+        assert s is not None
+        try:
+            c = self.config
+            v = verdict(s, self.decoder.format.spec, c.layout.universe,
+                        auto=self.decoder.detection is not None or c.fmt == "auto")
+            if v is not None:
+                tail = "; or --keep-going to go on anyway"
+                v = v.removesuffix(tail)
+                if s["malformed"] >= s["outside"]:  # a format problem: which -f parses them?
+                    advice = suggest(c.layout, list(self._head), self.decoder)
+                    head, sep, rest = v.partition(f"(-f {self.decoder.format.spec}, ")
+                    how, colon, _ = rest.partition("): ")
+                    if advice.startswith("try ") and colon:  # the concrete fix replaces the list
+                        v = f"{head}{sep}{how}): {advice}"
+                    else:
+                        v += f"; {advice}"
+                msg = (f"{', '.join(c.topics)} (--value-format {c.value_format}): the first "
+                       f"sample: {v}{tail}. Nothing was routed or committed")
+                raise SourceError(msg)
+        finally:
+            s.clear()
+            self._forget_head()
         held, self._held = self._held, []
         for offsets, parts in held:
             self._send(offsets, parts)
 
+def _pct(x: float) -> str:
+    """A share as the verdict writes it (``100 %``)."""
+    return f"{100 * x:.0f} %" if x >= 0.01 or x == 0 else f"{100 * x:.1f} %"
 
-def suggest(layout: SliceLayout, values: list[bytes | None], decoder: Decoder) -> str:
-    """The ``-f`` / ``--value-format`` that parses ``values`` best, as advice for one line."""
-    from panstream.parse import FORMATS, parse_format
 
-    cands = [f for f in FORMATS if f != "auto"] + [f"field:{n}" for n in range(1, 10)]
-    best: tuple[float, str, str] | None = None
-    for vf in ("lines", "item"):
+def suggest(layout: SliceLayout, values: list[bytes | None] | list[bytearray],
+            decoder: Decoder) -> str:
+    """The ``-f`` / ``--value-format`` that parses ``values`` (a sample's first messages) best, as
+    advice for one line.
+
+    Candidates: what :func:`panstream.parse.detect` recognises in the sample's lines (JSON, W3C,
+    Zeek, CSV/TSV, ALB/ELB, sshd, vhost, clf, ``field:N``, plain), then every format without an
+    argument and ``field:1`` to ``field:9``, each with ``--value-format lines`` and ``item``. The
+    one under which the largest share of the sample's non-empty lines parses (accepted or outside
+    the universe) wins, if that share reaches :data:`SUGGEST_SHARE`; the share outside the
+    universe is named when it dominates.
+    """
+    from panstream.parse import FORMATS, detect, parse_format
+
+    vals = [v for v in values if v]
+    joined = bytearray(b"\n").join(vals)
+    try:
+        det = detect(memoryview(joined)) if joined else None
+    finally:
+        joined[:] = bytes(len(joined))
+    cands: list[str] = []
+    if det is not None and det.spec != "json:PATH":
+        cands.append(det.spec)
+    cands += [f for f in FORMATS if f not in ("auto", *cands)]
+    cands += [f"field:{n}" for n in range(1, 10) if f"field:{n}" not in cands]
+    best: tuple[float, float, str, str] | None = None  # parsed share, outside share, vf, spec
+    order = (decoder.value_format, "item" if decoder.value_format == "lines" else "lines")
+    for vf in order:
         for spec in cands:
             if (vf, spec) == (decoder.value_format, decoder.format.spec):
                 continue
             try:
-                d: Decoded = Decoder(layout.universe, vf, parse_format(spec))(list(values))
+                d: Decoded = Decoder(layout.universe, vf, parse_format(spec))(list(vals))  # type: ignore[arg-type]
             except Exception:  # noqa: BLE001, S112 - a candidate that cannot run is no advice
                 continue
             total = int(d.indices.size) + d.malformed + d.outside
+            parsed = int(d.indices.size) + d.outside
             d.indices.fill(0)
-            if total:
-                score = d.malformed / total
-                if best is None or score < best[0]:
-                    best = (score, vf, spec)
-    if best is None or best[0] > MAX_MALFORMED:
-        return ("no -f of plain, clf or field:N parses them: check --universe, --value-format and "
-                "the topic")
-    fix = f"-f {best[2]}"
-    if best[1] != decoder.value_format:
-        fix += f" --value-format {best[1]}"
-    return f"try {fix} ({1 - best[0]:.0%} of them parse that way)"
+            if total and (best is None or parsed / total > best[0]):
+                best = (parsed / total, d.outside / total, vf, spec)
+    vals.clear()
+    if best is None or best[0] < SUGGEST_SHARE:
+        if det is not None and det.spec == "json:PATH":
+            return f"these look like {det.name}: {det.note}"
+        return ("no -f that panstream recognises parses them (plain, clf, field:N, json, csv, "
+                "w3c, zeek, alb, elb, vhost, sshd, xff were tried): check --value-format and the "
+                "topic, or give -f 'regex:...'")
+    fix = f"-f {best[3]}"
+    if best[2] != decoder.value_format:
+        fix += f" --value-format {best[2]}"
+    out = f"try {fix} ({_pct(best[0])} of the sample's first lines parse that way"
+    if best[1] > best[0] / 2:
+        out += f", but {_pct(best[1])} lie outside {layout.universe.spec}: check --universe too"
+    return out + ")"
 
-
-__all__ = ["DEFAULT_RETENTION_MS", "RECORD_BYTES", "SAMPLE_LINES", "RouteConfig",
+__all__ = ["DEFAULT_RETENTION_MS", "HEAD_BYTES", "RECORD_BYTES", "SAMPLE_LINES", "RouteConfig",
            "RouteStage", "ensure_internal_topic", "internal_topic", "suggest"]

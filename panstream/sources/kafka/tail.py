@@ -138,6 +138,9 @@ class KafkaTail:
         self.checkpointer = Checkpointer(config.store, self._commit_sync)
         self.summary = RunSummary()
         self._last_activity = time.monotonic()
+        #: Where one-line operational notices go (the CLI prints them on stderr).
+        self.notice: Callable[[str], None] = log.info
+        self._announced = False
         self._ever_assigned = False
         self._last_lag = 0.0
         self._final_checkpoint_done = False
@@ -228,6 +231,11 @@ class KafkaTail:
             values = [r.value for r in recs]
             dec = self.decoder(values)
             values.clear()
+            det = self.decoder.detection
+            if det is not None and not self._announced:  # -f auto: decided once, said once
+                self._announced = True
+                self.notice(f"{', '.join(self.config.topics)}: format {det.name} detected, "
+                            f"decided once for this member (-f {det.spec} pins it)")
             n = shard.estimator.update_indices(dec.indices)  # wipes the index array
             shard.applied(recs[-1].offset)
             msgs += len(recs)
