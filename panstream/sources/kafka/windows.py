@@ -230,7 +230,7 @@ class WindowRouteStage(RouteStage):
             lines, items, bad, outside = lines + n, items + k, bad + m, outside + o
         self.count(sum(len(v) for v in records.values()), items, bad, outside)
         if self._sample is None:
-            self._send(offsets, out)  # type: ignore[arg-type]
+            self._send(offsets, out)
         else:
             self._held.append((offsets, out))  # type: ignore[arg-type]
             self._sample[0] += items + bad + outside
@@ -387,7 +387,7 @@ class WindowSliceStage(SliceStage):
         wins: dict[int, Estimator] = {}
         closed: set[int] = set()
         opened: list[int] = []
-        for key in self.wstore.keys():  # the keys first, then the series (see release_complete)
+        for key in list(self.wstore.keys()):  # the keys first, then the series (see release_complete)
             got = _parse_key(self.group, key)
             if got is not None and got[2] == r:
                 (closed.add if got[1] else opened.append)(got[0])
@@ -401,8 +401,34 @@ class WindowSliceStage(SliceStage):
             est = self._load(key, r)
             if est is not None:
                 wins[start] = est
-        self.wins[r], self.closed[r], self.marks[r] = wins, closed, {}
+        self.wins[r], self.closed[r], self.marks[r] = wins, closed, self._load_marks(r)
         return Shard(f"{self.group}-w/{r}", tp, None)  # type: ignore[arg-type]
+
+    def _marks_key(self, r: int) -> str:
+        return f"{self.group}-marks/{r}"
+
+    def _quantize(self, wm: int) -> int:
+        """The last window end a watermark has passed by the lateness (all a close needs)."""
+        size = self.spec.size
+        return (wm - self.spec.lateness) // size * size
+
+    def _save_marks(self, r: int) -> None:
+        """Slice ``r``'s source watermarks, each only as the last window end it passed (what the
+        open and closed window keys show anyway), so a new owner of the slice can close."""
+        body = {p: self._quantize(wm) for p, wm in sorted(self.marks.get(r, {}).items())}
+        self.wstore.save(self._marks_key(r), json.dumps(body, sort_keys=True).encode())
+
+    def _load_marks(self, r: int) -> dict[str, int]:
+        data = self.wstore.load(self._marks_key(r))
+        if data is None:
+            return {}
+        try:
+            body = json.loads(bytes(data))
+            return {str(p): int(q) + self.spec.lateness for p, q in body.items()}
+        except (ValueError, AttributeError, TypeError):
+            msg = (f"{self._marks_key(r)} in {self.wstore.directory} is not a slice's watermarks: "
+                   "delete it (the slice then waits for new marks of every source partition)")
+            raise StateError(msg) from None
 
     def _open(self, r: int, start: int) -> Estimator | None:
         if start in self.closed[r]:
@@ -484,8 +510,9 @@ class WindowSliceStage(SliceStage):
                     self.wstore.save(window_keys(self.group, start, r)[0], data)
                 finally:
                     data[:] = bytes(len(data))
+            self._save_marks(r)
             if shard.next_offset is not None:
-                offsets[shard.partition] = shard.next_offset  # type: ignore[index]
+                offsets[shard.partition] = shard.next_offset
         return offsets
 
     def checkpoint(self) -> None:
@@ -493,7 +520,7 @@ class WindowSliceStage(SliceStage):
         then any complete window released."""
         offsets = self._save_open(list(self.shards.values()))
         if offsets:
-            self._commit_sync(dict(offsets))  # type: ignore[arg-type]
+            self._commit_sync(dict(offsets))
         self.checkpointer.checkpoint([])  # serves this instant of the fixed clock; records it
         self.metrics.checkpoints.inc()
         self.summary.checkpoints += 1
@@ -513,7 +540,7 @@ class WindowSliceStage(SliceStage):
         shards = [self.shards[tp] for tp in tps if tp in self.shards]
         offsets: dict[TopicPartition, Any] = {}
         if save and shards and not self._final_checkpoint_done:
-            offsets = self._offsets(self._save_open(shards))  # type: ignore[arg-type]
+            offsets = self._offsets(self._save_open(shards))
             self.checkpointer.done()
         for tp in tps:
             self.shards.pop(tp, None)
@@ -567,7 +594,7 @@ def release_complete(wstore: DirectoryStore, group: str, layout: SliceLayout, co
         StateError: a slice, the ledger or the series could not be read or written.
     """
     ready: dict[int, set[int]] = {}
-    for key in wstore.keys():
+    for key in list(wstore.keys()):
         got = _parse_key(group, key)
         if got is not None and got[1]:
             ready.setdefault(got[0], set()).add(got[2])
