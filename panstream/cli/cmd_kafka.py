@@ -121,7 +121,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             metrics_port: int | None, metrics_host: str, log_level: str,
             telemetry: TelemetryPolicy, as_json: bool, window: int | None = None,
             lateness: int = 300, release_epsilon: float | None = None, series: str | None = None,
-            horizon: int | None = None) -> None:
+            series_topic: str | None = None, horizon: int | None = None) -> None:
     """Tail Kafka topics in a consumer group into one pan-private table, any keying.
 
     Each member parses its share of the source partitions (--value-format, -f as in 'panstream
@@ -149,7 +149,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     --window 1h (event time, -f clf): every window keeps a fresh table in the same slices; when
     every source partition's watermark has passed the window's end + --lateness, its slices are
     released together, once, at --release-epsilon into --series (default
-    STATE_DIR/GROUP-series.jsonl), then deleted. A window closes only when later lines arrive on
+    STATE_DIR/GROUP-series.jsonl; also published to the compacted topic GROUP-series), then
+    deleted. A window closes only when later lines arrive on
     every source partition. See docs/windows.md.
 
     \b
@@ -207,7 +208,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size)
         runner = windowed_member(tail_cfg, metrics, group, overrides, security, count,
                                  cells_retention, window=window, lateness=lateness,
-                                 release_epsilon=release_epsilon, series=series, horizon=horizon,
+                                 release_epsilon=release_epsilon, series=series,
+                                 series_topic=series_topic, horizon=horizon,
                                  state_dir=state_dir, as_json=as_json)
     else:
         count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size)

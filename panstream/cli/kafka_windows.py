@@ -25,7 +25,7 @@ from panstream.windows import duration_text, horizon_line
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options only ``kafka --window`` takes.
-WINDOW_ONLY = ("lateness", "release_epsilon", "series", "horizon")
+WINDOW_ONLY = ("lateness", "release_epsilon", "series", "series_topic", "horizon")
 
 
 def kafka_window_options() -> Callable[[F], F]:
@@ -50,6 +50,10 @@ def kafka_window_options() -> Callable[[F], F]:
                      help="With --window: the series file (JSON lines, or CSV if it ends in .csv) "
                           "shared by the members; a window in it is never released again. "
                           "Default: STATE_DIR/GROUP-series.jsonl.", **env("KAFKA_SERIES")),
+        click.option("--series-topic", default=None, metavar="TOPIC",
+                     help="With --window: also publish each released window's record, keyed by "
+                          "the window, to this compacted topic (created if missing; 'none': "
+                          "do not). Default: GROUP-series.", **env("KAFKA_SERIES_TOPIC")),
         click.option("--horizon", default=None, metavar="DURATION",
                      callback=_duration("--horizon"),
                      help="With --window: print the epsilon of a person seen in every window of "
@@ -92,6 +96,7 @@ def check_window_args(ctx: click.Context, *, window: int | None, layout: str,
 def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str, ...],
                     security: dict[str, Any], slice_count: int, cells_retention: float, *,
                     window: int, lateness: int, release_epsilon: float, series: str | None,
+                    series_topic: str | None,
                     horizon: int | None, state_dir: str, as_json: bool) -> Any:
     """The windowed member: routing and slice stages over ``<group>-wcells``; prints the
     per-window accounting and, as each window is released, its record."""
@@ -99,6 +104,7 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
     from panstream.sources.kafka.member import Member
     from panstream.sources.kafka.route import RouteConfig
     from panstream.sources.kafka.windows import (
+        SeriesTopic,
         WindowRouteStage,
         WindowSliceStage,
         WindowSpec,
@@ -131,10 +137,12 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
             click.echo(window_line(rec))
         sys.stdout.flush()
 
+    results_topic = series_topic or f"{group}-series"
+    results = None if results_topic.lower() == "none" else SeriesTopic(client, results_topic)
     slices = WindowSliceStage(scfg, lay, metrics, admin_client=client, spec=spec, group=group,
                               sources=list(c.topics),
                               wstore=DirectoryStore(os.path.join(state_dir, "windows")),
-                              series_path=ser, on_release=on_release)
+                              series_path=ser, on_release=on_release, results=results)
     eps_state = estimators.state_epsilon(c.estimator, c.epsilon, calibration=c.calibration,
                                          modulus=c.modulus)
     eps_window = eps_state + spec.release_epsilon
@@ -143,7 +151,8 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
                f"{duration_text(lateness)}; a window closes when every source partition's "
                f"watermark has passed its end + lateness); each window: epsilon_state "
                f"{eps_state:.6f} + one release {spec.release_epsilon:g} = {eps_window:.6f} per "
-               f"person per window; series {ser}", err=True)
+               f"person per window; series {ser}"
+               + (f" and topic {results_topic}" if results is not None else ""), err=True)
     click.echo(f"panstream kafka: a person seen in W windows is covered at W x {eps_window:.6g} "
                "against whoever reads the whole series"
                + (f"; {horizon_line(eps_window, window, horizon)}" if horizon else ""), err=True)

@@ -6,7 +6,8 @@ over 4 partitions, then one line at 06:30 on every partition (later traffic: wha
 Two members route by window and cell range through ``<group>-wcells``; one is killed with
 ``kill -9`` mid-run and restarted. The series then holds each of the six hours exactly once, each
 within the release's noise of the truth, and the state directory holds nothing of a closed window:
-only the open 06:00 window's slices, and the windows' ledgers (public accounting).
+only the open 06:00 window's slices, and the windows' ledgers (public accounting). The results
+topic ``<group>-series`` holds the same records, keyed by window.
 
 The tables run at state epsilon 30, where they are exact (see tests/kafka/test_routed.py), so a
 window's error is its Laplace noise alone (scale 1/epsilon_out): over 6 windows,
@@ -133,6 +134,27 @@ def test_hourly_windows_two_members_one_killed_each_window_once(
     for name in ledgers:
         rep = DirectoryStore(state / "windows" / "ledgers" / name).ledger_replay()
         assert rep.ledger is not None and len(rep.ledger.entries) == 1
+    # the results topic GROUP-series: every window, keyed by it, the file's record (a copy may
+    # repeat after a restart, identical and under the same key: compaction keeps one)
+    from kafka import KafkaConsumer, TopicPartition
+
+    tp = TopicPartition(f"{group}-series", 0)
+    c = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False)
+    try:
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        got: dict[str, set[str]] = {}
+        for _ in range(50):
+            for m in c.poll(timeout_ms=500).get(tp, []):
+                got.setdefault(m.key.decode(), set()).add(m.value.decode())
+            if len(got) >= len(truth):
+                break
+    finally:
+        c.close()
+    assert sorted(got) == sorted(truth)
+    by_window = {r["window"]: r for r in recs}
+    for w, values in got.items():
+        assert [json.loads(v) for v in values] == [json.loads(json.dumps(by_window[w]))]
     outs = [json.loads(line) for f in ("a.log", "a2.log", "b.log")
             for line in (tmp_path / f).read_text().splitlines() if line.startswith('{"window"')]
     assert sorted(o["window"]["window"] for o in outs) == sorted(truth)  # printed once each

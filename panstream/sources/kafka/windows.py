@@ -76,8 +76,8 @@ from panstream.state.stores import DirectoryStore, group_ledger
 
 log = logging.getLogger("panstream.kafka")
 
-__all__ = ["WindowSpec", "WindowRouteStage", "WindowSliceStage", "decode_record", "encode_data",
-           "encode_mark", "release_complete", "window_topic", "window_keys"]
+__all__ = ["SeriesTopic", "WindowSpec", "WindowRouteStage", "WindowSliceStage", "decode_record",
+           "encode_data", "encode_mark", "release_complete", "window_topic", "window_keys"]
 
 #: Kinds of internal records: routed cells of one window, and a watermark mark.
 DATA, MARK = b"D", b"M"
@@ -174,6 +174,83 @@ def decode_record(value: bytes) -> tuple[str, Any, Any]:
     msg = ("a record of the windowed internal topic is not a window record: was the topic "
            "written by another panstream? delete it (and the group's windows state) to start over")
     raise StateError(msg)
+
+
+# ---------------------------------------------------------------------- results topic
+class SeriesTopic:
+    """The series on Kafka: every record, keyed by its window id, to a compacted topic (default
+    ``<group>-series``), after it is durable in the series file.
+
+    The file is the commit point; the topic is a copy delivered at least once: a member publishes
+    each record it releases, and on start every record of the file (a crash between the file and
+    the topic loses nothing). A window's copies are identical and share the key, so compaction (and
+    any reader that keys by window) keeps it exactly once. A record is the released output only.
+
+    Args:
+        client: kafka-python connection settings; topic: the results topic.
+    """
+
+    def __init__(self, client: Mapping[str, Any], topic: str) -> None:
+        self.client = dict(client)
+        self.topic = topic
+        self._producer: Any = None
+
+    def open(self) -> None:
+        """Create the topic (1 partition, ``cleanup.policy=compact``) if missing; the producer.
+
+        Raises:
+            SourceError: the broker is unreachable or refuses.
+        """
+        from kafka import KafkaAdminClient, KafkaProducer
+        from kafka.admin import NewTopic
+        from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+        from panstream.errors import SourceError
+
+        try:
+            admin = KafkaAdminClient(**self.client)
+            try:
+                if self.topic not in admin.list_topics():
+                    with contextlib.suppress(TopicAlreadyExistsError):
+                        admin.create_topics([NewTopic(self.topic, 1, -1, topic_configs={
+                            "cleanup.policy": "compact"})])
+            finally:
+                admin.close()
+            self._producer = KafkaProducer(**self.client, acks="all")
+        except KafkaError as exc:
+            msg = (f"cannot open the results topic {self.topic!r}: {exc}; create it (compacted) "
+                   "or pass --series-topic none")
+            raise SourceError(msg) from None
+
+    def publish(self, records: list[dict[str, Any]]) -> None:
+        """Send ``records`` keyed by window and wait for ``acks=all``.
+
+        Raises:
+            SourceError: not acknowledged (the file has them; the next start publishes them).
+        """
+        from kafka.errors import KafkaError
+
+        from panstream.errors import SourceError
+
+        if self._producer is None or not records:
+            return
+        try:
+            futures = [self._producer.send(
+                self.topic, key=str(r["window"]).encode(),
+                value=json.dumps(r, sort_keys=True, default=str).encode()) for r in records]
+            self._producer.flush(timeout=60)
+            for f in futures:
+                f.get(timeout=60)
+        except KafkaError as exc:
+            msg = (f"the results topic {self.topic!r} did not acknowledge: {exc}; the series file "
+                   "has the records and the next start publishes them again")
+            raise SourceError(msg) from None
+
+    def close(self) -> None:
+        if self._producer is not None:
+            with contextlib.suppress(Exception):
+                self._producer.close(timeout=10)
+            self._producer = None
 
 
 # ---------------------------------------------------------------------- routing stage
@@ -344,8 +421,10 @@ class WindowSliceStage(SliceStage):
     def __init__(self, config: TailConfig, layout: SliceLayout, metrics: Metrics | None = None,
                  admin_client: Mapping[str, Any] | None = None, *, spec: WindowSpec, group: str,
                  sources: list[str], wstore: DirectoryStore, series_path: str,
-                 on_release: Callable[[dict[str, Any]], None] | None = None, **kw: Any) -> None:
+                 on_release: Callable[[dict[str, Any]], None] | None = None,
+                 results: SeriesTopic | None = None, **kw: Any) -> None:
         super().__init__(config, layout, metrics, admin_client, **kw)
+        self.results = results
         self.spec = spec
         self.group = group
         self.sources = list(sources)
@@ -515,9 +594,19 @@ class WindowSliceStage(SliceStage):
                 offsets[shard.partition] = shard.next_offset
         return offsets
 
+    def open(self) -> None:
+        """Join the slice group; open the results topic and publish the series file to it."""
+        super().open()
+        if self.results is not None:
+            self.results.open()
+            if os.path.exists(self.series_path):
+                from panstream.series import read
+
+                self.results.publish(read(self.series_path))
+
     def checkpoint(self) -> None:
         """Every open window-slice durable, then the internal offsets committed (then deleted),
-        then any complete window released."""
+        then any complete window released (and published to the results topic)."""
         offsets = self._save_open(list(self.shards.values()))
         if offsets:
             self._commit_sync(dict(offsets))
@@ -526,10 +615,13 @@ class WindowSliceStage(SliceStage):
         self.summary.checkpoints += 1
         if offsets:
             self._delete(offsets)
-        self.released += len(release_complete(
+        recs = release_complete(
             self.wstore, self.group, self.layout, self.config, self.spec, self.series_path,
             wait=30.0 if self._final_checkpoint_done else 0.0, notice=self.notice,
-            on_release=self.on_release))
+            on_release=self.on_release)
+        self.released += len(recs)
+        if self.results is not None:
+            self.results.publish(recs)
 
     def final_checkpoint(self) -> None:
         self._final_checkpoint_done = True  # releases wait for the series lock this time
@@ -569,6 +661,8 @@ class WindowSliceStage(SliceStage):
         self.marks.clear()
         self.shards.clear()
         self._close_admin()
+        if self.results is not None:
+            self.results.close()
 
 
 def _stamp_of_label(window: str) -> str:
