@@ -136,3 +136,55 @@ def test_a_release_reserved_before_a_crash_is_never_drawn_again(tmp_path: Path) 
     assert got == [] and not (tmp_path / "s.jsonl").exists()
     assert "dropped rather than released twice" in notes[0]
     assert w.keys() == []
+
+
+def test_kafka_window_usage_errors_are_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from panstream.cli.main import cli
+
+    base = ["kafka", "-b", "127.0.0.1:1", "-t", "logs", "-g", "g", "-u", "ipv4:10.9.0.0/24",
+            "--epsilon", "1"]
+    cases = [
+        (["--window", "1h", "--state-dir", str(tmp_path)], "--window needs --release-epsilon"),
+        (["--window", "1h", "--release-epsilon", "1", "--state-topic", "st"],
+         "--state-topic is not supported with --window"),
+        (["--window", "1h", "--release-epsilon", "1", "--state-dir", str(tmp_path), "--layout",
+          "partition"], "drop --layout partition"),
+        (["--release-epsilon", "1", "--state-dir", str(tmp_path)], "go(es) with --window"),
+        (["--window", "0s", "--state-dir", str(tmp_path)], "longer than 0 seconds"),
+    ]
+    for extra, says in cases:
+        res = CliRunner().invoke(cli, base + extra)
+        assert res.exit_code == 2, (extra, res.output)
+        assert says in res.output and "Traceback" not in res.output, (extra, res.output)
+
+
+def test_the_router_drops_late_lines_fills_empty_windows_and_marks_every_slice() -> None:
+    import time as _t
+
+    from panstream.sources.kafka.metrics import Metrics
+    from panstream.sources.kafka.route import RouteConfig
+    from panstream.sources.kafka.windows import WindowRouteStage, decode_record
+
+    def line(addr: str, t: int) -> bytes:
+        stamp = _t.strftime("%d/%b/%Y:%H:%M:%S +0000", _t.gmtime(t))
+        return f'{addr} - - [{stamp}] "GET / HTTP/1.1" 200 5 "-" "curl/8"'.encode()
+
+    cfg = RouteConfig({}, {}, ["logs"], LAYOUT, "g-wcells", "lines", "clf")
+    router = WindowRouteStage(cfg, Metrics(), SPEC)
+    tp = TopicPartition("logs", 1)
+    out: list[tuple[int, bytes]] = []
+    # 00:10 and 00:20 (window 00), then 03:15 (window 03: 01 and 02 are empty, opened all the same)
+    buf = bytearray(b"\n".join([line("10.9.0.1", H + 600), line("10.9.0.200", H + 1200),
+                                line("10.9.0.2", H + 3 * 3600 + 900)]) + b"\n")
+    router._partition(tp, buf, "clf", out)
+    data = [(r, decode_record(v)) for r, v in out if v[:1] == b"D"]
+    assert sorted((r, d[1]) for r, d in data) == [(0, H), (0, H + 3 * 3600), (1, H)]
+    marks = [decode_record(v) for r, v in out if v[:1] == b"M"]
+    assert [m[1] for m in marks] == ["logs:1"] * LAYOUT.count  # one mark to every slice
+    assert marks[0][2] == (H + 3 * 3600 + 900, [H + h * 3600 for h in range(4)])
+    # a line of window 00 now is more than the lateness behind this partition's watermark: late
+    out.clear()
+    router._partition(tp, bytearray(line("10.9.0.3", H + 1800) + b"\n"), "clf", out)
+    assert [v[:1] for _, v in out] == [b"M"] * LAYOUT.count

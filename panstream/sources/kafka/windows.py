@@ -370,8 +370,9 @@ class WindowRouteStage(RouteStage):
             run.fill(0)
         if windows:
             newest, front = max(windows), self._front.get(tp)
-            if front is not None and newest > front + size and (newest - front) // size <= MAX_GAP:
-                windows.update(range(front + size, newest, size))
+            lo = min(windows) if front is None else min(front, min(windows))
+            if newest > lo + size and (newest - lo) // size <= MAX_GAP:
+                windows.update(range(lo + size, newest, size))
             if front is None or newest > front:
                 self._front[tp] = newest
         mark = encode_mark(f"{tp.topic}:{tp.partition}", self._wm.get(tp), sorted(windows))
