@@ -192,8 +192,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         assert state_topic is not None
         store = src.topic_store(state_topic, src.client_config(cfg), state_chunk_bytes)
         where = f"topic {state_topic}"
-    # the group's release ledger lives beside the shards
-    if not ensure_ledger(store, budget) and total_epsilon is not None:
+    # the group's release ledger lives beside the shards (a windowed group: one per window)
+    if window is None and not ensure_ledger(store, budget) and total_epsilon is not None:
         click.echo("panstream: the group's release ledger already exists: --total-epsilon does not "
                    "change its budget (release prints the budget left)", err=True)
     metrics = src.Metrics(metrics_port, metrics_host, telemetry)
