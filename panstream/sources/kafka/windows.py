@@ -346,13 +346,21 @@ class WindowRouteStage(RouteStage):
             wins = np.unique(ws[keep])
             lens = ends - starts + 1
             lens[-1] -= int(ends[-1] >= b.size) if ends.size else 0
-            for s in wins.tolist():
-                sel = keep & (ws == s)
-                chunk = b[np.repeat(sel, lens)]
-                try:
-                    res = self.decoder.parser.parse(chunk.data)
-                finally:
-                    chunk.fill(0)
+            whole = wins.size == 1 and bool(keep.all())  # the usual poll: one window, in place
+            g = np.full(starts.size, -1, dtype=np.int32)
+            g[keep] = np.searchsorted(wins, ws[keep])
+            for k, s in enumerate(wins.tolist()):
+                rows = np.flatnonzero(g == k)
+                i, j = int(rows[0]), int(rows[-1]) + 1
+                lo, hi = int(starts[i]), int(starts[i] + lens[i:j].sum())
+                if whole or rows.size == j - i:  # one run of lines (logs are nearly in order)
+                    res = self.decoder.parser.parse(memoryview(buf)[lo:hi])
+                else:  # only the window's span compressed into a new buffer, wiped after use
+                    chunk = b[lo:hi][np.repeat(g[i:j] == k, lens[i:j])]
+                    try:
+                        res = self.decoder.parser.parse(chunk.data)
+                    finally:
+                        chunk.fill(0)
                 items += int(res.indices.size)
                 bad += res.malformed
                 outside += res.outside
