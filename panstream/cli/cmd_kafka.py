@@ -29,8 +29,10 @@ from panstream.cli.common import (
     warn_settings,
 )
 from panstream.cli.kafka_options import bootstrap_option, connection_options
+from panstream.cli.kafka_windows import check_window_args, kafka_window_options, windowed_member
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError
+from panstream.eventtime import label
 from panstream.parse import Format, parse_format
 from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES, SliceLayout, mib
 from panstream.telemetry import TelemetryPolicy
@@ -112,6 +114,7 @@ from panstream.universe import Universe
               **env("METRICS_HOST"))
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default="warning", show_default=True, help="Log level (stderr).", **env("LOG_LEVEL"))
+@kafka_window_options()
 @telemetry_options(sensitivity=2, what="summary and the metrics")
 @json_option()
 @click.pass_context
@@ -125,7 +128,9 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             slice_count: int | None, cells_retention: float, checkpoint_interval: float,
             idle_timeout: float | None, overrides: tuple[str, ...], security: dict[str, Any],
             metrics_port: int | None, metrics_host: str, log_level: str,
-            telemetry: TelemetryPolicy, as_json: bool) -> None:
+            telemetry: TelemetryPolicy, as_json: bool, window: int | None = None,
+            lateness: int = 300, release_epsilon: float | None = None, series: str | None = None,
+            series_topic: str | None = None, horizon: int | None = None) -> None:
     """Tail Kafka topics in a consumer group into one pan-private table, any keying.
 
     Each member parses its share of the source partitions (--value-format, -f as in 'panstream
@@ -150,6 +155,18 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     --total-epsilon E [--releases R] instead of --epsilon splits E between the shard tables'
     state epsilon and the group's release budget (R releases), as 'panstream plan
     --total-epsilon' shows; it sets the budget of a new group ledger (default 1 otherwise).
+
+    --window 1h (event time, -f clf): every window keeps a fresh table in the same slices; when
+    every source partition's watermark has passed the window's end + --lateness, its slices are
+    released together, once, at --release-epsilon into --series (default
+    STATE_DIR/GROUP-series.jsonl; also published to the compacted topic GROUP-series), then
+    deleted. A window closes only when later lines arrive on
+    every source partition. See docs/windows.md.
+
+    \b
+      panstream kafka -b 127.0.0.1:9092 -t access-logs -g hourly -f clf --value-format lines \\
+          --universe ipv4:10.0.0.0/16 --epsilon 1 --window 1h --lateness 5m \\
+          --release-epsilon 0.5 --state-dir /var/lib/panstream
     """
     logging.basicConfig(level=log_level.upper(), format="panstream: %(levelname)s: %(message)s")
     if log_level in ("warning", "error"):  # kafka-python logs every reconnect attempt
@@ -167,6 +184,12 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             "give a grid such as --universe sketch:4096x24:ip (or :id for any IDs)")
     if estimator == "sketch":
         calibration = "rr"  # the sketch's randomized response (its slices' calibration)
+    check_window_args(ctx, window=window, layout=layout, state_dir=state_dir,
+                      total_epsilon=total_epsilon, release_epsilon=release_epsilon)
+    if window is not None and estimator == "sketch":
+        raise click.UsageError("--window with --estimator sketch is not supported on Kafka yet: "
+                               "window a density or frequency table, or export a sketch per epoch "
+                               "with 'panstream rotate --state-dir DIR --export-presto FILE'")
     budget = DEFAULT_BUDGET
     if (epsilon is None) == (total_epsilon is None):
         raise click.UsageError("give exactly one of --epsilon or --total-epsilon")
@@ -191,8 +214,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         assert state_topic is not None
         store = src.topic_store(state_topic, src.client_config(cfg), state_chunk_bytes)
         where = f"topic {state_topic}"
-    # the group's release ledger lives beside the shards
-    if not ensure_ledger(store, budget) and total_epsilon is not None:
+    # the group's release ledger lives beside the shards (a windowed group: one per window)
+    if window is None and not ensure_ledger(store, budget) and total_epsilon is not None:
         click.echo("panstream: the group's release ledger already exists: --total-epsilon does not "
                    "change its budget (release prints the budget left)", err=True)
     metrics = src.Metrics(metrics_port, metrics_host, telemetry)
@@ -203,6 +226,14 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     if layout == "partition":
         runner = src.KafkaTail(tail_cfg, metrics)
         runner.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
+    elif window is not None:
+        assert state_dir is not None and release_epsilon is not None
+        count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size)
+        runner = windowed_member(tail_cfg, metrics, group, overrides, security, count,
+                                 cells_retention, window=window, lateness=lateness,
+                                 release_epsilon=release_epsilon, series=series,
+                                 series_topic=series_topic, horizon=horizon,
+                                 state_dir=state_dir, as_json=as_json)
     else:
         count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size
                                                                  // SliceLayout.unit_of(universe))
@@ -239,6 +270,10 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         out = {k: v for k, v in out.items() if k not in ("messages", "items_applied",
                "malformed_skipped", "outside_universe_skipped", "exact_counts", "count_sd")}
     out["telemetry"] = telemetry.describe()
+    if window is not None:
+        out["windows_released"] = runner.slices.released
+        out["windows_open"] = {str(r): [label(w) for w in ws]
+                               for r, ws in runner.slices.open_windows().items()}
     if as_json:
         emit_json(out)
         return
@@ -256,6 +291,9 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         click.echo(f"  counts                    {telemetry.describe()}"
                    + (f"; these totals: sd {summary.count_sd:,.0f} each" if telemetry.counts else ""))
     click.echo(f"  checkpoints / rebalances  {summary.checkpoints} / {summary.rebalances}")
+    if window is not None:
+        click.echo(f"  windows                   {runner.slices.released} released by this "
+                   "member; open windows checkpointed for the next run")
     if layout == "partition":
         click.echo(f"  state privacy             epsilon_state = {out['epsilon_state']:.6f} realized"
                    f" per shard table (times the number of shards one item's messages reach: 1 "

@@ -167,6 +167,22 @@ class DirectoryStore:
                 out.append(f"{topic}/{part}")
         return sorted(out, key=_key_order)
 
+    def delete(self, key: str) -> None:
+        """Remove the snapshot of ``key`` (none is fine); durable on return (the directory is
+        fsynced). Used for a closed window's slices once it is released (``kafka --window``).
+
+        Raises:
+            StateError: the file exists but cannot be removed.
+        """
+        try:
+            os.unlink(self._path(key))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            msg = f"cannot remove {self._path(key)}: {exc.strerror}; check the permissions"
+            raise StateError(msg) from None
+        _sync_dir(self.directory)
+
     # Release ledger hooks (see :func:`release_store`): the append-only log :data:`LEDGER_FILE`.
     def ledger_where(self) -> str:
         """Where the release ledger lives, for messages."""

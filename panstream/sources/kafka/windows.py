@@ -1,0 +1,769 @@
+"""Tumbling windows on the routed Kafka layout (issue 23, Kafka part): ``panstream kafka --window``.
+
+The routed layout (:mod:`.route`, :mod:`.slices`) keeps one table as R slices. With windows every
+slice keeps **one sub-table per open window** (a fresh D0 draw each), and a window is released
+once, from its R slices laid end to end, when every source partition's watermark has passed it.
+
+**Routing stage** (:class:`WindowRouteStage`). For each polled source partition ``p`` the router
+reads the event time of every line (:func:`panstream.eventtime.lines_and_times`, CLF), keeps the
+*watermark* of ``p`` (the latest time seen on ``p``; memory only), drops the lines of a window that
+``p``'s watermark has already passed by ``--lateness`` (late), and routes each window's cells as
+data records ``D | window start | offsets`` to the slice partitions of the internal topic
+``<group>-wcells``. After the data of ``p``'s batch it sends a **mark** ``M | {source, watermark,
+windows}`` to *every* internal partition: the watermark of ``p`` and the windows this batch
+touched (with the empty windows between the previous ones and them, so an hour without traffic is
+released as about 0, not left out). The producer keeps the order of a partition's records
+(``max_in_flight_requests_per_connection=1``), so a slice sees ``p``'s data for a window before
+the mark that may close it.
+
+**Slice stage** (:class:`WindowSliceStage`). Internal partition ``r`` holds, per open window, the
+``|X|/R`` cells of slice ``r`` and, in memory only, the last watermark of each source partition.
+Window ``w`` closes for slice ``r`` once *every* partition of the source topics has a watermark
+``>= end(w) + lateness``; slice ``r`` then writes its closed window-slice snapshot (durable) under
+``<group>-w<start>-closed/<r>``, removes the open one and wipes the table. A record for a closed
+window (a replay after a crash, a router that restarted without its watermarks) is dropped.
+
+Open window-slices are checkpointed (every open window of every owned slice, on the fixed clock)
+under ``<group>-w<start>/<r>`` in ``STATE_DIR/windows``, then the internal offsets are committed,
+then the consumed internal records are deleted where the broker can.
+
+**Release** (:func:`release_complete`). Whichever member finds all R closed slices of a window (at
+its checkpoints, and its final one) takes the series lock, and unless the window is already in the
+series: merges the slices (:func:`panstream.state.merge.merge_slices`), charges the **window's own
+group ledger** (an append-only reservation log in ``STATE_DIR/windows/ledgers/<start>/``, budget:
+exactly one release at ``--release-epsilon``; :func:`panstream.state.stores.group_ledger`), draws
+the release, appends the record to the series (``fsync``: the commit point), then deletes the
+closed slices and wipes the merged table. A window is therefore released at most once by any
+number of members on any hosts sharing the state directory, and appears in the series exactly once
+(a crash between the ledger's reservation and the series append, a few microseconds, drops that
+window with a notice instead of releasing it twice).
+
+Nothing about arrivals is counted: late and untimed lines are dropped without a count on Kafka.
+"""
+
+from __future__ import annotations
+
+import calendar
+import contextlib
+import json
+import logging
+import os
+import re
+import struct
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from kafka import TopicPartition
+
+from panstream import estimators
+from panstream.errors import BudgetExhaustedError, ConfigurationError, StateError
+from panstream.estimators.base import Estimator
+from panstream.eventtime import has_time, label, lines_and_times, seconds
+from panstream.release.ledger import ShardLedger
+from panstream.series import Series, record
+from panstream.sources.kafka.metrics import Metrics
+from panstream.sources.kafka.route import RECORD_BYTES, RouteConfig, RouteStage
+from panstream.sources.kafka.slices import SliceStage
+from panstream.sources.kafka.tail import TailConfig
+from panstream.state.checkpoint import Shard
+from panstream.state.files import state_lock
+from panstream.state.slices import SliceLayout, encode_slice, head_params, slice_of
+from panstream.state.stores import DirectoryStore, group_ledger
+
+log = logging.getLogger("panstream.kafka")
+
+__all__ = ["SeriesTopic", "WindowSpec", "WindowRouteStage", "WindowSliceStage", "decode_record",
+           "encode_data", "encode_mark", "release_complete", "window_topic", "window_keys"]
+
+#: Kinds of internal records: routed cells of one window, and a watermark mark.
+DATA, MARK = b"D", b"M"
+_HEAD = struct.Struct("<cq")
+#: At most this many empty windows are opened to fill a gap (as ``ingest --window``).
+MAX_GAP = 1000
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """The public window settings of a group: ``size`` and ``lateness`` in seconds, the one
+    release of each window (``release_epsilon``, ``mechanism``)."""
+
+    size: int
+    lateness: int
+    release_epsilon: float
+    mechanism: str = "laplace"
+
+    def __post_init__(self) -> None:
+        if self.size <= 0 or self.lateness < 0:
+            msg = f"a window must last > 0 s and lateness >= 0 s (got {self.size}, {self.lateness})"
+            raise ConfigurationError(msg)
+
+
+def window_topic(group: str) -> str:
+    """The internal topic of a windowed group: ``<group>-wcells`` (its records are framed with the
+    window, so a group never mixes them with the plain ``<group>-cells`` records)."""
+    return f"{group}-wcells"
+
+
+def _stamp(start: int) -> str:
+    return label(start).replace("-", "").replace(":", "")
+
+
+def _start_of(stamp: str) -> int:
+    return calendar.timegm(time.strptime(stamp, "%Y%m%dT%H%M%SZ"))
+
+
+def window_keys(group: str, start: int, r: int) -> tuple[str, str]:
+    """``(open key, closed key)`` of slice ``r`` of the window at ``start`` in the window store.
+
+    >>> window_keys("g", 1795478400, 3)
+    ('g-w20261124T000000Z/3', 'g-w20261124T000000Z-closed/3')
+    """
+    base = f"{group}-w{_stamp(start)}"
+    return f"{base}/{r}", f"{base}-closed/{r}"
+
+
+def _parse_key(group: str, key: str) -> tuple[int, bool, int] | None:
+    """``(start, closed, r)`` of a window store key of ``group``, else ``None``."""
+    m = re.fullmatch(re.escape(group) + r"-w(\d{8}T\d{6}Z)(-closed)?/(\d+)", key)
+    if m is None:
+        return None
+    return _start_of(m.group(1)), m.group(2) is not None, int(m.group(3))
+
+
+# ---------------------------------------------------------------------- record framing
+def encode_data(start: int, payload: bytes | bytearray | memoryview) -> bytes:
+    """A routed record: the window's start and the slice's raw local offsets.
+
+    >>> decode_record(encode_data(3600, b"\\x01\\x00"))
+    ('D', 3600, b'\\x01\\x00')
+    """
+    return _HEAD.pack(DATA, int(start)) + bytes(payload)
+
+
+def encode_mark(source: str, watermark: int | None, windows: list[int]) -> bytes:
+    """A mark: the watermark of one source partition and the windows its batch opened.
+
+    >>> decode_record(encode_mark("t:0", 7200, [0, 3600]))
+    ('M', 't:0', (7200, [0, 3600]))
+    """
+    body = {"s": source, "wm": watermark, "w": windows}
+    return MARK + json.dumps(body, separators=(",", ":")).encode()
+
+
+def decode_record(value: bytes) -> tuple[str, Any, Any]:
+    """``("D", start, payload)`` or ``("M", source, (watermark, windows))``.
+
+    Raises:
+        StateError: not a windowed record (a plain routed group's record, or garbage).
+    """
+    kind = value[:1]
+    try:
+        if kind == DATA and len(value) >= _HEAD.size:
+            _, start = _HEAD.unpack_from(value)
+            return "D", int(start), value[_HEAD.size:]
+        if kind == MARK:
+            body = json.loads(value[1:])
+            return "M", str(body["s"]), (body["wm"], [int(w) for w in body["w"]])
+    except (ValueError, KeyError, TypeError, struct.error):
+        pass
+    msg = ("a record of the windowed internal topic is not a window record: was the topic "
+           "written by another panstream? delete it (and the group's windows state) to start over")
+    raise StateError(msg)
+
+
+# ---------------------------------------------------------------------- results topic
+class SeriesTopic:
+    """The series on Kafka: every record, keyed by its window id, to a compacted topic (default
+    ``<group>-series``), after it is durable in the series file.
+
+    The file is the commit point; the topic is a copy delivered at least once: a member publishes
+    each record it releases, and on start every record of the file (a crash between the file and
+    the topic loses nothing). A window's copies are identical and share the key, so compaction (and
+    any reader that keys by window) keeps it exactly once. A record is the released output only.
+
+    Args:
+        client: kafka-python connection settings; topic: the results topic.
+    """
+
+    def __init__(self, client: Mapping[str, Any], topic: str) -> None:
+        self.client = dict(client)
+        self.topic = topic
+        self._producer: Any = None
+
+    def open(self) -> None:
+        """Create the topic (1 partition, ``cleanup.policy=compact``) if missing; the producer.
+
+        Raises:
+            SourceError: the broker is unreachable or refuses.
+        """
+        from kafka import KafkaAdminClient, KafkaProducer
+        from kafka.admin import NewTopic
+        from kafka.errors import KafkaError, TopicAlreadyExistsError
+
+        from panstream.errors import SourceError
+
+        try:
+            admin = KafkaAdminClient(**self.client)
+            try:
+                if self.topic not in admin.list_topics():
+                    with contextlib.suppress(TopicAlreadyExistsError):
+                        admin.create_topics([NewTopic(self.topic, 1, -1, topic_configs={
+                            "cleanup.policy": "compact"})])
+            finally:
+                admin.close()
+            self._producer = KafkaProducer(**self.client, acks="all")
+        except KafkaError as exc:
+            msg = (f"cannot open the results topic {self.topic!r}: {exc}; create it (compacted) "
+                   "or pass --series-topic none")
+            raise SourceError(msg) from None
+
+    def publish(self, records: list[dict[str, Any]]) -> None:
+        """Send ``records`` keyed by window and wait for ``acks=all``.
+
+        Raises:
+            SourceError: not acknowledged (the file has them; the next start publishes them).
+        """
+        from kafka.errors import KafkaError
+
+        from panstream.errors import SourceError
+
+        if self._producer is None or not records:
+            return
+        try:
+            futures = [self._producer.send(
+                self.topic, key=str(r["window"]).encode(),
+                value=json.dumps(r, sort_keys=True, default=str).encode()) for r in records]
+            self._producer.flush(timeout=60)
+            for f in futures:
+                f.get(timeout=60)
+        except KafkaError as exc:
+            msg = (f"the results topic {self.topic!r} did not acknowledge: {exc}; the series file "
+                   "has the records and the next start publishes them again")
+            raise SourceError(msg) from None
+
+    def close(self) -> None:
+        if self._producer is not None:
+            with contextlib.suppress(Exception):
+                self._producer.close(timeout=10)
+            self._producer = None
+
+
+# ---------------------------------------------------------------------- routing stage
+class WindowRouteStage(RouteStage):
+    """The routing stage of a windowed group (module docstring): per source partition, lines to
+    windows by event time, the window's cells routed by slice, then one mark per slice.
+
+    Args:
+        config, metrics: as :class:`~panstream.sources.kafka.route.RouteStage` (``config.fmt``
+            must be a timed format, or ``auto`` resolved to one).
+        spec: the window settings.
+    """
+
+    def __init__(self, config: RouteConfig, metrics: Metrics, spec: WindowSpec,
+                 **kw: Any) -> None:
+        producer = {**config.producer, "max_in_flight_requests_per_connection": 1}
+        super().__init__(RouteConfig(config.consumer, producer, config.topics, config.layout,
+                                     config.internal_topic, config.value_format, config.fmt), metrics,
+                         **kw)
+        self.spec = spec
+        self._wm: dict[TopicPartition, int] = {}  # latest event time per source partition (memory)
+        self._front: dict[TopicPartition, int] = {}  # newest window start per source partition
+
+    def _kind(self, values: list[bytes | None]) -> str:
+        d = self.decoder
+        if d._parser is None:
+            d._resolve(values)
+        kind = d.format.spec
+        if d._parser is not None and not has_time(kind):
+            msg = (f"--window needs lines that carry a time (-f clf: [24/Nov/2026:10:00:00 "
+                   f"+0000]); the topic's lines are {kind!r}")
+            raise ConfigurationError(msg)
+        return kind
+
+    def _route(self, records: Mapping[TopicPartition, list[Any]]) -> None:
+        offsets: dict[TopicPartition, int] = {}
+        out: list[tuple[int, bytes]] = []
+        lines = items = bad = outside = 0
+        for tp, recs in records.items():
+            if not recs:
+                continue
+            offsets[tp] = recs[-1].offset + 1
+            vals = [r.value for r in recs]
+            kind = self._kind(vals)
+            if self.decoder._parser is None:  # nothing but empty values so far
+                bad += len(vals)
+                continue
+            buf = bytearray(b"\n").join([*(v for v in vals if v), b""])
+            vals.clear()
+            try:
+                n, k, m, o = self._partition(tp, buf, kind, out)
+            finally:
+                buf[:] = bytes(len(buf))
+            lines, items, bad, outside = lines + n, items + k, bad + m, outside + o
+        self.count(sum(len(v) for v in records.values()), items, bad, outside)
+        s = self._sample
+        if s is None:
+            self._send(offsets, out)
+        else:  # the first sample's exact counts, judged as the plain routing stage does
+            self._held.append((offsets, out))  # type: ignore[arg-type]
+            s["accepted"] += items
+            s["malformed"] += bad
+            s["outside"] += outside
+            if s["accepted"] + s["malformed"] + s["outside"] >= self._sample_size():
+                self._decide()
+
+    @staticmethod
+    def _sample_size() -> int:
+        from panstream.sources.kafka.route import SAMPLE_LINES
+
+        return SAMPLE_LINES
+
+    def _partition(self, tp: TopicPartition, buf: bytearray, kind: str,
+                   out: list[tuple[int, bytes]]) -> tuple[int, int, int, int]:
+        """Route one source partition's lines by window; append the records, then the marks."""
+        b = np.frombuffer(buf, dtype=np.uint8)
+        starts, ends, t = lines_and_times(b, kind)
+        secs, valid = seconds(t)
+        t.view(np.int64).fill(0)
+        size, lateness = self.spec.size, self.spec.lateness
+        ws = (secs // size) * size
+        run = np.where(valid, secs, _INT64_MIN)
+        items = bad = outside = 0
+        windows: set[int] = set()
+        try:
+            np.maximum.accumulate(run, out=run)
+            np.maximum(run, self._wm.get(tp, _INT64_MIN), out=run)
+            late = valid & (ws + size + lateness <= run)
+            keep = valid & ~late
+            if valid.any():
+                self._wm[tp] = int(run[-1])
+            n = ends - starts
+            blank = (n == 0) | ((n == 1) & (b[np.maximum(ends - 1, 0)] == 13))
+            bad += int((~valid & ~blank).sum())  # no readable time: malformed for the sample
+            wins = np.unique(ws[keep])
+            lens = ends - starts + 1
+            lens[-1] -= int(ends[-1] >= b.size) if ends.size else 0
+            whole = wins.size == 1 and bool(keep.all())  # the usual poll: one window, in place
+            g = np.full(starts.size, -1, dtype=np.int32)
+            g[keep] = np.searchsorted(wins, ws[keep])
+            for k, s in enumerate(wins.tolist()):
+                rows = np.flatnonzero(g == k)
+                i, j = int(rows[0]), int(rows[-1]) + 1
+                lo, hi = int(starts[i]), int(starts[i] + lens[i:j].sum())
+                if whole or rows.size == j - i:  # one run of lines (logs are nearly in order)
+                    res = self.decoder.parser.parse(memoryview(buf)[lo:hi])
+                else:  # only the window's span compressed into a new buffer, wiped after use
+                    chunk = b[lo:hi][np.repeat(g[i:j] == k, lens[i:j])]
+                    try:
+                        res = self.decoder.parser.parse(chunk.data)
+                    finally:
+                        chunk.fill(0)
+                items += int(res.indices.size)
+                bad += res.malformed
+                outside += res.outside
+                windows.add(int(s))
+                for r, data in self.config.layout.route(res.indices):  # wipes the indices
+                    if not data:
+                        continue
+                    for i in range(0, max(len(data), 1), RECORD_BYTES):
+                        out.append((r, encode_data(int(s), data[i:i + RECORD_BYTES])))
+                    data[:] = bytes(len(data))
+            wins.fill(0)
+        finally:
+            secs.fill(0)
+            ws.fill(0)
+            run.fill(0)
+        if windows:
+            newest, front = max(windows), self._front.get(tp)
+            lo = min(windows) if front is None else min(front, min(windows))
+            if newest > lo + size and (newest - lo) // size <= MAX_GAP:
+                windows.update(range(lo + size, newest, size))
+            if front is None or newest > front:
+                self._front[tp] = newest
+        mark = encode_mark(f"{tp.topic}:{tp.partition}", self._wm.get(tp), sorted(windows))
+        out.extend((r, mark) for r in range(self.config.layout.count))
+        return int(starts.size), items, bad, outside
+
+    def _send(self, offsets: dict[TopicPartition, int],  # type: ignore[override]
+              parts: list[tuple[int, bytes]]) -> None:
+        topic = self.config.internal_topic
+        for r, value in parts:
+            self._futures.append(self.producer.send(topic, value=value, partition=r))
+            self.routed_bytes += len(value)
+        parts.clear()
+        self._next.update(offsets)
+
+    def _take(self, tps: set[TopicPartition], flush: bool, keep: bool = False) -> Any:
+        if not keep:  # partitions handed over: their watermarks go with them
+            for tp in tps:
+                self._wm.pop(tp, None)
+                self._front.pop(tp, None)
+        return super()._take(tps, flush, keep)
+
+    def close(self) -> None:
+        self._held.clear()  # framed records (bytes): nothing of the table to wipe in them
+        super().close()
+        self._wm.clear()
+        self._front.clear()
+
+
+# ---------------------------------------------------------------------- slice stage
+class WindowSliceStage(SliceStage):
+    """The slice stage of a windowed group (module docstring): per owned slice, one table per
+    open window; windows close by the source partitions' watermarks; complete windows are
+    released once into the series.
+
+    Args:
+        config, layout, metrics, admin_client: as :class:`~panstream.sources.kafka.slices.
+            SliceStage` (``config.store`` is unused: window-slices live in ``wstore``).
+        spec: the window settings.
+        group: the group id (names the store keys).
+        sources: the source topics (their partitions are the watermarks a window waits for).
+        wstore: the directory store of the window-slices (``STATE_DIR/windows``).
+        series_path: the series file (shared by the members).
+        on_release: called with each record once it is durable in the series.
+    """
+
+    def __init__(self, config: TailConfig, layout: SliceLayout, metrics: Metrics | None = None,
+                 admin_client: Mapping[str, Any] | None = None, *, spec: WindowSpec, group: str,
+                 sources: list[str], wstore: DirectoryStore, series_path: str,
+                 on_release: Callable[[dict[str, Any]], None] | None = None,
+                 results: SeriesTopic | None = None, **kw: Any) -> None:
+        super().__init__(config, layout, metrics, admin_client, **kw)
+        self.results = results
+        self.spec = spec
+        self.group = group
+        self.sources = list(sources)
+        self.wstore = wstore
+        self.series_path = os.fspath(series_path)
+        self.on_release = on_release
+        self.wins: dict[int, dict[int, Estimator]] = {}
+        self.marks: dict[int, dict[str, int]] = {}  # slice -> source partition -> watermark
+        self.closed: dict[int, set[int]] = {}
+        self.released = 0
+        self._source_parts: set[str] | None = None
+
+    # -------------------------------------------------------------- tables
+    def _fresh_window(self, r: int) -> Estimator:
+        return self._fresh_slice(r)
+
+    def _load(self, key: str, r: int) -> Estimator | None:
+        data = self.wstore.load(key)
+        if data is None:
+            return None
+        c = self.config
+        try:
+            where = slice_of(head_params(data))
+            if where is None or where[1] != r or where[0] != self.layout:
+                msg = (f"{key} in {self.wstore.directory} is not slice {r} of {self.layout.count} "
+                       f"of {self.layout.universe.spec}: resume with the --universe and --slices "
+                       "it was written with, or use a new state and group")
+                raise StateError(msg)
+            expect = estimators.expect_of(c.estimator, self.layout.slice_universe(r), c.epsilon,
+                                          c.calibration, c.modulus)
+            est = estimators.restore(data, expect=expect, layout=self.layout.table_layout)
+            est.ledger = ShardLedger()
+            return est
+        finally:
+            data[:] = bytes(len(data))
+
+    def _restore(self, tp: TopicPartition) -> Shard:
+        r = tp.partition
+        wins: dict[int, Estimator] = {}
+        closed: set[int] = set()
+        opened: list[int] = []
+        for key in list(self.wstore.keys()):  # the keys first, then the series (see release_complete)
+            got = _parse_key(self.group, key)
+            if got is not None and got[2] == r:
+                (closed.add if got[1] else opened.append)(got[0])
+        if os.path.exists(self.series_path):
+            closed.update(_start_of(_stamp_of_label(w)) for w in Series(self.series_path).released())
+        for start in opened:
+            key = window_keys(self.group, start, r)[0]
+            if start in closed:
+                self.wstore.delete(key)  # closed before a crash: never reopened
+                continue
+            est = self._load(key, r)
+            if est is not None:
+                wins[start] = est
+        self.wins[r], self.closed[r], self.marks[r] = wins, closed, self._load_marks(r)
+        return Shard(f"{self.group}-w/{r}", tp, None)  # type: ignore[arg-type]
+
+    def _marks_key(self, r: int) -> str:
+        return f"{self.group}-marks/{r}"
+
+    def _quantize(self, wm: int) -> int:
+        """The last window end a watermark has passed by the lateness (all a close needs)."""
+        size = self.spec.size
+        return (wm - self.spec.lateness) // size * size
+
+    def _save_marks(self, r: int) -> None:
+        """Slice ``r``'s source watermarks, each only as the last window end it passed (what the
+        open and closed window keys show anyway), so a new owner of the slice can close."""
+        body = {p: self._quantize(wm) for p, wm in sorted(self.marks.get(r, {}).items())}
+        self.wstore.save(self._marks_key(r), json.dumps(body, sort_keys=True).encode())
+
+    def _load_marks(self, r: int) -> dict[str, int]:
+        data = self.wstore.load(self._marks_key(r))
+        if data is None:
+            return {}
+        try:
+            body = json.loads(bytes(data))
+            return {str(p): int(q) + self.spec.lateness for p, q in body.items()}
+        except (ValueError, AttributeError, TypeError):
+            msg = (f"{self._marks_key(r)} in {self.wstore.directory} is not a slice's watermarks: "
+                   "delete it (the slice then waits for new marks of every source partition)")
+            raise StateError(msg) from None
+
+    def _open(self, r: int, start: int) -> Estimator | None:
+        if start in self.closed[r]:
+            return None
+        est = self.wins[r].get(start)
+        if est is None:
+            est = self.wins[r][start] = self._fresh_window(r)
+        return est
+
+    # -------------------------------------------------------------- records
+    def _apply(self, records: Mapping[TopicPartition, list[Any]]) -> None:
+        for tp, recs in records.items():
+            shard = self.shards.get(tp)
+            if shard is None or not recs:
+                continue
+            r = tp.partition
+            for rec in recs:
+                if not rec.value:
+                    continue
+                kind, a, b = decode_record(rec.value)
+                if kind == "D":
+                    est = self._open(r, a)
+                    if est is not None and b:
+                        est.update_indices(self.layout.decode(r, b))  # wipes the offsets
+                else:
+                    wm, wins = b
+                    for start in wins:
+                        self._open(r, start)
+                    if wm is not None:
+                        marks = self.marks[r]
+                        marks[a] = max(int(wm), marks.get(a, int(wm)))
+            shard.applied(recs[-1].offset)
+            self._close_due(r)
+
+    def _sources_now(self) -> set[str] | None:
+        """Every partition of the source topics (``topic:partition``), or ``None`` if unknown."""
+        if self._source_parts is None:
+            out: set[str] = set()
+            for t in self.sources:
+                parts = self.consumer.partitions_for_topic(t) if self.consumer else None
+                if not parts:
+                    return None
+                out.update(f"{t}:{p}" for p in parts)
+            self._source_parts = out
+        return self._source_parts
+
+    def _close_due(self, r: int) -> None:
+        parts = self._sources_now()
+        marks = self.marks[r]
+        if parts is None or not parts <= marks.keys():
+            return  # a source partition has not said where it is: nothing can close yet
+        low = min(marks[p] for p in parts)
+        end = self.spec.size + self.spec.lateness
+        for start in sorted(self.wins[r]):
+            if start + end <= low:
+                self._close(r, start)
+
+    def _close(self, r: int, start: int) -> None:
+        """The window's slice durable as closed, its open snapshot removed, its table wiped."""
+        est = self.wins[r].pop(start)
+        opened, closed = window_keys(self.group, start, r)
+        data = encode_slice(est, self.layout, r)
+        try:
+            self.wstore.save(closed, data)
+        finally:
+            data[:] = bytes(len(data))
+            est.wipe()
+        self.wstore.delete(opened)
+        self.closed[r].add(start)
+
+    # -------------------------------------------------------------- checkpoint, release
+    def _save_open(self, shards: list[Shard]) -> dict[TopicPartition, int]:
+        offsets: dict[TopicPartition, int] = {}
+        for shard in shards:
+            r = shard.partition.partition  # type: ignore[attr-defined]
+            for start, est in sorted(self.wins.get(r, {}).items()):
+                data = encode_slice(est, self.layout, r)
+                try:
+                    self.wstore.save(window_keys(self.group, start, r)[0], data)
+                finally:
+                    data[:] = bytes(len(data))
+            self._save_marks(r)
+            if shard.next_offset is not None:
+                offsets[shard.partition] = shard.next_offset
+        return offsets
+
+    def open(self) -> None:
+        """Join the slice group; open the results topic and publish the series file to it."""
+        super().open()
+        if self.results is not None:
+            self.results.open()
+            if os.path.exists(self.series_path):
+                from panstream.series import read
+
+                self.results.publish(read(self.series_path))
+
+    def checkpoint(self) -> None:
+        """Every open window-slice durable, then the internal offsets committed (then deleted),
+        then any complete window released (and published to the results topic)."""
+        offsets = self._save_open(list(self.shards.values()))
+        if offsets:
+            self._commit_sync(dict(offsets))
+        self.checkpointer.checkpoint([])  # serves this instant of the fixed clock; records it
+        self.metrics.checkpoints.inc()
+        self.summary.checkpoints += 1
+        if offsets:
+            self._delete(offsets)
+        recs = release_complete(
+            self.wstore, self.group, self.layout, self.config, self.spec, self.series_path,
+            wait=30.0 if self._final_checkpoint_done else 0.0, notice=self.notice,
+            on_release=self.on_release)
+        self.released += len(recs)
+        if self.results is not None:
+            self.results.publish(recs)
+
+    def final_checkpoint(self) -> None:
+        self._final_checkpoint_done = True  # releases wait for the series lock this time
+        self.checkpoint()
+        self.summary.partitions = sorted(s.key for s in self.shards.values())
+
+    def _release(self, tps: set[TopicPartition], save: bool) -> Any:
+        shards = [self.shards[tp] for tp in tps if tp in self.shards]
+        offsets: dict[TopicPartition, Any] = {}
+        if save and shards and not self._final_checkpoint_done:
+            offsets = self._offsets(self._save_open(shards))
+            self.checkpointer.done()
+        for tp in tps:
+            self.shards.pop(tp, None)
+            self._pending.discard(tp)
+            for est in self.wins.pop(tp.partition, {}).values():
+                est.wipe()
+            self.marks.pop(tp.partition, None)
+            self.closed.pop(tp.partition, None)
+        self._source_parts = None
+        self._last_activity = time.monotonic()
+        self.metrics.assigned.set(len(self.shards))
+        return offsets
+
+    def open_windows(self) -> dict[int, list[int]]:
+        """The open windows' starts per owned slice (their tables are the state in memory)."""
+        return {r: sorted(w) for r, w in self.wins.items()}
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if self.consumer is not None:
+                self.consumer.close(autocommit=False)
+        for wins in self.wins.values():
+            for est in wins.values():
+                est.wipe()
+        self.wins.clear()
+        self.marks.clear()
+        self.shards.clear()
+        self._close_admin()
+        if self.results is not None:
+            self.results.close()
+
+
+def _stamp_of_label(window: str) -> str:
+    return window.replace("-", "").replace(":", "")
+
+
+def release_complete(wstore: DirectoryStore, group: str, layout: SliceLayout, config: TailConfig,
+                     spec: WindowSpec, series_path: str, *, wait: float = 0.0,
+                     notice: Callable[[str], None] = log.info,
+                     on_release: Callable[[dict[str, Any]], None] | None = None
+                     ) -> list[dict[str, Any]]:
+    """Release every window whose R closed slices are all in ``wstore``, once (module docstring).
+
+    Order per window, under the series lock: already in the series -> only its closed slices are
+    deleted; else merge, charge the window's ledger (refused -> dropped with a notice), release,
+    append to the series (the commit point), delete the closed slices, wipe.
+
+    Returns:
+        The records appended by this call (empty if the series is locked by another member and
+        ``wait`` is 0: it releases them, or this member does at its next checkpoint).
+
+    Raises:
+        StateError: a slice, the ledger or the series could not be read or written.
+    """
+    ready: dict[int, set[int]] = {}
+    for key in list(wstore.keys()):
+        got = _parse_key(group, key)
+        if got is not None and got[1]:
+            ready.setdefault(got[0], set()).add(got[2])
+    complete = sorted(s for s, rs in ready.items() if rs == set(range(layout.count)))
+    if not complete:
+        return []
+    out: list[dict[str, Any]] = []
+    held = contextlib.ExitStack()
+    try:
+        held.enter_context(state_lock(series_path, "kafka --window (its series)", wait=wait))
+    except StateError:
+        return []  # another member is releasing; it (or our next checkpoint) does these
+    with held:
+        ser = Series(series_path)
+        done = ser.released()
+        for start in complete:
+            closed = [window_keys(group, start, r)[1] for r in range(layout.count)]
+            if label(start) not in done:
+                rec = _release_one(wstore, closed, group, layout, config, spec, start, notice)
+                if rec is not None:
+                    ser.append(rec)  # the commit point: from here on the window is released
+                    out.append(rec)
+            for key in closed:
+                wstore.delete(key)
+    for rec in out:
+        if on_release is not None:
+            on_release(rec)
+    return out
+
+
+def _release_one(wstore: DirectoryStore, closed: list[str], group: str, layout: SliceLayout,
+                 config: TailConfig, spec: WindowSpec, start: int,
+                 notice: Callable[[str], None]) -> dict[str, Any] | None:
+    from panstream.state.merge import merge_slices
+
+    c = config
+    parts: dict[int, Estimator] = {}
+    try:
+        for r, key in enumerate(closed):
+            data = wstore.load(key)
+            if data is None:
+                return None  # deleted meanwhile by a member that released it
+            try:
+                expect = estimators.expect_of(c.estimator, layout.slice_universe(r), c.epsilon,
+                                              c.calibration, c.modulus)
+                parts[r] = estimators.restore(data, expect=expect, layout=layout.table_layout)
+            finally:
+                data[:] = bytes(len(data))
+        est = merge_slices(parts, layout)
+    finally:
+        for e in parts.values():
+            e.wipe()
+    try:
+        ledgers = Path(wstore.directory) / "ledgers" / _stamp(start)
+        lstore = DirectoryStore(ledgers)
+        with lstore.ledger_lock():
+            est.ledger = group_ledger(lstore, new_ledger=True, budget=spec.release_epsilon)
+            rel = est.release(spec.release_epsilon, spec.mechanism)
+        return record(label(start), start, start + spec.size, est.kind, rel.to_dict(),
+                      epsilon_state=est.epsilon_state)
+    except BudgetExhaustedError:
+        notice(f"window {label(start)}: its one release was already reserved in {ledgers} but "
+               "its record is not in the series (a crash between the two): the window is dropped "
+               "rather than released twice")
+        return None
+    finally:
+        est.wipe()
