@@ -22,7 +22,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -366,3 +366,64 @@ def _random_packed(nbytes: int) -> np.ndarray:
     fill(slice(half, nbytes))
     fut.result()
     return out
+
+
+class RedrawnBits:
+    """The state part of a family whose table is one :class:`BitTable` of D0 bits, each arrival
+    redrawing its cell from D1 (the density family and the sketch): one copy of the delegations.
+
+    A family using it sets ``universe``, ``_table``, ``_numerator`` (p = 1 - q under rr, times
+    2**32) and ``_q_numerator`` (q times 2**32), and lists this class before
+    :class:`~panstream.estimators.base.Estimator` among its bases.
+    """
+
+    universe: Any
+    _table: BitTable
+    _numerator: int
+    _q_numerator: int
+
+    @property
+    def size(self) -> int:
+        """Number of cells (bits) of the table."""
+        return int(self.universe.size)
+
+    @property
+    def p_numerator(self) -> int:
+        """``p * 2**32``: the exact integer threshold of the D1 sampler."""
+        return self._numerator
+
+    @property
+    def q_numerator(self) -> int:
+        """``q * 2**32``: the exact integer threshold of the D0 sampler."""
+        return self._q_numerator
+
+    @property
+    def layout(self) -> str:
+        """The table layout in use: ``"bytes"`` or ``"packed"``."""
+        return self._table.layout
+
+    def _apply(self, idx: np.ndarray) -> None:
+        """Every named cell gets a fresh draw from D1 (however often it is named)."""
+        self._table.redraw(idx, self._numerator)
+
+    def _payload_view(self) -> memoryview:
+        return self._table.packed_view()
+
+    def _wipe_payload_view(self, view: memoryview) -> None:
+        self._table.wipe_packed_view(view)
+
+    def _fresh_table(self) -> None:
+        self._table.wipe()
+        self._table = BitTable.random(self.size, self.layout, self._q_numerator)
+
+    def wipe(self) -> None:
+        """Overwrite the table's memory with zeros (before it is dropped)."""
+        self._table.wipe()
+
+    def bits(self) -> np.ndarray:
+        """A ``uint8`` 0/1 copy of the table: exactly what an intruder reading memory would see."""
+        return self._table.bits()
+
+    def count_ones(self) -> int:
+        """Number of ones in the table (sensitivity 1 with respect to one person)."""
+        return self._table.count_ones()

@@ -39,7 +39,7 @@ import numpy as np
 from panstream.calibration import CALIBRATIONS, DEFAULT_CALIBRATION, calibrate
 from panstream.errors import ConfigurationError
 from panstream.estimators.base import Estimator, UpdateResult, as_universe
-from panstream.estimators.bittable import BitTable, choose_layout
+from panstream.estimators.bittable import BitTable, RedrawnBits, choose_layout
 from panstream.randomness import P_BITS
 from panstream.release import density as release_density
 from panstream.release import maps
@@ -77,7 +77,7 @@ class Estimate:
         return asdict(self)
 
 
-class DensityEstimator(Estimator):
+class DensityEstimator(RedrawnBits, Estimator):
     """A pan-private estimator of the density and distinct count of a stream over a universe.
 
     Args:
@@ -124,31 +124,7 @@ class DensityEstimator(Estimator):
             raise ConfigurationError(str(exc)) from None
 
     # ------------------------------------------------------------------ properties
-    @property
-    def size(self) -> int:
-        """Number of cells |X|."""
-        return self.universe.size
-
-    @property
-    def p_numerator(self) -> int:
-        """``p * 2**32``: the exact integer threshold of the D1 sampler."""
-        return self._numerator
-
-    @property
-    def q_numerator(self) -> int:
-        """``q * 2**32``: the exact integer threshold of the D0 sampler."""
-        return self._q_numerator
-
-    @property
-    def layout(self) -> str:
-        """The table layout in use: ``"bytes"`` or ``"packed"``."""
-        return self._table.layout
-
     # ------------------------------------------------------------------ the state
-    def _apply(self, idx: np.ndarray) -> None:
-        """Every named cell gets a fresh draw from D1 (however often it is named)."""
-        self._table.redraw(idx, self._numerator)
-
     def params(self) -> dict[str, Any]:
         """The public parameters stored in snapshots (kind ``density``)."""
         return {"kind": self.kind, "universe": self.universe.spec, "cells": self.size,
@@ -160,12 +136,6 @@ class DensityEstimator(Estimator):
         """Calibration and the exact p and q, for ``panstream inspect``."""
         return {"calibration": self.calibration, "p": str(self.p), "p_float": float(self.p),
                 "q": str(self.q), "q_float": float(self.q)}
-
-    def _payload_view(self) -> memoryview:
-        return self._table.packed_view()
-
-    def _wipe_payload_view(self, view: memoryview) -> None:
-        self._table.wipe_packed_view(view)
 
     @classmethod
     def _from_snapshot(cls, params: Mapping[str, Any], ledger: PrivacyLedger,
@@ -200,23 +170,7 @@ class DensityEstimator(Estimator):
         table = BitTable._from_packed_array(cells, payload, choose_layout(cells, layout))
         return cls(spec, eps, cal, ledger.budget, layout, _table=table, _ledger=ledger)
 
-    def _fresh_table(self) -> None:
-        self._table.wipe()
-        self._table = BitTable.random(self.size, self.layout, self._q_numerator)
-
-    def wipe(self) -> None:
-        """Overwrite the table's memory with zeros (before it is dropped)."""
-        self._table.wipe()
-
     # ------------------------------------------------------------------ reading
-    def bits(self) -> np.ndarray:
-        """A ``uint8`` 0/1 copy of the table: exactly what an intruder reading memory would see."""
-        return self._table.bits()
-
-    def count_ones(self) -> int:
-        """Number of ones in the table (sensitivity 1 with respect to one person)."""
-        return self._table.count_ones()
-
     def count_ones_by(self, bucket_cells: int) -> np.ndarray:
         """Number of ones in each run of ``bucket_cells`` consecutive cells (for maps)."""
         return self._table.count_ones_by(bucket_cells)

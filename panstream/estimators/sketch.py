@@ -42,7 +42,7 @@ from panstream import sfm
 from panstream.calibration import calibrate
 from panstream.errors import ConfigurationError, StateError
 from panstream.estimators.base import Estimator
-from panstream.estimators.bittable import BitTable, choose_layout
+from panstream.estimators.bittable import BitTable, RedrawnBits, choose_layout
 from panstream.randomness import P_BITS, bernoulli
 from panstream.release import sketch as sketch_release
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
@@ -55,7 +55,7 @@ __all__ = ["SketchEstimator", "merge"]
 HASH = "murmur3_x64_128.hash64"
 
 
-class SketchEstimator(Estimator):
+class SketchEstimator(RedrawnBits, Estimator):
     """A pan-private Sketch-Flip-Merge sketch of the distinct items of a stream.
 
     Args:
@@ -105,11 +105,6 @@ class SketchEstimator(Estimator):
 
     # ------------------------------------------------------------------ properties
     @property
-    def size(self) -> int:
-        """Number of bits ``B * P``."""
-        return self.universe.size
-
-    @property
     def buckets(self) -> int:
         return self.universe.buckets
 
@@ -121,25 +116,7 @@ class SketchEstimator(Estimator):
     def items(self) -> str:
         return self.universe.items
 
-    @property
-    def layout(self) -> str:
-        return self._table.layout
-
-    @property
-    def p_numerator(self) -> int:
-        """``(1 - q) * 2**32``: the D1 sampler's threshold."""
-        return self._numerator
-
-    @property
-    def q_numerator(self) -> int:
-        """``q * 2**32``: the D0 sampler's threshold."""
-        return self._q_numerator
-
     # ------------------------------------------------------------------ the state
-    def _apply(self, idx: np.ndarray) -> None:
-        """Every bit named gets a fresh D1 draw (Presto's "flip on", already privatized)."""
-        self._table.redraw(idx, self._numerator)
-
     def update_hashes(self, hashes: np.ndarray, *, wipe: bool = True) -> int:
         """Fast path: apply items given as Presto hashes (``uint64``, e.g. from
         :func:`panstream.sfm.hash64_ints`). Returns the number applied."""
@@ -168,12 +145,6 @@ class SketchEstimator(Estimator):
         return {"buckets": self.buckets, "levels": self.levels, "items": self.items,
                 "hash": HASH, "grid_bytes": self.size // 8, "q": str(self.q),
                 "q_float": float(self.q), "layout": self.layout}
-
-    def _payload_view(self) -> memoryview:
-        return self._table.packed_view()
-
-    def _wipe_payload_view(self, view: memoryview) -> None:
-        self._table.wipe_packed_view(view)
 
     @classmethod
     def _from_snapshot(cls, params: Mapping[str, Any], ledger: PrivacyLedger,
@@ -205,23 +176,7 @@ class SketchEstimator(Estimator):
         return cls(eps, grid.buckets, grid.levels, grid.items, ledger.budget, layout,
                    _table=table, _ledger=ledger)
 
-    def _fresh_table(self) -> None:
-        self._table.wipe()
-        self._table = BitTable.random(self.size, self.layout, self._q_numerator)
-
-    def wipe(self) -> None:
-        """Overwrite the table's memory with zeros."""
-        self._table.wipe()
-
     # ------------------------------------------------------------------ reading
-    def bits(self) -> np.ndarray:
-        """A ``uint8`` 0/1 copy of the grid (bit ``level * B + bucket``): what an intruder sees."""
-        return self._table.bits()
-
-    def count_ones(self) -> int:
-        """Number of ones in the grid."""
-        return self._table.count_ones()
-
     def ones_by_level(self) -> np.ndarray:
         """The per-level counts of ones (``int64``, length ``P``): the sufficient statistic of the
         pseudo-likelihood, L1 sensitivity 1 per person."""
