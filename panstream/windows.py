@@ -206,8 +206,9 @@ class WindowedIngestor:
         expect: parameters a restored window file must match (``estimators.expect_of``).
         on_close: called with each record after it is durable in the series.
         on_export: called as ``on_export(start, est)`` with each released window's table after its
-            record is durable and before the wipe (it must write durably; if it raises, the window
-            is still wiped and released, its export lost). Exporting publishes the table.
+            record is durable and before the wipe; returns whether it exported (it must write
+            durably; if it raises, the window is still wiped and released, its export lost).
+            Exporting publishes the table.
         on_notice: one-line operational messages.
         on_progress: called every ``progress_every`` seconds (fixed clock) with the stats.
         telemetry: whether late/untimed lines are counted (default: nothing counted).
@@ -222,7 +223,7 @@ class WindowedIngestor:
                  checkpoint_every: float | None = None, close_at_end: bool = True,
                  expect: Mapping[str, Any] | None = None,
                  on_close: Callable[[dict[str, Any]], None] | None = None,
-                 on_export: Callable[[int, Estimator], None] | None = None,
+                 on_export: Callable[[int, Estimator], bool] | None = None,
                  on_notice: Callable[[str], None] | None = None,
                  on_progress: Callable[[WindowStats], None] | None = None,
                  progress_every: float = 1.0,
@@ -408,8 +409,8 @@ class WindowedIngestor:
         self._released.add(start)
         try:
             if self.on_export is not None:
-                self.on_export(start, w.est)  # after the commit point: lost by a crash, never repeated
-                self.stats.exported += 1
+                # after the commit point: lost by a crash, never repeated
+                self.stats.exported += bool(self.on_export(start, w.est))
         finally:
             self._forget(w)
         self.stats.released += 1

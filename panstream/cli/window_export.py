@@ -48,17 +48,18 @@ def check_export_dir(directory: str, estimator: str) -> None:
 
 
 def presto_exporter(directory: str,
-                    notice: Callable[[str], None]) -> Callable[[int, Any], None]:
+                    notice: Callable[[str], None]) -> Callable[[int, Any], bool]:
     """The ``on_export`` of :class:`panstream.windows.WindowedIngestor` writing Presto files."""
     from panstream import sfm
     from panstream.state.files import atomic_write
 
-    def export(start: int, est: Any) -> None:
+    def export(start: int, est: Any) -> bool:
         path = export_path(directory, start)
         if os.path.lexists(path):
             notice(f"{path} exists (a sketch of this window already published): not overwritten, "
                    "this window is not exported again")
-            return
+            return False
         atomic_write(path, sfm.to_presto(est.presto()))
+        return True
 
     return export
