@@ -109,7 +109,8 @@ def window_options() -> Callable[[F], F]:
                           "DIR/<start>.sfm (Presto's format), durably, after its series record "
                           "and before the wipe; merge days into a week with 'panstream "
                           "merge-sketches'. This publishes the window's table (see "
-                          "docs/windows.md, 'Exporting windows').", **env("EXPORT_PRESTO_DIR")),
+                          "docs/windows.md, 'Exporting sketch windows').",
+                     **env("EXPORT_PRESTO_DIR")),
     ]
 
     def deco(f: F) -> F:

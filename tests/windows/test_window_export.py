@@ -30,7 +30,7 @@ from panstream.errors import StateError
 from panstream.estimators.base import Estimator
 from panstream.ingest import Input
 from panstream.parse import Format
-from panstream.series import Series, read
+from panstream.series import Series, read, record
 from panstream.sfm import SketchGrid
 from panstream.sources import ChunkReader
 from panstream.windows import WindowedIngestor, window_files
@@ -204,3 +204,15 @@ def test_export_needs_the_sketch_family(days: Week, tmp_path: Path) -> None:
     r = _panstream("ingest", "-u", GRID, "--estimator", "sketch", "--export-presto-dir",
                    str(tmp_path / "d"), *map(str, days.files))
     assert r.returncode == 2 and "go(es) with --window" in r.stderr
+
+
+def test_a_sketch_release_is_a_series_record_with_its_own_interval() -> None:
+    """A SketchRelease names its interval ``low``/``high`` (the density release:
+    ``distinct_low``/``distinct_high``); the series headline reads both."""
+    est = estimators.new("sketch", U, 1.0, budget=1.0)
+    rel = est.release(1.0).to_dict()
+    rec = record("2026-11-16T00:00:00Z", WEEK_START, WEEK_START + DAY, "sketch", rel,
+                 epsilon_state=est.epsilon_state)
+    assert rec["statistic"] == "distinct"
+    assert (rec["estimate"], rec["low"], rec["high"]) == (rel["distinct"], rel["low"], rel["high"])
+    assert rec["epsilon_window"] == est.epsilon_state + 1.0
