@@ -56,16 +56,19 @@ _NUMERIC = {"start", "end", "estimate", "low", "high", "confidence", "epsilon_st
 def headline(rel: Mapping[str, Any]) -> tuple[str, float, float, float]:
     """``(statistic, estimate, low, high)`` of a release's ``to_dict()``, for any family.
 
-    Density: the distinct count and its interval; frequency: the present cells (``stats.present``);
+    Density: the distinct count and its interval (``distinct_low``/``distinct_high``); sketch:
+    ``distinct`` and its ``low``/``high``; frequency: the present cells (``stats.present``);
     another family: its ``distinct``/``distinct_low``/``distinct_high`` or
     ``estimate``/``low``/``high`` fields.
 
     Raises:
         ConfigurationError: the release names none of these.
     """
-    if "distinct" in rel:
+    if "distinct" in rel and "distinct_low" in rel:
         return "distinct", float(rel["distinct"]), float(rel["distinct_low"]), \
             float(rel["distinct_high"])
+    if "distinct" in rel and "low" in rel:  # a sketch's release (SketchRelease)
+        return "distinct", float(rel["distinct"]), float(rel["low"]), float(rel["high"])
     stats = rel.get("stats")
     if isinstance(stats, Mapping) and isinstance(stats.get("present"), Mapping):
         v = stats["present"]

@@ -9,14 +9,20 @@ durable (the commit order):
 1. release the window's table once (``est.release``: the ledger is charged before noise is drawn);
 2. append the window's record to the **series** (:class:`panstream.series.Series`: one line,
    ``fsync``). This is the commit point: a window whose record is in the series was released;
-3. wipe the table, forget the window, remove its state file (and its lock): nothing of a closed
+3. if asked (``on_export``, e.g. ``--export-presto-dir``), export the table itself (the sketch
+   family's Presto file), durably, *after* the commit point and before the wipe;
+4. wipe the table, forget the window, remove its state file (and its lock): nothing of a closed
    window remains on disk or in memory;
-4. only then publish (``on_close``: a stdout line, the metrics).
+5. only then publish (``on_close``: a stdout line, the metrics).
 
 A crash (``kill -9``) before 2 loses an unpublished release: the restart restores the window from
-its last checkpoint and releases it then, once. A crash between 2 and 3 leaves a state file of a
+its last checkpoint and releases it then, once. A crash between 2 and 4 leaves a state file of a
 released window: the restart finds its record in the series and deletes the file without releasing
-it again. So every window appears in the series exactly once.
+(or exporting) it again. So every window appears in the series exactly once, and is exported at
+most once: a crash (or a failed write) between 2 and the end of 3 loses that window's export,
+never its release. Exporting before 2 would be worse: a crash between the export and the record
+would release and export the window again from its last checkpoint, a second published state of
+one table (invariant 5: the two would show who arrived in between).
 
 Time (``time_mode``):
 
@@ -148,7 +154,8 @@ class WindowStats:
         seconds: time of the run; checkpoints: checkpoints written; released: windows released by
         this run; open: windows still open at the end (checkpointed); restored: open windows read
         back from their state files; skipped: state files of windows already in the series
-        (removed); interrupted: stopped by a signal; bytes_read: bytes of the file inputs read;
+        (removed); exported: windows exported (``on_export``) by this run; interrupted: stopped
+        by a signal; bytes_read: bytes of the file inputs read;
         formats: the format of each file input; last: the last record released; input, position,
         size: the input being read and, for a file, the bytes read of it and its size.
     """
@@ -159,6 +166,7 @@ class WindowStats:
     open: int = 0
     restored: int = 0
     skipped: int = 0
+    exported: int = 0
     interrupted: bool = False
     bytes_read: int = 0
     formats: list[str] = field(default_factory=list)
@@ -197,6 +205,10 @@ class WindowedIngestor:
         close_at_end: close every open window at the end of the input (else checkpoint them).
         expect: parameters a restored window file must match (``estimators.expect_of``).
         on_close: called with each record after it is durable in the series.
+        on_export: called as ``on_export(start, est)`` with each released window's table after its
+            record is durable and before the wipe; returns whether it exported (it must write
+            durably; if it raises, the window is still wiped and released, its export lost).
+            Exporting publishes the table.
         on_notice: one-line operational messages.
         on_progress: called every ``progress_every`` seconds (fixed clock) with the stats.
         telemetry: whether late/untimed lines are counted (default: nothing counted).
@@ -211,6 +223,7 @@ class WindowedIngestor:
                  checkpoint_every: float | None = None, close_at_end: bool = True,
                  expect: Mapping[str, Any] | None = None,
                  on_close: Callable[[dict[str, Any]], None] | None = None,
+                 on_export: Callable[[int, Estimator], bool] | None = None,
                  on_notice: Callable[[str], None] | None = None,
                  on_progress: Callable[[WindowStats], None] | None = None,
                  progress_every: float = 1.0,
@@ -241,6 +254,7 @@ class WindowedIngestor:
         self.close_at_end = close_at_end
         self.expect = dict(expect or {})
         self.on_close = on_close
+        self.on_export = on_export
         self.on_notice = on_notice
         self.on_progress = on_progress
         self.progress_every = progress_every
@@ -375,7 +389,8 @@ class WindowedIngestor:
                 "late_sd": self.telemetry.noise_sd}
 
     def close_window(self, start: int) -> dict[str, Any] | None:
-        """Release the window once, record it durably, wipe it, remove its file, then publish.
+        """Release the window once, record it durably, export it (if asked), wipe it, remove its
+        file, then publish.
 
         Returns:
             The series record, or ``None`` if the window's budget refused the release.
@@ -392,7 +407,12 @@ class WindowedIngestor:
         if self.series is not None:
             self.series.append(rec)  # the commit point: from here on the window is released
         self._released.add(start)
-        self._forget(w)
+        try:
+            if self.on_export is not None:
+                # after the commit point: lost by a crash, never repeated
+                self.stats.exported += bool(self.on_export(start, w.est))
+        finally:
+            self._forget(w)
         self.stats.released += 1
         self.stats.last = rec
         if self.on_close:

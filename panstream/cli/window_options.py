@@ -17,6 +17,7 @@ import click
 
 from panstream import estimators
 from panstream.cli.common import emit_json, env, given, stop_on_signals
+from panstream.cli.window_export import check_export_dir, presto_exporter
 from panstream.errors import ConfigurationError, SourceError, StateError
 from panstream.eventtime import label, parse_duration
 from panstream.ingest import Input
@@ -40,7 +41,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options only a windowed run takes (checked when --window is missing).
 WINDOW_ONLY = ("time", "lateness", "series", "horizon", "close_at_end", "metrics_port",
-               "metrics_host")
+               "metrics_host", "export_presto_dir")
 
 #: Default allowed lateness of event-time windows.
 DEFAULT_LATENESS = "5m"
@@ -102,6 +103,14 @@ def window_options() -> Callable[[F], F]:
                      **env("METRICS_PORT")),
         click.option("--metrics-host", default="127.0.0.1", show_default=True,
                      help="Address the metrics server binds.", **env("METRICS_HOST")),
+        click.option("--export-presto-dir", type=click.Path(file_okay=False), default=None,
+                     metavar="DIR",
+                     help="With --window --estimator sketch: write each closed window's sketch to "
+                          "DIR/<start>.sfm (Presto's format), durably, after its series record "
+                          "and before the wipe; merge days into a week with 'panstream "
+                          "merge-sketches'. This publishes the window's table (see "
+                          "docs/windows.md, 'Exporting sketch windows').",
+                     **env("EXPORT_PRESTO_DIR")),
     ]
 
     def deco(f: F) -> F:
@@ -171,7 +180,7 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
                  progress: bool | None = None,
                  lateness: int, series: str | None, horizon: int | None,
                  close_at_end: bool | None, metrics_port: int | None, metrics_host: str,
-                 **_: Any) -> None:
+                 export_presto_dir: str | None = None, **_: Any) -> None:
     """``ingest --window``: check the options, plan the window's epsilons, run, summarize."""
     if release_every is not None:
         raise click.UsageError("--window releases each window once, when it closes: drop "
@@ -187,6 +196,8 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
         raise click.UsageError("--window with --state needs --series FILE: the series records "
                                "which windows were released, so a restart never releases one "
                                "twice")
+    if export_presto_dir is not None:
+        check_export_dir(export_presto_dir, estimator)
     size = window
     per_horizon = windows_in(horizon, size) if horizon else None
     if total_epsilon is not None:
@@ -240,6 +251,11 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
             "against whoever reads the whole series"
             + (f"; {horizon_line(eps_window, size, horizon)}" if horizon else ""))
     click.echo(acct, err=True)
+    if export_presto_dir is not None:
+        click.echo(f"panstream ingest: each closed window's sketch is published to "
+                   f"{export_presto_dir}/<start>.sfm: an exported sketch is "
+                   f"{eps_state:.6g}-DP by itself, the window's release adds nothing beyond "
+                   f"{eps_window:.6g} per person per window", err=True)
 
     with contextlib.ExitStack() as held:
         # one writer per series and per state stem: two runs appending to one series could each
@@ -261,7 +277,7 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
                      close_at_end=close_at_end, epsilon=epsilon, estimator=estimator,
                      calibration=calibration, modulus=modulus, telemetry=telemetry,
                      as_json=as_json, progress=progress, metrics_port=metrics_port,
-                     metrics_host=metrics_host)
+                     metrics_host=metrics_host, export_presto_dir=export_presto_dir)
     _summary(stats, as_json, ser, state, eps_state, eps_out, eps_window, size, horizon)
 
 
@@ -270,7 +286,8 @@ def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ..
          release_mechanism: str, state: str | None, mode: str, lateness: int,
          checkpoint_every: float, close_at_end: bool, epsilon: float, estimator: str,
          calibration: str, modulus: int, telemetry: TelemetryPolicy, as_json: bool,
-         progress: bool | None, metrics_port: int | None, metrics_host: str) -> WindowStats:
+         progress: bool | None, metrics_port: int | None, metrics_host: str,
+         export_presto_dir: str | None = None) -> WindowStats:
     """Serve the metrics, run the windows over the inputs (under the locks in ``held``)."""
     metrics = SeriesMetrics(metrics_port, metrics_host) if metrics_port is not None else None
     if metrics is not None:
@@ -299,6 +316,8 @@ def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ..
                            time_mode=mode, lateness=lateness,
                            checkpoint_every=checkpoint_every, close_at_end=close_at_end,
                            expect=expect, on_close=on_close, on_notice=notice,
+                           on_export=(presto_exporter(export_presto_dir, notice)
+                                      if export_presto_dir is not None else None),
                            on_progress=_progress_printer() if show_progress else None,
                            telemetry=telemetry)
 
@@ -331,7 +350,8 @@ def _summary(stats: WindowStats, as_json: bool, ser: Series | None, state: str |
             "seconds": stats.seconds, "window_seconds": size, "released": stats.released,
             "series": ser.path if ser is not None else None, "series_windows": released_total,
             "open": stats.open, "restored": stats.restored, "skipped": stats.skipped,
-            "checkpoints": stats.checkpoints, "interrupted": stats.interrupted,
+            "checkpoints": stats.checkpoints, "exported": stats.exported,
+            "interrupted": stats.interrupted,
             "bytes_read": stats.bytes_read, "epsilon_state": eps_state,
             "epsilon_release": eps_out, "epsilon_window": eps_window,
             "horizon_seconds": horizon,
@@ -343,7 +363,8 @@ def _summary(stats: WindowStats, as_json: bool, ser: Series | None, state: str |
                                            if stats.open else ""))
     click.echo(f"panstream ingest: done in {stats.seconds:.2f} s; {stats.released} window(s) "
                f"released" + (f" to {ser.path} ({released_total} in all)" if ser else "")
-               + where + (" [interrupted]" if stats.interrupted else ""), err=True)
+               + where + (f"; {stats.exported} exported" if stats.exported else "")
+               + (" [interrupted]" if stats.interrupted else ""), err=True)
     click.echo(f"panstream ingest: per window {eps_window:.6g} per person (state "
                f"{eps_state:.6g} + release {eps_out:g})"
                + (f"; {horizon_line(eps_window, size, horizon)}" if horizon else ""), err=True)
