@@ -6,13 +6,27 @@ release per day. This module is pure: it turns a chunk of complete lines into on
 and knows nothing of tables, files or clocks.
 
 * :func:`times` (``chunk, format -> datetime64[s]`` per line, ``NaT`` where a line has no time
-  that parses) is the one entry point; :data:`TIMED_FORMATS` names the formats that carry a time.
-  Only ``clf`` does today; a format that gains a time field (ISO 8601 or epoch fields of
-  JSON/W3C/Zeek records) adds one extractor to :data:`_EXTRACTORS` and nothing else changes.
-* The CLF extractor is vectorized: the first ``[`` of every line, then the 26 bytes
-  ``24/Nov/2026:10:00:00 +0000`` gathered into an ``n x 26`` matrix, checked (digits, separators,
-  month name, ranges, ``]``) and converted with integer arithmetic (days from the civil date,
-  minus the UTC offset). No Python work per line.
+  that parses) is the one entry point; :data:`TIMED_FORMATS` names the format kinds that carry a
+  time, and :class:`TimeReader` reads one input stream (it keeps the ``#Fields:``/``#fields``
+  header of W3C and Zeek logs from one chunk to the next):
+
+  ==============  ========================================================================
+  ``clf``         ``[24/Nov/2026:10:00:00 +0000]`` (any UTC offset)
+  ``json:PATH``   the first of the keys ``ts``, ``timestamp``, ``start_time``, ``time``,
+                  ``@timestamp`` a line has: epoch seconds (Caddy) or ISO 8601 (GCP, Envoy)
+  ``w3c:FIELD``   the ``date`` and ``time`` fields (UTC: CloudFront, IIS)
+  ``zeek:FIELD``  the ``ts`` field (epoch seconds)
+  ``alb``         field 2, ``elb`` field 1 (ISO 8601, UTC)
+  ==============  ========================================================================
+
+  ISO 8601 is ``YYYY-MM-DDTHH:MM:SS`` with an optional fraction and ``Z``, ``+hh:mm``,
+  ``+hhmm`` or ``+hh`` (no zone: UTC); epochs are 1 to 12 digits of seconds with an optional
+  fraction. Fractions are dropped (windows are whole seconds), never rounded up.
+* Every extractor is vectorized: the time field is located per chunk (the ``[`` of CLF; the
+  fields with :mod:`panstream.extract`'s locators; JSON keys by one ``bytes.split`` in C), the
+  bytes from each value's start gathered into an ``n x width`` matrix, checked (digits,
+  separators, month name, ranges, the value's end) and converted with integer arithmetic (days
+  from the civil date, minus the UTC offset). No Python work per line.
 * :func:`parse_duration` reads ``15m``, ``1h``, ``1d``, ``7d``, ``90s`` (or plain seconds);
   :func:`window_start` aligns to UTC (``floor(t / size) * size`` from the UNIX epoch, so ``1d``
   windows start at 00:00 UTC and ``1h`` windows on the hour); :func:`label` names a window.
@@ -26,6 +40,10 @@ The per-line times are data (when someone came): callers wipe the arrays once th
 [datetime.datetime(2026, 11, 24, 10, 0), datetime.datetime(2026, 11, 24, 10, 0)]
 >>> bool(np.isnat(times(chunk, "clf")[2]))
 True
+>>> lines = (b'{"level":"info","ts":1795514400.25,"request":{"remote_ip":"10.0.0.1"}}\\n'
+...          b'{"timestamp": "2026-11-24T15:30:00.5+05:30", "httpRequest": {"remoteIp": "10.0.0.2"}}\\n')
+>>> [str(t) for t in times(lines, "json:request.remote_ip")]
+['2026-11-24T10:00:00', '2026-11-24T10:00:00']
 >>> parse_duration("1d"), parse_duration("15m"), parse_duration("90")
 (86400, 900, 90)
 >>> label(window_start(1_795_514_400, 86400))
@@ -43,8 +61,8 @@ import numpy as np
 from panstream import extract as _extract
 from panstream.errors import ConfigurationError
 
-__all__ = ["NAT", "TIMED_FORMATS", "has_time", "label", "line_bounds", "lines_and_times",
-           "parse_duration", "seconds", "times", "window_start"]
+__all__ = ["JSON_TIME_KEYS", "NAT", "TIMED_FORMATS", "TimeReader", "has_time", "label",
+           "line_bounds", "lines_and_times", "parse_duration", "seconds", "times", "window_start"]
 
 #: Not-a-time, the value of a line without a time.
 NAT = np.datetime64("NaT", "s")
@@ -236,7 +254,6 @@ _ISO_DIGITS = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18])
 _ISO_SEPS = np.array([4, 7, 13, 16])
 _ISO_SEP_VALUES = np.array([ord(c) for c in "--::"], dtype=np.uint8)
 _EPOCH_WIDTH = 24
-_TEN = 10 ** np.arange(11, -1, -1, dtype=np.int64)  # place values of up to 12 digits
 
 
 def _stop_at(w: np.ndarray, col: int) -> np.ndarray:
