@@ -469,6 +469,8 @@ class WindowedIngestor:
             if self.telemetry.counts:
                 n = ends - starts
                 blank = (n == 0) | ((n == 1) & (b[np.maximum(ends - 1, 0)] == 13))
+                if reader.kind in ("w3c", "zeek"):  # '#' header lines are no records
+                    blank |= (n > 0) & (b[np.minimum(starts, max(b.size - 1, 0))] == 35)
                 self._late += int(late.sum())
                 self._untimed += int((~valid & ~blank).sum())
             self._timed = self._timed or bool(valid.any())

@@ -159,3 +159,22 @@ def test_ingest_window_1h_windows_each_family_by_the_records_time(name: str, fmt
     assert r.returncode == 0, r.stderr
     first = T10 if name in ("gcp", "cloudfront", "alb") else EPOCH0 // 3600 * 3600
     assert [rec["start"] for rec in read(series)] == [first + 3600 * h for h in range(3)]
+
+
+def test_header_lines_are_not_counted_as_untimed_and_a_log_without_times_is_one_line(
+        tmp_path: Path) -> None:
+    log, series = tmp_path / "cf.log", tmp_path / "s.jsonl"
+    log.write_bytes(_shifted("cloudfront", 0) + b"2026-11-24\tnot-a-time\tLAX50-C1\t392\t10.0.0.1\n")
+    base = [sys.executable, "-m", "panstream", "ingest", "-u", UNIVERSE, "--window", "1h",
+            "--release-epsilon", "1"]
+    r = subprocess.run([*base, "-f", "w3c:c-ip", "--exact-counts", "--series", str(series),
+                        str(log)], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stderr
+    (rec,) = read(series)
+    assert rec["untimed_records"] == 1  # the broken line; the four '#' header lines are not records
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text('{"ip": "10.0.0.1"}\n{"ip": "10.0.0.2", "when": "2026-11-24T10:00:00Z"}\n')
+    r = subprocess.run([*base, "-f", "json:ip", "--series", str(tmp_path / "b.jsonl"), str(bare)],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "not one line carries a time" in r.stderr and "ts/timestamp/start_time" in r.stderr
