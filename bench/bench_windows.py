@@ -10,6 +10,10 @@ with up to 50 minutes of disorder, as in tests/windows/weeklog.py), then measure
 * ``times``: :func:`panstream.eventtime.times` alone (the CLF time of every line);
 * ``daily`` / ``hourly``: :class:`panstream.windows.WindowedIngestor`, event time, lateness 1 h.
 
+Then, per timed format beyond CLF (``--format-lines`` lines of :mod:`panstream.logsamples`, in
+1 MiB chunks): the time of every line (:class:`panstream.eventtime.TimeReader`) against parsing
+its address (:class:`panstream.parse.LineParser`) in the same run.
+
 Prints lines/s and each one's time relative to the baseline (the machine is shared and noisy:
 compare ratios, not absolute numbers).
 """
@@ -26,9 +30,10 @@ import time
 import numpy as np
 
 from panstream import estimators
-from panstream.eventtime import times
+from panstream.eventtime import TimeReader, lines_and_times, times
 from panstream.ingest import Ingestor, Input
-from panstream.parse import Format, tune_allocator
+from panstream.logsamples import GENERATORS, generate
+from panstream.parse import Format, LineParser, tune_allocator
 from panstream.sources import open_input
 from panstream.universe import Universe
 from panstream.windows import WindowedIngestor
@@ -73,10 +78,49 @@ def _run(path: str, what: str) -> float:
     return time.perf_counter() - t0
 
 
+def _chunks(data: bytes, size: int = 1 << 20) -> list[bytes]:
+    out, lo = [], 0
+    while lo < len(data):
+        hi = data.rfind(b"\n", lo, lo + size) + 1 if lo + size < len(data) else len(data)
+        out.append(data[lo:hi])
+        lo = hi
+    return out
+
+
+def bench_formats(lines: int, repeat: int) -> dict[str, dict[str, float]]:
+    """Event time per format against the address parse of the same chunks (best of ``repeat``)."""
+    u = Universe.parse(UNIVERSE)
+    out = {}
+    for name in ("caddy", "gcp", "envoy", "cloudfront", "zeek", "alb", "elb"):
+        fmt = GENERATORS[name][1]
+        chunks = _chunks(generate(name, lines=lines, distinct=5000).data)
+        best = {"parse": float("inf"), "times": float("inf")}
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            p = LineParser(u, fmt)
+            for c in chunks:
+                p.parse(c)
+            t1 = time.perf_counter()
+            r = TimeReader(fmt)
+            for c in chunks:
+                lines_and_times(c, fmt, r)
+            t2 = time.perf_counter()
+            best["parse"] = min(best["parse"], t1 - t0)
+            best["times"] = min(best["times"], t2 - t1)
+        out[name] = {"times_lines_per_second": lines / best["times"],
+                     "parse_lines_per_second": lines / best["parse"],
+                     "times_vs_parse": best["times"] / best["parse"]}
+        print(f"{name:<10} times {lines / best['times'] / 1e6:6.2f} M lines/s  "
+              f"parse {lines / best['parse'] / 1e6:6.2f} M lines/s  "
+              f"{best['times'] / best['parse']:5.2f} x the time of the parse")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=2_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--format-lines", type=int, default=200_000)
     args = ap.parse_args()
     tune_allocator()
     with tempfile.TemporaryDirectory() as d:
@@ -91,7 +135,8 @@ def main() -> None:
         for w, r in out.items():
             print(f"{w:<8} {r['lines_per_second'] / 1e6:6.2f} M lines/s  "
                   f"{r['vs_ingest']:5.2f} x the time of plain ingest")
-        print(json.dumps({"lines": args.lines, "results": out}))
+        formats = bench_formats(args.format_lines, args.repeat)
+        print(json.dumps({"lines": args.lines, "results": out, "formats": formats}))
 
 
 if __name__ == "__main__":

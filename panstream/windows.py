@@ -63,9 +63,9 @@ import numpy as np
 from panstream import estimators
 from panstream.errors import BudgetExhaustedError, ConfigurationError
 from panstream.estimators.base import Estimator
-from panstream.eventtime import has_time, label, lines_and_times, seconds, window_start
+from panstream.eventtime import TimeReader, has_time, label, lines_and_times, seconds, window_start
 from panstream.ingest import IDLE_TICK, Input
-from panstream.parse import Format, LineParser, detect_format
+from panstream.parse import Format, LineParser, detect_format, parse_format
 from panstream.schedule import Schedule, wait_before
 from panstream.series import Series, record
 from panstream.state.files import state_lock
@@ -278,6 +278,7 @@ class WindowedIngestor:
         self._late = 0  # exact counts, kept only under a telemetry opt-in, zeroed at each close
         self._untimed = 0
         self._parsers: dict[str, LineParser] = {}
+        self._clocks: dict[str, TimeReader] = {}  # event-time readers (keep w3c/zeek headers)
         self._timed = False  # whether the current input had a line with a readable time
         self._refused: set[int] = set()  # released windows whose lines were dropped (noticed)
         self._stop = False
@@ -456,7 +457,7 @@ class WindowedIngestor:
     def _parser(self, kind: str) -> LineParser:
         p = self._parsers.get(kind)
         if p is None:
-            fmt = self.format if kind == self.format.spec else Format(kind)
+            fmt = self.format if kind == self.format.spec else parse_format(kind)
             p = self._parsers[kind] = LineParser(self.universe, fmt)
         return p
 
@@ -467,7 +468,10 @@ class WindowedIngestor:
 
     def _event_chunk(self, kind: str, chunk: memoryview) -> None:
         b = np.frombuffer(chunk, dtype=np.uint8)
-        starts, ends, t = lines_and_times(b, kind)
+        reader = self._clocks.get(kind)
+        if reader is None:
+            reader = self._clocks[kind] = TimeReader(kind)
+        starts, ends, t = lines_and_times(b, kind, reader)
         secs, valid = seconds(t)
         t.view(np.int64).fill(0)
         size = self.size
@@ -485,6 +489,8 @@ class WindowedIngestor:
             if self.telemetry.counts:
                 n = ends - starts
                 blank = (n == 0) | ((n == 1) & (b[np.maximum(ends - 1, 0)] == 13))
+                if reader.kind in ("w3c", "zeek"):  # '#' header lines are no records
+                    blank |= (n > 0) & (b[np.minimum(starts, max(b.size - 1, 0))] == 35)
                 self._late += int(late.sum())
                 self._untimed += int((~valid & ~blank).sum())
             self._timed = self._timed or bool(valid.any())
@@ -633,12 +639,13 @@ class WindowedIngestor:
 def _no_time_in(name: str, kind: str) -> ConfigurationError:
     return ConfigurationError(
         f"{name}: not one line carries a time this panstream reads as {kind!r} (CLF: "
-        "[24/Nov/2026:10:00:00 +0000] after the client), so nothing of it went into any window: "
+        "[24/Nov/2026:10:00:00 +0000]; JSON: a ts/timestamp/start_time key; W3C: date and time; "
+        "Zeek: ts; ALB/ELB: the ISO 8601 field), so nothing of it went into any window: "
         "check --format, or use --time processing (windows by the clock)")
 
 
 def _untimed_format(kind: str, name: str) -> ConfigurationError:
     return ConfigurationError(
         f"{name}: lines of format {kind!r} carry no time, so event-time windows cannot place "
-        "them: use --format clf for Apache/nginx logs, or --time processing (windows by the clock "
-        "when lines are read)")
+        "them: use a timed format (clf, json, w3c, zeek, alb, elb), or --time processing "
+        "(windows by the clock when lines are read)")

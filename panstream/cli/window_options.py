@@ -73,8 +73,9 @@ def window_options() -> Callable[[F], F]:
                      **env("WINDOW")),
         click.option("--time", "time_mode", type=click.Choice(["auto", "event", "processing"]),
                      default="auto", show_default=True,
-                     help="With --window: event = the time written in each line (CLF "
-                          "[24/Nov/2026:10:00:00 +0000]), processing = the clock when a line is "
+                     help="With --window: event = the time written in each line (clf, "
+                          "json ts/timestamp/start_time, w3c date+time, zeek ts, alb, elb), "
+                          "processing = the clock when a line is "
                           "read; auto = event for FILES, processing for standard input.",
                      **env("TIME")),
         click.option("--lateness", default=DEFAULT_LATENESS, show_default=True, metavar="DURATION",
