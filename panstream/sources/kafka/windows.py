@@ -62,7 +62,7 @@ from kafka import TopicPartition
 from panstream import estimators
 from panstream.errors import BudgetExhaustedError, ConfigurationError, StateError
 from panstream.estimators.base import Estimator
-from panstream.eventtime import has_time, label, lines_and_times, seconds
+from panstream.eventtime import TIMED_FORMATS, has_time, label, lines_and_times, seconds
 from panstream.release.ledger import ShardLedger
 from panstream.series import Series, record
 from panstream.sources.kafka.metrics import Metrics
@@ -280,8 +280,9 @@ class WindowRouteStage(RouteStage):
             d._resolve(values)
         kind = d.format.spec
         if d._parser is not None and not has_time(kind):
-            msg = (f"--window needs lines that carry a time (-f clf: [24/Nov/2026:10:00:00 "
-                   f"+0000]); the topic's lines are {kind!r}")
+            msg = (f"--window needs lines that carry a time (-f {', '.join(TIMED_FORMATS)}, e.g. "
+                   f"clf's [24/Nov/2026:10:00:00 +0000]; docs/windows.md); the topic's lines are "
+                   f"{kind!r}")
             raise ConfigurationError(msg)
         return kind
 
