@@ -2,7 +2,7 @@
 
     python bench/bench_formats.py [--lines 200000] [--repeat 3] [--only caddy,alb]
 
-For each sample of :mod:`panstream.logsamples` (the published shapes of issue 20's formats) it
+For each sample of tests/logsamples.py (the published shapes of issue 20's formats) it
 writes the log to a temporary file, then times the bare parser the command uses
 (:class:`panstream.parse.LineParser` over the file in the reader's 2 MiB chunks, no table), best of
 ``--repeat``, into ``ipv4:10.0.0.0/16``. It prints lines/s, ns/line, bytes/line and the ratio to
@@ -16,13 +16,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
+from pathlib import Path
 
-from panstream.logsamples import GENERATORS, UNIVERSE, generate
 from panstream.parse import LineParser, tune_allocator
 from panstream.sources import open_input
 from panstream.universe import Universe
+
+# The synthetic samples live in the test tree (not in panstream/: they use NumPy's generator).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from logsamples import GENERATORS, UNIVERSE, generate  # noqa: E402
 
 
 def time_parser(path: str, fmt: str) -> tuple[float, int]:

@@ -10,7 +10,7 @@ with up to 50 minutes of disorder, as in tests/windows/weeklog.py), then measure
 * ``times``: :func:`panstream.eventtime.times` alone (the CLF time of every line);
 * ``daily`` / ``hourly``: :class:`panstream.windows.WindowedIngestor`, event time, lateness 1 h.
 
-Then, per timed format beyond CLF (``--format-lines`` lines of :mod:`panstream.logsamples`, in
+Then, per timed format beyond CLF (``--format-lines`` lines of tests/logsamples.py, in
 1 MiB chunks): the time of every line (:class:`panstream.eventtime.TimeReader`) against parsing
 its address (:class:`panstream.parse.LineParser`) in the same run.
 
@@ -24,19 +24,24 @@ import argparse
 import datetime as dt
 import json
 import os
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 from panstream import estimators
 from panstream.eventtime import TimeReader, lines_and_times, times
 from panstream.ingest import Ingestor, Input
-from panstream.logsamples import GENERATORS, generate
 from panstream.parse import Format, LineParser, tune_allocator
 from panstream.sources import open_input
 from panstream.universe import Universe
 from panstream.windows import WindowedIngestor
+
+# The synthetic samples live in the test tree (not in panstream/: they use NumPy's generator).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from logsamples import GENERATORS, generate  # noqa: E402
 
 UNIVERSE = "ipv4:10.0.0.0/16"
 START = int(dt.datetime(2026, 11, 16, tzinfo=dt.timezone.utc).timestamp())

@@ -1,7 +1,7 @@
 """Every recipe of docs/logs.md, run as written on a sample in its format's published shape.
 
 The commands are read from the document's ``sh`` blocks (so the documentation cannot drift from
-what works), the input each names is generated (:mod:`panstream.logsamples`, gzipped where the
+what works), the input each names is generated (:mod:`logsamples` (tests/logsamples.py), gzipped where the
 recipe reads ``.gz``), and the real ``panstream ingest`` runs it in a shell. Two checks per recipe:
 
 * exact: the lines accepted (``--exact-counts`` is appended) equal the lines of the sample that
@@ -26,9 +26,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from logsamples import generate
 
 from panstream.estimators import load
-from panstream.logsamples import generate
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 

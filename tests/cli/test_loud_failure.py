@@ -11,11 +11,11 @@ import io
 from pathlib import Path
 
 import pytest
+from logsamples import generate
 
 from panstream.errors import InputFormatError
 from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, Input
-from panstream.logsamples import generate
 from panstream.parse import Format, parse_format
 from panstream.sources import ChunkReader
 from panstream.telemetry import TelemetryPolicy

@@ -1,7 +1,7 @@
 """Every log format of issue 20 is counted right, in one chunk and across chunks, and its wrong
 cases are counted as malformed, never as some other client.
 
-The samples come from :mod:`panstream.logsamples` (the published shapes: tabs, single spaces,
+The samples come from :mod:`logsamples` (tests/logsamples.py) (the published shapes: tabs, single spaces,
 ``#Fields:``/``#fields`` headers, CRLF CSV, quoted CSV cells); each knows its truth.
 """
 
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from logsamples import GENERATORS, UNIVERSE, generate
 
 from panstream.errors import ConfigurationError
-from panstream.logsamples import GENERATORS, UNIVERSE, generate
 from panstream.normalize import normalize_address
 from panstream.parse import LineParser, ParseResult, detect, parse_format
 from panstream.sources.files import ChunkReader

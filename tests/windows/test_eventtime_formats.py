@@ -1,7 +1,7 @@
 """Event time beyond CLF: the ISO 8601 and epoch fields of JSON (Caddy, GCP, Envoy), W3C
 (CloudFront), Zeek, ALB and ELB records, read vectorized per chunk.
 
-Every sample comes from :mod:`panstream.logsamples` (the published shapes) and every time is
+Every sample comes from :mod:`logsamples` (tests/logsamples.py) (the published shapes) and every time is
 checked exactly against the generator's own; a value that is not a time is NaT (an untimed line),
 never a wrong window. ``ingest --window 1h`` then windows each family by the records' time."""
 
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from logsamples import GENERATORS, UNIVERSE, generate
 
 from panstream.eventtime import TIMED_FORMATS, TimeReader, has_time, seconds, times
-from panstream.logsamples import GENERATORS, UNIVERSE, generate
 from panstream.parse import detect_format
 from panstream.series import read
 

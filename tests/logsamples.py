@@ -8,7 +8,8 @@ The shapes follow the formats' documentation: field order, separators (tabs, sin
 header lines (``#Fields:``, ``#separator``/``#fields``/``#close``, a CSV header), quoting, CRLF
 where the format's usual producer writes it (CSV exports).
 
-Synthetic data only: NumPy's PCG64 draws the addresses (never used for privacy).
+Synthetic data only, so it lives in the test tree, not in panstream/: NumPy's PCG64 draws the
+addresses (never used for privacy). The bench scripts import it from here too.
 
 >>> s = generate("alb", lines=3, distinct=2, seed=1)
 >>> s.data.count(b"\\n"), s.data.split(b" ")[0]
