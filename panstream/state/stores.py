@@ -796,16 +796,7 @@ def rotate_slice_store(store: DirectoryStore | TopicStore,
         finally:
             if isinstance(group.estimator, Estimator):
                 group.estimator.wipe()
-        keys = store.keys()
-        for key in keys:
-            data = store.load(key)
-            if data is None:
-                continue
-            try:
-                params = head_params(data)
-            finally:
-                if isinstance(data, bytearray):
-                    data[:] = bytes(len(data))
+        for key, params in _heads(store):
             where = slice_of(params)
             if where is None:
                 continue
@@ -824,6 +815,22 @@ def rotate_slice_store(store: DirectoryStore | TopicStore,
     return group
 
 
+def _heads(store: DirectoryStore | TopicStore) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(key, public parameters)`` of every snapshot in ``store`` (each snapshot read, its head
+    parsed, the bytes zeroed: no table outlives the call)."""
+    keys = store.keys()  # a store's list of keys, not a dict's view
+    for key in keys:
+        data = store.load(key)
+        if data is None:
+            continue
+        try:
+            params = head_params(data)
+        finally:
+            if isinstance(data, bytearray):
+                data[:] = bytes(len(data))
+        yield key, params
+
+
 def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
     """What a store holds, from the snapshots' public parameters only (``panstream inspect``):
     ``{"layout": "slices" | "partitions" | "empty", ...}`` with the universe, the slice count and
@@ -839,16 +846,7 @@ def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
     parts: list[str] = []
     kinds: set[str] = set()
     family: dict[str, Any] = {}
-    keys = store.keys()
-    for key in keys:
-        data = store.load(key)
-        if data is None:
-            continue
-        try:
-            params = head_params(data)
-        finally:
-            if isinstance(data, bytearray):
-                data[:] = bytes(len(data))
+    for key, params in _heads(store):
         if not family:  # the family's public parameters (the same in every snapshot of a group)
             family = {k: v for k, v in params.items() if k not in ("cells", "slice", "universe")}
         where = slice_of(params)
