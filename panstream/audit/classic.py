@@ -85,14 +85,16 @@ def non_table_bytes(dump: bytes) -> bytes:
     return dump[: frame.head_size] + dump[frame.head_size + frame.payload_size + DIGEST_SIZE :]
 
 
-def snapshot_distinguishers(target: int, dumps: int, reference: Sequence[bytes]
-                            ) -> dict[str, Distinguisher]:
+def snapshot_distinguishers(target: int, dumps: int, reference: Sequence[bytes],
+                            what: str = "target bit") -> dict[str, Distinguisher]:
     """The intruder's tests on snapshot dumps.
 
     * ``target bit of dump k is 1``: the optimal test against one dump.
     * ``target bit changed between dumps k and k+1``: the optimal test against two dumps.
     * ``non-table bytes differ from world A``: catches anything stored besides the table
       (``reference`` is the dumps of one world-A run).
+
+    ``target`` is the bit's index in the table; ``what`` names it in the tests' names.
     """
     def bit_is_one(k: int) -> Distinguisher:
         return lambda d: cell_bit(d[k], target) == 1
@@ -100,9 +102,9 @@ def snapshot_distinguishers(target: int, dumps: int, reference: Sequence[bytes]
     def bit_changed(k: int) -> Distinguisher:
         return lambda d: cell_bit(d[k], target) != cell_bit(d[k + 1], target)
 
-    tests = {f"target bit of dump {k + 1} is 1": bit_is_one(k) for k in range(dumps)}
+    tests = {f"{what} of dump {k + 1} is 1": bit_is_one(k) for k in range(dumps)}
     for k in range(dumps - 1):
-        tests[f"target bit changed between dumps {k + 1} and {k + 2}"] = bit_changed(k)
+        tests[f"{what} changed between dumps {k + 1} and {k + 2}"] = bit_changed(k)
     tests["non-table bytes differ from world A"] = other_bytes_differ(reference)
     return tests
 

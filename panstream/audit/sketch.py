@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from panstream import sfm
-from panstream.audit.classic import cell_bit, other_bytes_differ
+from panstream.audit.classic import snapshot_distinguishers
 from panstream.audit.scenarios import Distinguisher, Runner
 from panstream.errors import ConfigurationError
 from panstream.estimators.sketch import SketchEstimator
@@ -176,16 +176,5 @@ def sketch_distinguishers(items: SketchItems, target: int, dumps: int,
     """The intruder's fixed tests on sketch snapshots: the target item's hashed bit is 1 in dump k
     (the optimal test against one dump: D0 against D1), that bit changed between dumps k and
     k+1, and any byte outside the grid differs from world A (``reference``)."""
-    bit = items.cell_of_target(target)
-
-    def bit_is_one(k: int) -> Distinguisher:
-        return lambda d: cell_bit(d[k], bit) == 1
-
-    def bit_changed(k: int) -> Distinguisher:
-        return lambda d: cell_bit(d[k], bit) != cell_bit(d[k + 1], bit)
-
-    tests = {f"target's hashed bit of dump {k + 1} is 1": bit_is_one(k) for k in range(dumps)}
-    for k in range(dumps - 1):
-        tests[f"target's hashed bit changed between dumps {k + 1} and {k + 2}"] = bit_changed(k)
-    tests["non-table bytes differ from world A"] = other_bytes_differ(reference)
-    return tests
+    return snapshot_distinguishers(items.cell_of_target(target), dumps, reference,
+                                   what="target's hashed bit")
