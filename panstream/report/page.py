@@ -385,11 +385,11 @@ def _cost_section(page: _Page, same_state: bool) -> str:
     rels = [c for c in page.costs if c.what != "series"]
     parts: list[float | None] = [c.total for c in series]
     if rels:
-        tot = [c.total for c in rels]
-        if any(t is None for t in tot):
+        tot = [c.total for c in rels if c.total is not None]
+        if len(tot) < len(rels):
             parts.append(None)
         else:
-            parts.append(max(tot) if same_state else math.fsum(tot))  # type: ignore[arg-type]
+            parts.append(max(tot) if same_state else math.fsum(tot))
     known = all(p is not None for p in parts)
     grand = math.fsum(p for p in parts if p is not None) if known else None
     how = ("the releases come from one state, as stated (--same-state), so the largest of their "

@@ -66,10 +66,10 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     out = []
     v = first
     while v <= hi + step * 1e-9:
-        out.append(round(v, 12))
+        out.append(float(round(v, 12)))
         v += step
     if out[-1] < hi:
-        out.append(round(v, 12))
+        out.append(float(round(v, 12)))
     return out
 
 

@@ -54,10 +54,10 @@ def test_every_window_is_drawn_with_its_interval_and_tabulated(week: tuple[Path,
     recs = read(series_path)
     html = render([SeriesInput("week.jsonl", recs)])
     chart = html[html.index('<svg class="chart"'):html.index("</svg>")]
-    assert chart.count(f'<circle cx=') - chart.count(f'stroke="{NOISE}"') == len(recs) + 1  # + legend
+    assert chart.count('<circle cx=') - chart.count(f'stroke="{NOISE}"') == len(recs) + 1  # + legend
     # three lines per interval (the whisker and its two caps) for every window
     assert chart.count(f'stroke="{INK}" stroke-width="2"/>') == 3 * len(recs)
-    assert f'<polygon points=' in chart  # the band through the intervals
+    assert '<polygon points=' in chart  # the band through the intervals
     for r in recs:
         assert f"<td>{r['window']}</td>" in html
         for key in ("estimate", "low", "high"):
