@@ -379,7 +379,8 @@ def _bucket_row(b: Bucket) -> str:
 def _cost_section(page: _Page, same_state: bool) -> str:
     rows = "".join(f"<tr><td>{escape(c.what)}</td><td>{escape(c.name)}</td>"
                    f"<td>{escape(c.eps_state)}</td><td>{escape(c.eps_release)}</td>"
-                   f"<td><strong>{_f(c.total)}</strong></td><td>{escape(c.note)}</td></tr>"
+                   f"<td><strong>{_f(c.total)}</strong></td>"
+                   f'<td class="t">{escape(c.note)}</td></tr>'
                    for c in page.costs)
     series = [c for c in page.costs if c.what == "series"]
     rels = [c for c in page.costs if c.what != "series"]
@@ -406,25 +407,28 @@ def _cost_section(page: _Page, same_state: bool) -> str:
         f"Releases: {escape(how)}. Telemetry adds 0: nothing that counts arrivals is kept or "
         "served by default.</p>"
         "<table><caption>Epsilon of each input</caption><thead><tr><th>kind</th><th>input</th>"
-        "<th>epsilon (state)</th><th>epsilon (release)</th><th>total per person</th><th>how</th>"
+        "<th>epsilon (state)</th><th>epsilon (release)</th><th>total per person</th>"
+        '<th class="t">how</th>'
         f"</tr></thead><tbody>{rows}</tbody></table></section>")
 
 
 def _keeps_section(page: _Page) -> str:
     rows = "".join(f"<tr><td>{escape(k.name)}</td><td>{escape(k.family)}</td>"
-                   f"<td><code>{escape(k.universe)}</code></td><td>{escape(k.calibration)}</td>"
-                   f"<td>{escape(k.eps_state)}</td><td>{escape(k.budget)}</td></tr>"
+                   f"<td class=\"t\"><code>{escape(k.universe)}</code></td>"
+                   f"<td class=\"t\">{escape(k.calibration)}</td>"
+                   f"<td>{escape(k.eps_state)}</td><td class=\"t\">{escape(k.budget)}</td></tr>"
                    for k in page.keeps)
     never = "".join(f"<li>{escape(x)}</li>" for x in NEVER_KEPT)
     return (
         '<section id="kept"><h2>What is kept, and what never is</h2>'
-        "<p>The deployment keeps one randomized table per state (a bit, counter or sketch cell per "
-        "cell of a public universe, each a random draw whose odds depend only on whether that cell "
-        "was seen) and public parameters: the family, the universe, the calibration and the "
+        "<p>The deployment keeps one randomized table per state over a public universe (bits, "
+        "modular counters or a sketch grid; every arrival overwrites its entry with a fresh "
+        "random draw) and public parameters: the family, the universe, the calibration and the "
         "privacy ledger. A leaked or subpoenaed table is covered at its state epsilon.</p>"
         "<table><caption>What each input's deployment keeps</caption><thead><tr><th>input</th>"
-        "<th>family</th><th>universe</th><th>calibration</th><th>epsilon (state)</th>"
-        f"<th>budget</th></tr></thead><tbody>{rows}</tbody></table>"
+        "<th>family</th><th class=\"t\">universe</th><th class=\"t\">calibration</th>"
+        '<th>epsilon (state)</th><th class="t">budget</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
         f"<p>It never keeps:</p><ul>{never}</ul></section>")
 
 
@@ -456,7 +460,7 @@ _CSS = (
     "table{border-collapse:collapse;margin:8px 0;font-size:13px;"
     "font-variant-numeric:tabular-nums}caption{text-align:left;font-weight:600;padding:4px 0}"
     "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-    "th:first-child,td:first-child{text-align:left}th{background:#f2f4f7}"
+    "th:first-child,td:first-child,th.t,td.t{text-align:left}th{background:#f2f4f7}"
     "td.nd{color:#8a3a00;font-weight:600}tr.ndrow{background:#fff3e8}"
     ".ndtag{color:#8a3a00;font-weight:600}"
     "code{font-size:13px;background:#f4f4f4;padding:0 3px}"
