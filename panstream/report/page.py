@@ -52,6 +52,9 @@ NEVER_KEPT = (
     "nothing of a closed window: its table is wiped once its one release is in the series",
 )
 
+#: Tables of at most this many rows are shown open; longer ones are folded (a click opens them).
+_OPEN_ROWS = 32
+
 _NOISE_NOTE = ("noise-dominated: the interval is wider than the value itself, so the number says "
                "little beyond \u201csmall\u201d; a larger epsilon, a smaller universe or a longer "
                "window would make it usable")
@@ -236,10 +239,12 @@ def _series_section(page: _Page, s: SeriesInput, anchor: str, horizon: int | Non
         f"{nd} of {len(recs)} noise-dominated. Each window had its own table, released once.</p>"
         f'<figure>{chart}<figcaption>Each dot is a window\'s noisy estimate; the bar and the band '
         f"show its {pct} interval; a ring marks a noise-dominated window.</figcaption></figure>"
-        f"<table><caption>The windows of {escape(s.name)} (the numbers of the chart)</caption>"
+        f"<details{' open' if len(recs) <= _OPEN_ROWS else ''}><summary>Table: the "
+        f"{len(recs):,} windows (the numbers of the chart)</summary>"
+        f"<table><caption>The windows of {escape(s.name)}</caption>"
         f"<thead><tr><th>window</th><th>end (UTC)</th><th>{escape(stat)}</th><th>low</th>"
         f"<th>high</th><th>epsilon (window)</th><th>noise</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>{hline}</section>")
+        f"<tbody>{''.join(rows)}</tbody></table></details>{hline}</section>")
 
 
 def _release_figures(d: Mapping[str, Any]) -> list[tuple[str, Figure]]:
@@ -351,7 +356,7 @@ def _map_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
     total = ("" if head is None else
              f" The whole map adds up to {escape(head.statistic)} {_num(head.estimate)} "
              f"[{_num(head.low)}, {_num(head.high)}].")
-    open_attr = " open" if n <= 32 else ""
+    open_attr = " open" if n <= _OPEN_ROWS else ""
     page.sections.append(
         f'<section id="{anchor}"><h2>Map: {escape(r.name)}</h2>'
         f"<p>{n:,} buckets of <code>{escape(universe)}</code>"

@@ -173,3 +173,29 @@ def test_the_unified_schema_renders_the_same_numbers() -> None:
     a = render([], [ReleaseInput("r.json", one)], generated=0)
     b = render([], [ReleaseInput("r.json", new)], generated=0)
     assert a == b
+
+
+def test_a_range_map_is_drawn_as_intervals_per_bucket() -> None:
+    est = ps.DensityEstimator("range:4096", epsilon=1.0, budget=1.0)
+    est.update_indices(np.arange(0, 4096, 3))
+    m = json_ready(est.release_map(1.0, by=512).to_dict())
+    html = render([], [ReleaseInput("range.json", m)])
+    assert '<svg class="map"' not in html and '<svg class="chart"' in html
+    chart = html[html.index('<svg class="chart"'):html.index("</svg>")]
+    assert chart.count(f'stroke="{INK}" stroke-width="2"/>') == 3 * len(m["rows"])
+    assert "0\u2013511" in html  # the buckets' labels
+
+
+def test_a_csv_series_makes_the_same_chart(week: tuple[Path, Path], tmp_path: Path) -> None:
+    from panstream.series import Series
+
+    series_path, _ = week
+    recs = read(series_path)
+    csv_path = tmp_path / "week.csv"
+    s = Series(csv_path)
+    for r in recs:
+        s.append(r)
+    from_csv = render([SeriesInput("week", read(csv_path))], generated=0)
+    from_jsonl = render([SeriesInput("week", recs)], generated=0)
+    chart = lambda h: h[h.index('<svg class="chart"'):h.index("</svg>")]  # noqa: E731
+    assert chart(from_csv) == chart(from_jsonl)
