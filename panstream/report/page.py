@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 from typing import Any
 
@@ -255,13 +255,22 @@ def _release_figures(d: Mapping[str, Any]) -> list[tuple[str, Figure]]:
     if isinstance(stats, Mapping):
         for name in ("once", "returning"):
             v = stats.get(name)
-            if isinstance(v, Mapping) and v.get("value") is not None:
-                try:
-                    f = figure({**d, "stats": {"present": v}})
-                except ConfigurationError:
-                    continue
-                out.append((name, f))
+            if not isinstance(v, Mapping):
+                continue
+            val, lo, hi = (_finite(v.get(k)) for k in ("value", "low", "high"))
+            if val is None or lo is None or hi is None:
+                continue
+            out.append((name, replace(head, statistic=name, estimate=val, low=lo, high=hi,
+                                      stderr=_finite(v.get("stderr")))))
     return out
+
+
+def _finite(v: Any) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
 
 
 def _release_section(page: _Page, r: ReleaseInput, anchor: str) -> None:

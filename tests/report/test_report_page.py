@@ -199,3 +199,22 @@ def test_a_csv_series_makes_the_same_chart(week: tuple[Path, Path], tmp_path: Pa
     from_jsonl = render([SeriesInput("week", recs)], generated=0)
     chart = lambda h: h[h.index('<svg class="chart"'):h.index("</svg>")]  # noqa: E731
     assert chart(from_csv) == chart(from_jsonl)
+
+
+def test_a_frequency_release_shows_its_counts_in_either_schema() -> None:
+    f = ps.FrequencyEstimator("ipv4:10.0.0.0/20", epsilon=2.0, budget=2.0)
+    f.update_indices(np.arange(2000))
+    f.update_indices(np.arange(1000))
+    old = json_ready(f.release(2.0).to_dict())
+    head = figure(old)
+    new = {"family": "frequency", "universe": head.universe, "statistic": "present",
+           "estimate": head.estimate, "low": head.low, "high": head.high, "stderr": head.stderr,
+           "confidence": head.confidence, "noise_dominated": head.noise_dominated,
+           "epsilon": {"state": head.epsilon_state, "release": head.epsilon_release,
+                       "total": head.epsilon_total},
+           "extras": {k: v for k, v in old.items() if not k.startswith("epsilon")}}
+    a = render([], [ReleaseInput("f.json", old)], generated=0)
+    assert a == render([], [ReleaseInput("f.json", new)], generated=0)
+    for name in ("present", "once", "returning"):
+        v = old["stats"][name]["value"]
+        assert f"<td>{name}</td><td>{v:,.0f}</td>" in a or f"<td>{name}</td><td>{v:,.2f}</td>" in a
