@@ -36,7 +36,7 @@ from panstream.report.fields import (
 from panstream.report.svg import ChartPoint, hilbert_map, interval_chart
 from panstream.windows import duration_text, horizon_line
 
-__all__ = ["MAX_MAP_BUCKETS", "ReleaseInput", "SeriesInput", "render"]
+__all__ = ["MAX_MAP_BUCKETS", "ReleaseInput", "SeriesInput", "number_text", "render"]
 
 #: Buckets a map may have to be drawn and tabulated on the page (a page stays light enough to mail).
 MAX_MAP_BUCKETS = 4096
@@ -102,13 +102,19 @@ class _Page:
     toc: list[tuple[str, str]] = field(default_factory=list)
     costs: list[_Cost] = field(default_factory=list)
     keeps: list[_Keep] = field(default_factory=list)
+    telemetry: list[str] = field(default_factory=list)
 
 
 def _f(v: float | None, digits: int = 6) -> str:
     return "not stated" if v is None else f"{v:.{digits}g}"
 
 
-def _num(v: float) -> str:
+def number_text(v: float) -> str:
+    """How the page prints an estimate: whole numbers from 100, two decimals from 1, else four.
+
+    >>> number_text(19983.4), number_text(-2.345), number_text(0.30535)
+    ('19,983', '-2.35', '0.3054')
+    """
     a = abs(v)
     if a >= 100:
         return f"{v:,.0f}"
@@ -196,6 +202,15 @@ def _series_section(page: _Page, s: SeriesInput, anchor: str, horizon: int | Non
         if r.get("start") is None or r.get("end") is None:
             raise ConfigurationError(f"{s.name}: a record has no start/end: not a window series")
     size = int(float(recs[-1]["end"]) - float(recs[-1]["start"]))
+    late = [r for r in recs if r.get("late_records") is not None]
+    if late:
+        exact = any(_finite(r.get("late_sd")) in (None, 0.0) for r in late)
+        page.telemetry.append(
+            f"{s.name} also published late and untimed line counts for {len(late)} window(s) "
+            + ("EXACTLY (--exact-counts: epsilon infinity for those counts)" if exact else
+               "with noise per ARRIVAL (--telemetry-epsilon E: k x E for a person with k late "
+               "arrivals; E is not in the series)")
+            + ", on top of the total above")
     f0 = figs[0]
     stat = f0.statistic
     pct = f"{100 * f0.confidence:g} %"
@@ -212,7 +227,7 @@ def _series_section(page: _Page, s: SeriesInput, anchor: str, horizon: int | Non
         rows.append(f"{_tr(f.noise_dominated)}"
                     f"<td>{escape(str(r.get('window', '')))}</td>"
                     f"<td>{escape(iso_label(float(r['end'])))}</td>"
-                    f"<td>{_num(f.estimate)}</td><td>{_num(f.low)}</td><td>{_num(f.high)}</td>"
+                    f"<td>{number_text(f.estimate)}</td><td>{number_text(f.low)}</td><td>{number_text(f.high)}</td>"
                     f"<td>{_f(f.epsilon_total)}</td>{_nd_cell(f.noise_dominated)}</tr>")
     eps = [f.epsilon_total for f in figs]
     known = all(e is not None for e in eps)
@@ -287,15 +302,15 @@ def _release_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
                            xlabel="statistic", ylabel="estimate (noisy)", width=560, height=300)
     rows = "".join(
         f"{_tr(f.noise_dominated)}<td>{escape(name)}</td>"
-        f"<td>{_num(f.estimate)}</td><td>{_num(f.low)}</td><td>{_num(f.high)}</td>"
-        f"<td>{'' if f.stderr is None else _num(f.stderr)}</td>{_nd_cell(f.noise_dominated)}</tr>"
+        f"<td>{number_text(f.estimate)}</td><td>{number_text(f.low)}</td><td>{number_text(f.high)}</td>"
+        f"<td>{'' if f.stderr is None else number_text(f.stderr)}</td>{_nd_cell(f.noise_dominated)}</tr>"
         for name, f in figs)
     _add_release_cost(page, r, head, "release")
     mech = get(r.data, "mechanism")
     page.sections.append(
         f'<section id="{anchor}"><h2>Release: {escape(r.name)}</h2>'
-        f"<p><strong>{escape(head.statistic)} {_num(head.estimate)}</strong>, {pct} interval "
-        f"[{_num(head.low)}, {_num(head.high)}]"
+        f"<p><strong>{escape(head.statistic)} {number_text(head.estimate)}</strong>, {pct} interval "
+        f"[{number_text(head.low)}, {number_text(head.high)}]"
         + (" \u2014 <span class=\"ndtag\">noise-dominated</span>" if head.noise_dominated else "")
         + f" ({escape(head.family)} family, universe <code>{escape(head.universe)}</code>"
         + (f", {escape(str(mech))} noise" if mech else "")
@@ -363,8 +378,8 @@ def _map_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
     if head is not None:
         _add_release_cost(page, r, head, "map")
     total = ("" if head is None else
-             f" The whole map adds up to {escape(head.statistic)} {_num(head.estimate)} "
-             f"[{_num(head.low)}, {_num(head.high)}].")
+             f" The whole map adds up to {escape(head.statistic)} {number_text(head.estimate)} "
+             f"[{number_text(head.low)}, {number_text(head.high)}].")
     open_attr = " open" if n <= _OPEN_ROWS else ""
     page.sections.append(
         f'<section id="{anchor}"><h2>Map: {escape(r.name)}</h2>'
@@ -384,7 +399,7 @@ def _map_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
 
 
 def _bucket_row(b: Bucket) -> str:
-    distinct = "" if b.distinct is None else _num(b.distinct)
+    distinct = "" if b.distinct is None else number_text(b.distinct)
     return (f"{_tr(b.noise_dominated)}<td>{escape(b.label)}</td>"
             f"<td>{b.value:.4f}</td><td>{b.low:.4f}</td><td>{b.high:.4f}</td><td>{distinct}</td>"
             f"{_nd_cell(b.noise_dominated)}</tr>")
@@ -418,9 +433,12 @@ def _cost_section(page: _Page, same_state: bool) -> str:
         "</strong> in total (pan-private: against the published numbers plus one leak of the "
         "stored state).</p>"
         f"<p>Series: a person seen in every window pays each window's epsilon (state + release). "
-        f"Releases: {escape(how)}. Telemetry adds 0: nothing that counts arrivals is kept or "
-        "served by default.</p>"
-        "<table><caption>Epsilon of each input</caption><thead><tr><th>kind</th><th>input</th>"
+        f"Releases: {escape(how)}. "
+        + ("Telemetry adds 0: nothing that counts arrivals is kept or served by default.</p>"
+           if not page.telemetry else
+           '<strong class="ndtag">Telemetry:</strong> ' + escape("; ".join(page.telemetry))
+           + ".</p>")
+        + "<table><caption>Epsilon of each input</caption><thead><tr><th>kind</th><th>input</th>"
         "<th>epsilon (state)</th><th>epsilon (release)</th><th>total per person</th>"
         '<th class="t">how</th>'
         f"</tr></thead><tbody>{rows}</tbody></table></section>")
