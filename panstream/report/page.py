@@ -429,11 +429,13 @@ def _cost_section(page: _Page, same_state: bool) -> str:
     return (
         '<section id="privacy"><h2>Privacy cost per person</h2>'
         f'<p class="total">A person who appears in everything shown here is covered at '
-        f"<strong>epsilon {_f(grand, 4) if grand is not None else 'unknown (an input does not state it)'}"
+        f"<strong>epsilon {_f(grand) if grand is not None else 'unknown (an input does not state it)'}"
         "</strong> in total (pan-private: against the published numbers plus one leak of the "
         "stored state).</p>"
-        f"<p>Series: a person seen in every window pays each window's epsilon (state + release). "
-        f"Releases: {escape(how)}. "
+        + "<p>"
+        + ("Series: a person seen in every window pays each window's epsilon (state + release). "
+           if series else "")
+        + (f"Releases: {escape(how)}. " if rels else "")
         + ("Telemetry adds 0: nothing that counts arrivals is kept or served by default.</p>"
            if not page.telemetry else
            '<strong class="ndtag">Telemetry:</strong> ' + escape("; ".join(page.telemetry))
