@@ -151,6 +151,8 @@ def render(series: Sequence[SeriesInput] = (), releases: Sequence[ReleaseInput] 
     """
     if not series and not releases:
         raise ConfigurationError("nothing to report: give --series, --release or --map")
+    if same_state:
+        _check_same_state(releases)
     page = _Page()
     for i, s in enumerate(series):
         _series_section(page, s, f"series-{i + 1}", horizon)
@@ -161,6 +163,9 @@ def render(series: Sequence[SeriesInput] = (), releases: Sequence[ReleaseInput] 
             _release_section(page, r, f"release-{i + 1}")
     body = [_cost_section(page, same_state), *page.sections, _keeps_section(page),
             _reading_section()]
+    body = [b.replace("<th>", '<th scope="col">').replace('<th class="t">',
+                                                          '<th scope="col" class="t">')
+            for b in body]
     when = iso_label(time.time() if generated is None else generated)
     toc = "".join(f'<li><a href="#{a}">{escape(t)}</a></li>' for a, t in
                   [("privacy", "Privacy cost per person"), *page.toc,
@@ -179,6 +184,22 @@ def render(series: Sequence[SeriesInput] = (), releases: Sequence[ReleaseInput] 
         + escape(", ".join([s.name for s in series] + [r.name for r in releases]))
         + ". The page is self-contained: no script, font, image or link to fetch.</footer>"
         "</main></body></html>\n")
+
+
+def _check_same_state(releases: Sequence[ReleaseInput]) -> None:
+    """Refuse ``--same-state`` for releases whose public parameters show different tables."""
+    keys = ("universe", "p", "q", "alpha", "epsilon_state", "budget")
+    seen: dict[tuple[Any, ...], str] = {}
+    for r in releases:
+        f = figure(r.data) if not is_map(r.data) or r.data.get("total") else None
+        sig = tuple(get(r.data, k) for k in keys if k != "epsilon_state") + (
+            None if f is None else f.epsilon_state,)
+        seen.setdefault(sig, r.name)
+    if len(seen) > 1:
+        a, b = list(seen.values())[:2]
+        msg = (f"--same-state: {a} and {b} cannot come from one state (their universe, "
+               "calibration, state epsilon or budget differ); leave --same-state out")
+        raise ConfigurationError(msg)
 
 
 def _day_label(start: float, size: int) -> str:

@@ -236,3 +236,14 @@ def test_late_line_counts_under_an_opt_in_are_not_hidden_in_the_total(late_sd: f
     plain = render([SeriesInput("daily.jsonl", [dict(recs[0], late_records=None,
                                                      untimed_records=None, late_sd=None)])])
     assert "Telemetry adds 0" in plain
+
+
+def test_same_state_is_refused_for_releases_of_different_tables() -> None:
+    from panstream.errors import ConfigurationError
+
+    one, m = _release_pair()
+    other, _ = _release_pair()
+    other = dict(other, universe="ipv4:10.1.0.0/20")
+    with pytest.raises(ConfigurationError, match="cannot come from one state"):
+        render([], [ReleaseInput("r.json", one), ReleaseInput("o.json", other)], same_state=True)
+    render([], [ReleaseInput("r.json", one), ReleaseInput("map.json", m)], same_state=True)
