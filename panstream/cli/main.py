@@ -105,6 +105,7 @@ def cli() -> None:
       panstream plan --universe ipv4:10.0.0.0/16 --epsilon 1
       tail -n +1 -F access.log | panstream ingest --universe ipv4:10.0.0.0/16 --state s.pst --format clf
       panstream release --state s.pst --epsilon 0.5
+      panstream report --series daily.jsonl --map map.json -o report.html   # one page to share
 
     Every option can also be set through the PANSTREAM_... environment variable shown in each
     command's --help; explicit flags win.

@@ -1,0 +1,523 @@
+"""The report page: one self-contained HTML document of what may be published.
+
+:func:`render` takes released results only (series records and release JSON objects, already
+read) and returns the page as a string. It draws every estimate with its interval, marks the
+noise-dominated ones (:func:`panstream.release.honesty.noise_dominated`), adds up what a person is
+covered at, and says what the deployment keeps and what it never keeps. It never sees a table and
+spends no budget: anyone may run it on the published files.
+
+The page has no script, no stylesheet, font or image to fetch, and no link outside itself: CSS is
+inline, charts are inline SVG (:mod:`panstream.report.svg`), and every chart has a table of the same
+numbers under it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from html import escape
+from typing import Any
+
+from panstream import __version__
+from panstream.errors import ConfigurationError
+from panstream.eventtime import label as iso_label
+from panstream.report.fields import (
+    Bucket,
+    Figure,
+    calibration_text,
+    family_of,
+    figure,
+    get,
+    is_map,
+    map_buckets,
+)
+from panstream.report.svg import ChartPoint, hilbert_map, interval_chart
+from panstream.windows import duration_text, horizon_line
+
+__all__ = ["MAX_MAP_BUCKETS", "ReleaseInput", "SeriesInput", "number_text", "render"]
+
+#: Buckets a map may have to be drawn and tabulated on the page (a page stays light enough to mail).
+MAX_MAP_BUCKETS = 4096
+
+#: What panstream never keeps, whatever the deployment (the privacy invariants, in plain words).
+NEVER_KEPT = (
+    "no client address, user ID or other item, in memory beyond a batch, on disk or in logs",
+    "no count per item or per client, and no count of lines or arrivals (unless an operator opted "
+    "in to noisy or exact counts, announced when it ran)",
+    "no stream length, no timestamps of arrivals",
+    "no random seed or generator state: every draw comes from the operating system's CSPRNG",
+    "no drawn noise: a released number cannot be turned back into the table's exact count",
+    "nothing of a closed window: its table is wiped once its one release is in the series",
+)
+
+#: Tables of at most this many rows are shown open; longer ones are folded (a click opens them).
+_OPEN_ROWS = 32
+
+_NOISE_NOTE = ("noise-dominated: the interval is wider than the value itself, so the number says "
+               "little beyond \u201csmall\u201d; a larger epsilon, a smaller universe or a longer "
+               "window would make it usable")
+
+
+@dataclass(frozen=True)
+class SeriesInput:
+    """A released series (the records of one series file), named as the page shows it."""
+
+    name: str
+    records: Sequence[Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class ReleaseInput:
+    """One release JSON object (a single figure or a map), named as the page shows it."""
+
+    name: str
+    data: Mapping[str, Any]
+
+
+@dataclass
+class _Cost:
+    what: str
+    name: str
+    eps_state: str
+    eps_release: str
+    total: float | None
+    note: str = ""
+
+
+@dataclass
+class _Keep:
+    name: str
+    family: str
+    universe: str
+    calibration: str
+    eps_state: str
+    budget: str
+
+
+@dataclass
+class _Page:
+    sections: list[str] = field(default_factory=list)
+    toc: list[tuple[str, str]] = field(default_factory=list)
+    costs: list[_Cost] = field(default_factory=list)
+    keeps: list[_Keep] = field(default_factory=list)
+    telemetry: list[str] = field(default_factory=list)
+
+
+def _f(v: float | None, digits: int = 6) -> str:
+    return "not stated" if v is None else f"{v:.{digits}g}"
+
+
+def number_text(v: float) -> str:
+    """How the page prints an estimate: whole numbers from 100, two decimals from 1, else four.
+
+    >>> number_text(19983.4), number_text(-2.345), number_text(0.30535)
+    ('19,983', '-2.35', '0.3054')
+    """
+    a = abs(v)
+    if a >= 100:
+        return f"{v:,.0f}"
+    if a >= 1:
+        return f"{v:,.2f}"
+    return f"{v:.4f}"
+
+
+def _tr(nd: bool) -> str:
+    return '<tr class="ndrow">' if nd else "<tr>"
+
+
+def _nd_cell(nd: bool) -> str:
+    return ('<td class="nd" title="' + escape(_NOISE_NOTE) + '">noise-dominated</td>' if nd
+            else "<td>no</td>")
+
+
+def render(series: Sequence[SeriesInput] = (), releases: Sequence[ReleaseInput] = (), *,
+           title: str = "panstream report", horizon: int | None = None,
+           same_state: bool = False, generated: float | None = None) -> str:
+    """The page for ``series`` and ``releases`` (each a single figure or a map).
+
+    Args:
+        series: released series (per window, with intervals).
+        releases: release JSON objects; a map (rows per bucket) is drawn as a map.
+        title: the page's heading.
+        horizon: seconds; adds "any HORIZON" to each series' accounting (``--horizon 7d``).
+        same_state: the releases were all drawn from one state (one ledger), so the largest of
+            their totals covers them all; otherwise their totals add up (an upper bound).
+        generated: UNIX time printed as the page's date (default: now).
+
+    Raises:
+        ConfigurationError: nothing to show, or an input without an estimate and interval.
+    """
+    if not series and not releases:
+        raise ConfigurationError("nothing to report: give --series, --release or --map")
+    if same_state:
+        _check_same_state(releases)
+    page = _Page()
+    for i, s in enumerate(series):
+        _series_section(page, s, f"series-{i + 1}", horizon)
+    for i, r in enumerate(releases):
+        if is_map(r.data):
+            _map_section(page, r, f"map-{i + 1}")
+        else:
+            _release_section(page, r, f"release-{i + 1}")
+    body = [_cost_section(page, same_state), *page.sections, _keeps_section(page),
+            _reading_section()]
+    body = [b.replace("<th>", '<th scope="col">').replace('<th class="t">',
+                                                          '<th scope="col" class="t">')
+            for b in body]
+    when = iso_label(time.time() if generated is None else generated)
+    toc = "".join(f'<li><a href="#{a}">{escape(t)}</a></li>' for a, t in
+                  [("privacy", "Privacy cost per person"), *page.toc,
+                   ("kept", "What is kept, and what never is"), ("reading", "How to read this page")])
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{_CSS}</style></head><body><main>"
+        f"<h1>{escape(title)}</h1>"
+        '<p class="lead">Published results of a pan-private measurement: every number is noisy, '
+        "comes with its interval, and was paid for from a privacy budget. This page was made from "
+        "the released files only: it never read a stored table and spent no budget.</p>"
+        f'<nav aria-label="Contents"><ul>{toc}</ul></nav>'
+        + "".join(body)
+        + f'<footer>Made by panstream report {escape(__version__)} on {escape(when)} from: '
+        + escape(", ".join([s.name for s in series] + [r.name for r in releases]))
+        + ". The page is self-contained: no script, font, image or link to fetch.</footer>"
+        "</main></body></html>\n")
+
+
+def _check_same_state(releases: Sequence[ReleaseInput]) -> None:
+    """Refuse ``--same-state`` for releases whose public parameters show different tables."""
+    keys = ("universe", "p", "q", "alpha", "epsilon_state", "budget")
+    seen: dict[tuple[Any, ...], str] = {}
+    for r in releases:
+        f = figure(r.data) if not is_map(r.data) or r.data.get("total") else None
+        sig = tuple(get(r.data, k) for k in keys if k != "epsilon_state") + (
+            None if f is None else f.epsilon_state,)
+        seen.setdefault(sig, r.name)
+    if len(seen) > 1:
+        a, b = list(seen.values())[:2]
+        msg = (f"--same-state: {a} and {b} cannot come from one state (their universe, "
+               "calibration, state epsilon or budget differ); leave --same-state out")
+        raise ConfigurationError(msg)
+
+
+def _day_label(start: float, size: int) -> str:
+    text = iso_label(start)
+    if size % 86400 == 0 and int(start) % 86400 == 0:
+        return text[:10]
+    return text[5:16].replace("T", " ")
+
+
+def _series_section(page: _Page, s: SeriesInput, anchor: str, horizon: int | None) -> None:
+    recs = sorted(s.records, key=lambda r: float(r.get("start") or 0))
+    if not recs:
+        raise ConfigurationError(f"{s.name}: the series has no released window yet")
+    figs: list[Figure] = []
+    for n, r in enumerate(recs, start=1):
+        try:
+            figs.append(figure(r))
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{s.name}, window {n}: {exc}") from None
+    for r in recs:
+        if r.get("start") is None or r.get("end") is None:
+            raise ConfigurationError(f"{s.name}: a record has no start/end: not a window series")
+    size = int(float(recs[-1]["end"]) - float(recs[-1]["start"]))
+    late = [r for r in recs if r.get("late_records") is not None]
+    if late:
+        exact = any(_finite(r.get("late_sd")) in (None, 0.0) for r in late)
+        page.telemetry.append(
+            f"{s.name} also published late and untimed line counts for {len(late)} window(s) "
+            + ("EXACTLY (--exact-counts: epsilon infinity for those counts)" if exact else
+               "with noise per ARRIVAL (--telemetry-epsilon E: k x E for a person with k late "
+               "arrivals; E is not in the series)")
+            + ", on top of the total above")
+    f0 = figs[0]
+    stat = f0.statistic
+    pct = f"{100 * f0.confidence:g} %"
+    nd = sum(f.noise_dominated for f in figs)
+    title = f"{stat} per {duration_text(size)} window: {f0.universe or s.name}"
+    page.toc.append((anchor, f"Series: {s.name}"))
+    pts = [ChartPoint(x=(float(r["start"]) + float(r["end"])) / 2, value=f.estimate, low=f.low,
+                      high=f.high, label=_day_label(float(r["start"]), size),
+                      noise_dominated=f.noise_dominated) for r, f in zip(recs, figs, strict=True)]
+    chart = interval_chart(pts, title=title, xlabel=f"window (UTC), {duration_text(size)} each",
+                           ylabel=f"{stat} (noisy)", band=True)
+    rows = []
+    for r, f in zip(recs, figs, strict=True):
+        rows.append(f"{_tr(f.noise_dominated)}"
+                    f"<td>{escape(str(r.get('window', '')))}</td>"
+                    f"<td>{escape(iso_label(float(r['end'])))}</td>"
+                    f"<td>{number_text(f.estimate)}</td><td>{number_text(f.low)}</td><td>{number_text(f.high)}</td>"
+                    f"<td>{_f(f.epsilon_total)}</td>{_nd_cell(f.noise_dominated)}</tr>")
+    eps = [f.epsilon_total for f in figs]
+    known = all(e is not None for e in eps)
+    total = math.fsum(e for e in eps if e is not None) if known else None
+    ew = max((e for e in eps if e is not None), default=None)
+    hline = ("" if horizon is None or ew is None else
+             f"<p>Over a horizon: {escape(horizon_line(ew, size, horizon))} (the largest window "
+             "epsilon of the series).</p>")
+    page.costs.append(_Cost("series", s.name, _f(figs[-1].epsilon_state),
+                            f"{_f(figs[-1].epsilon_release)} per window", total,
+                            f"{len(figs)} windows x up to {_f(ew)} each (state + release): a "
+                            "person seen in every window"))
+    for key in {(f.family, f.universe) for f in figs}:
+        r0 = next(r for r, f in zip(recs, figs, strict=True) if (f.family, f.universe) == key)
+        page.keeps.append(_Keep(s.name, key[0], key[1], calibration_text(r0),
+                                f"{_f(figure(r0).epsilon_state)} per window table",
+                                "one release per window (the window's whole budget)"))
+    page.sections.append(
+        f'<section id="{anchor}"><h2>Series: {escape(s.name)}</h2>'
+        f"<p>{len(recs)} windows of {escape(duration_text(size))} from "
+        f"{escape(str(recs[0].get('window', '')))} to {escape(iso_label(float(recs[-1]['end'])))}; "
+        f"{escape(stat)} per window ({escape(f0.family)} family, universe "
+        f"<code>{escape(f0.universe)}</code>), with {pct} intervals. "
+        f"{nd} of {len(recs)} noise-dominated. Each window had its own table, released once.</p>"
+        f'<figure>{chart}<figcaption>Each dot is a window\'s noisy estimate; the bar and the band '
+        f"show its {pct} interval; a ring marks a noise-dominated window.</figcaption></figure>"
+        f"<details{' open' if len(recs) <= _OPEN_ROWS else ''}><summary>Table: the "
+        f"{len(recs):,} windows (the numbers of the chart)</summary>"
+        f"<table><caption>The windows of {escape(s.name)}</caption>"
+        f"<thead><tr><th>window</th><th>end (UTC)</th><th>{escape(stat)}</th><th>low</th>"
+        f"<th>high</th><th>epsilon (window)</th><th>noise</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></details>{hline}</section>")
+
+
+def _release_figures(d: Mapping[str, Any]) -> list[tuple[str, Figure]]:
+    """The headline and, for a frequency release, its other counts (seen once, returning)."""
+    head = figure(d)
+    out = [(head.statistic, head)]
+    stats = get(d, "stats")
+    if isinstance(stats, Mapping):
+        for name in ("once", "returning"):
+            v = stats.get(name)
+            if not isinstance(v, Mapping):
+                continue
+            val, lo, hi = (_finite(v.get(k)) for k in ("value", "low", "high"))
+            if val is None or lo is None or hi is None:
+                continue
+            out.append((name, replace(head, statistic=name, estimate=val, low=lo, high=hi,
+                                      stderr=_finite(v.get("stderr")))))
+    return out
+
+
+def _finite(v: Any) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _release_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
+    try:
+        figs = _release_figures(r.data)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{r.name}: {exc}") from None
+    head = figs[0][1]
+    pct = f"{100 * head.confidence:g} %"
+    page.toc.append((anchor, f"Release: {r.name}"))
+    pts = [ChartPoint(x=float(i), value=f.estimate, low=f.low, high=f.high, label=name,
+                      noise_dominated=f.noise_dominated) for i, (name, f) in enumerate(figs)]
+    chart = interval_chart(pts, title=f"{head.statistic}: {head.universe or r.name}",
+                           xlabel="statistic", ylabel="estimate (noisy)", width=560, height=300)
+    rows = "".join(
+        f"{_tr(f.noise_dominated)}<td>{escape(name)}</td>"
+        f"<td>{number_text(f.estimate)}</td><td>{number_text(f.low)}</td><td>{number_text(f.high)}</td>"
+        f"<td>{'' if f.stderr is None else number_text(f.stderr)}</td>{_nd_cell(f.noise_dominated)}</tr>"
+        for name, f in figs)
+    _add_release_cost(page, r, head, "release")
+    mech = get(r.data, "mechanism")
+    page.sections.append(
+        f'<section id="{anchor}"><h2>Release: {escape(r.name)}</h2>'
+        f"<p><strong>{escape(head.statistic)} {number_text(head.estimate)}</strong>, {pct} interval "
+        f"[{number_text(head.low)}, {number_text(head.high)}]"
+        + (" \u2014 <span class=\"ndtag\">noise-dominated</span>" if head.noise_dominated else "")
+        + f" ({escape(head.family)} family, universe <code>{escape(head.universe)}</code>"
+        + (f", {escape(str(mech))} noise" if mech else "")
+        + f", epsilon {_f(head.epsilon_release)} for this release).</p>"
+        f"<figure>{chart}<figcaption>The released estimate(s) with their {pct} intervals."
+        "</figcaption></figure>"
+        f"<table><caption>The numbers of {escape(r.name)}</caption><thead><tr><th>statistic</th>"
+        "<th>estimate</th><th>low</th><th>high</th><th>stderr</th><th>noise</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table></section>")
+
+
+def _add_release_cost(page: _Page, r: ReleaseInput, head: Figure, what: str) -> None:
+    budget, left = get(r.data, "budget"), get(r.data, "budget_remaining")
+    page.costs.append(_Cost(what, r.name, _f(head.epsilon_state), _f(head.epsilon_release),
+                            head.epsilon_total, "the table's total after this release (state + "
+                            "everything its ledger had spent)"))
+    page.keeps.append(_Keep(r.name, family_of(r.data), head.universe, calibration_text(r.data),
+                            _f(head.epsilon_state),
+                            "not stated" if budget is None else
+                            f"{float(budget):g}, {float(left or 0):g} left after this release"))
+
+
+def _is_ip_map(universe: str, n: int) -> bool:
+    return universe.startswith(("ipv4:", "ipv6:")) and n > 1 and n & (n - 1) == 0
+
+
+def _map_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
+    d = r.data
+    try:
+        buckets = map_buckets(d)
+        head = figure(d) if (d.get("total") or d.get("estimate") is not None) else None
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{r.name}: {exc}") from None
+    n = len(buckets)
+    if n > MAX_MAP_BUCKETS:
+        msg = (f"{r.name}: {n:,} buckets are too many for one page (at most "
+               f"{MAX_MAP_BUCKETS:,}): release the map with a coarser --by")
+        raise ConfigurationError(msg)
+    universe = str(get(d, "universe", ""))
+    by = str(get(d, "by", ""))
+    conf = float(get(d, "confidence", 0.95))
+    pct = f"{100 * conf:g} %"
+    zero = sum(b.contains_zero for b in buckets)
+    nd = sum(b.noise_dominated for b in buckets)
+    page.toc.append((anchor, f"Map: {r.name}"))
+    title = f"{universe} by {by}: noisy density per bucket" if by else f"{r.name}: per bucket"
+    tips = [f"{b.label}: density {b.value:.3f} [{b.low:.3f}, {b.high:.3f}]"
+            + (" (interval contains 0)" if b.contains_zero else "")
+            + (" (noise-dominated)" if b.noise_dominated else "") for b in buckets]
+    if _is_ip_map(universe, n):
+        chart = hilbert_map([b.label for b in buckets], [b.value for b in buckets],
+                            [b.low for b in buckets], [b.high for b in buckets], title=title,
+                            tips=tips)
+        how = ("Buckets lie on a Hilbert curve (neighbouring prefixes stay neighbours; every "
+               "square block is one shorter prefix), coloured by density; grey where it is "
+               "noise-dominated (interval wider than the value) or its interval reaches 0: its "
+               "colour would be noise. Hover a bucket for its numbers.")
+    else:
+        pts = [ChartPoint(x=float(i), value=b.value, low=b.low, high=b.high, label=b.label,
+                          noise_dominated=b.noise_dominated) for i, b in enumerate(buckets)]
+        chart = interval_chart(pts, title=title, xlabel="bucket", ylabel="density (noisy)")
+        how = "Each dot is a bucket's noisy density; the bar is its interval."
+    half = get(d, "halfwidth")
+    rows = "".join(_bucket_row(b) for b in buckets)
+    if head is not None:
+        _add_release_cost(page, r, head, "map")
+    total = ("" if head is None else
+             f" The whole map adds up to {escape(head.statistic)} {number_text(head.estimate)} "
+             f"[{number_text(head.low)}, {number_text(head.high)}].")
+    open_attr = " open" if n <= _OPEN_ROWS else ""
+    page.sections.append(
+        f'<section id="{anchor}"><h2>Map: {escape(r.name)}</h2>'
+        f"<p>{n:,} buckets of <code>{escape(universe)}</code>"
+        + (f" by {escape(by)}" if by else "")
+        + f", one epsilon ({_f(head.epsilon_release if head else None)}) for the whole map "
+        "(one person is in one bucket)."
+        + ("" if half is None else
+           f" A bucket's density is \u00b1{float(half):.3f} at {pct} from noise alone: smaller "
+           "differences between buckets are not signal.")
+        + f" {nd} bucket(s) are noise-dominated, {zero} have an interval reaching 0.{total}</p>"
+        f"<figure>{chart}<figcaption>{escape(how)}</figcaption></figure>"
+        f"<details{open_attr}><summary>Table: the {n:,} buckets (the numbers of the map)</summary>"
+        f"<table><caption>Buckets of {escape(r.name)}, {pct} intervals</caption><thead><tr>"
+        "<th>bucket</th><th>density</th><th>low</th><th>high</th><th>distinct</th>"
+        f"<th>noise</th></tr></thead><tbody>{rows}</tbody></table></details></section>")
+
+
+def _bucket_row(b: Bucket) -> str:
+    distinct = "" if b.distinct is None else number_text(b.distinct)
+    return (f"{_tr(b.noise_dominated)}<td>{escape(b.label)}</td>"
+            f"<td>{b.value:.4f}</td><td>{b.low:.4f}</td><td>{b.high:.4f}</td><td>{distinct}</td>"
+            f"{_nd_cell(b.noise_dominated)}</tr>")
+
+
+def _cost_section(page: _Page, same_state: bool) -> str:
+    rows = "".join(f"<tr><td>{escape(c.what)}</td><td>{escape(c.name)}</td>"
+                   f"<td>{escape(c.eps_state)}</td><td>{escape(c.eps_release)}</td>"
+                   f"<td><strong>{_f(c.total)}</strong></td>"
+                   f'<td class="t">{escape(c.note)}</td></tr>'
+                   for c in page.costs)
+    series = [c for c in page.costs if c.what == "series"]
+    rels = [c for c in page.costs if c.what != "series"]
+    parts: list[float | None] = [c.total for c in series]
+    if rels:
+        tot = [c.total for c in rels if c.total is not None]
+        if len(tot) < len(rels):
+            parts.append(None)
+        else:
+            parts.append(max(tot) if same_state else math.fsum(tot))
+    known = all(p is not None for p in parts)
+    grand = math.fsum(p for p in parts if p is not None) if known else None
+    how = ("the releases come from one state, as stated (--same-state), so the largest of their "
+           "totals covers them all" if same_state else
+           "each release's total is counted in full, as if each came from its own table (an upper "
+           "bound: if they share a state, give --same-state)")
+    return (
+        '<section id="privacy"><h2>Privacy cost per person</h2>'
+        f'<p class="total">A person who appears in everything shown here is covered at '
+        f"<strong>epsilon {_f(grand) if grand is not None else 'unknown (an input does not state it)'}"
+        "</strong> in total (pan-private: against the published numbers plus one leak of the "
+        "stored state).</p>"
+        + "<p>"
+        + ("Series: a person seen in every window pays each window's epsilon (state + release). "
+           if series else "")
+        + (f"Releases: {escape(how)}. " if rels else "")
+        + ("Telemetry adds 0: nothing that counts arrivals is kept or served by default.</p>"
+           if not page.telemetry else
+           '<strong class="ndtag">Telemetry:</strong> ' + escape("; ".join(page.telemetry))
+           + ".</p>")
+        + "<table><caption>Epsilon of each input</caption><thead><tr><th>kind</th><th>input</th>"
+        "<th>epsilon (state)</th><th>epsilon (release)</th><th>total per person</th>"
+        '<th class="t">how</th>'
+        f"</tr></thead><tbody>{rows}</tbody></table></section>")
+
+
+def _keeps_section(page: _Page) -> str:
+    rows = "".join(f"<tr><td>{escape(k.name)}</td><td>{escape(k.family)}</td>"
+                   f"<td class=\"t\"><code>{escape(k.universe)}</code></td>"
+                   f"<td class=\"t\">{escape(k.calibration)}</td>"
+                   f"<td>{escape(k.eps_state)}</td><td class=\"t\">{escape(k.budget)}</td></tr>"
+                   for k in page.keeps)
+    never = "".join(f"<li>{escape(x)}</li>" for x in NEVER_KEPT)
+    return (
+        '<section id="kept"><h2>What is kept, and what never is</h2>'
+        "<p>The deployment keeps one randomized table per state over a public universe (bits, "
+        "modular counters or a sketch grid; every arrival overwrites its entry with a fresh "
+        "random draw) and public parameters: the family, the universe, the calibration and the "
+        "privacy ledger. A leaked or subpoenaed table is covered at its state epsilon.</p>"
+        "<table><caption>What each input's deployment keeps</caption><thead><tr><th>input</th>"
+        "<th>family</th><th class=\"t\">universe</th><th class=\"t\">calibration</th>"
+        '<th>epsilon (state)</th><th class="t">budget</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
+        f"<p>It never keeps:</p><ul>{never}</ul></section>")
+
+
+def _reading_section() -> str:
+    return (
+        '<section id="reading"><h2>How to read this page</h2><ul>'
+        "<li><strong>Every number is noisy.</strong> The interval (usually 95 %) covers the "
+        "truth in that share of releases; the bars, bands and low/high columns draw it.</li>"
+        f"<li><strong>Noise-dominated</strong> (a ring on a chart, grey on a map, the column "
+        "marked in a table): "
+        f"{escape(_NOISE_NOTE)}.</li>"
+        "<li><strong>Epsilon</strong> measures how much the published numbers (plus one leaked "
+        "table) can reveal about one person; smaller is more private. Epsilons of separate "
+        "releases add up for a person who is in all of them.</li>"
+        "<li>Estimates are unbiased, not clamped: near 0 they can be negative.</li>"
+        "</ul></section>")
+
+
+_CSS = (
+    "body{margin:0;background:#fff;color:#1b1b1b;font:15px/1.5 system-ui,-apple-system,"
+    "'Segoe UI',Roboto,'Helvetica Neue',Arial,sans-serif}"
+    "main{max-width:980px;margin:0 auto;padding:16px 24px 40px}"
+    "h1{font-size:26px;margin:8px 0 4px}h2{font-size:20px;margin:28px 0 8px;"
+    "border-bottom:1px solid #ddd;padding-bottom:4px}"
+    ".lead{color:#333}.total{font-size:17px}"
+    "nav ul{margin:4px 0;padding-left:20px;columns:2}"
+    "figure{margin:12px 0}figcaption{font-size:13px;color:#444}"
+    "svg{max-width:100%;height:auto;font-family:inherit}"
+    "table{border-collapse:collapse;margin:8px 0;font-size:13px;"
+    "font-variant-numeric:tabular-nums}caption{text-align:left;font-weight:600;padding:4px 0}"
+    "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+    "th:first-child,td:first-child,th.t,td.t{text-align:left}th{background:#f2f4f7}"
+    "td.nd{color:#8a3a00;font-weight:600}tr.ndrow{background:#fff3e8}"
+    ".ndtag{color:#8a3a00;font-weight:600}"
+    "code{font-size:13px;background:#f4f4f4;padding:0 3px}"
+    "details summary{cursor:pointer;font-weight:600;margin:6px 0}"
+    "footer{margin-top:32px;font-size:12px;color:#555}")

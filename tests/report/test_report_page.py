@@ -1,0 +1,249 @@
+"""The page: self-contained (nothing to fetch, no script), light enough to mail, every estimate drawn
+with its interval, noise-dominated values marked by the shared rule, the privacy cost added up,
+and the same page for a single release, a windowed series and a Kafka group's series."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _html import external_references
+
+import panstream as ps
+from panstream.cli.common import json_ready
+from panstream.release.honesty import noise_dominated
+from panstream.report import ReleaseInput, SeriesInput, render
+from panstream.report.fields import figure
+from panstream.report.page import number_text
+from panstream.report.svg import EMPTY, INK, NOISE
+from panstream.series import read, record
+
+
+def test_the_reference_checker_catches_every_way_a_page_fetches(tmp_path: Path) -> None:
+    hostile = ('<html><head><link rel="stylesheet" href="https://cdn.example/x.css">'
+               "<style>@import 'a.css'; body{background:url(http://e/x.png)}</style>"
+               '<script src="https://cdn.example/chart.js"></script></head><body>'
+               '<img src="x.png"><a href="https://example.org">out</a>'
+               '<svg><image href="http://e/i.png"/></svg><div style="background:url(x.png)">'
+               '</div><iframe src="https://e"></iframe><p onclick="x()">p</p></body></html>')
+    refs, scripts = external_references(hostile)
+    assert scripts == 1
+    for needle in ("x.css", "@import", "chart.js", "x.png", "example.org", "i.png", "<iframe>",
+                   "onclick"):
+        assert any(needle in r for r in refs), (needle, refs)
+    assert external_references('<a href="#privacy">in</a><svg><title>t</title></svg>') == ([], 0)
+
+
+def test_a_week_and_a_map_make_one_self_contained_page_under_1_mb(week: tuple[Path, Path]) -> None:
+    series_path, map_path = week
+    html = render([SeriesInput("week.jsonl", read(series_path))],
+                  [ReleaseInput("map.json", json.loads(map_path.read_text()))], horizon=7 * 86400)
+    refs, scripts = external_references(html)
+    assert refs == [] and scripts == 0
+    assert "://" not in html  # not even a URL in the text
+    assert len(html.encode()) < 1_000_000
+    # every chart has a title and a description for screen readers, and a table under it
+    assert html.count('role="img"') == 2
+    assert html.count("<desc>") == 2 and html.count("<table>") >= 4
+
+
+def test_every_window_is_drawn_with_its_interval_and_tabulated(week: tuple[Path, Path]) -> None:
+    series_path, _ = week
+    recs = read(series_path)
+    html = render([SeriesInput("week.jsonl", recs)])
+    chart = html[html.index('<svg class="chart"'):html.index("</svg>")]
+    assert chart.count('<circle cx=') - chart.count(f'stroke="{NOISE}"') == len(recs) + 1  # + legend
+    # three lines per interval (the whisker and its two caps) for every window
+    assert chart.count(f'stroke="{INK}" stroke-width="2"/>') == 3 * len(recs)
+    assert '<polygon points=' in chart  # the band through the intervals
+    for r in recs:
+        assert f"<td>{r['window']}</td>" in html
+        for key in ("estimate", "low", "high"):
+            assert f"<td>{number_text(float(r[key]))}</td>" in html, (key, r[key])
+
+
+def test_noise_dominated_windows_are_marked_by_the_shared_rule(week: tuple[Path, Path]) -> None:
+    series_path, _ = week
+    # the fixture's quiet Sunday is noise-dominated unless its noise was extreme (about 1 in 10^4
+    # runs), so one window that is noise-dominated by construction is added
+    recs = [*read(series_path), {"window": "2026-11-23T00:00:00Z", "start": 1_795_392_000,
+                                 "end": 1_795_478_400, "statistic": "distinct", "estimate": 10.0,
+                                 "low": -400.0, "high": 420.0, "epsilon_window": 1.5}]
+    expected = sum(noise_dominated(r["estimate"], r["low"], r["high"]) for r in recs)
+    assert expected >= 1
+    html = render([SeriesInput("week.jsonl", recs)])
+    chart = html[html.index('<svg class="chart"'):html.index("</svg>")]
+    assert chart.count(f'r="9" fill="none" stroke="{NOISE}"') == expected
+    assert html.count('<td class="nd"') == expected
+    assert f"{expected} of {len(recs)} noise-dominated" in html
+
+
+def test_map_buckets_that_are_noise_are_grey(week: tuple[Path, Path]) -> None:
+    _, map_path = week
+    d = json.loads(map_path.read_text())
+    html = render([], [ReleaseInput("map.json", d)])
+    svg = html[html.index('<svg class="map"'):]
+    svg = svg[:svg.index("</svg>")]
+    grey = sum(r["density_low"] <= 0 or noise_dominated(r["density"], r["density_low"],
+                                                         r["density_high"]) for r in d["rows"])
+    assert 0 < grey < len(d["rows"])
+    assert svg.count(f'fill="{EMPTY}"><title>') == grey
+    assert svg.count("<rect") == len(d["rows"]) + 20  # every bucket, and the colour scale
+    assert all(f"<td>{r['label']}</td>" in html for r in d["rows"])
+
+
+def _release_pair() -> tuple[dict, dict]:
+    est = ps.DensityEstimator("ipv4:10.0.0.0/20", epsilon=1.0, budget=1.0)
+    est.update_indices(np.arange(1500))
+    one = json_ready(est.release(0.25).to_dict())
+    m = json_ready(est.release_map(0.5, by="/24").to_dict())
+    return one, m
+
+
+def _grand_total(html: str) -> float:
+    m = re.search(r"is covered at <strong>epsilon ([0-9.]+)</strong>", html)
+    assert m, html[:2000]
+    return float(m.group(1))
+
+
+def test_the_total_per_person_adds_up_every_input(week: tuple[Path, Path]) -> None:
+    series_path, map_path = week
+    recs = read(series_path)
+    d = json.loads(map_path.read_text())
+    html = render([SeriesInput("week.jsonl", recs)], [ReleaseInput("map.json", d)])
+    expect = sum(r["epsilon_window"] for r in recs) + d["epsilon_total"]
+    assert _grand_total(html) == pytest.approx(expect, abs=1e-3)
+
+
+def test_releases_of_one_state_count_its_ledger_once_only_when_said() -> None:
+    one, m = _release_pair()
+    inputs = [ReleaseInput("r.json", one), ReleaseInput("map.json", m)]
+    # by default each release's total counts in full: an upper bound
+    assert _grand_total(render([], inputs)) == pytest.approx(one["epsilon_total"] +
+                                                             m["epsilon_total"], abs=1e-3)
+    # one state: its ledger's last total (state + 0.25 + 0.5) covers both releases
+    same = _grand_total(render([], inputs, same_state=True))
+    assert same == pytest.approx(m["epsilon_total"], abs=1e-3)
+    assert same == pytest.approx(one["epsilon_state"] + 0.75, abs=1e-3)
+
+
+def _sections(html: str) -> list[str]:
+    return re.findall(r'<section id="([a-z]+)', html)
+
+
+def test_the_same_page_for_a_release_a_series_and_a_kafka_groups_series() -> None:
+    one, _ = _release_pair()
+    single = render([], [ReleaseInput("r.json", one)])
+    daily = [record(f"2026-11-{16 + i}T00:00:00Z", 1_794_787_200 + i * 86400,
+                    1_794_787_200 + (i + 1) * 86400, "density", one,
+                    epsilon_state=one["epsilon_state"]) for i in range(3)]
+    series = render([SeriesInput("daily.jsonl", daily)])
+    # a Kafka group's series: the same records (hourly here), its release noting replays
+    group = [dict(r, release=dict(r["release"], replay_note="at-least-once")) for r in
+             (record(f"2026-11-16T{h:02d}:00:00Z", 1_794_787_200 + h * 3600,
+                     1_794_787_200 + (h + 1) * 3600, "density", one,
+                     epsilon_state=one["epsilon_state"]) for h in range(24))]
+    kafka = render([SeriesInput("hourly-series.jsonl", group)])
+    for page in (single, series, kafka):
+        assert _sections(page)[0] == "privacy" and _sections(page)[-2:] == ["kept", "reading"]
+        assert external_references(page) == ([], 0)
+        assert 'role="img"' in page and "<table>" in page
+    assert _sections(single)[1:-2] == ["release"]
+    assert _sections(series)[1:-2] == _sections(kafka)[1:-2] == ["series"]
+    assert "24 windows of 1h" in kafka and "3 windows of 1d" in series
+
+
+def test_text_from_a_file_is_shown_as_text_never_as_markup() -> None:
+    _, m = _release_pair()
+    m["rows"][0]["label"] = '<script>alert(1)</script>'
+    m["universe"] = '<img src=x onerror=alert(1)>'
+    html = render([], [ReleaseInput('"><svg onload=alert(1)>.json', m)])
+    assert external_references(html) == ([], 0)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_the_unified_schema_renders_the_same_numbers() -> None:
+    one, _ = _release_pair()
+    f = figure(one)
+    new = {"family": "density", "universe": f.universe, "statistic": "distinct",
+           "estimate": f.estimate, "low": f.low, "high": f.high, "stderr": f.stderr,
+           "confidence": f.confidence, "noise_dominated": f.noise_dominated,
+           "epsilon": {"state": f.epsilon_state, "release": f.epsilon_release,
+                       "total": f.epsilon_total},
+           "extras": {k: v for k, v in one.items() if not k.startswith("epsilon")}}
+    a = render([], [ReleaseInput("r.json", one)], generated=0)
+    b = render([], [ReleaseInput("r.json", new)], generated=0)
+    assert a == b
+
+
+def test_a_range_map_is_drawn_as_intervals_per_bucket() -> None:
+    est = ps.DensityEstimator("range:4096", epsilon=1.0, budget=1.0)
+    est.update_indices(np.arange(0, 4096, 3))
+    m = json_ready(est.release_map(1.0, by=512).to_dict())
+    html = render([], [ReleaseInput("range.json", m)])
+    assert '<svg class="map"' not in html and '<svg class="chart"' in html
+    chart = html[html.index('<svg class="chart"'):html.index("</svg>")]
+    assert chart.count(f'stroke="{INK}" stroke-width="2"/>') == 3 * len(m["rows"])
+    assert "0\u2013511" in html  # the buckets' labels
+
+
+def test_a_csv_series_makes_the_same_chart(week: tuple[Path, Path], tmp_path: Path) -> None:
+    from panstream.series import Series
+
+    series_path, _ = week
+    recs = read(series_path)
+    csv_path = tmp_path / "week.csv"
+    s = Series(csv_path)
+    for r in recs:
+        s.append(r)
+    from_csv = render([SeriesInput("week", read(csv_path))], generated=0)
+    from_jsonl = render([SeriesInput("week", recs)], generated=0)
+    chart = lambda h: h[h.index('<svg class="chart"'):h.index("</svg>")]  # noqa: E731
+    assert chart(from_csv) == chart(from_jsonl)
+
+
+def test_a_frequency_release_shows_its_counts_in_either_schema() -> None:
+    f = ps.FrequencyEstimator("ipv4:10.0.0.0/20", epsilon=2.0, budget=2.0)
+    f.update_indices(np.arange(2000))
+    f.update_indices(np.arange(1000))
+    old = json_ready(f.release(2.0).to_dict())
+    head = figure(old)
+    new = {"family": "frequency", "universe": head.universe, "statistic": "present",
+           "estimate": head.estimate, "low": head.low, "high": head.high, "stderr": head.stderr,
+           "confidence": head.confidence, "noise_dominated": head.noise_dominated,
+           "epsilon": {"state": head.epsilon_state, "release": head.epsilon_release,
+                       "total": head.epsilon_total},
+           "extras": {k: v for k, v in old.items() if not k.startswith("epsilon")}}
+    a = render([], [ReleaseInput("f.json", old)], generated=0)
+    assert a == render([], [ReleaseInput("f.json", new)], generated=0)
+    for name in ("present", "once", "returning"):
+        assert f"<td>{name}</td><td>{number_text(old['stats'][name]['value'])}</td>" in a
+
+
+@pytest.mark.parametrize(("late_sd", "says"), [(14.1, "with noise per ARRIVAL"),
+                                              (0.0, "EXACTLY")])
+def test_late_line_counts_under_an_opt_in_are_not_hidden_in_the_total(late_sd: float,
+                                                                      says: str) -> None:
+    one, _ = _release_pair()
+    recs = [record("2026-11-16T00:00:00Z", 1_794_787_200, 1_794_873_600, "density", one,
+                   epsilon_state=one["epsilon_state"],
+                   late={"late_records": 12.0, "untimed_records": 3.0, "late_sd": late_sd})]
+    html = render([SeriesInput("daily.jsonl", recs)])
+    assert says in html and "Telemetry adds 0" not in html
+    plain = render([SeriesInput("daily.jsonl", [dict(recs[0], late_records=None,
+                                                     untimed_records=None, late_sd=None)])])
+    assert "Telemetry adds 0" in plain
+
+
+def test_same_state_is_refused_for_releases_of_different_tables() -> None:
+    from panstream.errors import ConfigurationError
+
+    one, m = _release_pair()
+    other, _ = _release_pair()
+    other = dict(other, universe="ipv4:10.1.0.0/20")
+    with pytest.raises(ConfigurationError, match="cannot come from one state"):
+        render([], [ReleaseInput("r.json", one), ReleaseInput("o.json", other)], same_state=True)
+    render([], [ReleaseInput("r.json", one), ReleaseInput("map.json", m)], same_state=True)
