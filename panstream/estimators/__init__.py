@@ -77,7 +77,7 @@ def new(kind: str, universe: Universe | str, epsilon: float, *,
     if kind == SketchEstimator.kind:
         grid = universe if isinstance(universe, SketchGrid) else SketchGrid.parse_spec(str(universe))
         return SketchEstimator(epsilon, grid.buckets, grid.levels, grid.items, budget, layout,
-                               _ledger=ledger)
+                               hashing=grid.hashing, _ledger=ledger)
     return DensityEstimator(universe, epsilon, calibration, budget, layout, _ledger=ledger)
 
 
