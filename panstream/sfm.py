@@ -378,6 +378,10 @@ class SketchGrid(Universe):
             b, p = dims.split("x")
             if kind != "sketch" or len(hashing) > 1:
                 raise ValueError
+            if items == "ip-country":  # one grid per country (panstream.sketch.country)
+                from panstream.sketch.country import CountryGrid
+
+                return CountryGrid(int(b), int(p), hashing[0] if hashing else None)
             grid = cls(int(b), int(p), items, hashing[0] if hashing else None)
         except (ValueError, ConfigurationError) as exc:
             msg = (f"invalid sketch grid spec {spec!r} (expected e.g. sketch:4096x24:ip, or "

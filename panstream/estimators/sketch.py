@@ -92,7 +92,7 @@ class SketchEstimator(RedrawnBits, Estimator):
                  levels: int = DEFAULT_LEVELS, items: str = "ip", budget: float = DEFAULT_BUDGET,
                  layout: str = "auto", *, hashing: str | None = None,
                  _table: BitTable | None = None, _ledger: PrivacyLedger | None = None) -> None:
-        self.universe = SketchGrid(buckets, levels, items, hashing)
+        self.universe = self._grid(buckets, levels, items, hashing)
         cal = calibrate(epsilon, "rr")
         self.epsilon = cal.epsilon
         self._numerator = cal.numerator
@@ -106,6 +106,11 @@ class SketchEstimator(RedrawnBits, Estimator):
             raise ConfigurationError(msg)
         self._table = _table if _table is not None else BitTable.random(
             self.universe.size, layout, self._q_numerator)
+
+    @staticmethod
+    def _grid(buckets: int, levels: int, items: str, hashing: str | None) -> SketchGrid:
+        """The grid of the family (a by-country sketch lays one per country end to end)."""
+        return SketchGrid(buckets, levels, items, hashing)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -170,6 +175,10 @@ class SketchEstimator(RedrawnBits, Estimator):
             grid = SketchGrid.parse_spec(str(params["universe"]))
         except Exception as exc:  # noqa: BLE001 - any failure is a bad parameter
             raise fmt.bad_params(str(exc)) from None
+        if grid.items == "ip-country" and cls is SketchEstimator:  # one grid per country
+            from panstream.sketch.country import CountrySketchEstimator
+
+            return CountrySketchEstimator._from_snapshot(params, ledger, payload, layout)
         dims = (params.get("buckets"), params.get("levels"), params.get("items"))
         if dims != (grid.buckets, grid.levels, grid.items) or params.get("cells") != grid.size:
             raise fmt.bad_params(f"grid {dims} does not match universe {grid.spec}")
