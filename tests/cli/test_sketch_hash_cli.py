@@ -68,3 +68,29 @@ def test_a_state_keeps_the_hash_it_was_built_with(tmp_path: Path,
     r = run_cli(["ingest", "-u", "ipv4:10.0.0.0/16", "--sketch-hash", "presto-sql", "-s",
                  str(tmp_path / "c.pst"), str(log)])
     assert r.returncode == 2 and b"--estimator sketch" in r.stderr
+
+
+def test_release_by_country_from_the_command_line(tmp_path: Path,
+                                                  run_cli: Callable[..., Any]) -> None:
+    """``ingest -u sketch:256x8:ip-country`` then ``release --by country``: every country slot
+    once, one ledger charge, the JSON total within 6 standard errors of the truth (false failure
+    < 2e-9); a plain sketch refuses --by country in one line."""
+    log = _log(tmp_path / "a.log", 0, 3000)  # 10.x: no country (slot ZZ), plus public ones
+    with log.open("a") as f:
+        f.write("".join(f"{8 + i % 5}.{i >> 8 & 255}.{i & 255}.1\n" for i in range(2000)))
+    st = tmp_path / "c.pst"
+    assert run_cli(["ingest", "--estimator", "sketch", "-u", "sketch:256x8:ip-country",
+                    "--epsilon", "2", "-s", str(st), str(log)]).returncode == 0
+    r = run_cli(["release", "-s", str(st), "--epsilon", "1", "--by", "country", "--json"])
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert len(d["rows"]) == 253 and abs(d["distinct"] - 5000) < 6 * d["stderr"]
+    zz = next(row for row in d["rows"] if row["country"] == "ZZ")
+    assert abs(zz["distinct"] - 3000) < 6 * zz["stderr"]  # private addresses have no country
+    assert d["epsilon"] == 1 and d["budget_remaining"] == 0  # one charge for all 253
+    r = run_cli(["release", "-s", str(st), "--epsilon", "1", "--by", "country"])
+    assert r.returncode != 0 and b"budget" in r.stderr  # the budget of 1 is spent: once
+    plain = tmp_path / "p.pst"
+    assert run_cli(["ingest", "--estimator", "sketch", "-s", str(plain), str(log)]).returncode == 0
+    r = run_cli(["release", "-s", str(plain), "--epsilon", "1", "--by", "country"])
+    assert r.returncode == 2 and b"ip-country" in r.stderr and r.stderr.count(b"\n") == 1
