@@ -37,8 +37,8 @@ def main() -> None:
     ap.add_argument("-r", "--runs", type=int, default=5)
     args = ap.parse_args()
     rng = np.random.default_rng(2026)
-    print(f"| grid per country | state bytes | coverage (95 %) | largest country: truth, "
-          f"+- (rel.) | empty country +- | total +- | ingest s | release s |")
+    print("| grid per country | state bytes | coverage (95 %) | largest country: truth, "
+          "+- (rel.) | empty country +- | total +- | ingest s | release s |")
     print("|---|---|---|---|---|---|---|---|")
     for b, p in ((256, 24), (1024, 24), (4096, 24)):
         cover = total = 0
