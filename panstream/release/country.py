@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from panstream import sfm
+from panstream import geo, sfm
+from panstream.errors import ConfigurationError
 from panstream.release.honesty import noise_dominated
 from panstream.release.ledger import group_privacy
 from panstream.release.sketch import interval_halfwidth
@@ -155,6 +156,12 @@ def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
         var_state += fit.stderr**2
         var_rel_total += var_rel
         raw.append(fit.n)
+    table = est.universe.geo
+    if table is None:  # a state no arrival reached yet in this process (e.g. a window's table)
+        try:
+            table = geo.database()
+        except ConfigurationError:
+            table = None
     total = math.fsum(raw)  # unclamped: clamping 253 near-zero estimates at 0 would bias the sum
     h = interval_halfwidth(math.sqrt(var_state), var_rel_total, confidence)
     return CountryRelease(
@@ -163,7 +170,7 @@ def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
         noisy_ones=noisy, epsilon=eps_out, epsilon_state=est.epsilon_state,
         epsilon_total=est.ledger.epsilon_total(est.epsilon_state), mechanism=mechanism,
         confidence=float(confidence), buckets=buckets, levels=est.levels,
-        universe=est.universe.spec, geo=est.universe.geo, budget=est.ledger.budget,
+        universe=est.universe.spec, geo=table, budget=est.ledger.budget,
         budget_remaining=est.ledger.remaining, time=entry.time)
 
 
