@@ -58,8 +58,9 @@ def write_export(path: str | os.PathLike[str], est: Any) -> None:
     from panstream import sfm
     from panstream.state.files import atomic_write
 
+    data = sfm.to_presto(est.presto())  # refused before anything is written (a by-country state)
     write_params(path, export_params(est))
-    atomic_write(path, sfm.to_presto(est.presto()))
+    atomic_write(path, data)
 
 
 def read_hash(path: str | os.PathLike[str]) -> str | None:
