@@ -19,6 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from panstream import geo  # noqa: E402
+from panstream.estimators.hashed_country import CountryDensityEstimator  # noqa: E402
 from panstream.sketch.country import CountrySketchEstimator  # noqa: E402
 
 
@@ -37,17 +38,21 @@ def main() -> None:
     ap.add_argument("-r", "--runs", type=int, default=5)
     args = ap.parse_args()
     rng = np.random.default_rng(2026)
-    print("| grid per country | state bytes | coverage (95 %) | largest country: truth, "
+    print("| table per country | state bytes | coverage (95 %) | largest country: truth, "
           "+- (rel.) | empty country +- | total +- | ingest s | release s |")
     print("|---|---|---|---|---|---|---|---|")
-    for b, p in ((256, 24), (1024, 24), (4096, 24)):
+    grids: list[tuple[str, int, int]] = [("sketch", b, 24) for b in (256, 1024, 4096)]
+    grids += [("hashed-ip", m, 1) for m in (4096, 16384, 65536)]
+    for family, b, p in grids:
         cover = total = 0
         big, empty, tot, t_in, t_rel = [], [], [], 0.0, 0.0
         for _ in range(args.runs):
             items = public_ipv4(rng, args.n)
             truth = np.bincount(geo.slots(items), minlength=len(geo.COUNTRIES))
             t0 = time.perf_counter()
-            est = CountrySketchEstimator(epsilon=1.0, buckets=b, levels=p, budget=1.0)
+            est = (CountrySketchEstimator(epsilon=1.0, buckets=b, levels=p, budget=1.0)
+                   if family == "sketch" else
+                   CountryDensityEstimator(f"hashed-ip-country:{b}", epsilon=1.0, budget=1.0))
             est.update(items)
             t1 = time.perf_counter()
             rel = est.release(1.0)
@@ -64,7 +69,8 @@ def main() -> None:
             empty.append(float(np.median(z)))
             tot.append((rel.high - rel.low) / 2)
         hw, tr = np.median([x[0] for x in big]), int(np.median([x[1] for x in big]))
-        print(f"| {b} x {p} | {est.size // 8:,} | {cover / total:.3f} ({total} intervals) | "
+        name = f"sketch {b} x {p}" if family == "sketch" else f"hashed-ip-country:{b}"
+        print(f"| {name} | {est.size // 8:,} | {cover / total:.3f} ({total} intervals) | "
               f"{tr:,}: +-{hw:,.0f} ({hw / tr:.1%}) | +-{np.median(empty):,.0f} | "
               f"+-{np.median(tot):,.0f} | {t_in / args.runs:.2f} | {t_rel / args.runs:.2f} |")
 

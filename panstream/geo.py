@@ -19,11 +19,17 @@ True
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from panstream.errors import ConfigurationError
+from panstream import sfm
+from panstream.errors import ConfigurationError, UniverseError
+from panstream.sketch.xxh64 import xxh64_bytes
+from panstream.universe import IndexResult, Universe, refuse_bare_item
 
-__all__ = ["COUNTRIES", "UNKNOWN", "database", "slots"]
+__all__ = ["COUNTRIES", "HASHED_KIND", "UNKNOWN", "HashedCountryUniverse", "database",
+           "hashed_country", "parse_hashed_country", "slots"]
 
 _ISO = """AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ
 BR BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ EC
@@ -75,4 +81,128 @@ def slots(addresses: list[str]) -> np.ndarray:
     codes = _iptocc().country_code(addresses) if addresses else []
     out = np.fromiter((_SLOT.get(c, _UNKNOWN_SLOT) if c else _UNKNOWN_SLOT for c in codes),
                       dtype=np.intp, count=len(addresses))
+    return out
+
+
+# ---------------------------------------------------------------------- hashed-ip by country
+#: The spec prefix of a hashed address table with one block per country.
+HASHED_KIND = "hashed-ip-country"
+
+
+class HashedCountryUniverse(Universe):
+    """Addresses hashed into one block of ``m`` cells per country slot: spec
+    ``hashed-ip-country:M`` (``M`` cells per country, ``len(COUNTRIES) * M`` in all).
+
+    A universe of kind ``hashed-ip`` (a density table's bits, linear counting): an address's cell
+    is ``slot * m + r``, ``slot`` its country (:func:`slots`) and ``r`` the multiply-shift
+    reduction to ``m`` of XXH64 (seed 0) of its canonical text. Both are public functions of the
+    address, as ``hashed-ip``'s cells are, so one person is one cell: the table keeps the density
+    family's guarantee, and a release by country is parallel composition
+    (:func:`panstream.release.country.release_hashed_by_country`). ``geo`` is the country table
+    the cells were computed with (checked at every batch, as for the by-country sketch).
+
+    >>> u = hashed_country(16384)
+    >>> u.spec, u.size == len(COUNTRIES) * 16384, u.is_hashed
+    ('hashed-ip-country:16384', True, True)
+    """
+
+    __slots__ = ("block", "geo")
+
+    def __init__(self, m: int) -> None:
+        if isinstance(m, bool) or not isinstance(m, int) or not 2 <= m <= 1 << 24:
+            msg = f"{HASHED_KIND} cells per country must be an integer from 2 to 2**24, got {m!r}"
+            raise UniverseError(msg)
+        super().__init__("hashed-ip", len(COUNTRIES) * m, f"{HASHED_KIND}:{m}")
+        self.block = m
+        self.geo: str | None = None
+
+    @property
+    def country_blocks(self) -> int:
+        """Cells per country (the release by country reads one block per slot)."""
+        return self.block
+
+    def indices(self, items: Any) -> IndexResult:
+        """Cells of address items (each distinct token canonicalized, looked up and hashed once).
+
+        Raises:
+            ConfigurationError: the installed country table is not the one this table was built
+                with, or iptocc is missing.
+        """
+        refuse_bare_item(items, "indices")
+        installed = database()
+        if self.geo is None:
+            self.geo = installed
+        elif self.geo != installed:
+            msg = (f"this by-country table was built with {self.geo}, and {installed} is "
+                   "installed: an address could move to another country and count twice; "
+                   f"install {self.geo.replace(' ', '==')} to add arrivals, or rotate")
+            raise ConfigurationError(msg)
+        seq = items.tolist() if isinstance(items, np.ndarray) else list(items)
+        distinct = list(dict.fromkeys(seq))
+        cell: dict[Any, int] = {}
+        good: list[Any] = []
+        canon: list[bytes] = []
+        for t in distinct:
+            try:
+                c = sfm.canonical_item(t, "ip")
+            except sfm._Blank:  # noqa: SLF001 - the family's marker for a blank item
+                cell[t] = -2
+                continue
+            if c is None:
+                cell[t] = -1
+            else:
+                good.append(t)
+                canon.append(c)  # type: ignore[arg-type]
+        slot = slots([c.decode("ascii") for c in canon])
+        h = xxh64_bytes(canon)
+        r = _reduce(h, self.block)
+        h.fill(0)
+        r += slot * self.block
+        slot.fill(0)
+        cell.update(zip(good, r.tolist(), strict=True))
+        r.fill(0)
+        allc = np.fromiter((cell[t] for t in seq), dtype=np.intp, count=len(seq))
+        for a in (cell, distinct, good, canon, seq):
+            a.clear()
+        malformed = int(np.count_nonzero(allc == -1))
+        empty = int(np.count_nonzero(allc == -2))
+        out = allc[allc >= 0] if malformed or empty else allc
+        if out is not allc:
+            allc.fill(0)
+        return IndexResult(out, malformed=malformed, empty=empty)
+
+
+def hashed_country(m: int) -> HashedCountryUniverse:
+    """The ``hashed-ip-country:M`` universe.
+
+    Raises:
+        UniverseError: ``m`` outside 2..2**24.
+    """
+    return HashedCountryUniverse(m)
+
+
+def parse_hashed_country(spec: str) -> HashedCountryUniverse:
+    """The universe of a ``hashed-ip-country:M`` spec.
+
+    Raises:
+        UniverseError: not such a spec.
+    """
+    kind, _, arg = spec.strip().partition(":")
+    try:
+        if kind.lower() != HASHED_KIND:
+            raise ValueError
+        m = int(arg.replace("_", ""), 0)
+    except ValueError:
+        msg = f"invalid universe spec {spec!r}: expected e.g. {HASHED_KIND}:16384"
+        raise UniverseError(msg) from None
+    return HashedCountryUniverse(m)
+
+
+def _reduce(h: np.ndarray, m: int) -> np.ndarray:
+    """``floor(h * m / 2**64)`` of ``uint64`` hashes, exactly (split in 32-bit halves)."""
+    hi = (h >> np.uint64(32)) * np.uint64(m)
+    lo = ((h & np.uint64(0xFFFFFFFF)) * np.uint64(m)) >> np.uint64(32)
+    out = ((hi + lo) >> np.uint64(32)).astype(np.intp)
+    hi.fill(0)
+    lo.fill(0)
     return out

@@ -179,9 +179,10 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
 
     check_family_options(ctx, estimator)
     universe = with_sketch_hash(ctx, estimator, universe, sketch_hash) or universe
-    if getattr(universe, "items", None) == "ip-country":
-        raise click.UsageError("a by-country sketch (sketch:BxP:ip-country) is not routed on "
-                               "Kafka yet: count by country with 'panstream ingest'")
+    if getattr(universe, "items", None) == "ip-country" or \
+            universe.spec.startswith("hashed-ip-country:"):
+        raise click.UsageError(f"a by-country table ({universe.spec}) is not routed on Kafka "
+                               "yet: count by country with 'panstream ingest'")
     if (estimator == "sketch") != (universe.kind == "sketch"):
         raise click.UsageError(
             f"--universe {universe.spec} is a sketch grid: add --estimator sketch"

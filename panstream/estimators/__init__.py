@@ -81,6 +81,11 @@ def new(kind: str, universe: Universe | str, epsilon: float, *,
             from panstream.sketch.country import CountrySketchEstimator as cls  # noqa: N813
         return cls(epsilon, grid.buckets, grid.levels, grid.items, budget, layout,
                    hashing=grid.hashing, _ledger=ledger)
+    if str(getattr(universe, "spec", universe)).startswith("hashed-ip-country:"):  # by country
+        from panstream.estimators.hashed_country import CountryDensityEstimator
+
+        return CountryDensityEstimator(universe, epsilon, calibration, budget, layout,
+                                       _ledger=ledger)
     return DensityEstimator(universe, epsilon, calibration, budget, layout, _ledger=ledger)
 
 

@@ -41,10 +41,20 @@ from panstream.errors import ConfigurationError
 from panstream.release.honesty import noise_dominated
 from panstream.release.ledger import group_privacy
 from panstream.release.sketch import interval_halfwidth
-from panstream.release.stats import DEFAULT_CONFIDENCE, noisy_count, output_law
+from panstream.release.stats import (
+    DEFAULT_CONFIDENCE,
+    debias,
+    distinct_from_density,
+    noise_quantile,
+    noisy_count,
+    occupancy_stderr,
+    output_law,
+    stderr_state,
+)
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 
-__all__ = ["CountryRelease", "CountryRow", "format_country_release", "release_by_country"]
+__all__ = ["CountryRelease", "CountryRow", "format_country_release", "release_by_country",
+           "release_hashed_by_country"]
 
 #: L1 sensitivity of all slots' per-level counts to one person.
 SENSITIVITY = 1
@@ -68,6 +78,8 @@ class CountryRelease:
 
     Attributes:
         rows: every slot of :data:`panstream.geo.COUNTRIES`, in that order.
+        buckets, levels: the grid per country (a ``hashed-ip-country:M`` table: ``M`` cells, 1
+            level; its ``noisy_ones`` hold one count per slot).
         distinct, low, high, stderr, cardinality: the total over slots.
         noisy_ones: the released noisy per-level counts, one tuple per slot.
         epsilon, epsilon_state, epsilon_total, mechanism, confidence, buckets, levels, universe,
@@ -156,12 +168,7 @@ def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
         var_state += fit.stderr**2
         var_rel_total += var_rel
         raw.append(fit.n)
-    table = est.universe.geo
-    if table is None:  # a state no arrival reached yet in this process (e.g. a window's table)
-        try:
-            table = geo.database()
-        except ConfigurationError:
-            table = None
+    table = _table_name(est)
     total = math.fsum(raw)  # unclamped: clamping 253 near-zero estimates at 0 would bias the sum
     h = interval_halfwidth(math.sqrt(var_state), var_rel_total, confidence)
     return CountryRelease(
@@ -172,6 +179,81 @@ def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
         confidence=float(confidence), buckets=buckets, levels=est.levels,
         universe=est.universe.spec, geo=table, budget=est.ledger.budget,
         budget_remaining=est.ledger.remaining, time=entry.time)
+
+
+def _table_name(est: Any) -> str | None:
+    table = est.universe.geo
+    if table is None:  # a state no arrival reached yet in this process (e.g. a window's table)
+        try:
+            table = geo.database()
+        except ConfigurationError:
+            table = None
+    return table
+
+
+def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
+                              confidence: float = DEFAULT_CONFIDENCE, sensitivity: int = 1,
+                              state_tables: int = 1) -> CountryRelease:
+    """Distinct clients per country of a ``hashed-ip-country:M`` density table
+    (:class:`~panstream.estimators.hashed_country.CountryDensityEstimator`), charged once.
+
+    Each country is a hashed table of ``M`` cells: one person is one cell, so the vector of the
+    253 blocks' counts of ones has L1 sensitivity 1 (``sensitivity`` for shards laid end to end)
+    and noise of scale ``1/epsilon`` on each count costs ``epsilon`` once. Each block is then
+    released as a ``hashed-ip`` table is (:func:`panstream.release.density.release`): debiased
+    density, linear counting, an interval with the randomized response's and the hash
+    collisions' (occupancy) errors and the release noise. The total sums the blocks' unclamped
+    linear counts; its interval is a normal of the summed state variances plus a Laplace of the
+    summed release variances.
+
+    Raises:
+        ConfigurationError: invalid epsilon, mechanism or confidence.
+        BudgetExhaustedError: the budget does not cover ``epsilon``; nothing is charged.
+    """
+    law, eps_out = output_law(epsilon, mechanism, confidence, sensitivity, state_tables)
+    eps_state = est.epsilon_state * state_tables
+    bound = getattr(est, "check_ledger_binding", None)  # the table's own epoch only
+    if bound is not None:
+        bound()
+    entry = est.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
+    m, p, q = est.universe.block, est.p, est.q
+    ones = est.ones_by_country()
+    try:
+        noisy = tuple(noisy_count(int(k), law, mechanism, m) for k in ones.tolist())
+    finally:
+        ones.fill(0)
+    scale = m * (float(p) - float(q))
+    rows = []
+    raw: list[float] = []
+    var_state = var_rel_total = 0.0
+    for code, k in zip(est.countries, noisy, strict=True):
+        density = debias(k, m, p, q)
+        se_state = stderr_state(density, m, p, q)
+        se_occ = occupancy_stderr(density, m)
+        h = noise_quantile(math.hypot(se_state, se_occ) * scale, law, confidence) / scale
+        n = distinct_from_density(density, m, True)
+        low = distinct_from_density(density - h, m, True)
+        high = distinct_from_density(density + h, m, True)
+        f = min(density, 1.0 - 1.0 / m)
+        slope = m / (1.0 - max(f, 0.0))  # d(linear count)/d(density)
+        var_s = (math.hypot(se_state, se_occ) * slope) ** 2
+        var_r = law.variance * (slope / scale) ** 2
+        rows.append(CountryRow(code, n, low, high, math.sqrt(var_s + var_r),
+                               noise_dominated(n, low, high)))
+        raw.append(-m * math.log1p(-f))  # unclamped below 0: an empty block is centred on 0
+        var_state += var_s
+        var_rel_total += var_r
+    total = math.fsum(raw)
+    h = interval_halfwidth(math.sqrt(var_state), var_rel_total, confidence)
+    return CountryRelease(
+        rows=tuple(rows), distinct=max(0.0, total), cardinality=max(0, int(np.floor(total + 0.5))),
+        low=max(0.0, total - h), high=max(0.0, total + h),
+        stderr=math.sqrt(var_state + var_rel_total), noisy_ones=tuple((k,) for k in noisy),
+        epsilon=eps_out, epsilon_state=eps_state,
+        epsilon_total=est.ledger.epsilon_total(eps_state), mechanism=mechanism,
+        confidence=float(confidence), buckets=m, levels=1, universe=est.universe.spec,
+        geo=_table_name(est), budget=est.ledger.budget, budget_remaining=est.ledger.remaining,
+        time=entry.time)
 
 
 def format_country_release(r: CountryRelease, top: int = 20) -> str:
