@@ -94,3 +94,23 @@ def test_release_by_country_from_the_command_line(tmp_path: Path,
     assert run_cli(["ingest", "--estimator", "sketch", "-s", str(plain), str(log)]).returncode == 0
     r = run_cli(["release", "-s", str(plain), "--epsilon", "1", "--by", "country"])
     assert r.returncode == 2 and b"ip-country" in r.stderr and r.stderr.count(b"\n") == 1
+
+
+def test_release_by_country_of_a_hashed_ip_table(tmp_path: Path,
+                                                 run_cli: Callable[..., Any]) -> None:
+    """``-u hashed-ip-country:4096``: a density table with a block per country; release --by
+    country (and plain release) give every slot for one charge; maps are refused."""
+    log = tmp_path / "a.log"
+    log.write_text("".join(f"{8 + i % 5}.{i >> 8 & 255}.{i & 255}.1\n" for i in range(4000)))
+    st = tmp_path / "h.pst"
+    assert run_cli(["ingest", "-u", "hashed-ip-country:4096", "--epsilon", "2", "-s", str(st),
+                    str(log)]).returncode == 0
+    r = run_cli(["release", "-s", str(st), "--epsilon", "0.5", "--by", "country", "--json"])
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert len(d["rows"]) == 253 and abs(d["distinct"] - 4000) < 6 * d["stderr"]
+    assert d["budget_remaining"] == 0.5
+    r = run_cli(["release", "-s", str(st), "--epsilon", "0.5", "--by", "/24"])
+    assert r.returncode == 2 and b"by country" in r.stderr
+    r = run_cli(["release", "-s", str(st), "--epsilon", "0.5"])
+    assert r.returncode == 0 and b"country slots" in r.stdout
