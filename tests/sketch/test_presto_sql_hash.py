@@ -180,3 +180,26 @@ def test_a_snapshot_whose_hash_contradicts_its_grid_is_refused() -> None:
     params = {**est.params()}
     assert ps.SketchEstimator._from_snapshot(params, est.ledger, payload, "auto").hashing == \
         "xxhash64-varchar"
+
+
+def test_a_consumer_groups_slices_keep_the_hash() -> None:
+    """The routed Kafka layout: members hash with the grid's spec (``...:xxhash64-varchar``), the
+    slices laid end to end are, at epsilon 30, the noiseless bitmap of Presto SQL's aggregation
+    (q = 2**-32: a flip among the 1,024 bits has probability < 3e-7), and the merged sketch still
+    names its hash (what its export records)."""
+    from panstream import estimators
+    from panstream.state.merge import merge_slices
+    from panstream.state.slices import SliceLayout, slice_family
+
+    grid = sfm.SketchGrid(128, 8, "ip", "presto-sql")
+    lay = SliceLayout(grid, 4)
+    items = _addresses(3000)
+    kind, cal = slice_family("sketch", "tight")
+    slices = {r: estimators.new(kind, lay.slice_universe(r), 30.0, calibration=cal)
+              for r in range(lay.count)}
+    for r, data in lay.route(grid.indices(items).indices):
+        slices[r].update_indices(lay.decode(r, data))
+    merged = merge_slices(slices, lay)
+    assert isinstance(merged, ps.SketchEstimator) and merged.hashing == "xxhash64-varchar"
+    ref = noisy_approx_set_sfm(items, "VARCHAR", 30.0, buckets=128, precision=8)
+    assert merged.presto().bitmap == ref.bitmap
