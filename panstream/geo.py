@@ -47,7 +47,7 @@ _SLOT = {c: i for i, c in enumerate(COUNTRIES)}
 _UNKNOWN_SLOT = _SLOT[UNKNOWN]
 
 
-def _iptocc():  # type: ignore[no-untyped-def]
+def _iptocc() -> Any:
     try:
         import iptocc
     except ImportError:

@@ -34,7 +34,7 @@ __all__ = ["CountryDensityEstimator"]
 class CountryDensityEstimator(DensityEstimator):
     """A density table over ``hashed-ip-country:M``, released by country (module docstring)."""
 
-    universe: geo.HashedCountryUniverse  # type: ignore[assignment]
+    universe: geo.HashedCountryUniverse
 
     def __init__(self, universe: Any, *args: Any, **kwargs: Any) -> None:
         super().__init__(universe, *args, **kwargs)
@@ -77,7 +77,7 @@ class CountryDensityEstimator(DensityEstimator):
 
     @classmethod
     def _from_snapshot(cls, params: Mapping[str, Any], ledger: PrivacyLedger,
-                       payload: np.ndarray, layout: str) -> DensityEstimator:
+                       payload: np.ndarray, layout: str) -> CountryDensityEstimator:
         if params.get("countries") != len(geo.COUNTRIES):
             msg = (f"this by-country state has {params.get('countries')!r} country slots and this "
                    f"panstream has {len(geo.COUNTRIES)}: read it with the version that wrote it")

@@ -136,7 +136,7 @@ class CountrySketchEstimator(SketchEstimator):
         items: must be ``"ip-country"``.
     """
 
-    universe: CountryGrid  # type: ignore[assignment]
+    universe: CountryGrid
 
     def __init__(self, epsilon: float = 1.0, buckets: int = 1024,
                  levels: int = sfm.DEFAULT_LEVELS, items: str = ITEMS,
@@ -214,7 +214,7 @@ class CountrySketchEstimator(SketchEstimator):
 
     @classmethod
     def _from_snapshot(cls, params: Mapping[str, Any], ledger: PrivacyLedger,
-                       payload: np.ndarray, layout: str) -> SketchEstimator:
+                       payload: np.ndarray, layout: str) -> CountrySketchEstimator:
         if params.get("countries") != len(geo.COUNTRIES):
             msg = (f"this by-country state has {params.get('countries')!r} country slots and this "
                    f"panstream has {len(geo.COUNTRIES)}: read it with the version that wrote it")
