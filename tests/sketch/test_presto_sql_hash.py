@@ -203,3 +203,15 @@ def test_a_consumer_groups_slices_keep_the_hash() -> None:
     assert isinstance(merged, ps.SketchEstimator) and merged.hashing == "xxhash64-varchar"
     ref = noisy_approx_set_sfm(items, "VARCHAR", 30.0, buckets=128, precision=8)
     assert merged.presto().bitmap == ref.bitmap
+
+
+def test_the_aggregation_tests_noiseless_vector() -> None:
+    """Velox's NoisyApproxSfmAggregationTest.distinctNonPrivacy (Presto's SQL functions):
+    noisy_approx_distinct_sfm over the BIGINTs 1..10 at epsilon infinity is exactly 10. Our
+    xxhash64-bigint cells of 1..10, as a non-private sketch, count 10 (and the reference agrees)."""
+    grid = sfm.SketchGrid(4096, 24, "id", "xxhash64-bigint")
+    bits = np.zeros(grid.size, dtype=np.uint8)
+    bits[grid.indices(np.arange(1, 11)).indices] = 1
+    ours = sfm.PrestoSketch(12, 24, 0.0, np.packbits(bits, bitorder="little").tobytes())
+    assert ours.cardinality() == 10
+    assert noisy_approx_set_sfm(list(range(1, 11)), "BIGINT", math.inf).bitmap == ours.bitmap
