@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import click
 
 from panstream.cli.common import env, given
-from panstream.errors import ConfigurationError, StateError
+from panstream.errors import ConfigurationError, StateError, UniverseError
 from panstream.universe import Universe
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,8 +44,9 @@ def with_sketch_hash(ctx: click.Context, estimator: str, universe: Universe | No
         return universe  # the caller refuses a sketch over a non-grid universe
     grid = universe if universe is not None else SketchGrid()
     try:
-        out = SketchGrid(grid.buckets, grid.levels, grid.items, sketch_hash)
-    except ConfigurationError as exc:
+        out = SketchGrid.parse_spec(f"sketch:{grid.buckets}x{grid.levels}:{grid.items}:"
+                                    f"{sketch_hash}")
+    except (ConfigurationError, UniverseError) as exc:
         raise click.UsageError(str(exc)) from None
     if given(ctx, "universe") and grid.spec.count(":") == 3 and out.hashing != grid.hashing:
         raise click.UsageError(f"--universe {grid.spec} hashes with {grid.hashing}, "
