@@ -81,6 +81,7 @@ def slots(addresses: list[str]) -> np.ndarray:
     codes = _iptocc().country_code(addresses) if addresses else []
     out = np.fromiter((_SLOT.get(c, _UNKNOWN_SLOT) if c else _UNKNOWN_SLOT for c in codes),
                       dtype=np.intp, count=len(addresses))
+    codes.clear()  # the batch's countries: nothing outlives the batch
     return out
 
 
@@ -153,7 +154,9 @@ class HashedCountryUniverse(Universe):
             else:
                 good.append(t)
                 canon.append(c)  # type: ignore[arg-type]
-        slot = slots([c.decode("ascii") for c in canon])
+        texts = [c.decode("ascii") for c in canon]
+        slot = slots(texts)
+        texts.clear()
         h = xxh64_bytes(canon)
         r = _reduce(h, self.block)
         h.fill(0)

@@ -105,7 +105,9 @@ class CountryGrid(sfm.SketchGrid):
             else:
                 good.append(t)
                 canon.append(c)  # type: ignore[arg-type]
-        slot = geo.slots([c.decode("ascii") for c in canon])
+        texts = [c.decode("ascii") for c in canon]
+        slot = geo.slots(texts)
+        texts.clear()
         from panstream.sketch.hashing import hash_blobs
 
         h, _ = hash_blobs(canon, self.hashing)  # addresses are VARCHAR or murmur3 text: all ok

@@ -147,6 +147,8 @@ def hash_canonical(ints: list[int], blobs: list[bytes], hashing: str
     else:
         hi = xxh64_ints(np.array(ints, dtype=_U)) if ints else np.empty(0, dtype=_U)
     hb, ok = hash_blobs(blobs, hashing)
+    if hashing == "xxhash64-varchar":
+        blobs.clear()  # our own list (the decimal texts and the caller's items)
     malformed = 0
     if ok is not None:
         malformed = int(ok.size - np.count_nonzero(ok))
