@@ -252,8 +252,10 @@ def canonical_item(item: Any, items: str) -> int | bytes | None:
     return None if canon is None else canon.encode("ascii")
 
 
-def hash_items(items: Iterable[Any], kind: str) -> tuple[np.ndarray, int, int]:
-    """Hashes of ``items`` (``uint64``, Presto's) and the numbers of malformed and empty items."""
+def hash_items(items: Iterable[Any], kind: str, hashing: str = "murmur3"
+               ) -> tuple[np.ndarray, int, int]:
+    """Hashes of ``items`` (``uint64``, Presto's ``hashing``: :mod:`panstream.sketch.hashing`) and
+    the numbers of malformed and empty items."""
     ints: list[int] = []
     blobs: list[bytes] = []
     malformed = empty = 0
@@ -269,6 +271,13 @@ def hash_items(items: Iterable[Any], kind: str) -> tuple[np.ndarray, int, int]:
             ints.append(c & _M64)
         else:
             blobs.append(c)
+    if hashing != "murmur3":
+        from panstream.sketch.hashing import hash_canonical
+
+        out, bad = hash_canonical(ints, blobs, hashing)
+        ints.clear()
+        blobs.clear()
+        return out, malformed + bad, empty
     hi = hash64_ints(np.array(ints, dtype=_U)) if ints else np.empty(0, dtype=_U)
     hb = hash64_bytes(blobs)
     ints.clear()
@@ -333,19 +342,29 @@ class SketchGrid(Universe):
     >>> g = SketchGrid(4096, 24, "ip")
     >>> g.spec, g.size, g.indices(["10.0.0.1", "::ffff:10.0.0.1", "junk"]).malformed
     ('sketch:4096x24:ip', 98304, 1)
+
+    ``hashing`` is the 64-bit hash (:mod:`panstream.sketch.hashing`): ``murmur3`` (Presto's Java
+    ``SfmSketch.add``, the default, no spec suffix) or Presto SQL's ``xxhash64-varchar`` /
+    ``xxhash64-bigint`` (spec ``sketch:4096x24:ip:xxhash64-varchar``).
     """
 
-    __slots__ = ("bits", "buckets", "items", "levels")
+    __slots__ = ("bits", "buckets", "hashing", "items", "levels")
 
     def __init__(self, buckets: int = DEFAULT_BUCKETS, levels: int = DEFAULT_LEVELS,
-                 items: str = "ip") -> None:
+                 items: str = "ip", hashing: str | None = None) -> None:
+        from panstream.sketch.hashing import DEFAULT_HASH, check_grid, resolve
+
         bits = index_bits(buckets)
         check_levels(levels, bits)
         if items not in ITEM_KINDS:
             msg = f"sketch items must be one of {', '.join(ITEM_KINDS)}, got {items!r}"
             raise ConfigurationError(msg)
-        super().__init__("sketch", buckets * levels, f"sketch:{buckets}x{levels}:{items}")  # type: ignore[arg-type]
+        hashing = resolve(hashing, items)
+        check_grid(hashing, levels)
+        suffix = "" if hashing == DEFAULT_HASH else f":{hashing}"
+        super().__init__("sketch", buckets * levels, f"sketch:{buckets}x{levels}:{items}{suffix}")  # type: ignore[arg-type]
         self.buckets, self.levels, self.items, self.bits = buckets, levels, items, bits
+        self.hashing = hashing
 
     @classmethod
     def parse_spec(cls, spec: str) -> SketchGrid:
@@ -355,13 +374,18 @@ class SketchGrid(Universe):
             UniverseError: not such a spec.
         """
         try:
-            kind, dims, items = spec.split(":")
+            kind, dims, items, *hashing = spec.split(":")
             b, p = dims.split("x")
-            if kind != "sketch":
+            if kind != "sketch" or len(hashing) > 1:
                 raise ValueError
-            grid = cls(int(b), int(p), items)
+            if items == "ip-country":  # one grid per country (panstream.sketch.country)
+                from panstream.sketch.country import CountryGrid
+
+                return CountryGrid(int(b), int(p), hashing[0] if hashing else None)
+            grid = cls(int(b), int(p), items, hashing[0] if hashing else None)
         except (ValueError, ConfigurationError) as exc:
-            msg = f"invalid sketch grid spec {spec!r} (expected e.g. sketch:4096x24:ip): {exc}"
+            msg = (f"invalid sketch grid spec {spec!r} (expected e.g. sketch:4096x24:ip, or "
+                   f"sketch:4096x24:ip:presto-sql): {exc}")
             raise UniverseError(msg) from None
         return grid
 
@@ -378,14 +402,15 @@ class SketchGrid(Universe):
         (``ip``); other items by :func:`canonical_item`. The cells of a mixed batch of integers
         and text come in no particular order (a sketch is a set: order does not matter)."""
         refuse_bare_item(items, "indices")
-        if isinstance(items, np.ndarray) and items.dtype.kind in "iu" and self.items == "id":
-            h = hash64_ints(items)
+        if isinstance(items, np.ndarray) and items.dtype.kind in "iu" and self.items == "id" \
+                and self.hashing != "xxhash64-varchar":
+            h = hash64_ints(items) if self.hashing == "murmur3" else _xxh64_ints(items)
             malformed = empty = 0
         elif isinstance(items, list) and all(type(t) is bytes or type(t) is str for t in items):
             return self._indices_repeated(items)
         else:
             h, malformed, empty = hash_items(items.tolist() if isinstance(items, np.ndarray)
-                                             else items, self.items)
+                                             else items, self.items, self.hashing)
         cells = self.cells_of_hashes(h)
         h.fill(0)
         return IndexResult(cells, malformed=malformed, empty=empty)
@@ -408,9 +433,16 @@ class SketchGrid(Universe):
             else:  # text items canonicalize to bytes
                 good.append(t)
                 canon.append(c)  # type: ignore[arg-type]
-        h = hash64_bytes(canon)
+        if self.hashing == "murmur3":
+            h, ok = hash64_bytes(canon), None
+        else:
+            from panstream.sketch.hashing import hash_blobs
+
+            h, ok = hash_blobs(canon, self.hashing)
         cells = self.cells_of_hashes(h)
         h.fill(0)
+        if ok is not None:  # xxhash64-bigint: text that is no integer is malformed
+            cells[~ok] = -1
         cell.update(zip(good, cells.tolist(), strict=True))
         cells.fill(0)
         allc = np.fromiter((cell[t] for t in items), dtype=np.intp, count=len(items))
@@ -431,6 +463,12 @@ class SketchGrid(Universe):
     def item_of(self, index: int) -> str:
         msg = "a sketch cell is a hash bucket and level: it cannot name its items"
         raise ConfigurationError(msg)
+
+
+def _xxh64_ints(values: np.ndarray) -> np.ndarray:
+    from panstream.sketch.xxh64 import xxh64_ints
+
+    return xxh64_ints(values)
 
 
 # ---------------------------------------------------------------------- estimation

@@ -406,6 +406,10 @@ class Universe:
                 msg = f"invalid IPv6 granularity {g!r} in {spec!r}: expected e.g. @64"
                 raise UniverseError(msg) from None
             return cls.ipv6(prefix, gran)
+        if kind == "hashed-ip-country":  # one block per country (panstream.geo)
+            from panstream.geo import parse_hashed_country
+
+            return parse_hashed_country(spec)
         if kind in ("range", "hashed", "hashed-ip"):
             try:
                 n = int(arg.replace("_", ""), 0) if not arg.startswith("2**") else 2 ** int(arg[3:])

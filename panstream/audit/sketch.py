@@ -78,6 +78,10 @@ class SketchItems:
             ConfigurationError: some bit has no item among the first ``limit`` candidates, or is
                 not expected to (the grid has too many levels or buckets for an audit).
         """
+        if grid.items not in MAX_ITEM_SEARCH:
+            msg = (f"the audit runs on one sketch grid (items ip or id), not on {grid.spec}: audit "
+                   f"{AUDIT_GRID} (a by-country state is one such grid per country)")
+            raise ConfigurationError(msg)
         limit = MAX_ITEM_SEARCH[grid.items] if limit is None else limit
         # A top-level bit is hit by a candidate with probability 2**-(levels - 1) / buckets; all
         # ``buckets`` of them take about that inverse times the harmonic number ln(B) + 0.58.
@@ -89,7 +93,7 @@ class SketchItems:
         hashes = np.zeros(grid.size, dtype=np.uint64)
         for lo in range(0, limit, _CHUNK):
             cand = np.arange(lo, min(lo + _CHUNK, limit), dtype=np.int64)
-            h = _hashes(cand, grid.items)
+            h = _hashes(cand, grid)
             cells = grid.cells_of_hashes(h)
             # the first candidate of each bit in this chunk, for bits still without an item
             first_cells, at = np.unique(cells, return_index=True)
@@ -105,7 +109,7 @@ class SketchItems:
     def cell_of_target(self, target: int) -> int:
         """The grid bit the hash of item ``values[target]`` picks (``target`` by construction,
         computed here from the item so that a wrong item table cannot go unnoticed)."""
-        h = _hashes(self.values[target : target + 1], self.grid.items)
+        h = _hashes(self.values[target : target + 1], self.grid)
         return int(self.grid.cells_of_hashes(h)[0])
 
     def target_bits(self, dump: Any, target: int) -> list[int]:
@@ -122,10 +126,12 @@ def _too_large(grid: SketchGrid, why: str) -> ConfigurationError:
     return ConfigurationError(msg)
 
 
-def _hashes(values: np.ndarray, items: str) -> np.ndarray:
-    if items == "id":
+def _hashes(values: np.ndarray, grid: SketchGrid) -> np.ndarray:
+    """The grid's hashes of candidate items (its own hash: murmur3 or Presto SQL's XXH64)."""
+    if grid.items == "id" and grid.hashing == "murmur3":
         return sfm.hash64_ints(values)
-    h, malformed, _ = sfm.hash_items(values.tolist(), items)  # IPv4 addresses 0..2**32-1
+    # IPv4 addresses 0..2**32-1, or IDs as the grid's SQL type takes them
+    h, malformed, _ = sfm.hash_items(values.tolist(), grid.items, grid.hashing)
     if malformed:  # pragma: no cover - every integer below 2**32 is an IPv4 address
         raise ConfigurationError("candidate items outside the item kind")
     return h
@@ -136,7 +142,7 @@ def real_sketch(grid: SketchGrid, epsilon: float) -> SketchEstimator:
     as :func:`~panstream.audit.classic.estimator_runner` does, so "non-table bytes differ"
     compares exactly)."""
     return SketchEstimator(epsilon, grid.buckets, grid.levels, grid.items,
-                           _ledger=PrivacyLedger(epoch="audit"))
+                           hashing=grid.hashing, _ledger=PrivacyLedger(epoch="audit"))
 
 
 def sketch_runner(items: SketchItems, epsilon: float = 1.0, *, rotate_after: Sequence[int] = (),

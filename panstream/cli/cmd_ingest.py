@@ -32,6 +32,7 @@ from panstream.cli.common import (
     universe_option,
     warn_settings,
 )
+from panstream.cli.sketch_hash import check_resumed_hash, sketch_hash_option, with_sketch_hash
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.cli.window_options import refuse_window_only, run_windowed, window_options
 from panstream.errors import ConfigurationError, InputFormatError, SourceError, StateError
@@ -59,6 +60,7 @@ def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | 
               if given(ctx, option.get(k, k)) or (split and k == "epsilon")}
     if state is not None and os.path.exists(state):
         est = estimators.load(state, expect=expect)
+        check_resumed_hash(ctx, state, est)
         if est.ledger.blocked is not None:  # an older copy put back: refuse before any input
             raise StateError(est.ledger.blocked)
         if est.ledger.shard:
@@ -225,6 +227,7 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
 @universe_option(required=False)
 @epsilon_option(default=1.0)
 @estimator_options()
+@sketch_hash_option()
 @calibration_option()
 @click.option("-s", "--state", type=StatePath(for_writing=True), default=None,
               help="State file: created if missing, resumed if present. Without it the table "
@@ -273,7 +276,7 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
             release_every: float | None, release_epsilon: float | None, release_mechanism: str,
             budget: float, total_epsilon: float | None, releases: int | None,
             expected_distinct: int | None, progress: bool | None, telemetry: TelemetryPolicy,
-            as_json: bool, **windowing: Any) -> None:
+            as_json: bool, sketch_hash: str | None, **windowing: Any) -> None:
     """Read IP logs from FILES or standard input ('-') into a pan-private table; gzip, bzip2, xz
     (and zstd with the zstandard package) are recognised by their first bytes, whatever the name.
 
@@ -313,6 +316,7 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     when it closes and appends it to --series FILE (docs/windows.md).
     """
     check_family_options(ctx, estimator)
+    universe = with_sketch_hash(ctx, estimator, universe, sketch_hash)
     fmt = _with_trusted_proxies(fmt, trusted)
     if windowing.get("window") is not None:
         run_windowed(ctx, files=files, universe=universe, epsilon=epsilon, estimator=estimator,

@@ -158,6 +158,8 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
                    f"{presto['epsilon']:.6g} (already published: counting it is post-processing)")
         click.echo(f"distinct         {presto['cardinality']:,} (Presto's cardinality(), +- "
                    f"{presto['stderr']:,.0f} standard error)")
+        click.echo(f"hash             {presto['hash'] or 'not recorded (no FILE.params.json)'}"
+                   " (merge only with sketches of the same hash: docs/sketch.md, 'Which hash')")
         return
     d = describe(state)
     if as_json:
@@ -200,11 +202,13 @@ def _presto_file(path: str) -> dict[str, Any] | None:
         return None  # the state reader says what is wrong, in its words
     if not data or data[0] != sfm.FORMAT_TAG:
         return None
+    from panstream.state.sketch_params import read_hash
+
     sk = sfm.from_presto(data)
     fit = sfm.mple(sk.ones_by_level(), sk.buckets, sk.flip)
     return {"sketch": path, "format": "presto-sfm", "bytes": len(data), "buckets": sk.buckets,
             "levels": sk.levels, "flip": sk.flip, "epsilon": sk.epsilon,
-            "cardinality": sk.cardinality(), "stderr": fit.stderr}
+            "cardinality": sk.cardinality(), "stderr": fit.stderr, "hash": read_hash(path)}
 
 
 def _probabilities(d: dict[str, Any]) -> str:
@@ -215,7 +219,9 @@ def _probabilities(d: dict[str, Any]) -> str:
     if d["estimator"] == "sketch":
         return (f"randomized response, flip probability q = {d['q']} = {d['q_float']:.9f}; "
                 f"{d['buckets']} buckets x {d['levels']} levels = {d['grid_bytes']:,} bytes, "
-                f"{d['items']} items hashed with {d['hash']} as Presto does")
+                f"{d['items']} items hashed with {d['hash']} "
+                + ("as Presto's Java SfmSketch.add does" if d["hash"].startswith("murmur3")
+                   else "as Presto SQL's noisy_approx_set_sfm does"))
     return ", ".join(f"{k} = {v}" for k, v in d.items() if k in ("modulus", "alpha"))
 
 

@@ -30,6 +30,7 @@ from panstream.cli.common import (
 )
 from panstream.cli.kafka_options import bootstrap_option, connection_options
 from panstream.cli.kafka_windows import check_window_args, kafka_window_options, windowed_member
+from panstream.cli.sketch_hash import sketch_hash_option, with_sketch_hash
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError
 from panstream.eventtime import label
@@ -51,6 +52,7 @@ from panstream.universe import Universe
                 "--total-epsilon instead).")
 @total_epsilon_options()
 @estimator_options()
+@sketch_hash_option()
 @calibration_option()
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Directory of the shard snapshots (one file per partition; shared or "
@@ -121,8 +123,8 @@ from panstream.universe import Universe
 @handle_errors
 def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: str,
             universe: Universe, epsilon: float | None, total_epsilon: float | None,
-            releases: int | None, estimator: str, modulus: int, calibration: str,
-            state_dir: str | None, state_topic: str | None,
+            releases: int | None, estimator: str, modulus: int, sketch_hash: str | None,
+            calibration: str, state_dir: str | None, state_topic: str | None,
             state_chunk_bytes: int, value_format: str, fmt: Format, keep_going: bool,
             layout: str,
             slice_count: int | None, cells_retention: float, checkpoint_interval: float,
@@ -176,6 +178,11 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     from panstream.state.stores import DirectoryStore, ensure_ledger
 
     check_family_options(ctx, estimator)
+    universe = with_sketch_hash(ctx, estimator, universe, sketch_hash) or universe
+    if getattr(universe, "items", None) == "ip-country" or \
+            universe.spec.startswith("hashed-ip-country:"):
+        raise click.UsageError(f"a by-country table ({universe.spec}) is not routed on Kafka "
+                               "yet: count by country with 'panstream ingest'")
     if (estimator == "sketch") != (universe.kind == "sketch"):
         raise click.UsageError(
             f"--universe {universe.spec} is a sketch grid: add --estimator sketch"

@@ -73,10 +73,12 @@ from panstream.release.sketch import SketchRelease, format_sketch_release
               help="laplace: discretized Laplace noise (unbiased); geometric: integer two-sided "
                    "geometric noise, count clamped to [0, |X|] (for 'panstream.remap').",
               **env("MECHANISM"))
-@click.option("--by", default=None, metavar="/LEN|CELLS",
+@click.option("--by", default=None, metavar="/LEN|CELLS|country",
               help="Release a density map instead of one figure: one noisy density per bucket "
                    "(/24 = per /24 prefix of an ipv4/ipv6 universe; 1024 = per 1024 cells of a "
-                   "range universe). The whole map costs EPSILON once (disjoint buckets).",
+                   "range universe). The whole map costs EPSILON once (disjoint buckets). "
+                   "'country': distinct clients per country of a sketch:BxP:ip-country state "
+                   "(also EPSILON once: one person is in one country).",
               **env("RELEASE_BY"))
 @click.option("--csv", "csv_out", default=None, metavar="FILE|-",
               help="With --by: also write one CSV line per bucket to FILE ('-' = stdout, instead "
@@ -127,6 +129,9 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
         if value is not None and by is None:
             msg = f"{flag} writes a map: give --by too (e.g. --by /24)"
             raise ConfigurationError(msg)
+    if plot_out is not None and by == "country":
+        msg = "--plot draws maps of address universes; --by country has no picture (use --csv)"
+        raise ConfigurationError(msg)
     if plot_out is not None:  # refuse before any budget is spent
         from panstream.release.plot import require_matplotlib
 
@@ -162,6 +167,11 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
     group_counters = isinstance(rel, FrequencyRelease) and state is None
     if group_counters:  # a Kafka group's counters: say what at-least-once delivery can add
         click.echo(f"panstream: note: {GROUP_REPLAY_NOTE}", err=True)
+    from panstream.release.country import CountryRelease
+
+    if isinstance(rel, CountryRelease):
+        _show_countries(rel, csv_out, as_json)
+        return
     if isinstance(rel, (Release, FrequencyRelease, SketchRelease)):
         if as_json:
             out = rel.to_dict()
@@ -242,6 +252,28 @@ def _check_epsilon(state: str | None, epsilon: float, mechanism: str) -> None:
                f"range 0..1 (distinct +-{alone * cells:,.3g} of {universe.spec}); nothing was "
                f"spent. The error falls as 1/epsilon: --epsilon {need:.2g} gives +-0.1")
         raise ConfigurationError(msg)
+
+
+def _show_countries(rel: Any, csv_out: str | None, as_json: bool) -> None:
+    """Print a by-country release (summary or JSON) and write its CSV; the ledger is durable."""
+    from panstream.release.country import format_country_release
+
+    if csv_out == "-":
+        click.echo(rel.csv_text(), nl=False)
+        return
+    if csv_out is not None:
+        try:
+            with open(csv_out, "w", encoding="utf-8") as f:
+                f.write(rel.csv_text())
+        except OSError as exc:
+            click.echo(f"cannot write the CSV to {csv_out}: {exc.strerror or exc}; the release "
+                       "was charged: its rows follow", err=True)
+            click.echo(rel.csv_text(), nl=False)
+            return
+    if as_json:
+        emit_json(rel.to_dict())
+    else:
+        click.echo(format_country_release(rel))
 
 
 def _show_map(m: MapRelease, csv_out: str | None, as_json: bool) -> None:

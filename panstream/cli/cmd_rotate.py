@@ -17,7 +17,7 @@ from panstream.cli.common import (
 )
 from panstream.errors import StateError
 from panstream.estimators.base import Estimator
-from panstream.state.files import atomic_write, state_lock
+from panstream.state.files import state_lock
 from panstream.universe import Universe
 
 
@@ -111,13 +111,13 @@ def _export_presto(est: Estimator, state: str, path: str) -> None:
         StateError: not a sketch state, or the file could not be written (nothing rotated).
     """
     from panstream.estimators.sketch import SketchEstimator
-    from panstream.sfm import to_presto
+    from panstream.state.sketch_params import write_export
 
     if not isinstance(est, SketchEstimator):
         msg = (f"--export-presto writes a Sketch-Flip-Merge sketch; {state} holds a {est.kind} "
                "state: nothing was exported or rotated")
         raise StateError(msg)
-    atomic_write(path, to_presto(est.presto()))
+    write_export(path, est)  # its hash beside it first (panstream.state.sketch_params)
 
 
 def _check_guards(state: str, est: Estimator, universe: Universe | None,

@@ -50,8 +50,7 @@ def check_export_dir(directory: str, estimator: str) -> None:
 def presto_exporter(directory: str,
                     notice: Callable[[str], None]) -> Callable[[int, Any], bool]:
     """The ``on_export`` of :class:`panstream.windows.WindowedIngestor` writing Presto files."""
-    from panstream import sfm
-    from panstream.state.files import atomic_write
+    from panstream.state.sketch_params import write_export
 
     def export(start: int, est: Any) -> bool:
         path = export_path(directory, start)
@@ -59,7 +58,7 @@ def presto_exporter(directory: str,
             notice(f"{path} exists (a sketch of this window already published): not overwritten, "
                    "this window is not exported again")
             return False
-        atomic_write(path, sfm.to_presto(est.presto()))
+        write_export(path, est)  # its hash beside it first (panstream.state.sketch_params)
         return True
 
     return export

@@ -76,8 +76,16 @@ def new(kind: str, universe: Universe | str, epsilon: float, *,
         return FrequencyEstimator(universe, epsilon, modulus, budget, layout, _ledger=ledger)
     if kind == SketchEstimator.kind:
         grid = universe if isinstance(universe, SketchGrid) else SketchGrid.parse_spec(str(universe))
-        return SketchEstimator(epsilon, grid.buckets, grid.levels, grid.items, budget, layout,
-                               _ledger=ledger)
+        cls = SketchEstimator
+        if grid.items == "ip-country":  # one grid per country (panstream.sketch.country)
+            from panstream.sketch.country import CountrySketchEstimator as cls  # noqa: N813
+        return cls(epsilon, grid.buckets, grid.levels, grid.items, budget, layout,
+                   hashing=grid.hashing, _ledger=ledger)
+    if str(getattr(universe, "spec", universe)).startswith("hashed-ip-country:"):  # by country
+        from panstream.estimators.hashed_country import CountryDensityEstimator
+
+        return CountryDensityEstimator(universe, epsilon, calibration, budget, layout,
+                                       _ledger=ledger)
     return DensityEstimator(universe, epsilon, calibration, budget, layout, _ledger=ledger)
 
 
@@ -163,8 +171,13 @@ def release_file(path: str | os.PathLike[str], epsilon: float, mechanism: str = 
         est = load(path)
         try:
             check_release_options(est.kind, kwargs, f"{path} holds a {est.kind} state")
-            if by is None:
+            if by is None or (by == "country" and hasattr(est, "release_by_country")):
                 rel = est.release(epsilon, mechanism, **kwargs)
+            elif by == "country":
+                msg = (f"--by country needs a state that keeps one grid per country (ingest "
+                       f"--estimator sketch -u sketch:1024x24:ip-country); {path} holds "
+                       f"{est.universe.spec}")
+                raise ConfigurationError(msg)
             elif isinstance(est, DensityEstimator):
                 rel = est.release_map(epsilon, by, mechanism, **kwargs)
             else:

@@ -167,6 +167,10 @@ class DensityEstimator(RedrawnBits, Estimator):
         # Adopt the array instead of BitTable.from_packed(), which would copy up to 512 MiB again.
         # The realized epsilon is recomputed from the numerators (checked equal just above); a
         # snapshot stores none.
+        if str(spec).startswith("hashed-ip-country:") and cls is DensityEstimator:
+            from panstream.estimators.hashed_country import CountryDensityEstimator
+
+            return CountryDensityEstimator._from_snapshot(params, ledger, payload, layout)
         table = BitTable._from_packed_array(cells, payload, choose_layout(cells, layout))
         return cls(spec, eps, cal, ledger.budget, layout, _table=table, _ledger=ledger)
 

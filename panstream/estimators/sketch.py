@@ -51,7 +51,8 @@ from panstream.state import format as fmt
 
 __all__ = ["SketchEstimator", "merge"]
 
-#: The hash the grid uses, stored in snapshots so that a future change cannot be mixed up with it.
+#: The default hash's name in snapshots (Presto's Java ``add``), so that a change cannot be mixed
+#: up with it; the Presto SQL hashes store their own names (:mod:`panstream.sketch.hashing`).
 HASH = "murmur3_x64_128.hash64"
 
 
@@ -68,6 +69,9 @@ class SketchEstimator(RedrawnBits, Estimator):
             UTF-8, ``bytes`` as they are).
         budget: total output epsilon that releases may spend.
         layout: the bit table's layout (``"auto"``, ``"bytes"``, ``"packed"``).
+        hashing: how items are hashed (:mod:`panstream.sketch.hashing`): ``"murmur3"`` (Presto's
+            Java ``SfmSketch.add``, the default), or ``"xxhash64-varchar"`` /
+            ``"xxhash64-bigint"`` (``"presto-sql"``), as Presto SQL's ``noisy_approx_set_sfm``.
 
     Attributes:
         universe: the :class:`~panstream.sfm.SketchGrid` (spec ``sketch:4096x24:ip``).
@@ -86,9 +90,9 @@ class SketchEstimator(RedrawnBits, Estimator):
 
     def __init__(self, epsilon: float = 1.0, buckets: int = DEFAULT_BUCKETS,
                  levels: int = DEFAULT_LEVELS, items: str = "ip", budget: float = DEFAULT_BUDGET,
-                 layout: str = "auto", *, _table: BitTable | None = None,
-                 _ledger: PrivacyLedger | None = None) -> None:
-        self.universe = SketchGrid(buckets, levels, items)
+                 layout: str = "auto", *, hashing: str | None = None,
+                 _table: BitTable | None = None, _ledger: PrivacyLedger | None = None) -> None:
+        self.universe = self._grid(buckets, levels, items, hashing)
         cal = calibrate(epsilon, "rr")
         self.epsilon = cal.epsilon
         self._numerator = cal.numerator
@@ -103,6 +107,11 @@ class SketchEstimator(RedrawnBits, Estimator):
         self._table = _table if _table is not None else BitTable.random(
             self.universe.size, layout, self._q_numerator)
 
+    @staticmethod
+    def _grid(buckets: int, levels: int, items: str, hashing: str | None) -> SketchGrid:
+        """The grid of the family (a by-country sketch lays one per country end to end)."""
+        return SketchGrid(buckets, levels, items, hashing)
+
     # ------------------------------------------------------------------ properties
     @property
     def buckets(self) -> int:
@@ -115,6 +124,18 @@ class SketchEstimator(RedrawnBits, Estimator):
     @property
     def items(self) -> str:
         return self.universe.items
+
+    @property
+    def hashing(self) -> str:
+        """The grid's hash (``murmur3``, ``xxhash64-varchar``, ``xxhash64-bigint``)."""
+        return self.universe.hashing
+
+    @property
+    def hash_name(self) -> str:
+        """The hash as the state's public parameters name it."""
+        from panstream.sketch.hashing import stored_name
+
+        return stored_name(self.hashing)
 
     # ------------------------------------------------------------------ the state
     def update_hashes(self, hashes: np.ndarray, *, wipe: bool = True) -> int:
@@ -137,13 +158,13 @@ class SketchEstimator(RedrawnBits, Estimator):
         """The public parameters stored in snapshots (kind ``sketch``)."""
         return {"kind": self.kind, "universe": self.universe.spec, "cells": self.size,
                 "epsilon": float(self.epsilon), "buckets": self.buckets, "levels": self.levels,
-                "items": self.items, "hash": HASH, "p_bits": P_BITS,
+                "items": self.items, "hash": self.hash_name, "p_bits": P_BITS,
                 "p_numerator": self._numerator, "q_numerator": self._q_numerator}
 
     def describe(self) -> dict[str, Any]:
         """The grid and the exact flip probability, for ``panstream inspect``."""
         return {"buckets": self.buckets, "levels": self.levels, "items": self.items,
-                "hash": HASH, "grid_bytes": self.size // 8, "q": str(self.q),
+                "hash": self.hash_name, "grid_bytes": self.size // 8, "q": str(self.q),
                 "q_float": float(self.q), "layout": self.layout}
 
     @classmethod
@@ -154,11 +175,18 @@ class SketchEstimator(RedrawnBits, Estimator):
             grid = SketchGrid.parse_spec(str(params["universe"]))
         except Exception as exc:  # noqa: BLE001 - any failure is a bad parameter
             raise fmt.bad_params(str(exc)) from None
+        if grid.items == "ip-country" and cls is SketchEstimator:  # one grid per country
+            from panstream.sketch.country import CountrySketchEstimator
+
+            return CountrySketchEstimator._from_snapshot(params, ledger, payload, layout)
         dims = (params.get("buckets"), params.get("levels"), params.get("items"))
         if dims != (grid.buckets, grid.levels, grid.items) or params.get("cells") != grid.size:
             raise fmt.bad_params(f"grid {dims} does not match universe {grid.spec}")
-        if params.get("hash") != HASH:
-            raise fmt.bad_params(f"hash {params.get('hash')!r} is not {HASH!r}")
+        from panstream.sketch.hashing import stored_name
+
+        if params.get("hash") != stored_name(grid.hashing):
+            raise fmt.bad_params(f"hash {params.get('hash')!r} is not {stored_name(grid.hashing)!r}, "
+                                 f"the hash of {grid.spec}")
         nums = (params.get("p_bits"), params.get("p_numerator"), params.get("q_numerator"))
         if payload.size != fmt.packed_size(grid.size):
             raise fmt.bad_params(f"a {payload.size}-byte table cannot hold {grid.size} bits")
@@ -174,7 +202,7 @@ class SketchEstimator(RedrawnBits, Estimator):
             raise fmt.SnapshotMismatchError(msg)
         table = BitTable._from_packed_array(grid.size, payload, choose_layout(grid.size, layout))
         return cls(eps, grid.buckets, grid.levels, grid.items, ledger.budget, layout,
-                   _table=table, _ledger=ledger)
+                   hashing=grid.hashing, _table=table, _ledger=ledger)
 
     # ------------------------------------------------------------------ reading
     def ones_by_level(self) -> np.ndarray:
@@ -237,7 +265,7 @@ class SketchEstimator(RedrawnBits, Estimator):
 
     def __repr__(self) -> str:
         return (f"SketchEstimator(epsilon={self.epsilon:g}, buckets={self.buckets}, "
-                f"levels={self.levels}, items={self.items!r}, q={self.q}, "
+                f"levels={self.levels}, items={self.items!r}, hashing={self.hashing!r}, q={self.q}, "
                 f"epsilon_state={self.epsilon_state:.6g})")
 
 

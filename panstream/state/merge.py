@@ -444,4 +444,4 @@ def _sketch_of_slices(payload: np.ndarray, layout: SliceLayout, params: Mapping[
     finally:
         packed.fill(0)
     return SketchEstimator(float(params["epsilon"]), grid.buckets, grid.levels, grid.items,
-                           _table=table, _ledger=ShardLedger())
+                           hashing=grid.hashing, _table=table, _ledger=ShardLedger())

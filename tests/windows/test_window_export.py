@@ -144,7 +144,7 @@ def test_three_daily_exports_merge_into_one_sketch_that_counts_the_three_days(
     assert r.returncode == 0, r.stderr
     assert "3 exported" in r.stderr and "-DP by itself" in r.stderr
     assert [w["window"] for w in read(tmp_path / "daily.jsonl")] == DAYS
-    assert sorted(os.listdir(out)) == STAMPS
+    assert sorted(os.listdir(out)) == sorted(STAMPS + [f"{x}.params.json" for x in STAMPS])
     q = Fraction(estimators.new("sketch", U, 4.0).q)
     for name in STAMPS:
         sk = sfm.from_presto((out / name).read_bytes())
@@ -192,7 +192,8 @@ def test_a_kill_at_the_export_keeps_the_release_and_the_restart_exports_the_rest
     assert r.returncode == 0, r.stderr
     assert "is already in the series" in r.stderr  # Monday: neither released nor exported again
     assert [w["window"] for w in read(tmp_path / "daily.jsonl")] == DAYS
-    assert sorted(os.listdir(out)) == STAMPS[1:]
+    # each sketch with its parameters file (its hash, for merge-sketches) written just before it
+    assert sorted(os.listdir(out)) == sorted(STAMPS[1:] + [f"{x}.params.json" for x in STAMPS[1:]])
 
 
 def test_export_needs_the_sketch_family(days: Week, tmp_path: Path) -> None:

@@ -1,0 +1,211 @@
+"""Country of an address, offline: a public function of the address, for counting by country.
+
+The table is the ``iptocc`` package (optional extra ``geo``: ``pip install 'panstream[geo]'``;
+MIT or Apache-2.0; its data are built into the wheel from the five Regional Internet Registries'
+delegation files, refreshed nightly upstream; version 3.3.170, built 2026-10-27, is the one this
+was written and measured with). A country is the one the registry **assigned** the block to, not
+where the address is used: iptocc's authors cite about 95 % agreement with MaxMind for IPv4 and
+few differences for IPv6 (Zander, "On the accuracy of IP geolocation based on IP allocation data",
+2012). Private, reserved and unassigned addresses have no country (slot ``ZZ``).
+
+The slots are a fixed, public list (:data:`COUNTRIES`): the 249 ISO 3166-1 alpha-2 codes, the
+registries' ``EU``, ``AP`` and ``XK`` (Kosovo, as RIPE writes it), and ``ZZ`` for no country or a
+code outside the list. A count by country releases every slot, so which countries appear says
+nothing about the stream. Nothing here sees more than one batch of addresses, and nothing is kept.
+
+>>> slots(["8.8.8.8", "10.0.0.1"]).tolist() == [COUNTRIES.index("US"), COUNTRIES.index("ZZ")]
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from panstream import sfm
+from panstream.errors import ConfigurationError, UniverseError
+from panstream.sketch.xxh64 import xxh64_bytes
+from panstream.universe import IndexResult, Universe, refuse_bare_item
+
+__all__ = ["COUNTRIES", "HASHED_KIND", "UNKNOWN", "HashedCountryUniverse", "database",
+           "hashed_country", "parse_hashed_country", "slots"]
+
+_ISO = """AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ
+BR BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ EC
+EE EG EH ER ES ET FI FJ FK FM FO FR GA GB GD GE GF GG GH GI GL GM GN GP GQ GR GS GT GU GW GY HK HM
+HN HR HT HU ID IE IL IM IN IO IQ IR IS IT JE JM JO JP KE KG KH KI KM KN KP KR KW KY KZ LA LB LC LI
+LK LR LS LT LU LV LY MA MC MD ME MF MG MH MK ML MM MN MO MP MQ MR MS MT MU MV MW MX MY MZ NA NC NE
+NF NG NI NL NO NP NR NU NZ OM PA PE PF PG PH PK PL PM PN PR PS PT PW PY QA RE RO RS RU RW SA SB SC
+SD SE SG SH SI SJ SK SL SM SN SO SR SS ST SV SX SY SZ TC TD TF TG TH TJ TK TL TM TN TO TR TT TV TW
+TZ UA UG UM US UY UZ VA VC VE VG VI VN VU WF WS YE YT ZA ZM ZW""".split()  # noqa: SIM905 - the list as ISO 3166-1 prints it
+#: The code of the slot for addresses without a (listed) country.
+UNKNOWN = "ZZ"
+#: Every slot, in order: a public parameter (changing it changes every by-country state's layout).
+COUNTRIES: tuple[str, ...] = tuple(sorted({*_ISO, "AP", "EU", "XK", UNKNOWN}))
+_SLOT = {c: i for i, c in enumerate(COUNTRIES)}
+_UNKNOWN_SLOT = _SLOT[UNKNOWN]
+
+
+def _iptocc() -> Any:
+    try:
+        import iptocc
+    except ImportError:
+        msg = ("counting by country needs the offline iptocc table: pip install 'panstream[geo]' "
+               "(or pip install iptocc)")
+        raise ConfigurationError(msg) from None
+    return iptocc
+
+
+def database() -> str:
+    """The table in use, as a state records it (e.g. ``iptocc 3.3.170``).
+
+    Raises:
+        ConfigurationError: iptocc is not installed.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    _iptocc()
+    try:
+        return f"iptocc {version('iptocc')}"
+    except PackageNotFoundError:
+        return "iptocc unknown"
+
+
+def slots(addresses: list[str]) -> np.ndarray:
+    """The country slot (index into :data:`COUNTRIES`) of each address text, as ``intp``.
+
+    Raises:
+        ConfigurationError: iptocc is not installed.
+    """
+    codes = _iptocc().country_code(addresses) if addresses else []
+    out = np.fromiter((_SLOT.get(c, _UNKNOWN_SLOT) if c else _UNKNOWN_SLOT for c in codes),
+                      dtype=np.intp, count=len(addresses))
+    codes.clear()  # the batch's countries: nothing outlives the batch
+    return out
+
+
+# ---------------------------------------------------------------------- hashed-ip by country
+#: The spec prefix of a hashed address table with one block per country.
+HASHED_KIND = "hashed-ip-country"
+
+
+class HashedCountryUniverse(Universe):
+    """Addresses hashed into one block of ``m`` cells per country slot: spec
+    ``hashed-ip-country:M`` (``M`` cells per country, ``len(COUNTRIES) * M`` in all).
+
+    A universe of kind ``hashed-ip`` (a density table's bits, linear counting): an address's cell
+    is ``slot * m + r``, ``slot`` its country (:func:`slots`) and ``r`` the multiply-shift
+    reduction to ``m`` of XXH64 (seed 0) of its canonical text. Both are public functions of the
+    address, as ``hashed-ip``'s cells are, so one person is one cell: the table keeps the density
+    family's guarantee, and a release by country is parallel composition
+    (:func:`panstream.release.country.release_hashed_by_country`). ``geo`` is the country table
+    the cells were computed with (checked at every batch, as for the by-country sketch).
+
+    >>> u = hashed_country(16384)
+    >>> u.spec, u.size == len(COUNTRIES) * 16384, u.is_hashed
+    ('hashed-ip-country:16384', True, True)
+    """
+
+    __slots__ = ("block", "geo")
+
+    def __init__(self, m: int) -> None:
+        if isinstance(m, bool) or not isinstance(m, int) or not 2 <= m <= 1 << 24:
+            msg = f"{HASHED_KIND} cells per country must be an integer from 2 to 2**24, got {m!r}"
+            raise UniverseError(msg)
+        super().__init__("hashed-ip", len(COUNTRIES) * m, f"{HASHED_KIND}:{m}")
+        self.block = m
+        self.geo: str | None = None
+
+    @property
+    def country_blocks(self) -> int:
+        """Cells per country (the release by country reads one block per slot)."""
+        return self.block
+
+    def indices(self, items: Any) -> IndexResult:
+        """Cells of address items (each distinct token canonicalized, looked up and hashed once).
+
+        Raises:
+            ConfigurationError: the installed country table is not the one this table was built
+                with, or iptocc is missing.
+        """
+        refuse_bare_item(items, "indices")
+        installed = database()
+        if self.geo is None:
+            self.geo = installed
+        elif self.geo != installed:
+            msg = (f"this by-country table was built with {self.geo}, and {installed} is "
+                   "installed: an address could move to another country and count twice; "
+                   f"install {self.geo.replace(' ', '==')} to add arrivals, or rotate")
+            raise ConfigurationError(msg)
+        seq = items.tolist() if isinstance(items, np.ndarray) else list(items)
+        distinct = list(dict.fromkeys(seq))
+        cell: dict[Any, int] = {}
+        good: list[Any] = []
+        canon: list[bytes] = []
+        for t in distinct:
+            try:
+                c = sfm.canonical_item(t, "ip")
+            except sfm._Blank:  # noqa: SLF001 - the family's marker for a blank item
+                cell[t] = -2
+                continue
+            if c is None:
+                cell[t] = -1
+            else:
+                good.append(t)
+                canon.append(c)  # type: ignore[arg-type]
+        texts = [c.decode("ascii") for c in canon]
+        slot = slots(texts)
+        texts.clear()
+        h = xxh64_bytes(canon)
+        r = _reduce(h, self.block)
+        h.fill(0)
+        r += slot * self.block
+        slot.fill(0)
+        cell.update(zip(good, r.tolist(), strict=True))
+        r.fill(0)
+        allc = np.fromiter((cell[t] for t in seq), dtype=np.intp, count=len(seq))
+        for a in (cell, distinct, good, canon, seq):
+            a.clear()
+        malformed = int(np.count_nonzero(allc == -1))
+        empty = int(np.count_nonzero(allc == -2))
+        out = allc[allc >= 0] if malformed or empty else allc
+        if out is not allc:
+            allc.fill(0)
+        return IndexResult(out, malformed=malformed, empty=empty)
+
+
+def hashed_country(m: int) -> HashedCountryUniverse:
+    """The ``hashed-ip-country:M`` universe.
+
+    Raises:
+        UniverseError: ``m`` outside 2..2**24.
+    """
+    return HashedCountryUniverse(m)
+
+
+def parse_hashed_country(spec: str) -> HashedCountryUniverse:
+    """The universe of a ``hashed-ip-country:M`` spec.
+
+    Raises:
+        UniverseError: not such a spec.
+    """
+    kind, _, arg = spec.strip().partition(":")
+    try:
+        if kind.lower() != HASHED_KIND:
+            raise ValueError
+        m = int(arg.replace("_", ""), 0)
+    except ValueError:
+        msg = f"invalid universe spec {spec!r}: expected e.g. {HASHED_KIND}:16384"
+        raise UniverseError(msg) from None
+    return HashedCountryUniverse(m)
+
+
+def _reduce(h: np.ndarray, m: int) -> np.ndarray:
+    """``floor(h * m / 2**64)`` of ``uint64`` hashes, exactly (split in 32-bit halves)."""
+    hi = (h >> np.uint64(32)) * np.uint64(m)
+    lo = ((h & np.uint64(0xFFFFFFFF)) * np.uint64(m)) >> np.uint64(32)
+    out = ((hi + lo) >> np.uint64(32)).astype(np.intp)
+    hi.fill(0)
+    lo.fill(0)
+    return out

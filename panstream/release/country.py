@@ -1,0 +1,281 @@
+"""Distinct clients by country from a by-country sketch, for one output epsilon.
+
+Why one epsilon pays for every country (parallel composition). A by-country state
+(:mod:`panstream.sketch.country`) is one grid per country slot. One person is one address, in one
+country, whose hash names one bit: with or without them, and for any fixed draws of every other
+bit, only that bit differs, so the vector of all slots' per-level counts of ones changes in one
+entry by at most 1 (L1 sensitivity 1). The release charges the ledger ``epsilon`` once, before any
+noise is drawn, adds independent exact noise of scale ``1/epsilon`` to **every** count of every
+slot (:func:`panstream.release.stats.noisy_count`), and only then estimates each country from its
+own noisy counts, as a one-sketch release does (:func:`panstream.release.sketch.release_sketch`):
+the maximum pseudo-likelihood estimate, its state standard error, the release part by the delta
+method, and the interval of a normal plus a Laplace. Every slot is published; ordering, the total
+and the "noise-dominated" flags are post-processing.
+
+The total is the sum of the countries' unclamped estimates (a person is in one country; an
+empty country's estimate is centred on 0, so clamping each at 0 first would bias the sum up by
+about 250 x 21 at 1024 x 24 and epsilon 1); its variance is
+the sum of theirs (the slots' bits and noise are independent), and its interval is the normal plus
+Laplace interval of those summed variances.
+
+>>> from panstream.sketch.country import CountrySketchEstimator
+>>> est = CountrySketchEstimator(epsilon=2.0, buckets=256, levels=8, budget=1.0)
+>>> _ = est.update(["8.8.8.8", "1.0.16.1", "10.0.0.1"])
+>>> r = est.release(1.0)
+>>> len(r.rows), est.ledger.remaining
+(253, 0.0)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from panstream import geo, sfm
+from panstream.errors import ConfigurationError
+from panstream.release.honesty import noise_dominated
+from panstream.release.ledger import group_privacy
+from panstream.release.sketch import interval_halfwidth
+from panstream.release.stats import (
+    DEFAULT_CONFIDENCE,
+    debias,
+    distinct_from_density,
+    noise_quantile,
+    noisy_count,
+    occupancy_stderr,
+    output_law,
+    stderr_state,
+)
+from panstream.telemetry import TOTAL_TELEMETRY_NOTE
+
+__all__ = ["CountryRelease", "CountryRow", "format_country_release", "release_by_country",
+           "release_hashed_by_country"]
+
+#: L1 sensitivity of all slots' per-level counts to one person.
+SENSITIVITY = 1
+
+
+@dataclass(frozen=True)
+class CountryRow:
+    """One country's published distinct count (from noisy counts and public parameters only)."""
+
+    country: str
+    distinct: float
+    low: float
+    high: float
+    stderr: float
+    noise_dominated: bool
+
+
+@dataclass(frozen=True)
+class CountryRelease:
+    """Distinct clients of every country slot, and their total, for one output epsilon.
+
+    Attributes:
+        rows: every slot of :data:`panstream.geo.COUNTRIES`, in that order.
+        buckets, levels: the grid per country (a ``hashed-ip-country:M`` table: ``M`` cells, 1
+            level; its ``noisy_ones`` hold one count per slot).
+        distinct, low, high, stderr, cardinality: the total over slots.
+        noisy_ones: the released noisy per-level counts, one tuple per slot.
+        epsilon, epsilon_state, epsilon_total, mechanism, confidence, buckets, levels, universe,
+        geo, budget, budget_remaining, time: as for a sketch release.
+    """
+
+    rows: tuple[CountryRow, ...]
+    distinct: float
+    cardinality: int
+    low: float
+    high: float
+    stderr: float
+    noisy_ones: tuple[tuple[float, ...], ...]
+    epsilon: float
+    epsilon_state: float
+    epsilon_total: float
+    mechanism: str
+    confidence: float
+    buckets: int
+    levels: int
+    universe: str
+    geo: str | None
+    budget: float
+    budget_remaining: float
+    time: float
+
+    def group_privacy(self, k: int) -> float:
+        """Pan-private guarantee for a group of ``k`` people: ``k * epsilon_total``."""
+        return group_privacy(k, self.epsilon_total)
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as a JSON-serializable dict (``rows`` as a list of dicts)."""
+        d = asdict(self)
+        d["rows"] = [asdict(r) for r in self.rows]
+        d["noisy_ones"] = [list(x) for x in self.noisy_ones]
+        return d
+
+    def top(self, k: int = 20) -> list[CountryRow]:
+        """The ``k`` rows of largest estimate (post-processing of the release)."""
+        return sorted(self.rows, key=lambda r: -r.distinct)[:k]
+
+    def csv_text(self) -> str:
+        """One CSV line per slot: country, distinct, low, high, stderr, noise_dominated."""
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(["country", "distinct", "low", "high", "stderr", "noise_dominated"])
+        for r in self.rows:
+            w.writerow([r.country, f"{r.distinct:.1f}", f"{r.low:.1f}", f"{r.high:.1f}",
+                        f"{r.stderr:.1f}", int(r.noise_dominated)])
+        return out.getvalue()
+
+
+def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
+                       confidence: float = DEFAULT_CONFIDENCE) -> CountryRelease:
+    """Publish distinct clients per country of ``est`` (a
+    :class:`~panstream.sketch.country.CountrySketchEstimator`), charged once to its ledger.
+
+    Steps, in this order: validate; charge the ledger (refusing before any noise is drawn if the
+    budget is short); read every slot's per-level counts; add exact noise to each; estimate each
+    slot from its noisy counts; derive intervals and the total from them and public parameters.
+
+    Raises:
+        ConfigurationError: invalid epsilon, mechanism or confidence.
+        BudgetExhaustedError: the budget does not cover ``epsilon``; nothing is charged.
+    """
+    law, eps_out = output_law(epsilon, mechanism, confidence, SENSITIVITY, 1)
+    entry = est.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
+    buckets, r = est.buckets, float(est.q)
+    ones = est.ones_by_country_level()
+    try:
+        noisy = tuple(tuple(noisy_count(int(k), law, mechanism, buckets) for k in row)
+                      for row in ones.tolist())
+    finally:
+        ones.fill(0)
+    rows = []
+    var_state = var_rel_total = 0.0
+    raw: list[float] = []
+    for code, counts in zip(est.countries, noisy, strict=True):
+        fit = sfm.mple(counts, buckets, r)
+        var_rel = law.variance * math.fsum(g * g for g in fit.gradient)
+        h = interval_halfwidth(fit.stderr, var_rel, confidence)
+        n = max(0.0, fit.n)
+        low, high = max(0.0, fit.n - h), max(0.0, fit.n + h)
+        rows.append(CountryRow(code, n, low, high, math.sqrt(fit.stderr**2 + var_rel),
+                               noise_dominated(n, low, high)))
+        var_state += fit.stderr**2
+        var_rel_total += var_rel
+        raw.append(fit.n)
+    table = _table_name(est)
+    total = math.fsum(raw)  # unclamped: clamping 253 near-zero estimates at 0 would bias the sum
+    h = interval_halfwidth(math.sqrt(var_state), var_rel_total, confidence)
+    return CountryRelease(
+        rows=tuple(rows), distinct=max(0.0, total), cardinality=max(0, int(np.floor(total + 0.5))),
+        low=max(0.0, total - h), high=max(0.0, total + h), stderr=math.sqrt(var_state + var_rel_total),
+        noisy_ones=noisy, epsilon=eps_out, epsilon_state=est.epsilon_state,
+        epsilon_total=est.ledger.epsilon_total(est.epsilon_state), mechanism=mechanism,
+        confidence=float(confidence), buckets=buckets, levels=est.levels,
+        universe=est.universe.spec, geo=table, budget=est.ledger.budget,
+        budget_remaining=est.ledger.remaining, time=entry.time)
+
+
+def _table_name(est: Any) -> str | None:
+    table = est.universe.geo
+    if table is None:  # a state no arrival reached yet in this process (e.g. a window's table)
+        try:
+            table = geo.database()
+        except ConfigurationError:
+            table = None
+    return table
+
+
+def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
+                              confidence: float = DEFAULT_CONFIDENCE, sensitivity: int = 1,
+                              state_tables: int = 1) -> CountryRelease:
+    """Distinct clients per country of a ``hashed-ip-country:M`` density table
+    (:class:`~panstream.estimators.hashed_country.CountryDensityEstimator`), charged once.
+
+    Each country is a hashed table of ``M`` cells: one person is one cell, so the vector of the
+    253 blocks' counts of ones has L1 sensitivity 1 (``sensitivity`` for shards laid end to end)
+    and noise of scale ``1/epsilon`` on each count costs ``epsilon`` once. Each block is then
+    released as a ``hashed-ip`` table is (:func:`panstream.release.density.release`): debiased
+    density, linear counting, an interval with the randomized response's and the hash
+    collisions' (occupancy) errors and the release noise. The total sums the blocks' unclamped
+    linear counts; its interval is a normal of the summed state variances plus a Laplace of the
+    summed release variances.
+
+    Raises:
+        ConfigurationError: invalid epsilon, mechanism or confidence.
+        BudgetExhaustedError: the budget does not cover ``epsilon``; nothing is charged.
+    """
+    law, eps_out = output_law(epsilon, mechanism, confidence, sensitivity, state_tables)
+    eps_state = est.epsilon_state * state_tables
+    bound = getattr(est, "check_ledger_binding", None)  # the table's own epoch only
+    if bound is not None:
+        bound()
+    entry = est.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
+    m, p, q = est.universe.block, est.p, est.q
+    ones = est.ones_by_country()
+    try:
+        noisy = tuple(noisy_count(int(k), law, mechanism, m) for k in ones.tolist())
+    finally:
+        ones.fill(0)
+    scale = m * (float(p) - float(q))
+    rows = []
+    raw: list[float] = []
+    var_state = var_rel_total = 0.0
+    for code, k in zip(est.countries, noisy, strict=True):
+        density = debias(k, m, p, q)
+        se_state = stderr_state(density, m, p, q)
+        se_occ = occupancy_stderr(density, m)
+        h = noise_quantile(math.hypot(se_state, se_occ) * scale, law, confidence) / scale
+        n = distinct_from_density(density, m, True)
+        low = distinct_from_density(density - h, m, True)
+        high = distinct_from_density(density + h, m, True)
+        f = min(density, 1.0 - 1.0 / m)
+        slope = m / (1.0 - max(f, 0.0))  # d(linear count)/d(density)
+        var_s = (math.hypot(se_state, se_occ) * slope) ** 2
+        var_r = law.variance * (slope / scale) ** 2
+        rows.append(CountryRow(code, n, low, high, math.sqrt(var_s + var_r),
+                               noise_dominated(n, low, high)))
+        raw.append(-m * math.log1p(-f))  # unclamped below 0: an empty block is centred on 0
+        var_state += var_s
+        var_rel_total += var_r
+    total = math.fsum(raw)
+    h = interval_halfwidth(math.sqrt(var_state), var_rel_total, confidence)
+    return CountryRelease(
+        rows=tuple(rows), distinct=max(0.0, total), cardinality=max(0, int(np.floor(total + 0.5))),
+        low=max(0.0, total - h), high=max(0.0, total + h),
+        stderr=math.sqrt(var_state + var_rel_total), noisy_ones=tuple((k,) for k in noisy),
+        epsilon=eps_out, epsilon_state=eps_state,
+        epsilon_total=est.ledger.epsilon_total(eps_state), mechanism=mechanism,
+        confidence=float(confidence), buckets=m, levels=1, universe=est.universe.spec,
+        geo=_table_name(est), budget=est.ledger.budget, budget_remaining=est.ledger.remaining,
+        time=entry.time)
+
+
+def format_country_release(r: CountryRelease, top: int = 20) -> str:
+    """A human summary: the total, then the ``top`` countries by estimate (no trailing newline)."""
+    pct = f"{100 * r.confidence:g}%"
+    lines = [
+        f"panstream release: {r.mechanism} mechanism, epsilon {r.epsilon:g} once for "
+        f"{len(r.rows)} country slots ({r.universe}, countries from {r.geo or 'no arrivals yet'}: "
+        "the registries' assignment)",
+        f"  distinct (all countries) {r.distinct:>12,.0f}   {pct} CI [{r.low:,.0f}, {r.high:,.0f}]",
+        f"  top {min(top, len(r.rows))} countries by estimate ({pct} intervals; * = noise-dominated, "
+        "the interval is wider than the value):",
+    ]
+    for row in r.top(top):
+        flag = " *" if row.noise_dominated else ""
+        lines.append(f"    {row.country}  {row.distinct:>12,.0f}   [{row.low:,.0f}, "
+                     f"{row.high:,.0f}]{flag}")
+    lines += [
+        f"  privacy               output epsilon {r.epsilon:g} (all countries: one person is in "
+        f"one) + state epsilon {r.epsilon_state:.6g} -> pan-private epsilon_total "
+        f"{r.epsilon_total:.6g} {TOTAL_TELEMETRY_NOTE}",
+        f"  output budget         {r.budget - r.budget_remaining:g} of {r.budget:g} spent, "
+        f"{r.budget_remaining:g} left",
+    ]
+    return "\n".join(lines)
