@@ -26,9 +26,11 @@ Formats (the ``-f`` spelling, :func:`panstream.parse.parse_format`):
     A string field of JSON lines by dotted path (``request.remote_ip``). A line whose last path key
     appears exactly once, as ``"key": "value"``, is read without a JSON parse (the key is taken to
     sit at the path: true of every published shape); any other line is parsed with :mod:`json`.
-``regex:PATTERN``, ``sshd``
-    The (first) named group of a regular expression searched in each line (Python per line); ``sshd``
-    is the built-in pattern for OpenSSH's ``Failed``/``Accepted ... from ADDR port N`` lines.
+``regex:PATTERN``, ``sshd``, ``pam``, ``haproxy``, ``squid``, ``apache-error``, ``nginx-error``
+    The (first) named group of a regular expression searched in each line (Python per line); the
+    named ones are the built-in :data:`PATTERNS` (OpenSSH's ``Failed``/``Accepted ... from ADDR
+    port N``, PAM's ``rhost=``, HAProxy's ``CLIENT:PORT [date]``, Squid's native access.log, the
+    Apache and nginx error logs' client).
 ``xff``, ``xff:CIDR,...``
     nginx/Apache with the X-Forwarded-For header as the last quoted field: its first hop, or with
     trusted proxies the last hop (reading right to left, the direct peer first) outside them.
@@ -57,6 +59,32 @@ SPAN, EMPTY, BAD, PY = 0, 1, 2, 3
 #: ``Failed password for [invalid user ]NAME from ADDR port N ssh2``, ``Accepted publickey for ...``.
 SSHD_PATTERN = (r"sshd(?:-session)?\[\d+\]: (?:Failed|Accepted) \S+ for (?:invalid user )?.*? "
                 r"from (?P<ip>\S+) port \d+")
+
+#: The built-in patterns of the syslog-wrapped and line formats read with a regular expression
+#: (``-f NAME``; docs/logs.md has a recipe for each). Each is searched in the line; its group
+#: ``ip`` is the client.
+PATTERNS = {
+    "sshd": SSHD_PATTERN,
+    # pam_unix/pam_sss "authentication failure; ... rhost=ADDR [user=NAME]" (an empty rhost= is a
+    # local login: no match, malformed).
+    "pam": r"\brhost=(?P<ip>[^\s;]+)",
+    # HAProxy's http and tcp log formats, through syslog or on stdout: "CLIENT:PORT [ACCEPT_DATE]"
+    # (IPv6 clients are written ADDR:PORT too: the last :PORT before " [" is the port).
+    "haproxy": (r"(?:^|\s)(?P<ip>\S+):\d{1,5} \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2}"
+                r"(?:\.\d+)?\] "),
+    # Squid's native access.log: "TIME.MS ELAPSED CLIENT CODE/STATUS BYTES METHOD URL ...", the
+    # elapsed time right-aligned (runs of blanks); also through syslog ("squid[PID]: TIME.MS ...").
+    "squid": r"(?:^|: )\d{9,11}\.\d{3}\s+-?\d+\s+(?P<ip>\S+)\s+[A-Z_]+/\d{3}\s",
+    # Apache's error log: "[client ADDR]" (2.2) or "[client ADDR:PORT]" (2.4).
+    "apache-error": r"\[client (?P<ip>[^\]\s]+)\]",
+    # nginx's error log: "..., client: ADDR, server: ...".
+    "nginx-error": r", client: (?P<ip>[^,\s]+), server: ",
+}
+
+#: The pattern formats whose logs are mostly other lines (an auth.log, an error log, a syslog
+#: stream): only a pattern that matches (almost) nothing is called wrong
+#: (:data:`panstream.parse_check.MIN_SHARE_PATTERN`).
+SPARSE_KINDS = frozenset(("regex", "sshd", "pam", "haproxy", "apache-error", "nginx-error"))
 
 _MOVEMASK = np.uint64(0x0102040810204080)
 
@@ -721,6 +749,16 @@ class Regex(PerLine):
         return None if m is None or m.group(self.group) is None else m.group(self.group)
 
 
+class Nothing(Extractor):
+    """``-f auto`` when no known format fits: every non-blank line is malformed (the loud-failure
+    check then says so, with its one-bit message)."""
+
+    def locate(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Spans:
+        out = Spans.new(starts.size)
+        out.state[ends == starts] = EMPTY
+        return out
+
+
 def _networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     return [ipaddress.ip_network(c.strip(), strict=False) for c in spec.split(",") if c.strip()]
 
@@ -886,8 +924,10 @@ def build(kind: str, arg: str, number: int, max_line: int) -> Extractor:
         return JsonField(arg, max_line)
     if kind == "regex":
         return Regex(arg, max_line)
-    if kind == "sshd":
-        return Regex(SSHD_PATTERN, max_line)
+    if kind in PATTERNS:
+        return Regex(PATTERNS[kind], max_line)
+    if kind == "none":
+        return Nothing(max_line)
     if kind == "xff":
         return ForwardedFor(arg, max_line)
     msg = f"no extractor for {kind!r}"

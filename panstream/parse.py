@@ -72,7 +72,23 @@ from panstream.universe import Universe
 MAX_LINE = 4096
 
 #: Formats :func:`parse_format` accepts without an argument.
-FORMATS = ("plain", "clf", "auto", "alb", "elb", "vhost", "sshd", "xff")
+FORMATS = ("plain", "clf", "auto", "alb", "elb", "vhost", "sshd", "xff", "pam", "haproxy", "squid",
+           "apache-error", "nginx-error")
+
+#: GoAccess's ``--log-format`` names (and a few common spellings) for the formats above, matched
+#: ignoring case: ``-f COMBINED`` is ``-f clf``. The client is where GoAccess's ``%h`` sits.
+ALIASES = {
+    "combined": "clf", "common": "clf", "ncsa": "clf", "traefikclf": "clf", "nginx": "clf",
+    "apache": "clf", "vcombined": "vhost", "vcommon": "vhost", "w3c": "w3c:c-ip",
+    "cloudfront": "w3c:c-ip", "iis": "w3c:c-ip", "awsalb": "alb", "caddy": "json:request.client_ip",
+    "cloudstorage": "csv:c_ip", "awss3": "field:5", "zeek": "zeek:id.orig_h",
+    "auth": "sshd", "openssh": "sshd", "syslog-sshd": "sshd", "squid-native": "squid",
+    "apache_error": "apache-error", "error_log": "apache-error", "nginx_error": "nginx-error",
+}
+
+#: The kind ``-f auto`` resolves to when no known format fits: every line is malformed, and the
+#: loud-failure check says so (not offered in ``--help``).
+NO_FORMAT = "none"
 
 #: Formats written ``KIND:ARG`` (``xff`` also takes one: the trusted proxies).
 ARG_FORMATS = ("field", "json", "csv", "tsv", "w3c", "zeek", "regex", "xff")
@@ -81,9 +97,10 @@ ARG_FORMATS = ("field", "json", "csv", "tsv", "w3c", "zeek", "regex", "xff")
 FIELD_OF = {"alb": 4, "elb": 3, "vhost": 2}
 
 #: What ``-f`` accepts, for messages and ``--help``.
-FORMAT_HELP = ("plain, clf, field:N, json:PATH, csv:COLUMN, tsv:COLUMN, w3c:FIELD, zeek:FIELD, "
-               "'regex:PATTERN' (one named group), xff[:TRUSTED_CIDR,...], alb, elb, vhost, sshd "
-               "or auto")
+FORMAT_HELP = ("plain, clf (combined, common), field:N, json:PATH, csv:COLUMN, tsv:COLUMN, "
+               "w3c:FIELD, zeek:FIELD, 'regex:PATTERN' (one named group), xff[:TRUSTED_CIDR,...], "
+               "alb, elb, vhost (vcombined), sshd, pam, haproxy, squid, apache-error, nginx-error, "
+               "the GoAccess names (cloudfront, caddy, awsalb, traefikclf, ...) or auto")
 
 _W = 16  # window width: an IPv4 address has at most 15 characters, plus one terminator
 _WS = b" \t\r\v\f"
@@ -233,11 +250,19 @@ def parse_format(spec: str) -> Format:
     'json:request.remote_ip'
     >>> parse_format("alb")
     Format(kind='alb', field=4, arg='')
+    >>> parse_format("COMBINED").spec, parse_format("VCOMBINED").spec, parse_format("cloudfront").spec
+    ('clf', 'vhost', 'w3c:c-ip')
     """
     s = spec.strip()
     kind, colon, arg = s.partition(":")
     kind = kind.lower()
-    if not colon and kind in FORMATS:
+    if not colon and kind in ALIASES:
+        return parse_format(ALIASES[kind])
+    if not colon and kind == "awselb":
+        raise _bad_format(spec, " (GoAccess's AWSELB: -f alb for lines that start with the type, "
+                                "http/https/h2, client in field 4; -f elb for classic ELB lines "
+                                "that start with the time, client in field 3)")
+    if not colon and (kind in FORMATS or kind == NO_FORMAT):
         return Format(kind, FIELD_OF.get(kind, 0))
     if not colon or kind not in ARG_FORMATS:
         raise _bad_format(spec)
@@ -283,7 +308,7 @@ JSON_PATHS = ("request.client_ip", "request.remote_ip", "httpRequest.remoteIp",
 
 #: CSV/TSV header names of an address column, in order of preference (case-insensitive).
 ADDRESS_COLUMNS = ("src_addr", "srcaddr", "src_ip", "srcip", "source_ip", "source_address",
-                   "sourceaddress", "sa", "client_ip", "clientip", "client_addr", "c-ip",
+                   "sourceaddress", "sa", "client_ip", "clientip", "client_addr", "c-ip", "c_ip",
                    "remote_addr", "remote_ip", "ip_address", "ipaddress", "ip", "address", "addr")
 
 _HEADER_NAME = re.compile(r"[\w .()/#:@-]{1,64}")
@@ -299,6 +324,9 @@ class Detection:
     spec: str
     name: str
     note: str = ""
+    #: False when no known format fits: ``spec`` is then ``"none"`` (every line malformed) and
+    #: ``note`` says what the lines look like and lists candidate ``-f`` values.
+    known: bool = True
 
 
 def format_name(spec: str) -> str:
@@ -318,7 +346,10 @@ def format_name(spec: str) -> str:
             "tsv": "TSV with a header", "w3c": "W3C extended log (CloudFront, IIS)",
             "zeek": "Zeek log", "regex": "regular expression", "xff": "X-Forwarded-For",
             "alb": "AWS ALB log", "elb": "AWS classic ELB log", "vhost": "Apache vhost_combined",
-            "sshd": "sshd auth log", "auto": "auto"}.get(kind, kind)
+            "sshd": "sshd auth log", "pam": "PAM auth log (rhost=)",
+            "haproxy": "HAProxy log", "squid": "Squid native access log",
+            "apache-error": "Apache error log", "nginx-error": "nginx error log",
+            NO_FORMAT: "no known format", "auto": "auto"}.get(kind, kind)
 
 
 def _is_address(token: bytes) -> bool:
@@ -351,24 +382,63 @@ def _json_path(obj: object) -> str | None:
     return None
 
 
+#: A syslog line's head: RFC 3164 (``Jun 14 15:16:01 host tag[pid]: ``) or an ISO time (RFC 5424,
+#: rsyslog's high-precision template, journald's ``short-iso``), then host and tag.
+_SYSLOG = re.compile(rb"^(?:<\d{1,3}>\d?\s*)?(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|"
+                     rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S*) \S+ [^\s:]+:")
+#: Apache's error log line head: ``[Sun Dec 04 04:47:44 2005] [notice]`` (2.2) or
+#: ``[Wed Oct 11 14:32:52.123456 2000] [core:error]`` (2.4).
+_APACHE_ERROR = re.compile(rb"^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)? "
+                           rb"\d{4}\] \[[\w:]+\] ")
+#: nginx's error log line head: ``2024/01/02 03:04:05 [error] 1234#0: ``.
+_NGINX_ERROR = re.compile(rb"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d \[[a-z]+\] \d+#\d+: ")
+#: The request time of Apache/nginx common and combined logs: ``[10/Oct/2000:13:55:36 -0700] "``.
+_CLF_TIME = re.compile(rb" \[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] \"")
+#: netfilter's LOG target (kern.log): ``SRC=ADDR DST=ADDR``.
+_NETFILTER = re.compile(rb"\bSRC=(\S+) DST=\S+")
+
+
+def _unknown(lines: list[list[bytes]], raw: list[bytes], what: str,
+             tried: dict[str, int]) -> Detection:
+    """The detection when no known format fits: what the lines look like and the candidates (the
+    built-in patterns that matched some line, the fields that hold an address in some lines, a
+    regular expression)."""
+    cands = [f"-f {k} ({n} of the first {len(raw)} lines match)" for k, n in tried.items() if n]
+    if any(_NETFILTER.search(ln) for ln in raw):
+        cands.append("-f 'regex:SRC=(?P<ip>\\S+)' (netfilter LOG lines)")
+    counts = [sum(1 for f in lines if len(f) >= n and _is_address(f[n - 1])) for n in range(1, 13)]
+    best = max(range(12), key=lambda j: counts[j])
+    if counts[best]:
+        cands.append(f"-f field:{best + 1} (an address in {counts[best]} of {len(raw)} lines)")
+    cands.append("-f 'regex:... (?P<ip>\\S+) ...'")
+    note = f"{what}; candidates: {', '.join(cands)} (docs/logs.md)"
+    return Detection(NO_FORMAT, f"no known format fits ({what})", note, known=False)
+
+
 def detect(sample: bytes | memoryview, max_lines: int = 64) -> Detection:
-    """Recognise the format of an input from its first non-blank lines.
+    """Recognise the format of an input from its first non-blank lines, or say that none fits.
 
     In order: W3C (``#Fields:``), Zeek (``#separator``/``#fields``), JSON lines (a known or any
-    address field), CSV/TSV whose header names an address column (:data:`ADDRESS_COLUMNS`), sshd
-    auth logs, AWS ALB and classic ELB, Apache ``vhost_combined``, Apache/nginx logs with the client
-    first (``clf``), whitespace-separated lines with an address in a fixed field (``field:N``), and
-    one item per line (``plain``). Anything else with several fields is ``clf`` (which then fails
-    loudly, see :mod:`panstream.parse_check`).
+    address field), CSV/TSV whose header names an address column (:data:`ADDRESS_COLUMNS`); the
+    built-in patterns (:data:`panstream.extract.PATTERNS`): sshd logins, HAProxy, Squid, PAM's
+    ``rhost=``, by the share of lines they match; the Apache and nginx error logs by the shape of
+    their lines; AWS ALB and classic ELB, Apache ``vhost_combined``, Apache/nginx logs with the
+    client first (``clf``, also recognised by its request time when some first fields are address
+    lists), whitespace-separated lines with an address in a fixed field (``field:N``), and one item
+    per line (``plain``). Anything else is *not guessed*: the result has ``known=False``, spec
+    ``"none"`` (every line malformed, so the loud-failure check stops the run) and a note that
+    lists the candidates.
 
     >>> detect(b'10.0.0.1 - - [10/Oct/2000:13:55:36 -0700] "GET / HTTP/1.0" 200 2326\\n').spec
     'clf'
     >>> detect(b'{"httpRequest": {"remoteIp": "10.0.0.1"}, "severity": "INFO"}\\n').spec
     'json:httpRequest.remoteIp'
+    >>> detect(b'Jun 14 15:16:01 combo su(pam_unix)[1]: session opened for user news\\n').known
+    False
     """
     import json
 
-    from panstream.extract import SSHD_PATTERN
+    from panstream.extract import PATTERNS
 
     lines: list[bytes] = []
     for raw in bytes(sample[: 64 * MAX_LINE]).split(b"\n"):
@@ -383,10 +453,12 @@ def detect(sample: bytes | memoryview, max_lines: int = 64) -> Detection:
         return Detection("plain", format_name("plain"))
     first = lines[0]
 
-    def most(pred: object) -> bool:
+    def share(pred: object) -> int:
         assert callable(pred)
-        hits = sum(1 for ln in lines if pred(ln))
-        return 2 * hits > len(lines)
+        return sum(1 for ln in lines if pred(ln))
+
+    def most(pred: object) -> bool:
+        return 2 * share(pred) > len(lines)
 
     def det(spec: str, note: str = "") -> Detection:
         return Detection(spec, format_name(spec), note)
@@ -410,8 +482,10 @@ def detect(sample: bytes | memoryview, max_lines: int = 64) -> Detection:
                 continue
             if path:
                 return det(f"json:{path}")
-        return Detection("json:PATH", "JSON lines without a known address field",
-                         "name the field: -f json:PATH (e.g. json:request.remote_ip)")
+        return Detection(NO_FORMAT, "JSON lines without a known address field",
+                         "JSON lines without a known address field; candidates: -f json:PATH "
+                         "(e.g. json:request.remote_ip, json:httpRequest.remoteIp) (docs/logs.md)",
+                         known=False)
     for sep, kind in ((b",", "csv"), (b"\t", "tsv")):
         if sep in first and len(lines) > 1 and sep in lines[1]:
             header = [h.strip().strip('"') for h in first.decode("utf-8", "replace").split(
@@ -426,9 +500,22 @@ def detect(sample: bytes | memoryview, max_lines: int = 64) -> Detection:
             for j, c in enumerate(cells):
                 if _is_address(c) and not any(_is_address(x) for x in first.split(sep)):
                     return det(f"{kind}:{j + 1}")
-    sshd = re.compile(SSHD_PATTERN.encode())
-    if any(sshd.search(ln) for ln in lines) or most(lambda ln: b" sshd[" in ln):
+    # The built-in patterns. sshd: one login line is enough (an auth.log is mostly other lines);
+    # HAProxy and Squid: most lines are requests; PAM: any rhost= (after sshd, whose auth.log
+    # carries pam_unix lines too).
+    pats = {k: re.compile(v.encode()) for k, v in PATTERNS.items()}
+    hits = {k: share(p.search) for k, p in pats.items()}
+    if hits["sshd"] or most(lambda ln: b" sshd[" in ln or b" sshd-session[" in ln):
         return det("sshd")
+    for kind in ("haproxy", "squid"):
+        if 2 * hits[kind] > len(lines):
+            return det(kind)
+    if hits["pam"]:
+        return det("pam")
+    if most(_APACHE_ERROR.match):
+        return det("apache-error")
+    if most(_NGINX_ERROR.match):
+        return det("nginx-error")
     split = [ln.split() for ln in lines]
 
     def most_f(pred: object) -> bool:
@@ -444,7 +531,9 @@ def detect(sample: bytes | memoryview, max_lines: int = 64) -> Detection:
               and _is_address(f[1])):
         return det("vhost")
     multi = most_f(lambda f: len(f) > 1)
-    if multi and most_f(lambda f: _is_address(f[0])):
+    clf_time = most(_CLF_TIME.search)
+    if multi and (most_f(lambda f: _is_address(f[0]))
+                  or (clf_time and any(_is_address(f[0]) for f in split))):
         note = ""
         xff = re.compile(rb'"([^"]*)"\s*$')
 
@@ -455,13 +544,22 @@ def detect(sample: bytes | memoryview, max_lines: int = 64) -> Detection:
         if most(has_xff):
             note = ("its last quoted field holds addresses (X-Forwarded-For?): behind a proxy, "
                     "count the clients with -f xff (and --trusted-proxy CIDR)")
+        elif not most_f(lambda f: _is_address(f[0])):
+            note = ("some lines start with no single address (an address list, a name): they are "
+                    "counted as malformed")
         return det("clf", note)
-    if multi:
+    syslog = most(_SYSLOG.match)
+    if multi and not syslog:
         for n in range(2, 13):
             if most_f(lambda f, n=n: len(f) >= n and _is_address(f[n - 1])):
                 return det(f"field:{n}")
-        return det("clf")
-    return det("plain")
+    if not multi:
+        return det("plain")  # one token per line: any item (hashed and range universes too)
+    tried = {k: hits[k] for k in ("haproxy", "squid")}
+    what = ("syslog lines of no known program" if syslog else
+            "Apache/nginx-style lines without a client address first" if clf_time else
+            "lines of no known format")
+    return _unknown(split, lines, what, tried)
 
 
 def detect_format(sample: bytes | memoryview, max_lines: int = 64) -> str:
@@ -862,11 +960,12 @@ class LineParser:
                            res.outside)
 
     def _normalized(self, tokens: list[bytes]) -> list[bytes]:
-        """Address universes: one spelling per address (:func:`normalize_address`)."""
+        """Address universes: one spelling per address (:func:`normalize_address`): ``hashed-ip``
+        too (its ALB, ELB, Envoy and HAProxy clients carry ``:port``)."""
         kind = self.universe.kind
-        if kind not in ("ipv4", "ipv6"):
+        if kind not in ("ipv4", "ipv6", "hashed-ip"):
             return tokens
-        mapped = kind == "ipv4"
+        mapped = kind != "ipv6"
         return [normalize_address(t, mapped) if (b":" in t or b"[" in t) else t for t in tokens]
 
     def _parse_spans(self, data: bytes | bytearray | memoryview) -> ParseResult:
