@@ -236,8 +236,11 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
                    "json:request.remote_ip), csv:COLUMN / tsv:COLUMN (header name or number), "
                    "w3c:FIELD (CloudFront, e.g. w3c:c-ip), zeek:FIELD (e.g. zeek:id.orig_h), "
                    "'regex:...(?P<ip>\\S+)...', xff (X-Forwarded-For, see --trusted-proxy), alb, "
-                   "elb, vhost (Apache vhost_combined), sshd, or auto (detected per input, named "
-                   "on stderr). Recipes: docs/logs.md.", **env("FORMAT"))
+                   "elb, vhost (Apache vhost_combined), sshd, pam (rhost=), haproxy, squid, "
+                   "apache-error, nginx-error, GoAccess's --log-format names (COMBINED, "
+                   "VCOMBINED, CLOUDFRONT, CADDY, AWSALB, ...), or auto (detected per input, named "
+                   "on stderr; when no known format fits it says so, with candidates, and the run "
+                   "stops). Recipes: docs/logs.md.", **env("FORMAT"))
 @click.option("--trusted-proxy", "trusted", multiple=True, metavar="CIDR",
               help="With -f xff: a proxy network whose X-Forwarded-For entries are trusted "
                    "(repeatable); the client is then the last hop outside them, not the first "
