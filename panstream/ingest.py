@@ -2,7 +2,7 @@
 
 One object, :class:`Ingestor`, owns the order in which things become durable. For every chunk:
 
-1. parse the chunk into cell indices (:class:`panstream.parse.LineParser`); wipe the chunk;
+1. parse the chunk into cell indices (:class:`panstream.inputs.parser.LineParser`); wipe the chunk;
 2. apply the indices to the table in large batches (``update_indices``, which wipes them);
 3. when ``checkpoint_every`` seconds have passed: flush pending indices, then **save the state
    atomically** (temp file, fsync, rename). Work since the last checkpoint is the only thing a crash
@@ -42,9 +42,9 @@ import numpy as np
 
 from panstream.errors import BudgetExhaustedError, ConfigurationError, InputFormatError
 from panstream.estimators.base import Estimator
-from panstream.parse import Format, LineParser, detect, parse_format
-from panstream.parse_check import SAMPLE_LINES as _SAMPLE_LINES
-from panstream.parse_check import verdict
+from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
+from panstream.inputs.check import verdict
+from panstream.inputs.parser import Format, LineParser, detect, parse_format
 from panstream.schedule import Schedule, wait_before
 from panstream.sources.files import ChunkReader
 from panstream.telemetry import NOTHING_COUNTED, CountWindow, TelemetryPolicy
@@ -168,7 +168,7 @@ class Ingestor:
             accepted: judged on the exact counts of each input's first :data:`SAMPLE_LINES`
             non-empty lines (or of the whole input if shorter), which exist only until that
             decision, and, when counts are opted into, also on the released totals after every
-            window and at the end of the run (:func:`panstream.parse_check.verdict`). ``False``:
+            window and at the end of the run (:func:`panstream.inputs.check.verdict`). ``False``:
             go on anyway (``--keep-going``).
         telemetry: whether and how arrivals are counted (default: nothing counted).
         clock: monotonic clock (for tests).

@@ -37,7 +37,7 @@ from panstream.cli.window_options import refuse_window_only, run_windowed, windo
 from panstream.errors import ConfigurationError, InputFormatError, SourceError, StateError
 from panstream.estimators.base import Estimator
 from panstream.ingest import Ingestor, IngestStats, Input
-from panstream.parse import Format, parse_format, tune_allocator
+from panstream.inputs.parser import Format, parse_format, tune_allocator
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.sources import open_input, stdin_reader
 from panstream.sources.files import require_codec, sniff

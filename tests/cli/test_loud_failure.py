@@ -16,7 +16,7 @@ from logsamples import generate
 from panstream.errors import InputFormatError
 from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, Input
-from panstream.parse import Format, parse_format
+from panstream.inputs.parser import Format, parse_format
 from panstream.sources import ChunkReader
 from panstream.telemetry import TelemetryPolicy
 

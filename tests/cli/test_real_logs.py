@@ -11,7 +11,7 @@ exiting 0 with nothing counted.
 Two checks per file:
 
 * exact: the format ``auto`` picks, and the distinct IPv4 clients its parser accepts (through
-  :class:`~panstream.parse.LineParser`, no noise) equal the truth of SOURCES.md (its IPv6
+  :class:`~panstream.inputs.parser.LineParser`, no noise) equal the truth of SOURCES.md (its IPv6
   clients are counted as outside an ``ipv4`` universe);
 * end to end: ``panstream ingest -f auto`` into a hashed table exits 0, names that format on
   stderr, accepts what the parser accepts, and the release's interval at confidence 1 - 1e-6
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from panstream.estimators import load
-from panstream.parse import LineParser, detect
+from panstream.inputs.parser import LineParser, detect
 from panstream.universe import Universe
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "reallogs"

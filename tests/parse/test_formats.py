@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from logsamples import GENERATORS, UNIVERSE, generate
 
 from panstream.errors import ConfigurationError
-from panstream.normalize import normalize_address
-from panstream.parse import LineParser, ParseResult, detect, parse_format
+from panstream.inputs.normalize import normalize_address
+from panstream.inputs.parser import LineParser, ParseResult, detect, parse_format
 from panstream.sources.files import ChunkReader
 from panstream.universe import Universe
 
@@ -337,7 +337,7 @@ def test_json_fast_path_agrees_with_json_loads(objs: list[tuple[dict, tuple[str,
     even if that is not at the path (docs/logs.md, Caddy)."""
     import json
 
-    from panstream.extract import json_get
+    from panstream.inputs.extractors import json_get
 
     lines = [json.dumps(o, separators=sep) for o, sep in objs]
     r = run(("\n".join(lines) + "\n").encode(), "json:request.remote_ip", ANY4)
@@ -366,7 +366,7 @@ xff_line = st.tuples(st.sampled_from(["172.16.0.7", "10.0.0.8", "junk", "::ffff:
        st.sampled_from(["xff", "xff:172.16.0.0/24", "xff:172.16.0.0/24,10.0.0.8/32"]))
 def test_vectorized_xff_matches_the_per_line_walk(lines: list[tuple[str, str, str]],
                                                   spec: str) -> None:
-    from panstream.extract import ForwardedFor
+    from panstream.inputs.extractors import ForwardedFor
 
     text = [f'{peer} - - [x] "GET / HTTP/1.1" 200 1 "-" "ua" "{value}{end}'
             for peer, value, end in lines]

@@ -1,4 +1,4 @@
-"""The loud-failure decision (panstream.parse_check.verdict): a pure function of a sample's counts.
+"""The loud-failure decision (panstream.inputs.check.verdict): a pure function of a sample's counts.
 
 It must stop a run that parses to (almost) nothing, say which options fix it, never stop a log
 that is merely sparse in the universe, judge a short input on what it had, and reveal one bit: the
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from panstream.parse_check import MIN_LINES, verdict
+from panstream.inputs.check import MIN_LINES, verdict
 from panstream.universe import Universe
 
 U = Universe.parse("ipv4:10.0.0.0/16")

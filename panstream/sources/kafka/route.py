@@ -16,14 +16,14 @@ fresh D1 draw of a cell already drawn (harmless for the bit table; the counter f
 twice, as on the per-partition layout).
 
 **Topics that parse to (almost) nothing fail loudly**, by the rule ``panstream ingest`` applies to
-each input (:func:`panstream.parse_check.verdict`): until the first
-:data:`~panstream.parse_check.SAMPLE_LINES` non-empty lines (values in the ``item`` format) are
+each input (:func:`panstream.inputs.check.verdict`): until the first
+:data:`~panstream.inputs.check.SAMPLE_LINES` non-empty lines (values in the ``item`` format) are
 decided, exact counts of the accepted, malformed and outside ones are kept in this process only,
 and nothing is routed or committed. If under 1 % of them were accepted (0.1 % for ``sshd`` and
 ``regex``; values outside the universe count against it too), the member stops with one line:
 the verdict's (no count, no share: one bit, docs/threat-model.md) and the ``-f`` /
 ``--value-format`` that parses the sample best, in words (:func:`suggest`, which also runs
-:func:`panstream.parse.detect` on the sample); the counts and the sample's head are then
+:func:`panstream.inputs.parser.detect` on the sample); the counts and the sample's head are then
 forgotten. A member that stops before its sample is complete is judged on what it had.
 ``check=False`` (``--keep-going``) routes without judging.
 
@@ -53,8 +53,8 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
 from panstream.errors import ConfigurationError, SourceError
-from panstream.parse_check import SAMPLE_LINES as _SAMPLE_LINES
-from panstream.parse_check import verdict
+from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
+from panstream.inputs.check import verdict
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoded, Decoder
 from panstream.sources.kafka.metrics import Metrics
@@ -63,7 +63,7 @@ from panstream.state.slices import SliceLayout
 log = logging.getLogger("panstream.kafka")
 
 #: Lines (or values) whose exact parse counts decide whether a topic parses at all (the rule of
-#: ``ingest``: :func:`panstream.parse_check.verdict`).
+#: ``ingest``: :func:`panstream.inputs.check.verdict`).
 SAMPLE_LINES = _SAMPLE_LINES
 #: Bytes of the sample's first values kept (until the decision) for :func:`suggest`.
 HEAD_BYTES = 1 << 18
@@ -352,7 +352,7 @@ class RouteStage:
 
     def _decide(self) -> None:
         """Route the held batches if the sample is accepted; else stop with one line (the rule
-        and message of :func:`panstream.parse_check.verdict`, plus :func:`suggest`)."""
+        and message of :func:`panstream.inputs.check.verdict`, plus :func:`suggest`)."""
         s, self._sample = self._sample, None  # the exact counts are forgotten either way
         assert s is not None
         try:
@@ -380,7 +380,7 @@ def suggest(layout: SliceLayout, values: list[bytes | None] | list[bytearray],
     """The ``-f`` / ``--value-format`` that parses ``values`` (a sample's first messages) best, as
     advice for one line.
 
-    Candidates: what :func:`panstream.parse.detect` recognises in the sample's lines (JSON, W3C,
+    Candidates: what :func:`panstream.inputs.parser.detect` recognises in the sample's lines (JSON, W3C,
     Zeek, CSV/TSV, ALB/ELB, sshd, vhost, clf, ``field:N``, plain), then every format without an
     argument and ``field:1`` to ``field:9``, each with ``--value-format lines`` and ``item``. The
     one under which the largest share of the sample's non-empty lines parses (accepted or outside
@@ -388,7 +388,7 @@ def suggest(layout: SliceLayout, values: list[bytes | None] | list[bytearray],
     them is named when most lie outside. In words, no share: the line stays a function of the
     sample's format, not of how many of its lines parse (docs/threat-model.md).
     """
-    from panstream.parse import FORMATS, detect, parse_format
+    from panstream.inputs.parser import FORMATS, detect, parse_format
 
     vals = [v for v in values if v]
     joined = bytearray(b"\n").join(vals)

@@ -36,8 +36,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from panstream.extract import SPARSE_KINDS
-from panstream.parse import NO_FORMAT, format_name
+from panstream.inputs.extractors import SPARSE_KINDS
+from panstream.inputs.parser import NO_FORMAT, format_name
 
 #: Fewer accepted items than this share of the non-empty lines is "almost nothing accepted".
 MIN_SHARE = 0.01
@@ -115,7 +115,7 @@ def verdict(counts: Mapping[str, Any] | Any, detected_format: str, universe: Any
         counts: ``accepted``, ``empty``, ``malformed`` and ``outside`` of the sample (a mapping or
             an object with those attributes, e.g. :class:`panstream.ingest.IngestStats`); noisy
             counts are fine (negative values count as 0).
-        detected_format: the ``-f`` spelling used (:attr:`panstream.parse.Format.spec`;
+        detected_format: the ``-f`` spelling used (:attr:`panstream.inputs.parser.Format.spec`;
             ``"none"`` when ``-f auto`` found no known format).
         universe: the universe (a :class:`~panstream.universe.Universe` or its spec).
         auto: the format was detected (``-f auto``), not given.

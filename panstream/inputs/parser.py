@@ -17,12 +17,12 @@ Formats (``--format``):
     ``vhost_combined`` = 2).
 ``json:PATH``, ``csv:COLUMN``, ``tsv:COLUMN``, ``w3c:FIELD``, ``zeek:FIELD``, ``regex:PATTERN``,
 ``sshd``, ``xff[:CIDR,...]``
-    The extractors of :mod:`panstream.extract` (docs/logs.md has a recipe for each).
+    The extractors of :mod:`panstream.inputs.extractors` (docs/logs.md has a recipe for each).
 ``auto``
     Recognised per input from its first lines (:func:`detect`), which names its choice.
 
 Address spellings (``a.b.c.d:port``, ``[v6]:port``, zone ids, ``::ffff:a.b.c.d`` in ``ipv4``
-universes) are reduced to the address in every format (:mod:`panstream.normalize`); the
+universes) are reduced to the address in every format (:mod:`panstream.inputs.normalize`); the
 vectorized paths read ``:port`` and ``::ffff:`` themselves.
 
 Strictness: an IPv4 address is accepted exactly when :class:`ipaddress.IPv4Address` accepts it: four
@@ -35,7 +35,7 @@ field ends (is followed by whitespace) within the first ``MAX_LINE + 1`` bytes, 
 long URL or user agent keeps its client; in ``plain`` (the item is the whole line) it is malformed.
 
 Fast path (``ipv4`` universes, ``plain`` and ``clf``; the other formats locate their token with
-:mod:`panstream.extract`, then validate it the same way): no Python work per line. Newline positions
+:mod:`panstream.inputs.extractors`, then validate it the same way): no Python work per line. Newline positions
 come from a ``flatnonzero`` over the chunk's newline flags viewed as 64-bit words; the first 16 bytes
 of every line are gathered into an ``n x 16`` matrix in one fancy index of 16-byte items; each row's
 byte classes (dot; digit, dot or ``/``) are packed into 16-bit masks; a table indexed by the dot mask
@@ -62,9 +62,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from panstream import extract
 from panstream.errors import ConfigurationError
-from panstream.normalize import normalize_address
+from panstream.inputs import extractors as extract
+from panstream.inputs.normalize import normalize_address
 from panstream.universe import Universe
 
 #: Only the first ``MAX_LINE + 1`` bytes of a line are read; longer ``plain`` lines are malformed,
@@ -353,7 +353,7 @@ def format_name(spec: str) -> str:
 
 
 def _is_address(token: bytes) -> bool:
-    from panstream.normalize import normalize_address
+    from panstream.inputs.normalize import normalize_address
 
     try:
         ipaddress.ip_address(normalize_address(token).decode("ascii"))
@@ -420,7 +420,7 @@ def detect(sample: bytes | memoryview, max_lines: int = 64) -> Detection:
 
     In order: W3C (``#Fields:``), Zeek (``#separator``/``#fields``), JSON lines (a known or any
     address field), CSV/TSV whose header names an address column (:data:`ADDRESS_COLUMNS`); the
-    built-in patterns (:data:`panstream.extract.PATTERNS`): sshd logins, HAProxy, Squid, PAM's
+    built-in patterns (:data:`panstream.inputs.extractors.PATTERNS`): sshd logins, HAProxy, Squid, PAM's
     ``rhost=``, by the share of lines they match; the Apache and nginx error logs by the shape of
     their lines; AWS ALB and classic ELB, Apache ``vhost_combined``, Apache/nginx logs with the
     client first (``clf``, also recognised by its request time when some first fields are address
@@ -438,7 +438,7 @@ def detect(sample: bytes | memoryview, max_lines: int = 64) -> Detection:
     """
     import json
 
-    from panstream.extract import PATTERNS
+    from panstream.inputs.extractors import PATTERNS
 
     lines: list[bytes] = []
     for raw in bytes(sample[: 64 * MAX_LINE]).split(b"\n"):
@@ -591,7 +591,7 @@ def tune_allocator() -> None:
 
 
 def _newlines(b: np.ndarray) -> np.ndarray:
-    """Positions of every ``\\n`` in ``b``, in order (:func:`panstream.extract.byte_positions`:
+    """Positions of every ``\\n`` in ``b``, in order (:func:`panstream.inputs.extractors.byte_positions`:
     cheaper than ``flatnonzero(b == 10)``)."""
     return extract.byte_positions(b, 10)
 

@@ -4,10 +4,10 @@ An extractor gets one chunk of complete lines (a ``uint8`` array, the line start
 without newline and trailing CR) and returns :class:`Spans`: per line, either the byte span of the
 address token (found with vectorized NumPy over the whole chunk, no Python per line), or a token
 taken in Python (the format's rare or irregular lines), or "no item" (blank, header and comment
-lines) or "malformed". :class:`panstream.parse.LineParser` then validates the tokens (for ``ipv4``
+lines) or "malformed". :class:`panstream.inputs.parser.LineParser` then validates the tokens (for ``ipv4``
 universes with the vectorized address parser, ``:port`` included) and maps them to cells.
 
-Formats (the ``-f`` spelling, :func:`panstream.parse.parse_format`):
+Formats (the ``-f`` spelling, :func:`panstream.inputs.parser.parse_format`):
 
 ``field:N``, ``alb``, ``elb``, ``vhost``
     The N-th whitespace-separated field (``alb`` = 4, classic ``elb`` = 3, Apache ``vhost_combined``
@@ -36,7 +36,7 @@ Formats (the ``-f`` spelling, :func:`panstream.parse.parse_format`):
     trusted proxies the last hop (reading right to left, the direct peer first) outside them.
 
 State across chunks: header formats keep their header in the extractor (one per
-:class:`~panstream.parse.LineParser`), never a line of data.
+:class:`~panstream.inputs.parser.LineParser`), never a line of data.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from panstream.normalize import normalize_address
+from panstream.inputs.normalize import normalize_address
 
 #: Per-line states of :class:`Spans`.
 SPAN, EMPTY, BAD, PY = 0, 1, 2, 3
@@ -83,7 +83,7 @@ PATTERNS = {
 
 #: The pattern formats whose logs are mostly other lines (an auth.log, an error log, a syslog
 #: stream): only a pattern that matches (almost) nothing is called wrong
-#: (:data:`panstream.parse_check.MIN_SHARE_PATTERN`).
+#: (:data:`panstream.inputs.check.MIN_SHARE_PATTERN`).
 SPARSE_KINDS = frozenset(("regex", "sshd", "pam", "haproxy", "apache-error", "nginx-error"))
 
 _MOVEMASK = np.uint64(0x0102040810204080)
@@ -875,7 +875,7 @@ class ForwardedFor(PerLine):
             ts = np.where(first, hs[:, 0], pts)
             te = np.where(first, he[:, 0], pte)
             return fast, ts, te
-        from panstream.parse import _ipv4_spans
+        from panstream.inputs.parser import _ipv4_spans
 
         es = np.concatenate([hs, pts[:, None]], axis=1)  # hops, then the peer
         ee = np.concatenate([he, pte[:, None]], axis=1)
@@ -915,7 +915,7 @@ class ForwardedFor(PerLine):
 
 
 def build(kind: str, arg: str, number: int, max_line: int) -> Extractor:
-    """The extractor of a parsed format (see :class:`panstream.parse.Format`)."""
+    """The extractor of a parsed format (see :class:`panstream.inputs.parser.Format`)."""
     if kind in ("field", "alb", "elb", "vhost"):
         return WhitespaceField(number, max_line)
     if kind in ("csv", "tsv", "w3c", "zeek"):
