@@ -174,7 +174,7 @@ def _v4_tokens(items: list[Any]) -> tuple[np.ndarray, int, int, list[Any]] | Non
     the vectorized parser in one pass: ``(keys, malformed, empty, rest)``, ``rest`` the tokens with
     a ``:`` (IPv6, or junk) still to map one by one; ``None`` if the batch is not all ``bytes``
     without newlines (then every item goes the slow way)."""
-    from panstream.inputs.parser import parse_ipv4  # the parser imports this module
+    from panstream.inputs.ipv4 import parse_ipv4  # the vectorized core (imports no universe)
 
     try:
         buf = bytearray(b"\n").join([*items, b""])

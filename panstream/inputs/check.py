@@ -36,8 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from panstream.inputs.extractors import SPARSE_KINDS
-from panstream.inputs.parser import NO_FORMAT, format_name
+from panstream.inputs.formats import NO_FORMAT, SPARSE_KINDS, format_name
 
 #: Fewer accepted items than this share of the non-empty lines is "almost nothing accepted".
 MIN_SHARE = 0.01

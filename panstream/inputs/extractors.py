@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from panstream.inputs.ipv4 import _ipv4_spans, byte_positions
 from panstream.inputs.normalize import normalize_address
 
 #: Per-line states of :class:`Spans`.
@@ -80,60 +81,6 @@ PATTERNS = {
     # nginx's error log: "..., client: ADDR, server: ...".
     "nginx-error": r", client: (?P<ip>[^,\s]+), server: ",
 }
-
-#: The pattern formats whose logs are mostly other lines (an auth.log, an error log, a syslog
-#: stream): only a pattern that matches (almost) nothing is called wrong
-#: (:data:`panstream.inputs.check.MIN_SHARE_PATTERN`).
-SPARSE_KINDS = frozenset(("regex", "sshd", "pam", "haproxy", "apache-error", "nginx-error"))
-
-_MOVEMASK = np.uint64(0x0102040810204080)
-
-
-def _bytemask_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For every 8-bit mask: its popcount, the index of each set bit (row padded with 0), and the
-    index of its only set bit (-1 unless exactly one bit is set)."""
-    pop = np.array([bin(i).count("1") for i in range(256)], dtype=np.intp)
-    pos = np.zeros((256, 8), dtype=np.intp)
-    for m in range(256):
-        bs = [i for i in range(8) if m >> i & 1]
-        pos[m, : len(bs)] = bs
-    return pop, pos, np.where(pop == 1, pos[:, 0], -1)
-
-
-_POP8, _BITPOS8, _ONEBIT8 = _bytemask_tables()
-
-
-def byte_positions(b: np.ndarray, value: int) -> np.ndarray:
-    """Positions of every byte equal to ``value`` in ``b``, in order.
-
-    The equality flags are viewed as 64-bit words, only nonzero words are located, and a multiply
-    moves each word's flags into one byte whose set bits a table names.
-
-    >>> byte_positions(np.frombuffer(b"a,b,,c", dtype=np.uint8), ord(",")).tolist()
-    [1, 3, 4]
-    """
-    n = b.size
-    eq = np.zeros(n + (-n) % 8, dtype=bool)
-    np.equal(b, value, out=eq[:n])
-    words = eq.view(np.uint64)
-    hit = np.flatnonzero(words != 0)
-    m = words[hit]
-    m *= _MOVEMASK
-    m >>= np.uint64(56)
-    mi = m.view(np.intp)
-    one = _ONEBIT8[mi]
-    if bool((one >= 0).all()):
-        hit <<= 3
-        hit += one
-        return hit
-    cnt = _POP8[mi]
-    rep = np.repeat(np.arange(hit.size), cnt)
-    rank = np.arange(rep.size) - (np.cumsum(cnt) - cnt)[rep]
-    out = hit[rep]
-    out <<= 3
-    out += _BITPOS8[mi[rep], rank]
-    return out
-
 
 @dataclass
 class Spans:
@@ -875,8 +822,6 @@ class ForwardedFor(PerLine):
             ts = np.where(first, hs[:, 0], pts)
             te = np.where(first, he[:, 0], pte)
             return fast, ts, te
-        from panstream.inputs.parser import _ipv4_spans
-
         es = np.concatenate([hs, pts[:, None]], axis=1)  # hops, then the peer
         ee = np.concatenate([he, pte[:, None]], axis=1)
         there = np.concatenate([present, np.ones((n, 1), dtype=bool)], axis=1)

@@ -117,7 +117,7 @@ def test_clf_first_field_matches_ipaddress_in_one_buffer(rows: list[tuple[str, s
 
 
 def test_newline_finder_handles_runs_of_short_lines() -> None:
-    from panstream.inputs.parser import _newlines
+    from panstream.inputs.ipv4 import _newlines
 
     for data in (b"\n" * 37, b"1\n22\n\n333\n4444\n" * 50 + b"x", b"", b"abc", b"1.2.3.4\n" * 9):
         b = np.frombuffer(data, dtype=np.uint8)
