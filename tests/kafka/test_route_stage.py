@@ -217,3 +217,16 @@ def test_a_member_that_starts_after_the_header_fails_loudly_and_w3c_n_needs_none
     assert r.poll_once(0)
     r.commit()
     assert np.array_equal(sent_cells(r), cells)
+
+
+def test_auto_on_lines_of_no_known_format_says_so_and_stops_without_a_guess() -> None:
+    """Syslog lines of a program no recipe knows: the member says no known format fits (no "-f
+    none pins it"), then the sample's loud failure stops it, nothing routed."""
+    lines = "\n".join(f"Nov 24 10:00:{i % 60:02d} host app[{i}]: user {i} logged in"
+                      for i in range(1200)).encode()
+    r, events = stage([{TP: [Rec(0, lines)]}], fmt="auto")
+    with pytest.raises(SourceError, match="no known log format fits the first lines"):
+        r.poll_once(0)
+    notices = [e[1] for e in events if isinstance(e, tuple) and e[0] == "notice"]
+    assert len(notices) == 1 and "no known log format fits the first messages" in notices[0]
+    assert "pins it" not in notices[0] and r.producer.sent == []

@@ -295,8 +295,12 @@ class RouteStage:
             self._announced = True
             det = self.decoder.detection
             note = f"; {det.note}" if det.note else ""
-            self.notice(f"{', '.join(self.config.topics)}: format {det.name} detected, decided "
-                        f"once for this member (-f {det.spec} pins it){note}")
+            if not det.known:  # no guess: the loud failure follows on the sample
+                self.notice(f"{', '.join(self.config.topics)}: no known log format fits the "
+                            f"first messages: {det.note}")
+            else:
+                self.notice(f"{', '.join(self.config.topics)}: format {det.name} detected, "
+                            f"decided once for this member (-f {det.spec} pins it){note}")
         self.count(len(values), int(dec.indices.size), dec.malformed, dec.outside)
         s = self._sample
         if s is not None:
