@@ -91,7 +91,7 @@ class Decoder:
         finally:
             head[:] = bytes(len(head))
         self.detection = det
-        self.format = parse_format(det.spec)  # "json:PATH" too: parses nothing, fails loudly
+        self.format = parse_format(det.spec)  # "none" too (no known format): parses nothing
         self._parser = LineParser(self.universe, self.format)
 
     def __call__(self, values: list[bytes | None]) -> Decoded:
