@@ -97,13 +97,15 @@ def _unknown(lines: list[list[bytes]], raw: list[bytes], what: str,
     """The detection when no known format fits: what the lines look like and the candidates (the
     built-in patterns that matched some line, the fields that hold an address in some lines, a
     regular expression)."""
-    cands = [f"-f {k} ({n} of the first {len(raw)} lines match)" for k, n in tried.items() if n]
+    # Candidates in words, never with counts: the notice is a function of the lines' format, and a
+    # count would move with any one line (docs/threat-model.md, "The loud-failure decision").
+    cands = [f"-f {k} (some of the first lines match)" for k, n in tried.items() if n]
     if any(_NETFILTER.search(ln) for ln in raw):
         cands.append("-f 'regex:SRC=(?P<ip>\\S+)' (netfilter LOG lines)")
     counts = [sum(1 for f in lines if len(f) >= n and _is_address(f[n - 1])) for n in range(1, 13)]
     best = max(range(12), key=lambda j: counts[j])
     if counts[best]:
-        cands.append(f"-f field:{best + 1} (an address in {counts[best]} of {len(raw)} lines)")
+        cands.append(f"-f field:{best + 1} (an address in some of the first lines)")
     cands.append("-f 'regex:... (?P<ip>\\S+) ...'")
     note = f"{what}; candidates: {', '.join(cands)} (docs/logs.md)"
     return Detection(NO_FORMAT, f"no known format fits ({what})", note, known=False)

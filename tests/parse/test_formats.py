@@ -444,3 +444,12 @@ def test_auto_says_no_known_format_fits_instead_of_guessing_clf(data: bytes) -> 
 def test_one_token_per_line_is_still_plain(data: bytes) -> None:
     """``plain`` takes any item (``hashed:M`` and ``range:N`` universes count IDs)."""
     assert detect(data).spec == "plain"
+
+
+def test_the_no_format_note_names_candidates_without_counts() -> None:
+    """The note is printed for a file: it names candidates in words, never how many lines matched
+    (a count would move with any one line)."""
+    lines = [f"Nov 24 10:00:00 h app[1]: peer {i % 250}.0.0.1 said hi".encode() for i in range(40)]
+    d = detect(b"\n".join(lines) + b"\n")
+    assert not d.known and "-f field:7 (an address in some of the first lines)" in d.note
+    assert not any(ch.isdigit() for ch in d.note.replace("field:7", ""))
