@@ -41,8 +41,9 @@ from panstream.inputs.formats import NO_FORMAT, SPARSE_KINDS, format_name
 #: Fewer accepted items than this share of the non-empty lines is "almost nothing accepted".
 MIN_SHARE = 0.01
 
-#: The share for the pattern formats (``regex``, ``sshd``): most lines of an auth.log are no login
-#: attempt, so only a pattern that matches (almost) nothing is called wrong.
+#: The share for the pattern formats (:data:`~panstream.inputs.formats.SPARSE_KINDS`: ``regex``,
+#: ``sshd``, ``pam``, ``haproxy``, ``apache-error``, ``nginx-error``): most lines of an auth.log or
+#: an error log name no client, so only a pattern that matches (almost) nothing is called wrong.
 MIN_SHARE_PATTERN = 0.001
 
 #: Noisy (released) totals: no verdict before this many non-empty lines were counted. An exact
