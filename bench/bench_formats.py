@@ -4,7 +4,7 @@
 
 For each sample of tests/logsamples.py (the published shapes of issue 20's formats) it
 writes the log to a temporary file, then times the bare parser the command uses
-(:class:`panstream.parse.LineParser` over the file in the reader's 2 MiB chunks, no table), best of
+(:class:`panstream.inputs.parser.LineParser` over the file in the reader's 2 MiB chunks, no table), best of
 ``--repeat``, into ``ipv4:10.0.0.0/16``. It prints lines/s, ns/line, bytes/line and the ratio to
 ``clf`` measured in the same run (the machine is shared and noisy: compare ratios, not absolute
 figures across runs), and checks every run's accepted count against the sample's truth.
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from panstream.parse import LineParser, tune_allocator
+from panstream.inputs.parser import LineParser, tune_allocator
 from panstream.sources import open_input
 from panstream.universe import Universe
 

@@ -6,7 +6,7 @@ For each format (plain dotted quads, Apache combined log) it writes a synthetic 
 directory (NumPy PCG64: synthetic data only), then measures, best of ``--repeat``:
 
 * ``cat file > /dev/null``: the floor of reading the file;
-* the bare parser: :class:`panstream.parse.LineParser` over the file in the same chunks the command
+* the bare parser: :class:`panstream.inputs.parser.LineParser` over the file in the same chunks the command
   uses (:class:`panstream.sources.ChunkReader`), no table;
 * ``cat file | panstream ingest ...``: the real command; lines/s from the elapsed time the command
   reports itself (interpreter start-up excluded), plus the wall time including start-up.
@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 from panstream.demo import format_plain
-from panstream.parse import LineParser, tune_allocator
+from panstream.inputs.parser import LineParser, tune_allocator
 from panstream.sources import open_input
 from panstream.universe import Universe
 

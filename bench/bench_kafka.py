@@ -42,7 +42,7 @@ import numpy as np
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from panstream.parse import LineParser
+from panstream.inputs.parser import LineParser
 from panstream.sources.kafka import (
     Decoder,
     KafkaTail,

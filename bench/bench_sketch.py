@@ -39,7 +39,7 @@ import numpy as np
 
 import panstream as ps
 from panstream import sfm
-from panstream.parse import LineParser
+from panstream.inputs.parser import LineParser
 
 RESULTS = Path(__file__).parent / "results" / "sketch.md"
 

@@ -34,7 +34,7 @@ import numpy as np
 from panstream.demo import format_plain
 from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, Input
-from panstream.parse import Format, tune_allocator
+from panstream.inputs.parser import Format, tune_allocator
 from panstream.sources import ChunkReader, open_input
 from panstream.telemetry import TelemetryPolicy
 

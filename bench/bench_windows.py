@@ -12,7 +12,7 @@ with up to 50 minutes of disorder, as in tests/windows/weeklog.py), then measure
 
 Then, per timed format beyond CLF (``--format-lines`` lines of tests/logsamples.py, in
 1 MiB chunks): the time of every line (:class:`panstream.eventtime.TimeReader`) against parsing
-its address (:class:`panstream.parse.LineParser`) in the same run.
+its address (:class:`panstream.inputs.parser.LineParser`) in the same run.
 
 Prints lines/s and each one's time relative to the baseline (the machine is shared and noisy:
 compare ratios, not absolute numbers).
@@ -34,7 +34,7 @@ import numpy as np
 from panstream import estimators
 from panstream.eventtime import TimeReader, lines_and_times, times
 from panstream.ingest import Ingestor, Input
-from panstream.parse import Format, LineParser, tune_allocator
+from panstream.inputs.parser import Format, LineParser, tune_allocator
 from panstream.sources import open_input
 from panstream.universe import Universe
 from panstream.windows import WindowedIngestor

@@ -81,3 +81,7 @@ __all__ = [
     "remap",
     "restore",
 ]
+
+from panstream import _moved as _moved  # old module names, kept for one release
+
+_moved.install()

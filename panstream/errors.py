@@ -54,4 +54,4 @@ class SourceError(PanstreamError):
 class InputFormatError(SourceError):
     """(Almost) nothing of the input was accepted: the format or the universe is wrong. The message
     names the format used, the shares malformed and outside, and the option that fixes it
-    (:func:`panstream.parse_check.verdict`)."""
+    (:func:`panstream.inputs.check.verdict`)."""

@@ -2,7 +2,7 @@
 
 One object, :class:`Ingestor`, owns the order in which things become durable. For every chunk:
 
-1. parse the chunk into cell indices (:class:`panstream.parse.LineParser`); wipe the chunk;
+1. parse the chunk into cell indices (:class:`panstream.inputs.parser.LineParser`); wipe the chunk;
 2. apply the indices to the table in large batches (``update_indices``, which wipes them);
 3. when ``checkpoint_every`` seconds have passed: flush pending indices, then **save the state
    atomically** (temp file, fsync, rename). Work since the last checkpoint is the only thing a crash
@@ -42,9 +42,9 @@ import numpy as np
 
 from panstream.errors import BudgetExhaustedError, ConfigurationError, InputFormatError
 from panstream.estimators.base import Estimator
-from panstream.parse import Format, LineParser, detect, parse_format
-from panstream.parse_check import SAMPLE_LINES as _SAMPLE_LINES
-from panstream.parse_check import verdict
+from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
+from panstream.inputs.check import verdict
+from panstream.inputs.parser import Format, LineParser, detect, parse_format
 from panstream.schedule import Schedule, wait_before
 from panstream.sources.files import ChunkReader
 from panstream.telemetry import NOTHING_COUNTED, CountWindow, TelemetryPolicy
@@ -168,7 +168,7 @@ class Ingestor:
             accepted: judged on the exact counts of each input's first :data:`SAMPLE_LINES`
             non-empty lines (or of the whole input if shorter), which exist only until that
             decision, and, when counts are opted into, also on the released totals after every
-            window and at the end of the run (:func:`panstream.parse_check.verdict`). ``False``:
+            window and at the end of the run (:func:`panstream.inputs.check.verdict`). ``False``:
             go on anyway (``--keep-going``).
         telemetry: whether and how arrivals are counted (default: nothing counted).
         clock: monotonic clock (for tests).
@@ -184,7 +184,8 @@ class Ingestor:
         >>> s = ing.run([Input("example", ChunkReader(data.readinto))])
         >>> s.lines, s.accepted, s.malformed
         (3, 2, 1)
-        >>> s = Ingestor(est, Format("plain")).run([Input("x", ChunkReader(io.BytesIO(b"1\\n").readinto))])
+        >>> one = ChunkReader(io.BytesIO(b"10.0.0.3\\n").readinto)
+        >>> s = Ingestor(est, Format("plain")).run([Input("x", one)])
         >>> s.counted, "accepted" in s.to_dict(), s.to_dict()["telemetry"]
         (False, False, 'telemetry: nothing counted')
     """
@@ -421,7 +422,9 @@ class Ingestor:
         det = detect(chunk)
         if announce:
             self.stats.formats.append(f"{name}: {det.spec}")
-            if self.on_notice:
+            if self.on_notice and not det.known:  # said once; the loud failure follows
+                self.on_notice(f"{name}: no known log format fits its first lines: {det.note}")
+            elif self.on_notice:
                 note = f"; {det.note}" if det.note else ""
                 self.on_notice(f"{name}: format {det.name} detected (-f {det.spec}){note}")
         return det.spec
@@ -429,7 +432,7 @@ class Ingestor:
     def _verdict(self) -> str | None:
         """The loud-failure decision on the released totals (only when counts are opted into)."""
         return verdict(self.stats, self._kind, self.est.universe,
-                       auto=self.format.kind == "auto", sd=self.stats.count_sd)
+                       auto=self.format.kind == "auto", sd=self.stats.count_sd, released=True)
 
     def _check_released(self) -> None:
         """After each released window (counts opted into): stop the run if the totals show
@@ -455,9 +458,12 @@ class Ingestor:
             self._decide_sample()
 
     def _decide_sample(self) -> None:
-        """Judge the sample in hand (full, or the whole of a short input), then forget it."""
+        """Judge the sample in hand (full, or the whole of a short input: whatever its size, with
+        the same one-bit line), then forget it. An input cut short by a signal is not judged."""
         s, self._sample = self._sample, None
-        if s is None or not self.check or self._failure is not None:
+        if s is None or not self.check or self._failure is not None or self.stats.interrupted:
+            if s is not None:
+                s.clear()
             return
         self._failure = verdict(s, self._kind, self.est.universe, auto=self.format.kind == "auto")
         s.clear()

@@ -174,7 +174,7 @@ def _v4_tokens(items: list[Any]) -> tuple[np.ndarray, int, int, list[Any]] | Non
     the vectorized parser in one pass: ``(keys, malformed, empty, rest)``, ``rest`` the tokens with
     a ``:`` (IPv6, or junk) still to map one by one; ``None`` if the batch is not all ``bytes``
     without newlines (then every item goes the slow way)."""
-    from panstream.parse import parse_ipv4  # the parser imports this module
+    from panstream.inputs.ipv4 import parse_ipv4  # the vectorized core (imports no universe)
 
     try:
         buf = bytearray(b"\n").join([*items, b""])
@@ -210,8 +210,8 @@ def _v4_tokens(items: list[Any]) -> tuple[np.ndarray, int, int, list[Any]] | Non
 def _normalized(text: str, mapped: bool) -> str | None:
     """The address of a log spelling (``a.b.c.d:port``, ``[v6]:port``, a zone id, and with
     ``mapped`` ``::ffff:a.b.c.d``), or ``None`` if ``text`` is not such a spelling
-    (:func:`panstream.normalize.normalize_address`, the line formats' reference)."""
-    from panstream.normalize import normalize_address
+    (:func:`panstream.inputs.normalize.normalize_address`, the line formats' reference)."""
+    from panstream.inputs.normalize import normalize_address
 
     try:
         raw = text.encode("ascii")

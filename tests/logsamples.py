@@ -275,6 +275,82 @@ def _iptables(ips: list[str], ports: list[int]) -> bytes:
         for i, (ip, port) in enumerate(zip(ips, ports, strict=True))).encode()
 
 
+_MON = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _haproxy(ips: list[str], ports: list[int]) -> bytes:
+    """HAProxy's http log format through syslog (``option httplog``), a tcp log line every 7th
+    request, and the start-up and health-check lines a real haproxy.log carries (no client)."""
+    out = []
+    for i, (ip, port) in enumerate(zip(ips, ports, strict=True)):
+        t = f"10:{i // 60 % 60:02d}:{i % 60:02d}"
+        head = f"Nov 24 {t} lb1 haproxy[4242]: {ip}:{port} [24/Nov/2026:{t}.{i % 1000:03d}]"
+        if i % 7 == 3:
+            out.append(f"{head} fe_tcp be_db/db1 0/0/{i % 9} 212 -- 3/3/1/1/0 0/0")
+        else:
+            out.append(f"{head} fe_http~ be_app/app{i % 3} 0/0/1/{i % 40}/{i % 40 + 2} 200 "
+                       f"{512 + i % 977} - - ---- 6/6/0/0/0 0/0 \"GET /p/{i % 31} HTTP/1.1\"")
+        if i % 250 == 0:
+            out.append(f"Nov 24 {t} lb1 haproxy[4242]: Server be_app/app2 is UP, reason: Layer4 "
+                       "check passed, check duration: 0ms. 3 active and 0 backup servers online.")
+    return ("\n".join(out) + "\n").encode()
+
+
+def _squid(ips: list[str], ports: list[int]) -> bytes:
+    """Squid's native access.log (``logformat squid``): the elapsed time right-aligned in 6
+    columns, the client third."""
+    return "".join(
+        f"{1764000000 + i}.{i % 1000:03d} {i % 9000:>6} {ip} "
+        f"{('TCP_MISS', 'TCP_HIT', 'TCP_TUNNEL')[i % 3]}/{(200, 304, 200)[i % 3]} {300 + i % 5000} "
+        f"{('GET', 'GET', 'CONNECT')[i % 3]} http://example.com/p/{i % 31} - "
+        f"HIER_DIRECT/93.184.216.34 text/html\n"
+        for i, ip in enumerate(ips)).encode()
+
+
+def _apache_error(ips: list[str], ports: list[int]) -> bytes:
+    """Apache 2.4's error log (``[client ADDR:PORT]``) with the server's own lines in between."""
+    out = []
+    for i, (ip, port) in enumerate(zip(ips, ports, strict=True)):
+        t = f"[Tue Nov 24 10:{i // 60 % 60:02d}:{i % 60:02d}.{i % 1000:03d}123 2026]"
+        out.append(f"{t} [core:error] [pid {3000 + i % 50}:tid 1400{i % 97}] [client {ip}:{port}] "
+                   f"AH00128: File does not exist: /var/www/html/p{i % 31}.php")
+        if i % 4 == 0:
+            out.append(f"{t} [mpm_event:notice] [pid 2999:tid 1400] AH00489: Apache/2.4.58 "
+                       "(Ubuntu) configured -- resuming normal operations")
+    return ("\n".join(out) + "\n").encode()
+
+
+def _nginx_error(ips: list[str], ports: list[int]) -> bytes:
+    """nginx's error log: ``..., client: ADDR, server: NAME, request: ...``."""
+    out = []
+    for i, ip in enumerate(ips):
+        t = f"2026/11/24 10:{i // 60 % 60:02d}:{i % 60:02d}"
+        out.append(f'{t} [error] {1200 + i % 4}#{i % 4}: *{i + 1} open() "/usr/share/nginx/html/'
+                   f'p{i % 31}" failed (2: No such file or directory), client: {ip}, server: '
+                   f'example.com, request: "GET /p{i % 31} HTTP/1.1", host: "example.com"')
+        if i % 5 == 0:
+            out.append(f"{t} [notice] 1199#1199: signal process started")
+    return ("\n".join(out) + "\n").encode()
+
+
+def _pam(ips: list[str], ports: list[int]) -> bytes:
+    """pam_unix's ``authentication failure; ... rhost=ADDR`` lines in a syslog auth log, between
+    lines that name no remote host (an empty ``rhost=`` is a local login)."""
+    out = []
+    for i, ip in enumerate(ips):
+        t = f"Nov 24 10:{i // 60 % 60:02d}:{i % 60:02d} web1"
+        user = ("  user=root", "", "  user=alice")[i % 3]
+        svc = ("sshd", "vsftpd", "dovecot")[i % 3]
+        out.append(f"{t} {svc}[{2000 + i % 500}]: pam_unix({svc}:auth): authentication failure; "
+                   f"logname= uid=0 euid=0 tty={svc} ruser= rhost={ip}{user}")
+        if i % 3 == 0:
+            out.append(f"{t} su[{3000 + i % 500}]: pam_unix(su:auth): authentication failure; "
+                       "logname=bob uid=1000 euid=0 tty=/dev/pts/0 ruser=bob rhost=  user=root")
+            out.append(f"{t} CRON[{4000 + i % 500}]: pam_unix(cron:session): session closed for "
+                       "user root")
+    return ("\n".join(out) + "\n").encode()
+
+
 def _plain(ips: list[str], ports: list[int]) -> bytes:
     return ("\n".join(ips) + "\n").encode()
 
@@ -297,6 +373,11 @@ GENERATORS: dict[str, tuple[Callable[[list[str], list[int]], bytes], str]] = {
     "vhost": (_vhost, "vhost"),
     "mapped": (_mapped, "clf"),
     "iptables": (_iptables, r"regex:SRC=(?P<ip>\S+)"),
+    "haproxy": (_haproxy, "haproxy"),
+    "squid": (_squid, "squid"),
+    "apache-error": (_apache_error, "apache-error"),
+    "nginx-error": (_nginx_error, "nginx-error"),
+    "pam": (_pam, "pam"),
 }
 
 

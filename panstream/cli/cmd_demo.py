@@ -21,7 +21,7 @@ from panstream.cli.common import (
 from panstream.demo import synthetic_ipv4_log
 from panstream.estimators.density import DensityEstimator
 from panstream.estimators.frequency import FrequencyEstimator
-from panstream.parse import LineParser, format_ipv4_lines
+from panstream.inputs.parser import LineParser, format_ipv4_lines
 from panstream.universe import Universe
 
 _CHUNK = 1 << 21

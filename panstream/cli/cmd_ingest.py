@@ -38,7 +38,7 @@ from panstream.cli.window_options import refuse_window_only, run_windowed, windo
 from panstream.errors import ConfigurationError, InputFormatError, SourceError, StateError
 from panstream.estimators.base import Estimator
 from panstream.ingest import Ingestor, IngestStats, Input
-from panstream.parse import Format, parse_format, tune_allocator
+from panstream.inputs.parser import Format, parse_format, tune_allocator
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.sources import open_input, stdin_reader
 from panstream.sources.files import require_codec, sniff
@@ -239,8 +239,11 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
                    "json:request.remote_ip), csv:COLUMN / tsv:COLUMN (header name or number), "
                    "w3c:FIELD (CloudFront, e.g. w3c:c-ip), zeek:FIELD (e.g. zeek:id.orig_h), "
                    "'regex:...(?P<ip>\\S+)...', xff (X-Forwarded-For, see --trusted-proxy), alb, "
-                   "elb, vhost (Apache vhost_combined), sshd, or auto (detected per input, named "
-                   "on stderr). Recipes: docs/logs.md.", **env("FORMAT"))
+                   "elb, vhost (Apache vhost_combined), sshd, pam (rhost=), haproxy, squid, "
+                   "apache-error, nginx-error, GoAccess's --log-format names (COMBINED, "
+                   "VCOMBINED, CLOUDFRONT, CADDY, AWSALB, ...), or auto (detected per input, named "
+                   "on stderr; when no known format fits it says so, with candidates, and the run "
+                   "stops). Recipes: docs/logs.md.", **env("FORMAT"))
 @click.option("--trusted-proxy", "trusted", multiple=True, metavar="CIDR",
               help="With -f xff: a proxy network whose X-Forwarded-For entries are trusted "
                    "(repeatable); the client is then the last hop outside them, not the first "

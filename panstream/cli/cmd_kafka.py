@@ -34,7 +34,7 @@ from panstream.cli.sketch_hash import sketch_hash_option, with_sketch_hash
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError
 from panstream.eventtime import label
-from panstream.parse import Format, parse_format
+from panstream.inputs.parser import Format, parse_format
 from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES, SliceLayout, mib
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
@@ -70,8 +70,9 @@ from panstream.universe import Universe
               show_default=True,
               help="Line format of each item (as 'panstream ingest -f', docs/logs.md): plain "
                    "(the bare item), clf (whole Apache/nginx access-log lines), field:N, "
-                   "json:PATH, csv:COLUMN, w3c:FIELD, zeek:FIELD, alb, elb, vhost, sshd, xff, "
-                   "'regex:...', or auto (detected once per member from its first messages and "
+                   "json:PATH, csv:COLUMN, w3c:FIELD, zeek:FIELD, alb, elb, vhost, sshd, pam, "
+                   "haproxy, squid, apache-error, nginx-error, xff, 'regex:...', GoAccess's "
+                   "--log-format names, or auto (detected once per member from its first messages and "
                    "announced on stderr with the -f that pins it).", **env("KAFKA_FORMAT"))
 @click.option("--keep-going", is_flag=True, default=False,
               help="Route even if the first 1,000 lines are (almost) all malformed or outside "

@@ -29,7 +29,7 @@ from panstream.errors import ConfigurationError, PanstreamError, SourceError
 #: Default chunk size: large enough to amortize NumPy's per-call cost, small enough to stay in cache.
 CHUNK_SIZE = 1 << 21
 #: Lines longer than this are cut to their head (the first ``MAX_LINE + 1`` bytes) when they span
-#: chunks; the parser looks only at the first ``MAX_LINE`` bytes of any line (see panstream.parse).
+#: chunks; the parser looks only at the first ``MAX_LINE`` bytes of any line (see panstream.inputs.parser).
 MAX_LINE = 4096
 
 #: The UTF-8 byte-order mark some Windows tools write at the start of a text file.

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, Input
-from panstream.parse import Format
+from panstream.inputs.parser import Format
 from panstream.schedule import Schedule, wait_before
 from panstream.sources.stdin import stdin_reader
 

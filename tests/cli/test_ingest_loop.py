@@ -7,7 +7,7 @@ from pathlib import Path
 
 from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, Input
-from panstream.parse import Format
+from panstream.inputs.parser import Format
 from panstream.sources import ChunkReader
 from panstream.telemetry import TelemetryPolicy
 

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from panstream.cli.main import cli
 from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, IngestStats, Input
-from panstream.parse import Format
+from panstream.inputs.parser import Format
 from panstream.sources import ChunkReader
 from panstream.telemetry import TelemetryPolicy
 

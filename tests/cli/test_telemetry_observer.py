@@ -34,7 +34,7 @@ from panstream.audit import epsilon_lower_bound
 from panstream.cli.cmd_ingest import progress_line, summary_lines, summary_record
 from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, IngestStats, Input
-from panstream.parse import Format
+from panstream.inputs.parser import Format
 from panstream.sources.kafka.metrics import KAFKA_TELEMETRY_SENSITIVITY, Metrics
 from panstream.telemetry import TelemetryPolicy
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from panstream.parse import LineParser
+from panstream.inputs.parser import LineParser
 from panstream.sources.kafka import Decoder
 from panstream.universe import Universe
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from panstream.parse import LineParser
+from panstream.inputs.parser import LineParser
 from panstream.universe import Universe
 
 #: (universe, item text, class). Blank items are written without the surrounding line.

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from logsamples import GENERATORS, UNIVERSE, generate
 
 from panstream.errors import ConfigurationError
-from panstream.normalize import normalize_address
-from panstream.parse import LineParser, ParseResult, detect, parse_format
+from panstream.inputs.normalize import normalize_address
+from panstream.inputs.parser import LineParser, ParseResult, detect, parse_format
 from panstream.sources.files import ChunkReader
 from panstream.universe import Universe
 
@@ -260,7 +260,7 @@ def test_spec_round_trips(spec: str) -> None:
 
 
 @pytest.mark.parametrize("spec", ["xml", "field:0", "json:", "json:a..b", "csv:", "csv:0",
-                                  "xff:10.0.0.0/33", "w3c", "json"])
+                                  "xff:10.0.0.0/33", "json"])
 def test_bad_specs_say_what_is_accepted(spec: str) -> None:
     with pytest.raises(ConfigurationError, match="json:PATH"):
         parse_format(spec)
@@ -337,7 +337,7 @@ def test_json_fast_path_agrees_with_json_loads(objs: list[tuple[dict, tuple[str,
     even if that is not at the path (docs/logs.md, Caddy)."""
     import json
 
-    from panstream.extract import json_get
+    from panstream.inputs.extractors import json_get
 
     lines = [json.dumps(o, separators=sep) for o, sep in objs]
     r = run(("\n".join(lines) + "\n").encode(), "json:request.remote_ip", ANY4)
@@ -366,7 +366,7 @@ xff_line = st.tuples(st.sampled_from(["172.16.0.7", "10.0.0.8", "junk", "::ffff:
        st.sampled_from(["xff", "xff:172.16.0.0/24", "xff:172.16.0.0/24,10.0.0.8/32"]))
 def test_vectorized_xff_matches_the_per_line_walk(lines: list[tuple[str, str, str]],
                                                   spec: str) -> None:
-    from panstream.extract import ForwardedFor
+    from panstream.inputs.extractors import ForwardedFor
 
     text = [f'{peer} - - [x] "GET / HTTP/1.1" 200 1 "-" "ua" "{value}{end}'
             for peer, value, end in lines]
@@ -379,3 +379,77 @@ def test_vectorized_xff_matches_the_per_line_walk(lines: list[tuple[str, str, st
         with contextlib.suppress(ValueError, AttributeError):
             want.append(str(ipaddress.IPv4Address(normalize_address(tok.strip()).decode())))
     assert addrs(r) == want
+
+
+@pytest.mark.parametrize("name", ["alb", "elb", "envoy", "haproxy", "apache-error", "mapped"])
+def test_a_hashed_ip_table_reads_ports_and_mapped_spellings_like_ipv4(name: str) -> None:
+    """Issue 29's real ALB sample into ``hashed-ip:M`` was 100 % malformed: ``client:port`` reached
+    the hash unreduced. Now every line with a client is accepted, and one address written with
+    and without its port (or as ``::ffff:a.b.c.d``) is one cell."""
+    s = generate(name, lines=400, distinct=100, seed=3)
+    u = Universe.parse("hashed-ip:4096")
+    r = LineParser(u, GENERATORS[name][1]).parse(s.data)
+    v4 = LineParser(Universe.parse("ipv4:0.0.0.0/0"), GENERATORS[name][1]).parse(s.data)
+    assert r.accepted == v4.accepted and r.malformed == v4.malformed
+    one = u.indices([b"10.0.0.1"]).indices.tolist()
+    assert LineParser(u, "plain").parse(b"10.0.0.1\n").indices.tolist() == one
+    assert LineParser(u, "alb").parse(
+        b"http 2026-11-24T10:00:00Z app/x 10.0.0.1:4242 10.1.0.1:80 0 0 0 200 200 0 1\n"
+    ).indices.tolist() == one
+
+
+@pytest.mark.parametrize(("name", "spec"), [
+    ("COMBINED", "clf"), ("common", "clf"), ("VCOMBINED", "vhost"), ("vcommon", "vhost"),
+    ("W3C", "w3c:c-ip"), ("CLOUDFRONT", "w3c:c-ip"), ("CADDY", "json:request.client_ip"),
+    ("AWSALB", "alb"), ("TRAEFIKCLF", "clf"), ("CLOUDSTORAGE", "csv:c_ip"), ("AWSS3", "field:5"),
+    ("SQUID", "squid"), ("haproxy", "haproxy"), ("Apache-Error", "apache-error"),
+    ("nginx-error", "nginx-error"), ("pam", "pam"), ("sshd", "sshd"),
+])
+def test_goaccess_log_format_names_are_presets(name: str, spec: str) -> None:
+    """GoAccess's ``--log-format`` names (any case) and the new presets: ``-f NAME`` is the row of
+    docs/logs.md where GoAccess's ``%h`` (the client) sits."""
+    assert parse_format(name).spec == spec
+
+
+def test_goaccess_awselb_is_refused_with_both_layouts_named() -> None:
+    with pytest.raises(ConfigurationError, match="-f alb .* -f elb"):
+        parse_format("AWSELB")
+
+
+def test_each_goaccess_preset_counts_its_published_shape() -> None:
+    """The GoAccess spelling of a format counts its generated sample as the recipe's does."""
+    for name, gen in (("COMBINED", "clf"), ("VCOMBINED", "vhost"), ("CLOUDFRONT", "cloudfront"),
+                      ("AWSALB", "alb"), ("SQUID", "squid")):
+        s = generate(gen, lines=500, distinct=200, seed=8)
+        assert run(s.data, name).accepted == s.accepted, name
+
+
+@pytest.mark.parametrize("data", [
+    b"Jun 14 15:16:01 combo su(pam_unix)[1]: session opened for user news by (uid=0)\n" * 5,
+    b"2026-11-24T10:00:00+00:00 web1 myapp[42]: user alice logged in from the office\n" * 5,
+    b"alpha beta gamma\ndelta epsilon zeta\n",
+    b'{"user": "alice", "action": "login"}\n' * 3,
+])
+def test_auto_says_no_known_format_fits_instead_of_guessing_clf(data: bytes) -> None:
+    """Issue 29: syslog lines of an unknown program, free text and JSON without an address field
+    are not "Apache/nginx common or combined log (-f clf)": detection says no known format fits
+    and lists candidates; every line of such an input is malformed."""
+    d = detect(data)
+    assert not d.known and d.spec == "none" and "candidates:" in d.note and "clf" not in d.spec
+    r = run(data, d.spec)
+    assert r.accepted == 0 and r.malformed == len(data.strip().split(b"\n"))
+
+
+@pytest.mark.parametrize("data", [b"alice\nbob\n", b"10.0.0.1\n", b"42\n43\n"])
+def test_one_token_per_line_is_still_plain(data: bytes) -> None:
+    """``plain`` takes any item (``hashed:M`` and ``range:N`` universes count IDs)."""
+    assert detect(data).spec == "plain"
+
+
+def test_the_no_format_note_names_candidates_without_counts() -> None:
+    """The note is printed for a file: it names candidates in words, never how many lines matched
+    (a count would move with any one line)."""
+    lines = [f"Nov 24 10:00:00 h app[1]: peer {i % 250}.0.0.1 said hi".encode() for i in range(40)]
+    d = detect(b"\n".join(lines) + b"\n")
+    assert not d.known and "-f field:7 (an address in some of the first lines)" in d.note
+    assert not any(ch.isdigit() for ch in d.note.replace("field:7", ""))

@@ -16,7 +16,7 @@ import io
 
 import pytest
 
-from panstream.parse import MAX_LINE, LineParser
+from panstream.inputs.parser import MAX_LINE, LineParser
 from panstream.sources.files import ChunkReader
 from panstream.universe import Universe
 

@@ -10,15 +10,15 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from panstream.normalize import normalize_address
-from panstream.parse import LineParser, detect_format, parse_format, parse_ipv4
+from panstream.inputs.normalize import normalize_address
+from panstream.inputs.parser import LineParser, detect_format, parse_format, parse_ipv4
 from panstream.sources import ChunkReader, open_input
 from panstream.universe import Universe
 
 
 def reference(token: str) -> int | None:
     """What the parser must accept: ipaddress's IPv4 addresses, after the spellings of
-    panstream.normalize (``a.b.c.d:port``, ``::ffff:a.b.c.d``, ``[..]:port``) are reduced."""
+    panstream.inputs.normalize (``a.b.c.d:port``, ``::ffff:a.b.c.d``, ``[..]:port``) are reduced."""
     try:
         t = token.encode("utf-8", "surrogatepass")
         return int(ipaddress.IPv4Address(normalize_address(t).decode("ascii")))
@@ -117,7 +117,7 @@ def test_clf_first_field_matches_ipaddress_in_one_buffer(rows: list[tuple[str, s
 
 
 def test_newline_finder_handles_runs_of_short_lines() -> None:
-    from panstream.parse import _newlines
+    from panstream.inputs.ipv4 import _newlines
 
     for data in (b"\n" * 37, b"1\n22\n\n333\n4444\n" * 50 + b"x", b"", b"abc", b"1.2.3.4\n" * 9):
         b = np.frombuffer(data, dtype=np.uint8)
@@ -199,7 +199,7 @@ def test_gzip_input(tmp_path) -> None:
 
 
 def test_vectorized_formatter_matches_ipaddress_and_round_trips() -> None:
-    from panstream.parse import format_ipv4_lines
+    from panstream.inputs.parser import format_ipv4_lines
 
     v = np.array([0, 1, 9, 10, 99, 100, 255, 0x0A0B0C0D, 2**32 - 1], dtype=np.uint32)
     text = format_ipv4_lines(v)

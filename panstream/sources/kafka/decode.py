@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import ConfigurationError
-from panstream.parse import Detection, Format, LineParser, detect, parse_format
+from panstream.inputs.parser import Detection, Format, LineParser, detect, parse_format
 from panstream.universe import Universe
 
 VALUE_FORMATS = ("item", "lines")
@@ -31,16 +31,16 @@ class Decoder:
 
     ``item``: each message value is one item (text of an address, an integer, an identifier); a
     value that cannot be parsed (or a null or blank value) is one malformed message. For IPv4 universes the
-    batch is joined with newlines and parsed by the vectorized :class:`~panstream.parse.LineParser`.
+    batch is joined with newlines and parsed by the vectorized :class:`~panstream.inputs.parser.LineParser`.
 
     ``lines``: each value holds newline-separated items (as log shippers batch them); every
     malformed line is counted. Empty lines are ignored.
 
-    ``fmt`` is the line format of ``panstream ingest -f`` (:func:`panstream.parse.parse_format`):
+    ``fmt`` is the line format of ``panstream ingest -f`` (:func:`panstream.inputs.parser.parse_format`):
     ``plain`` (the item is the whole line or value), ``clf`` (whole access-log lines), ``field:N``,
     ``json:PATH``, ``csv:COLUMN``, ``w3c:FIELD``, ``zeek:FIELD``, ``alb``, ``elb``, ``sshd``, ... or
     ``auto``: decided **once**, from the first non-empty values decoded (at most 64 lines,
-    :func:`~panstream.parse.detect`, as ``ingest`` does per input), then kept for the life of the
+    :func:`~panstream.inputs.parser.detect`, as ``ingest`` does per input), then kept for the life of the
     decoder (a topic is one format); :attr:`detection` says what was chosen. In the ``item``
     format each value is one such line.
 
@@ -76,7 +76,7 @@ class Decoder:
 
     def _resolve(self, values: list[bytes | None]) -> None:
         """``auto``: pick the format from the first values (at most 64 lines are looked at);
-        :func:`~panstream.parse.detect` gives the full ``-f`` spelling (``json:PATH``,
+        :func:`~panstream.inputs.parser.detect` gives the full ``-f`` spelling (``json:PATH``,
         ``csv:COLUMN``, ...), parsed as ``-f`` would be."""
         head = bytearray()
         for v in values:
@@ -91,7 +91,7 @@ class Decoder:
         finally:
             head[:] = bytes(len(head))
         self.detection = det
-        self.format = parse_format(det.spec)  # "json:PATH" too: parses nothing, fails loudly
+        self.format = parse_format(det.spec)  # "none" too (no known format): parses nothing
         self._parser = LineParser(self.universe, self.format)
 
     def __call__(self, values: list[bytes | None]) -> Decoded:

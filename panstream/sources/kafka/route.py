@@ -16,15 +16,16 @@ fresh D1 draw of a cell already drawn (harmless for the bit table; the counter f
 twice, as on the per-partition layout).
 
 **Topics that parse to (almost) nothing fail loudly**, by the rule ``panstream ingest`` applies to
-each input (:func:`panstream.parse_check.verdict`): until the first
-:data:`~panstream.parse_check.SAMPLE_LINES` non-empty lines (values in the ``item`` format) are
+each input (:func:`panstream.inputs.check.verdict`): until the first
+:data:`~panstream.inputs.check.SAMPLE_LINES` non-empty lines (values in the ``item`` format) are
 decided, exact counts of the accepted, malformed and outside ones are kept in this process only,
 and nothing is routed or committed. If under 1 % of them were accepted (0.1 % for ``sshd`` and
-``regex``; values outside the universe count against it too), the member stops with one line
-naming the shares malformed and outside, the fix the verdict gives, and the ``-f`` /
-``--value-format`` that parses the sample best (:func:`suggest`, which also runs
-:func:`panstream.parse.detect` on the sample); the counts and the sample's head are then
-forgotten. ``check=False`` (``--keep-going``) routes without judging.
+``regex``; values outside the universe count against it too), the member stops with one line:
+the verdict's (no count, no share: one bit, docs/threat-model.md) and the ``-f`` /
+``--value-format`` that parses the sample best, in words (:func:`suggest`, which also runs
+:func:`panstream.inputs.parser.detect` on the sample); the counts and the sample's head are then
+forgotten. A member that stops before its sample is complete is judged on what it had.
+``check=False`` (``--keep-going``) routes without judging.
 
 **``-f auto``** is decided once per member, from the first messages it decodes
 (:class:`~panstream.sources.kafka.decode.Decoder`), and announced once through :attr:`RouteStage.
@@ -52,8 +53,8 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
 from panstream.errors import ConfigurationError, SourceError
-from panstream.parse_check import SAMPLE_LINES as _SAMPLE_LINES
-from panstream.parse_check import verdict
+from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
+from panstream.inputs.check import verdict
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoded, Decoder
 from panstream.sources.kafka.metrics import Metrics
@@ -62,7 +63,7 @@ from panstream.state.slices import SliceLayout
 log = logging.getLogger("panstream.kafka")
 
 #: Lines (or values) whose exact parse counts decide whether a topic parses at all (the rule of
-#: ``ingest``: :func:`panstream.parse_check.verdict`).
+#: ``ingest``: :func:`panstream.inputs.check.verdict`).
 SAMPLE_LINES = _SAMPLE_LINES
 #: Bytes of the sample's first values kept (until the decision) for :func:`suggest`.
 HEAD_BYTES = 1 << 18
@@ -294,8 +295,12 @@ class RouteStage:
             self._announced = True
             det = self.decoder.detection
             note = f"; {det.note}" if det.note else ""
-            self.notice(f"{', '.join(self.config.topics)}: format {det.name} detected, decided "
-                        f"once for this member (-f {det.spec} pins it){note}")
+            if not det.known:  # no guess: the loud failure follows on the sample
+                self.notice(f"{', '.join(self.config.topics)}: no known log format fits the "
+                            f"first messages: {det.note}")
+            else:
+                self.notice(f"{', '.join(self.config.topics)}: format {det.name} detected, "
+                            f"decided once for this member (-f {det.spec} pins it){note}")
         self.count(len(values), int(dec.indices.size), dec.malformed, dec.outside)
         s = self._sample
         if s is not None:
@@ -351,7 +356,7 @@ class RouteStage:
 
     def _decide(self) -> None:
         """Route the held batches if the sample is accepted; else stop with one line (the rule
-        and message of :func:`panstream.parse_check.verdict`, plus :func:`suggest`)."""
+        and message of :func:`panstream.inputs.check.verdict`, plus :func:`suggest`)."""
         s, self._sample = self._sample, None  # the exact counts are forgotten either way
         assert s is not None
         try:
@@ -359,16 +364,11 @@ class RouteStage:
             v = verdict(s, self.decoder.format.spec, c.layout.universe,
                         auto=self.decoder.detection is not None or c.fmt == "auto")
             if v is not None:
+                # The verdict's line is one bit (no count, no share, not "malformed or outside");
+                # the suggestion names a format that parses the sample's first values, in words.
                 tail = "; or --keep-going to go on anyway"
                 v = v.removesuffix(tail)
-                if s["malformed"] >= s["outside"]:  # a format problem: which -f parses them?
-                    advice = suggest(c.layout, list(self._head), self.decoder)
-                    head, sep, rest = v.partition(f"(-f {self.decoder.format.spec}, ")
-                    how, colon, _ = rest.partition("): ")
-                    if advice.startswith("try ") and colon:  # the concrete fix replaces the list
-                        v = f"{head}{sep}{how}): {advice}"
-                    else:
-                        v += f"; {advice}"
+                v += f"; {suggest(c.layout, list(self._head), self.decoder)}"
                 msg = (f"{', '.join(c.topics)} (--value-format {c.value_format}): the first "
                        f"sample: {v}{tail}. Nothing was routed or committed")
                 raise SourceError(msg)
@@ -379,24 +379,20 @@ class RouteStage:
         for offsets, parts in held:
             self._send(offsets, parts)
 
-def _pct(x: float) -> str:
-    """A share as the verdict writes it (``100 %``)."""
-    return f"{100 * x:.0f} %" if x >= 0.01 or x == 0 else f"{100 * x:.1f} %"
-
-
 def suggest(layout: SliceLayout, values: list[bytes | None] | list[bytearray],
             decoder: Decoder) -> str:
     """The ``-f`` / ``--value-format`` that parses ``values`` (a sample's first messages) best, as
     advice for one line.
 
-    Candidates: what :func:`panstream.parse.detect` recognises in the sample's lines (JSON, W3C,
+    Candidates: what :func:`panstream.inputs.parser.detect` recognises in the sample's lines (JSON, W3C,
     Zeek, CSV/TSV, ALB/ELB, sshd, vhost, clf, ``field:N``, plain), then every format without an
     argument and ``field:1`` to ``field:9``, each with ``--value-format lines`` and ``item``. The
     one under which the largest share of the sample's non-empty lines parses (accepted or outside
-    the universe) wins, if that share reaches :data:`SUGGEST_SHARE`; the share outside the
-    universe is named when it dominates.
+    the universe) wins, if that share reaches :data:`SUGGEST_SHARE`; a universe that holds few of
+    them is named when most lie outside. In words, no share: the line stays a function of the
+    sample's format, not of how many of its lines parse (docs/threat-model.md).
     """
-    from panstream.parse import FORMATS, detect, parse_format
+    from panstream.inputs.parser import FORMATS, detect, parse_format
 
     vals = [v for v in values if v]
     joined = bytearray(b"\n").join(vals)
@@ -405,38 +401,41 @@ def suggest(layout: SliceLayout, values: list[bytes | None] | list[bytearray],
     finally:
         joined[:] = bytes(len(joined))
     cands: list[str] = []
-    if det is not None and det.spec != "json:PATH":
+    if det is not None and det.known:
         cands.append(det.spec)
     cands += [f for f in FORMATS if f not in ("auto", *cands)]
     cands += [f"field:{n}" for n in range(1, 10) if f"field:{n}" not in cands]
     best: tuple[float, float, str, str] | None = None  # parsed share, outside share, vf, spec
     order = (decoder.value_format, "item" if decoder.value_format == "lines" else "lines")
-    for vf in order:
-        for spec in cands:
-            if (vf, spec) == (decoder.value_format, decoder.format.spec):
-                continue
-            try:
-                d: Decoded = Decoder(layout.universe, vf, parse_format(spec))(list(vals))  # type: ignore[arg-type]
-            except Exception:  # noqa: BLE001, S112 - a candidate that cannot run is no advice
-                continue
-            total = int(d.indices.size) + d.malformed + d.outside
-            parsed = int(d.indices.size) + d.outside
-            d.indices.fill(0)
-            if total and (best is None or parsed / total > best[0]):
-                best = (parsed / total, d.outside / total, vf, spec)
+    current = (decoder.value_format, decoder.format.spec)
+    # The format in use first: another must parse strictly more of the sample to be suggested.
+    for vf, spec in [current] + [(v, c) for v in order for c in cands if (v, c) != current]:
+        try:
+            d: Decoded = Decoder(layout.universe, vf, parse_format(spec))(list(vals))  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001, S112 - a candidate that cannot run is no advice
+            continue
+        total = int(d.indices.size) + d.malformed + d.outside
+        parsed = int(d.indices.size) + d.outside
+        d.indices.fill(0)
+        if total and (best is None or parsed / total > best[0]):
+            best = (parsed / total, d.outside / total, vf, spec)
     vals.clear()
     if best is None or best[0] < SUGGEST_SHARE:
-        if det is not None and det.spec == "json:PATH":
+        if det is not None and not det.known:
             return f"these look like {det.name}: {det.note}"
         return ("no -f that panstream recognises parses them (plain, clf, field:N, json, csv, "
-                "w3c, zeek, alb, elb, vhost, sshd, xff were tried): check --value-format and the "
-                "topic, or give -f 'regex:...'")
+                "w3c, zeek, alb, elb, vhost, sshd, pam, haproxy, squid, apache-error, "
+                "nginx-error, xff were tried): check --value-format and the topic, or give "
+                "-f 'regex:...'")
+    if (best[2], best[3]) == current:
+        return (f"-f {best[3]} reads addresses in them, but most lie outside "
+                f"{layout.universe.spec}: check --universe")
     fix = f"-f {best[3]}"
     if best[2] != decoder.value_format:
         fix += f" --value-format {best[2]}"
-    out = f"try {fix} ({_pct(best[0])} of the sample's first lines parse that way"
+    out = f"try {fix} (it reads addresses in the sample's first lines"
     if best[1] > best[0] / 2:
-        out += f", but {_pct(best[1])} lie outside {layout.universe.spec}: check --universe too"
+        out += f", but most lie outside {layout.universe.spec}: check --universe too"
     return out + ")"
 
 __all__ = ["DEFAULT_RETENTION_MS", "HEAD_BYTES", "RECORD_BYTES", "SAMPLE_LINES", "RouteConfig",

@@ -8,7 +8,7 @@ the port, the brackets and the zone id and, where asked, turns an IPv4-mapped ad
 address. A token that is none of these is returned unchanged (so junk stays junk and is counted as
 malformed by the universe).
 
-The vectorized IPv4 parser handles ``a.b.c.d:port`` itself (:func:`panstream.parse.LineParser`); this
+The vectorized IPv4 parser handles ``a.b.c.d:port`` itself (:func:`panstream.inputs.parser.LineParser`); this
 module is the reference for it and the slow path for everything else.
 
 >>> normalize_address(b"10.0.0.1:8080"), normalize_address(b"[2001:db8::1]:443")

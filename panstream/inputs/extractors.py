@@ -4,10 +4,10 @@ An extractor gets one chunk of complete lines (a ``uint8`` array, the line start
 without newline and trailing CR) and returns :class:`Spans`: per line, either the byte span of the
 address token (found with vectorized NumPy over the whole chunk, no Python per line), or a token
 taken in Python (the format's rare or irregular lines), or "no item" (blank, header and comment
-lines) or "malformed". :class:`panstream.parse.LineParser` then validates the tokens (for ``ipv4``
+lines) or "malformed". :class:`panstream.inputs.parser.LineParser` then validates the tokens (for ``ipv4``
 universes with the vectorized address parser, ``:port`` included) and maps them to cells.
 
-Formats (the ``-f`` spelling, :func:`panstream.parse.parse_format`):
+Formats (the ``-f`` spelling, :func:`panstream.inputs.parser.parse_format`):
 
 ``field:N``, ``alb``, ``elb``, ``vhost``
     The N-th whitespace-separated field (``alb`` = 4, classic ``elb`` = 3, Apache ``vhost_combined``
@@ -26,15 +26,17 @@ Formats (the ``-f`` spelling, :func:`panstream.parse.parse_format`):
     A string field of JSON lines by dotted path (``request.remote_ip``). A line whose last path key
     appears exactly once, as ``"key": "value"``, is read without a JSON parse (the key is taken to
     sit at the path: true of every published shape); any other line is parsed with :mod:`json`.
-``regex:PATTERN``, ``sshd``
-    The (first) named group of a regular expression searched in each line (Python per line); ``sshd``
-    is the built-in pattern for OpenSSH's ``Failed``/``Accepted ... from ADDR port N`` lines.
+``regex:PATTERN``, ``sshd``, ``pam``, ``haproxy``, ``squid``, ``apache-error``, ``nginx-error``
+    The (first) named group of a regular expression searched in each line (Python per line); the
+    named ones are the built-in :data:`PATTERNS` (OpenSSH's ``Failed``/``Accepted ... from ADDR
+    port N``, PAM's ``rhost=``, HAProxy's ``CLIENT:PORT [date]``, Squid's native access.log, the
+    Apache and nginx error logs' client).
 ``xff``, ``xff:CIDR,...``
     nginx/Apache with the X-Forwarded-For header as the last quoted field: its first hop, or with
     trusted proxies the last hop (reading right to left, the direct peer first) outside them.
 
 State across chunks: header formats keep their header in the extractor (one per
-:class:`~panstream.parse.LineParser`), never a line of data.
+:class:`~panstream.inputs.parser.LineParser`), never a line of data.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from panstream.normalize import normalize_address
+from panstream.inputs.ipv4 import _ipv4_spans, byte_positions
+from panstream.inputs.normalize import normalize_address
 
 #: Per-line states of :class:`Spans`.
 SPAN, EMPTY, BAD, PY = 0, 1, 2, 3
@@ -58,54 +61,26 @@ SPAN, EMPTY, BAD, PY = 0, 1, 2, 3
 SSHD_PATTERN = (r"sshd(?:-session)?\[\d+\]: (?:Failed|Accepted) \S+ for (?:invalid user )?.*? "
                 r"from (?P<ip>\S+) port \d+")
 
-_MOVEMASK = np.uint64(0x0102040810204080)
-
-
-def _bytemask_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For every 8-bit mask: its popcount, the index of each set bit (row padded with 0), and the
-    index of its only set bit (-1 unless exactly one bit is set)."""
-    pop = np.array([bin(i).count("1") for i in range(256)], dtype=np.intp)
-    pos = np.zeros((256, 8), dtype=np.intp)
-    for m in range(256):
-        bs = [i for i in range(8) if m >> i & 1]
-        pos[m, : len(bs)] = bs
-    return pop, pos, np.where(pop == 1, pos[:, 0], -1)
-
-
-_POP8, _BITPOS8, _ONEBIT8 = _bytemask_tables()
-
-
-def byte_positions(b: np.ndarray, value: int) -> np.ndarray:
-    """Positions of every byte equal to ``value`` in ``b``, in order.
-
-    The equality flags are viewed as 64-bit words, only nonzero words are located, and a multiply
-    moves each word's flags into one byte whose set bits a table names.
-
-    >>> byte_positions(np.frombuffer(b"a,b,,c", dtype=np.uint8), ord(",")).tolist()
-    [1, 3, 4]
-    """
-    n = b.size
-    eq = np.zeros(n + (-n) % 8, dtype=bool)
-    np.equal(b, value, out=eq[:n])
-    words = eq.view(np.uint64)
-    hit = np.flatnonzero(words != 0)
-    m = words[hit]
-    m *= _MOVEMASK
-    m >>= np.uint64(56)
-    mi = m.view(np.intp)
-    one = _ONEBIT8[mi]
-    if bool((one >= 0).all()):
-        hit <<= 3
-        hit += one
-        return hit
-    cnt = _POP8[mi]
-    rep = np.repeat(np.arange(hit.size), cnt)
-    rank = np.arange(rep.size) - (np.cumsum(cnt) - cnt)[rep]
-    out = hit[rep]
-    out <<= 3
-    out += _BITPOS8[mi[rep], rank]
-    return out
-
+#: The built-in patterns of the syslog-wrapped and line formats read with a regular expression
+#: (``-f NAME``; docs/logs.md has a recipe for each). Each is searched in the line; its group
+#: ``ip`` is the client.
+PATTERNS = {
+    "sshd": SSHD_PATTERN,
+    # pam_unix/pam_sss "authentication failure; ... rhost=ADDR [user=NAME]" (an empty rhost= is a
+    # local login: no match, malformed).
+    "pam": r"\brhost=(?P<ip>[^\s;]+)",
+    # HAProxy's http and tcp log formats, through syslog or on stdout: "CLIENT:PORT [ACCEPT_DATE]"
+    # (IPv6 clients are written ADDR:PORT too: the last :PORT before " [" is the port).
+    "haproxy": (r"(?:^|\s)(?P<ip>\S+):\d{1,5} \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2}"
+                r"(?:\.\d+)?\] "),
+    # Squid's native access.log: "TIME.MS ELAPSED CLIENT CODE/STATUS BYTES METHOD URL ...", the
+    # elapsed time right-aligned (runs of blanks); also through syslog ("squid[PID]: TIME.MS ...").
+    "squid": r"(?:^|: )\d{9,11}\.\d{3}\s+-?\d+\s+(?P<ip>\S+)\s+[A-Z_]+/\d{3}\s",
+    # Apache's error log: "[client ADDR]" (2.2) or "[client ADDR:PORT]" (2.4).
+    "apache-error": r"\[client (?P<ip>[^\]\s]+)\]",
+    # nginx's error log: "..., client: ADDR, server: ...".
+    "nginx-error": r", client: (?P<ip>[^,\s]+), server: ",
+}
 
 @dataclass
 class Spans:
@@ -721,6 +696,16 @@ class Regex(PerLine):
         return None if m is None or m.group(self.group) is None else m.group(self.group)
 
 
+class Nothing(Extractor):
+    """``-f auto`` when no known format fits: every non-blank line is malformed (the loud-failure
+    check then says so, with its one-bit message)."""
+
+    def locate(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Spans:
+        out = Spans.new(starts.size)
+        out.state[ends == starts] = EMPTY
+        return out
+
+
 def _networks(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     return [ipaddress.ip_network(c.strip(), strict=False) for c in spec.split(",") if c.strip()]
 
@@ -837,8 +822,6 @@ class ForwardedFor(PerLine):
             ts = np.where(first, hs[:, 0], pts)
             te = np.where(first, he[:, 0], pte)
             return fast, ts, te
-        from panstream.parse import _ipv4_spans
-
         es = np.concatenate([hs, pts[:, None]], axis=1)  # hops, then the peer
         ee = np.concatenate([he, pte[:, None]], axis=1)
         there = np.concatenate([present, np.ones((n, 1), dtype=bool)], axis=1)
@@ -877,7 +860,7 @@ class ForwardedFor(PerLine):
 
 
 def build(kind: str, arg: str, number: int, max_line: int) -> Extractor:
-    """The extractor of a parsed format (see :class:`panstream.parse.Format`)."""
+    """The extractor of a parsed format (see :class:`panstream.inputs.parser.Format`)."""
     if kind in ("field", "alb", "elb", "vhost"):
         return WhitespaceField(number, max_line)
     if kind in ("csv", "tsv", "w3c", "zeek"):
@@ -886,8 +869,10 @@ def build(kind: str, arg: str, number: int, max_line: int) -> Extractor:
         return JsonField(arg, max_line)
     if kind == "regex":
         return Regex(arg, max_line)
-    if kind == "sshd":
-        return Regex(SSHD_PATTERN, max_line)
+    if kind in PATTERNS:
+        return Regex(PATTERNS[kind], max_line)
+    if kind == "none":
+        return Nothing(max_line)
     if kind == "xff":
         return ForwardedFor(arg, max_line)
     msg = f"no extractor for {kind!r}"

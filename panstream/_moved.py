@@ -1,0 +1,44 @@
+"""Old module names kept importable for one release, as aliases of the modules that moved.
+
+``import panstream.parse`` (or ``from panstream import extract``) returns the very module object
+of its new place, so code written against the old layout, and branches merged from before the
+move, keep working; new code imports the new names. Nothing is copied: one module, two names.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+from types import ModuleType
+
+#: old name -> new name.
+MOVED = {
+    "panstream.parse": "panstream.inputs.parser",
+    "panstream.extract": "panstream.inputs.extractors",
+    "panstream.parse_check": "panstream.inputs.check",
+    "panstream.normalize": "panstream.inputs.normalize",
+}
+
+
+class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds an old name and loads it as the module at its new name."""
+
+    def find_spec(self, fullname: str, path: object = None, target: object = None
+                  ) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in MOVED:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return importlib.import_module(MOVED[spec.name])
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The module is already executed at its new name."""
+
+
+def install() -> None:
+    """Put the alias finder on ``sys.meta_path`` (once)."""
+    if not any(isinstance(f, _Alias) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Alias())  # before any finder that still knows the old files

@@ -1,0 +1,20 @@
+"""The input side: from log lines to cell indices of a universe, and the check that stops a run
+that reads nothing.
+
+Its parts:
+
+:mod:`panstream.inputs.parser`
+    :class:`~panstream.inputs.parser.LineParser`: chunks of lines to cell indices, the formats
+    (``-f``), their detection (``-f auto``) and the vectorized IPv4 core.
+:mod:`panstream.inputs.extractors`
+    Where the client sits on a line, per format (fields, columns, JSON paths, the built-in
+    patterns of the syslog-wrapped formats, X-Forwarded-For).
+:mod:`panstream.inputs.normalize`
+    One spelling per address (``:port``, ``[v6]:port``, zone ids, ``::ffff:a.b.c.d``).
+:mod:`panstream.inputs.check`
+    The loud-failure decision (one bit per input; docs/threat-model.md).
+
+The modules used to sit at the package root (``panstream.parse``, ``panstream.extract``,
+``panstream.parse_check``, ``panstream.normalize``); those names still import, as aliases of
+these modules, for one release (:mod:`panstream._moved`).
+"""

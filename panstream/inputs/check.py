@@ -1,0 +1,173 @@
+"""Loud failure: tell a wrong format or universe from a log that simply has few clients.
+
+A log read with the wrong ``-f`` (JSON read as ``clf``, a CSV export read as ``plain``) or into the
+wrong universe (public clients in ``ipv4:10.0.0.0/16``, IPv6 clients in an ``ipv4`` universe) used
+to give exit 0, "~299,961 malformed", a saved state and a release of about 0. :func:`verdict`
+looks at the counts of a sample of lines and returns one line that names the format used, the
+universe, and the options that would fix either; ``None`` when the input looks right (or, for
+noisy counts, when there are too few lines to tell).
+
+The function is pure (no I/O, no clock) so every source can use it: ``panstream ingest`` (per
+input) and the Kafka routing stage (per member) ask it once about the exact counts of their first
+:data:`SAMPLE_LINES` non-empty lines, or of all of a shorter input, which exist only until that
+decision (docs/threat-model.md, "The loud-failure decision"); under a counting opt-in ``ingest``
+also asks it about the released running totals (``released=True``).
+
+Privacy: the decision is **one bit** per input: whether under :data:`MIN_SHARE` (or
+:data:`MIN_SHARE_PATTERN`) of the sample was accepted. The line it returns on an exact sample is a
+function of that bit and of what the run was told or announced only (the ``-f`` used and whether
+it was detected, the universe): no count, no share, no "malformed or outside" from the data, so
+one line more or less in the sample changes nothing printed unless it flips the bit. (It used to
+print "of ~601 lines" against "~600", and shares in 0.1 % steps: any one line of the sample
+showed.) Released totals (``released=True``) are noisy or exact by the operator's opt-in and
+already printed at their cost, so that line may add them.
+
+>>> msg = verdict({"accepted": 0, "empty": 3, "malformed": 990, "outside": 10}, "clf", "ipv4:10.0.0.0/16")
+>>> msg[:91]
+'under 1 % of the first lines gave an address in ipv4:10.0.0.0/16 when read as Apache/nginx '
+>>> msg == verdict({"accepted": 0, "empty": 0, "malformed": 991, "outside": 10}, "clf", "ipv4:10.0.0.0/16")
+True
+>>> verdict({"accepted": 950, "empty": 0, "malformed": 50, "outside": 0}, "clf", "ipv4:10.0.0.0/16") is None
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from panstream.inputs.formats import NO_FORMAT, SPARSE_KINDS, format_name
+
+#: Fewer accepted items than this share of the non-empty lines is "almost nothing accepted".
+MIN_SHARE = 0.01
+
+#: The share for the pattern formats (:data:`~panstream.inputs.formats.SPARSE_KINDS`: ``regex``,
+#: ``sshd``, ``pam``, ``haproxy``, ``apache-error``, ``nginx-error``): most lines of an auth.log or
+#: an error log name no client, so only a pattern that matches (almost) nothing is called wrong.
+MIN_SHARE_PATTERN = 0.001
+
+#: Noisy (released) totals: no verdict before this many non-empty lines were counted. An exact
+#: sample is judged whatever its size (one non-empty line is enough): an input that ends before
+#: :data:`SAMPLE_LINES` is judged on what it had.
+MIN_LINES = 200
+
+#: Every source judges an input (a file, a pipe, a Kafka member's topics) on the exact counts of
+#: its first this many non-empty lines (or of all of a shorter input), kept only until judged.
+SAMPLE_LINES = 1000
+
+#: Noisy counts: the accepted count must stay under the share by this many standard deviations,
+#: and no verdict is given before the share exceeds twice that margin (``2 Z sd / share`` lines:
+#: 8,500 lines for one 1-s window of the default noise, sd 14.1).
+Z = 3.0
+
+
+def _pct(x: float) -> str:
+    x = min(max(x, 0.0), 1.0)
+    return f"{100 * x:.0f} %" if x >= 0.01 or x == 0 else f"{100 * x:.1f} %"
+
+
+def _format_fix(spec: str) -> str:
+    kind, _, arg = spec.partition(":")
+    if kind == "json":
+        return (f"name the client field of these JSON lines (not {arg!r}): -f "
+                "json:request.remote_ip (Caddy), json:httpRequest.remoteIp (GCP), "
+                "json:downstream_remote_address (Envoy) or json:PATH")
+    if kind in ("csv", "tsv"):
+        return (f"name the address column as the header does (not {arg!r}), -f {kind}:NAME, or "
+                f"give its number, -f {kind}:N")
+    if kind == "w3c":
+        return f"-f w3c:c-ip (CloudFront, IIS) or the #Fields: name of the client (not {arg!r})"
+    if kind == "zeek":
+        return f"-f zeek:id.orig_h (client) or zeek:id.resp_h (not {arg!r})"
+    if kind in SPARSE_KINDS:
+        return ("try the pattern on a line of the log (docs/logs.md), or name another format with "
+                "-f; if the log has no such line yet, add --keep-going")
+    if kind == "xff":
+        return ("check the log_format (the client first, X-Forwarded-For the last quoted field), "
+                "or use -f field:N or -f 'regex:...'")
+    where = {"clf": "the first field", "plain": "whole lines", "alb": "field 4 (client:port)",
+             "elb": "field 3 (client:port)", "vhost": "field 2", "squid": "field 3"}.get(
+        kind, f"field {arg}" if kind == "field" else kind)
+    return (f"say where the client is (not {where}): {_ALL_FORMATS}")
+
+
+#: Every way to say where the client is, for the messages.
+_ALL_FORMATS = ("-f field:N (N-th blank-separated field), json:PATH, csv:COLUMN, w3c:FIELD, "
+                "zeek:FIELD, alb, elb, vhost, sshd, pam, haproxy, squid, apache-error, "
+                "nginx-error or 'regex:... (?P<ip>\\S+) ...' (docs/logs.md)")
+
+
+def _universe_fix(spec: str) -> str:
+    kind = spec.partition(":")[0]
+    if kind == "ipv4":
+        return ("use a universe that holds them (a prefix that covers the clients, or "
+                "ipv6:PREFIX@64 for IPv6 clients; 'panstream plan' sizes it)")
+    if kind == "ipv6":
+        return "use a prefix that covers the clients (or ipv4:PREFIX for IPv4 clients)"
+    return "use a larger universe"
+
+
+def verdict(counts: Mapping[str, Any] | Any, detected_format: str, universe: Any, *,
+            auto: bool = False, sd: float = 0.0, released: bool = False) -> str | None:
+    """Decide whether (almost) nothing of a sample was accepted; if so, say what would fix it.
+
+    Args:
+        counts: ``accepted``, ``empty``, ``malformed`` and ``outside`` of the sample (a mapping or
+            an object with those attributes, e.g. :class:`panstream.ingest.IngestStats`); noisy
+            counts are fine (negative values count as 0).
+        detected_format: the ``-f`` spelling used (:attr:`panstream.inputs.parser.Format.spec`;
+            ``"none"`` when ``-f auto`` found no known format).
+        universe: the universe (a :class:`~panstream.universe.Universe` or its spec).
+        auto: the format was detected (``-f auto``), not given.
+        sd: the noise standard deviation of each count (0 for exact counts).
+        released: the counts are released totals (a counting opt-in, printed at their cost):
+            the line then adds their shares malformed and outside. Otherwise (an exact sample)
+            the line is a function of the verdict, ``detected_format``, ``auto`` and
+            ``universe`` only.
+
+    Returns:
+        ``None`` if the sample is fine, empty, or (noisy counts) too small to judge (under
+        :data:`MIN_LINES` non-empty lines, or under ``2 Z sd / share``); else one line (no
+        trailing period) naming the format and the universe, with the options that fix either,
+        ending with ``--keep-going``.
+
+    The rule: ``accepted + Z sd < share x non-empty`` (share :data:`MIN_SHARE`, or
+    :data:`MIN_SHARE_PATTERN` for the pattern formats). A log whose true accepted share is 5 % or
+    more would need noise below ``-(0.04 n + 3 sd) < -27 sd`` to be stopped: never, in practice.
+    On an exact sample of under 100 lines (1,000 for the pattern formats) the rule reads
+    "nothing accepted".
+    """
+    def get(name: str) -> float:
+        v = counts[name] if isinstance(counts, Mapping) else getattr(counts, name)
+        return max(float(v), 0.0)
+
+    accepted, malformed, outside = get("accepted"), get("malformed"), get("outside")
+    nonempty = accepted + malformed + outside
+    kind = detected_format.partition(":")[0]
+    share = MIN_SHARE_PATTERN if kind in SPARSE_KINDS else MIN_SHARE
+    least = max(MIN_LINES, 2 * Z * sd / share) if (sd > 0 or released) else 1
+    if nonempty < least:
+        return None
+    if accepted + Z * sd >= share * nonempty:
+        return None
+    uspec = getattr(universe, "spec", str(universe))
+    tail = "; or --keep-going to go on anyway"
+    if kind == NO_FORMAT:
+        return (f"no known log format fits the first lines (-f auto found none): name the format, "
+                f"{_ALL_FORMATS}{tail}")
+    lines = "the lines counted so far" if released else "the first lines"
+    how = "detected" if auto else "given"
+    head = (f"under {_pct(share)} of {lines} gave an address in {uspec} when read as "
+            f"{format_name(detected_format)} (-f {detected_format}, {how})")
+    if released:
+        head += (f" (released counts: {_pct(malformed / nonempty)} malformed, "
+                 f"{_pct(outside / nonempty)} outside, of ~{nonempty:,.0f} lines)")
+    fix = f"{head}: if the format is wrong, {_format_fix(detected_format)}"
+    if _can_be_outside(uspec):
+        fix += f"; if the addresses lie outside {uspec}, {_universe_fix(uspec)}"
+    return fix + tail
+
+
+def _can_be_outside(uspec: str) -> bool:
+    """Whether an item can fall outside the universe (not in a hashed one, nor in all of IPv4)."""
+    return not uspec.startswith("hashed") and uspec not in ("ipv4:0.0.0.0/0", "sketch")
