@@ -280,7 +280,7 @@ def warn_settings(universe: Universe | None, epsilon: float, calibration: str,
     the command refuses them with its own error.
     """
     from panstream.calibration import calibrate, calibrate_frequency
-    from panstream.planning import accuracy_warning, epsilon_warning
+    from panstream.planning import accuracy_warning, epsilon_warning, noise_warning
 
     out: list[str] = []
     try:
@@ -294,6 +294,11 @@ def warn_settings(universe: Universe | None, epsilon: float, calibration: str,
         out.append(epsilon_warning(epsilon, realized) or "")  # paper realizes less by design
     if estimator == "density" and universe is not None:
         out.append(accuracy_warning(universe, epsilon, calibration, expected) or "")
+    if expected is not None and not (estimator == "density" and out and out[-1]):
+        # every family: an interval wider than the count expected (panstream.release.honesty)
+        with contextlib.suppress(PanstreamError, ValueError):
+            out.append(noise_warning(estimator, universe, epsilon, expected, calibration,
+                                     modulus) or "")
     out = [w for w in out if w]
     for w in out:
         click.echo(f"panstream: warning: {w}", err=True)
