@@ -497,7 +497,7 @@ def noise_warning(estimator: str, universe: Universe | None, epsilon: float, exp
     interval wider than the count (the noise-dominated rule of :mod:`panstream.release.honesty`),
     naming the state epsilon that would avoid it (``None`` when all is well).
 
-    >>> print(noise_warning("sketch", None, 1.0, 30).split(";")[0].replace(", is", ",\nis"))
+    >>> print(noise_warning("sketch", None, 1.0, 30).split(";")[0].replace(", is", ",\\nis"))
     the planned 95 % interval of the sketch's distinct count at 30 items, +-209,
     is wider than the 30 expected: its figures will be mostly noise
     """

@@ -43,7 +43,7 @@ def noise_dominated(estimate: float, low: float, high: float) -> bool:
 
 def shown(value: float, low: float = 0.0, high: float = math.inf) -> float:
     """``value`` clamped to ``[low, high]`` for display (released values are never clamped)."""
-    return min(max(float(value), low), high)
+    return float(min(max(float(value), low), high))
 
 
 def _rr_state_epsilon(epsilon_state: float, factor: float) -> float:
