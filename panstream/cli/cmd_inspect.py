@@ -212,8 +212,8 @@ def _presto_file(path: str) -> dict[str, Any] | None:
     sk = sfm.from_presto(data)
     fit = sfm.mple(sk.ones_by_level(), sk.buckets, sk.flip)
     from panstream.release.schema import estimate_fields
-    from panstream.release.stats import DEFAULT_CONFIDENCE
     from panstream.release.sketch import interval_halfwidth
+    from panstream.release.stats import DEFAULT_CONFIDENCE
 
     # A published object: its count is an estimate in the common shape (no release noise; the
     # whole flip epsilon is the state's), with the Presto figures under extras and as aliases.

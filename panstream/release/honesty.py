@@ -73,16 +73,22 @@ def advice(estimate: float, low: float, high: float, *, state_half: float, relea
     ...            epsilon_release=0.5, cells=65_536)
     >>> "universe of at most" in a and "longer window" in a
     True
+    >>> print(a.split(":")[0])
+    distinct counts below about 448 cannot be told from noise; to tell a count of about 204
     """
     if not noise_dominated(estimate, low, high):
         return ""
-    target = abs(float(estimate)) / 2
+    # The count to tell from noise: the estimate, or half the upper bound when the estimate is
+    # smaller (a count near 0 may be anything up to the upper bound).
+    ref = max(abs(float(estimate)), max(float(high), 0.0) / 2)
+    target = ref / 2
     half = (float(high) - float(low)) / 2
     tell = (f"{unit} counts below about {2 * half:,.0f} cannot be told from noise"
             if unit else f"values below about {2 * half:.3g} cannot be told from noise")
     levers: list[str] = []
     if target <= 0:
         return f"{tell}; a larger epsilon, a smaller universe or a longer window narrows it"
+    tell += f"; to tell a count of about {ref:,.0f}" if unit else f"; to tell about {ref:.3g}"
     if release_half > 0:
         room = target * target - state_half * state_half
         if room > 0:
@@ -94,7 +100,7 @@ def advice(estimate: float, low: float, high: float, *, state_half: float, relea
         factor = state_half / goal
         if cells is not None and factor > 1:
             fewer = int(cells / (factor * factor))
-            if fewer >= 1:
+            if fewer >= 4 * ref:  # a table must hold the count with room to spare
                 levers.append(f"a universe of at most {fewer:,} cells (now {cells:,}: the "
                               "table's noise grows as its square root)")
         if factor > 1:
@@ -102,7 +108,7 @@ def advice(estimate: float, low: float, high: float, *, state_half: float, relea
             if math.isfinite(eps) and eps < 20:
                 levers.append(f"a state epsilon of about {eps:.3g} (now {epsilon_state:.3g})")
     levers.append("a longer window or larger buckets (more items per estimate, same noise)")
-    return f"{tell}; to make it usable: " + ", or ".join(levers)
+    return f"{tell}: " + ", or ".join(levers)
 
 
 def flag_line(estimate: float, low: float, high: float, confidence: float, hint: str,
