@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from schema_check import validate_lines
 
 import panstream as ps
 from panstream.cli.main import cli
@@ -136,6 +137,7 @@ def test_the_sketch_takes_a_window_with_its_default_grid(tmp_path: Path) -> None
                            f'"GET / HTTP/1.1" 200 5\n' for i in range(2000)))
     r = invoke("ingest", "--estimator", "sketch", "--window", "1d", "-f", "clf",
                "--release-epsilon", "0.5", "--json", str(log))
+    validate_lines(r.stdout)  # the window records and the summary: docs/schema
     rec = [json.loads(ln)["window"] for ln in r.stdout.splitlines() if ln.startswith('{"window"')]
     assert len(rec) == 1 and rec[0]["family"] == "sketch"
     assert rec[0]["universe"].startswith("sketch:4096x24")
