@@ -12,6 +12,7 @@ released).
 from __future__ import annotations
 
 import math
+import textwrap
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
@@ -78,11 +79,12 @@ def plot_map(m: MapRelease, path: str | PathLike[str]) -> None:
     signal = np.array([r.signal for r in m.rows], dtype=bool)
     from panstream.release.maps import rule_text
 
-    title = (f"{m.universe} by {m.by}: noisy density per bucket, epsilon {m.epsilon:g} "
-             f"(total {m.epsilon_total:.3g}); one bucket is +-{m.halfwidth:.3f} at {pct} from "
-             f"noise alone\n{rule_text(m)}"
-             + ("; grey = could be empty" if is_ip else "; dots mark them, band = interval")
-             + f"\n{int(signal.sum()):,} of {len(m.rows):,} bucket(s) told from empty")
+    caption = (rule_text(m) + ("; grey = could be empty" if is_ip
+                               else "; dots mark them, band = interval")
+               + f". {int(signal.sum()):,} of {len(m.rows):,} bucket(s) told from empty")
+    title = "\n".join([f"{m.universe} by {m.by}: noisy density per bucket, epsilon {m.epsilon:g} "
+                       f"(total {m.epsilon_total:.3g}); one bucket is +-{m.halfwidth:.3f} at "
+                       f"{pct} from noise alone", *textwrap.wrap(caption, 120)])
     n = density.size
     if is_ip and n & (n - 1) == 0 and n > 1:
         shown = np.where(signal, np.clip(density, 0, 1), np.nan)
@@ -114,7 +116,7 @@ def plot_map(m: MapRelease, path: str | PathLike[str]) -> None:
         ax.set_xlabel(f"cell of {m.universe}")
         ax.set_ylabel("density")
         ax.legend(loc="upper right")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=8)
     try:
         fig.savefig(path, dpi=_DPI, format="png")
     except OSError as exc:
