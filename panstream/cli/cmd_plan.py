@@ -205,8 +205,12 @@ def command(ctx: click.Context, universe: Universe | None, epsilon: float | None
     (E/2 to the state, E/2R per release) beside it. 'ingest --total-epsilon E --releases R'
     applies the same split.
 
+    Without -u, 'plan -n N' compares the families at N distinct items (the hashed table sized
+    for N beside the sketch; epsilon 1 unless --epsilon) and says which to pick.
+
     \b
     Examples:
+      panstream plan -n 20000                                    # which family, at 20,000
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 -n 20000 --release-epsilon 0.5
       panstream plan -u hashed:1048576 --epsilon 1 -n 100000     # also the best table size
@@ -239,13 +243,13 @@ def command(ctx: click.Context, universe: Universe | None, epsilon: float | None
     if estimator == "sketch" or (universe is not None and universe.kind == "sketch"):
         _sketch_plan(universe, epsilon, expected_distinct, release_epsilon, as_json)
         return
+    assert universe is not None  # refused above for every family but the sketch
     if estimator == "frequency":
         if epsilon is None or by is not None:
             raise click.UsageError("--estimator frequency plans with --epsilon (no --by maps)")
         _frequency_plan(universe, epsilon, modulus, expected_distinct, release_epsilon, crop,
                         as_json)
         return
-    assert universe is not None
     if crop is not None:
         raise click.UsageError("--crop concerns the frequency estimator: add --estimator frequency")
     if (epsilon is None) == (total_epsilon is None):
