@@ -307,26 +307,22 @@ def _log_binomial_pmf(cells: int, q: float, ks: np.ndarray) -> np.ndarray:
             + ks * math.log(q) + (cells - ks) * math.log1p(-q))
 
 
-def _noise_survival(t: np.ndarray, law: NoiseLaw) -> np.ndarray:
-    """``Pr[g Z >= t]`` for lattice values ``t`` (multiples of the law's step ``g``), exactly:
-    ``a**m / (1 + a)`` for ``m = t/g >= 1`` and ``1 - a**(1 - m) / (1 + a)`` otherwise."""
-    x = float(law.epsilon_exact * law.granularity)  # a = e^-x
-    m = np.ceil(t / float(law.granularity) - 1e-9)
-    a1 = 1.0 + math.exp(-x)
-    return np.where(m >= 1, np.exp(-x * np.maximum(m, 1)) / a1,
-                    1.0 - np.exp(-x * np.maximum(1 - m, 0)) / a1)
-
-
 def empty_p_values(noisy_ones: np.ndarray | list[float], cells: int, q: Fraction | float,
                    law: NoiseLaw, mechanism: str = "laplace") -> np.ndarray:
     """The one-sided p-value of "the bucket is empty" for each noisy count of ones, exactly.
 
     In an empty bucket every bit is still its first draw from D0, so its count of ones is
-    ``Binomial(cells, q)`` exactly, plus the release noise ``g Z`` of ``law``; the p-value of an
-    observed noisy count ``y`` is ``Pr[Binomial(cells, q) + g Z >= y]`` (``geometric`` clamps at
-    0: a count of 0 has p-value 1). It is computed from the noisy count and public parameters
-    only (post-processing), summing the binomial within 12 standard deviations and 40 counts of
-    its mean (the rest weighs below 1e-30).
+    ``K ~ Binomial(cells, q)`` exactly, plus the release noise ``g Z`` of ``law`` (``Pr[Z >= m] =
+    a**m / (1 + a)`` for ``m >= 1``, ``1 - a**(1 - m) / (1 + a)`` otherwise, ``a = e**-(e g)``);
+    the p-value of an observed noisy count ``y`` is ``Pr[K + g Z >= y]`` (``geometric`` clamps at
+    0: a count of 0 has p-value 1). Splitting the sum over ``k`` at ``y``,
+
+        Pr[K + g Z >= y] = e**(-e y)/(1 + a) sum_{k < y} Pr[K = k] e**(e k) + Pr[K >= y]
+                           - a e**(e y)/(1 + a) sum_{k >= y} Pr[K = k] e**(-e k),
+
+    so three running sums over ``k`` (kept in logarithms) serve every bucket. It is computed from
+    the noisy count and public parameters only (post-processing); the binomial is summed within
+    12 standard deviations and 40 counts of its mean (the rest weighs below 1e-30).
 
     >>> law = NoiseLaw.for_mechanism("geometric", 1.0)
     >>> p = empty_p_values([64.0, 140.0], 256, Fraction(1, 4), law, "geometric")
@@ -339,13 +335,20 @@ def empty_p_values(noisy_ones: np.ndarray | list[float], cells: int, q: Fraction
     lo = max(0, int(mean - 12 * sd - 40))
     hi = min(cells, int(mean + 12 * sd + 40) + 1)
     ks = np.arange(lo, hi + 1, dtype=np.float64)
-    pmf = np.exp(_log_binomial_pmf(cells, qf, ks))
-    out = np.empty(y.size)
-    step = max(1, (1 << 22) // ks.size)
-    for i in range(0, y.size, step):
-        chunk = y[i:i + step]
-        surv = _noise_survival(chunk[:, None] - ks[None, :], law)
-        out[i:i + step] = np.clip(surv @ pmf, 0.0, 1.0)
+    logpmf = _log_binomial_pmf(cells, qf, ks)
+    g = float(law.granularity)
+    e = float(law.epsilon_exact * law.granularity) / g  # per count
+    a = math.exp(-e * g)
+    up = np.logaddexp.accumulate(logpmf + e * (ks - ks[0]))  # log sum_{k <= k_j} pmf e^(e(k-k0))
+    down = np.logaddexp.accumulate((logpmf - e * (ks - ks[-1]))[::-1])[::-1]  # k >= k_j, e^(-e(k-k_n))
+    tail = np.cumsum(np.exp(logpmf)[::-1])[::-1]  # Pr[K >= k_j]
+    j = np.searchsorted(ks, y, side="left")  # ks[:j] < y <= ks[j:]
+    below = np.where(j > 0, np.exp(up[np.maximum(j - 1, 0)] - e * (y - ks[0])), 0.0)
+    inside = j < ks.size
+    jj = np.minimum(j, ks.size - 1)
+    above = np.where(inside, np.exp(np.minimum(down[jj] + e * (y - ks[-1]), 700.0)), 0.0)
+    out = below / (1 + a) + np.where(inside, tail[jj], 0.0) - a * above / (1 + a)
+    out = np.clip(out, 0.0, 1.0)
     if mechanism == "geometric":
         out[y <= 0] = 1.0
     return out
