@@ -60,8 +60,9 @@ def hilbert_grid(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return img, xy
 
 
-def plot_map(m: MapRelease, path: str | PathLike[str]) -> None:
-    """Write ``m`` as a PNG of :data:`PIXELS` pixels to ``path``.
+def plot_map(m: MapRelease, path: str | PathLike[str]) -> Any:
+    """Write ``m`` as a PNG of :data:`PIXELS` pixels to ``path``; return the matplotlib figure
+    (its axes' title is the caption that states the map-wide rule).
 
     Raises:
         ConfigurationError: matplotlib is missing (names the ``plot`` extra) or the path cannot be
@@ -122,6 +123,7 @@ def plot_map(m: MapRelease, path: str | PathLike[str]) -> None:
     except OSError as exc:
         msg = f"cannot write the map picture {path}: {exc.strerror or exc}"
         raise ConfigurationError(msg) from None
+    return fig
 
 
 _SHADES = " .:-=+*#%@"
