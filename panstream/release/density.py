@@ -38,7 +38,7 @@ from fractions import Fraction
 from statistics import NormalDist
 from typing import Any
 
-from panstream.release.honesty import advice, flag_line, noise_dominated, shown
+from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
 from panstream.release.ledger import group_privacy
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
@@ -281,6 +281,7 @@ def format_release(r: Release) -> str:
         f"({r.size:,} cells)",
         f"  distinct (estimated)  {shown(r.distinct, 0, top):>14,.0f}   {pct} CI "
         f"[{shown(r.distinct_low, 0, top):,.0f}, {shown(r.distinct_high, 0, top):,.0f}]",
+        *([f"  ({BELOW_ZERO})"] if r.distinct_high < 0 else []),
         *([flag] if flag else []),
         f"  density               {shown(r.density, 0, 1):>14.6f}   {pct} CI "
         f"[{shown(r.density_low, 0, 1):.6f}, {shown(r.density_high, 0, 1):.6f}]",

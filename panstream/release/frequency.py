@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from panstream.errors import ConfigurationError, StateError
-from panstream.release.honesty import advice, flag_line, noise_dominated, shown
+from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
 from panstream.release.incidence import IncidenceModel, Interval
 from panstream.release.ledger import PrivacyLedger, ShardLedger, group_privacy
 from panstream.release.schema import estimate_fields
@@ -303,6 +303,8 @@ def release_frequency(table: CounterHistogram, epsilon: float, mechanism: str = 
 
 
 def _noisy(iv: Interval) -> str:
+    if iv.high < 0:
+        return f"  ({BELOW_ZERO})"
     return "  (noise-dominated)" if noise_dominated(iv.value, iv.low, iv.high) else ""
 
 

@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["NOISE_FLAG", "advice", "flag_line", "noise_dominated", "shown"]
+__all__ = ["BELOW_ZERO", "NOISE_FLAG", "advice", "flag_line", "noise_dominated", "shown"]
 
 #: The mark a one-line printout appends to a noise-dominated estimate.
 NOISE_FLAG = "NOISE-DOMINATED"
+#: What a printout says when a whole interval fell below 0, so its clamped "[0, 0]" is not read
+#: as a certain zero.
+BELOW_ZERO = "the whole interval fell below 0: noise around a small count"
 
 
 def noise_dominated(estimate: float, low: float, high: float) -> bool:

@@ -45,7 +45,7 @@ from typing import IO, Any
 import numpy as np
 
 from panstream.errors import ConfigurationError
-from panstream.release.honesty import advice, flag_line, noise_dominated, shown
+from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
 from panstream.release.noise import NoiseLaw, exact_epsilon
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
@@ -510,8 +510,8 @@ def format_map(m: MapRelease, limit: int = 20) -> str:
     ]
     for r in m.rows[:limit]:
         mark = "*" if r.signal else "~"
-        extra = [x for x in (r.note, "noise-dominated" if r.noise_dominated and r.signal else "")
-                 if x]
+        extra = [x for x in (r.note, "noise-dominated" if r.noise_dominated and r.signal else "",
+                             BELOW_ZERO if r.density_high < 0 else "") if x]
         lines.append(f" {mark}{r.label:<28} {shown(r.density, 0, 1):>9.4f} "
                      f"[{shown(r.density_low, 0, 1):>8.4f}, {shown(r.density_high, 0, 1):>8.4f}] "
                      f"{shown(r.distinct, 0, r.cells):>12,.0f}"
@@ -525,7 +525,8 @@ def format_map(m: MapRelease, limit: int = 20) -> str:
         f"  total (sum of buckets)  density {shown(t.density, 0, 1):.6f} "
         f"[{shown(t.density_low, 0, 1):.6f}, {shown(t.density_high, 0, 1):.6f}], distinct "
         f"{shown(t.distinct, 0, size):,.0f} [{shown(t.distinct_low, 0, size):,.0f}, "
-        f"{shown(t.distinct_high, 0, size):,.0f}]",
+        f"{shown(t.distinct_high, 0, size):,.0f}]" + (f" ({BELOW_ZERO})" if t.distinct_high < 0
+                                                      else ""),
         *([flag] if flag else []),
         f"  privacy               output epsilon {m.epsilon:g} for the whole map (disjoint buckets) "
         f"+ state epsilon {m.epsilon_state:.6g} -> pan-private epsilon_total {m.epsilon_total:.6g} "

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from panstream import sfm
-from panstream.release.honesty import advice, flag_line, noise_dominated, shown
+from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
 from panstream.release.ledger import PrivacyLedger, group_privacy
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
@@ -212,7 +212,8 @@ def format_sketch_release(r: SketchRelease) -> str:
         f"{r.buckets} x {r.levels} sketch ({r.universe}, {r.buckets * r.levels // 8:,} bytes)",
         f"  distinct (estimated)  {shown(r.distinct, 0):>14,.0f}   {pct} CI "
         f"[{shown(r.low, 0):,.0f}, {shown(r.high, 0):,.0f}]"
-        + ("   (shown clamped at 0; --json keeps the unbiased values)" if r.low < 0 else ""),
+        + ("   (shown clamped at 0; --json keeps the unbiased values)" if r.low < 0 else "")
+        + (f"; {BELOW_ZERO}" if r.high < 0 else ""),
         *([flag] if flag else []),
         f"  standard error        {r.stderr:>14,.1f}   (state {r.stderr_state:,.1f}, release "
         f"{r.stderr_release:,.1f})",
