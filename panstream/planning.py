@@ -48,7 +48,8 @@ from panstream.universe import MAX_CELLS, Universe
 
 __all__ = ["NO_PRIVACY_EPSILON", "SCALE_WARNING", "Split", "SplitPlan", "accuracy_warning",
            "best_table_size", "distinct_halfwidth", "epsilon_warning",
-           "expressible_distinct", "hashed_error", "plan_split", "release_error",
+           "expressible_distinct", "hashed_error", "noise_warning", "plan_split",
+           "planned_halfwidth", "release_error",
            "smallest_table_size", "suggest_universe"]
 
 #: Significant digits the per-release epsilon is rounded (down) to.
@@ -465,6 +466,65 @@ def accuracy_warning(universe: Universe, epsilon: float, calibration: str = DEFA
     return (f"{head}; if you expect fewer, use a hashed table sized for them, e.g. {spec} "
             f"(+-{better:,.0f} at {n:,.0f}; give -n N, or see 'panstream plan -u {spec} "
             f"--epsilon {epsilon:g} -n N')")
+
+
+def planned_halfwidth(estimator: str, universe: Universe | None, epsilon: float, expected: int,
+                      calibration: str = DEFAULT_CALIBRATION, modulus: int = 16) -> float:
+    """95 % half-width of the headline count (distinct, or present cells for frequency) that a
+    table of ``estimator`` will have at ``expected`` items, from its own noise (no release).
+
+    >>> round(planned_halfwidth("sketch", None, 1.0, 25), -1) > 25
+    True
+    """
+    if estimator == "sketch":
+        from panstream.sfm import DEFAULT_BUCKETS, DEFAULT_LEVELS, planned_error
+
+        b = getattr(universe, "buckets", DEFAULT_BUCKETS)
+        lv = getattr(universe, "levels", DEFAULT_LEVELS)
+        return Z95 * planned_error(float(expected), epsilon, None, b, lv)["total"]
+    assert universe is not None
+    if estimator == "frequency":
+        from panstream.release.incidence import plan_frequency
+
+        return plan_frequency(universe.size, epsilon, modulus,
+                              min(int(expected), universe.size)).present
+    return distinct_halfwidth(universe, epsilon, calibration, expected)
+
+
+def noise_warning(estimator: str, universe: Universe | None, epsilon: float, expected: int,
+                  calibration: str = DEFAULT_CALIBRATION, modulus: int = 16) -> str | None:
+    """A one-line warning when a table of any family will report ``expected`` items with an
+    interval wider than the count (the noise-dominated rule of :mod:`panstream.release.honesty`),
+    naming the state epsilon that would avoid it (``None`` when all is well).
+
+    >>> print(noise_warning("sketch", None, 1.0, 30).split(";")[0].replace(", is", ",\\nis"))
+    the planned 95 % interval of the sketch's distinct count at 30 items, +-209,
+    is wider than the 30 expected: its figures will be mostly noise
+    """
+    half = planned_halfwidth(estimator, universe, epsilon, expected, calibration, modulus)
+    if not (math.isfinite(half) and 2 * half > expected):
+        return None
+    what = {"sketch": "the sketch's distinct count", "frequency": "the present cells",
+            "density": "the distinct count"}.get(estimator, "the count")
+    head = (f"the planned 95 % interval of {what} at {expected:,} items, +-{half:,.0f}, is wider "
+            f"than the {expected:,} expected: its figures will be mostly noise")
+    better = None
+    for e in (1.5, 2, 3, 4, 6, 8, 12, 16):
+        eps = epsilon * e
+        if eps > NO_PRIVACY_EPSILON:
+            break
+        try:
+            if 2 * planned_halfwidth(estimator, universe, eps, expected, calibration,
+                                     modulus) <= expected:
+                better = eps
+                break
+        except ConfigurationError:
+            break
+    lever = (f"--epsilon {better:.3g} would make it usable" if better is not None
+             else "no epsilon below 20 makes it usable at this size")
+    more = ("a smaller universe or " if estimator != "sketch" else "") + \
+        "a longer window (more items per table) also helps"
+    return f"{head}; {lever}; {more} ('panstream plan -n {expected}' compares the families)"
 
 
 def epsilon_warning(epsilon: float, realized: float, what: str = "--epsilon") -> str | None:

@@ -35,22 +35,26 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
 from panstream.errors import ConfigurationError, StateError
+from panstream.release.honesty import noise_dominated
 
-__all__ = ["CSV_FIELDS", "Series", "SeriesMetrics", "headline", "plot_series", "read", "record"]
+__all__ = ["CSV_FIELDS", "Series", "SeriesMetrics", "complete", "headline", "plot_series", "read",
+           "record"]
 
 #: Columns of a CSV series (a JSON-lines series also keeps the whole release under ``release``).
 CSV_FIELDS = ("window", "start", "end", "family", "statistic", "estimate", "low", "high",
               "confidence", "epsilon_state", "epsilon_release", "epsilon_window", "mechanism",
-              "universe", "late_records", "untimed_records", "late_sd", "released_at")
+              "universe", "late_records", "untimed_records", "late_sd", "released_at", "stderr",
+              "noise_dominated")
 
 _NUMERIC = {"start", "end", "estimate", "low", "high", "confidence", "epsilon_state",
             "epsilon_release", "epsilon_window", "late_records", "untimed_records", "late_sd",
-            "released_at"}
+            "released_at", "stderr"}
 
 
 def headline(rel: Mapping[str, Any]) -> tuple[str, float, float, float]:
@@ -64,6 +68,9 @@ def headline(rel: Mapping[str, Any]) -> tuple[str, float, float, float]:
     Raises:
         ConfigurationError: the release names none of these.
     """
+    if "estimate" in rel and "statistic" in rel:  # the common shape (panstream.release.schema)
+        return str(rel["statistic"]), float(rel["estimate"]), float(rel["low"]), \
+            float(rel["high"])
     if "distinct" in rel and "distinct_low" in rel:
         return "distinct", float(rel["distinct"]), float(rel["distinct_low"]), \
             float(rel["distinct_high"])
@@ -95,14 +102,22 @@ def record(window: str, start: int, end: int, family: str, rel: Mapping[str, Any
             ``None`` (the fields are then ``None``: not counted).
     """
     stat, est, lo, hi = headline(rel)
-    eps_rel = float(rel["epsilon"])
+    eps = rel["epsilon"]
+    eps_rel = float(eps["release"] if isinstance(eps, Mapping) else eps)
     late = late or {}
+    conf = float(rel.get("confidence", math.nan))
+    se = rel.get("stderr")
+    if se is None:  # an older release: the interval's half-width over z
+        z = NormalDist().inv_cdf(0.5 + conf / 2) if 0 < conf < 1 else 1.959963984540054
+        se = (hi - lo) / (2 * z)
+    window_eps = float(epsilon_state) + eps_rel
     return {
         "window": window, "start": int(start), "end": int(end), "family": family,
-        "statistic": stat, "estimate": est, "low": lo, "high": hi,
-        "confidence": float(rel.get("confidence", math.nan)),
+        "statistic": stat, "estimate": est, "low": lo, "high": hi, "stderr": float(se),
+        "confidence": conf, "noise_dominated": noise_dominated(est, lo, hi),
+        "epsilon": {"state": float(epsilon_state), "release": eps_rel, "total": window_eps},
         "epsilon_state": float(epsilon_state), "epsilon_release": eps_rel,
-        "epsilon_window": float(epsilon_state) + eps_rel,
+        "epsilon_window": window_eps,
         "mechanism": rel.get("mechanism"), "universe": rel.get("universe"),
         "late_records": late.get("late_records"), "untimed_records": late.get("untimed_records"),
         "late_sd": late.get("late_sd"), "released_at": float(rel.get("time", math.nan)),
@@ -192,6 +207,26 @@ class Series:
         self._released.add(str(rec["window"]))
 
 
+def complete(rec: dict[str, Any]) -> dict[str, Any]:
+    """Fill the common fields an older record (or a CSV line) lacks, in place: the ``epsilon``
+    object from its ``epsilon_*`` columns, ``stderr`` from the interval, ``noise_dominated``."""
+    if not isinstance(rec.get("epsilon"), Mapping) and rec.get("epsilon_state") is not None:
+        st = float(rec["epsilon_state"])
+        rl = float(rec.get("epsilon_release") or 0.0)
+        rec["epsilon"] = {"state": st, "release": rl,
+                          "total": float(rec.get("epsilon_window") or st + rl)}
+    vals = [rec.get(k) for k in ("estimate", "low", "high")]
+    if None not in vals:
+        est, lo, hi = (float(v) for v in vals)  # type: ignore[arg-type]
+        if rec.get("noise_dominated") is None:
+            rec["noise_dominated"] = noise_dominated(est, lo, hi)
+        if rec.get("stderr") is None:
+            conf = rec.get("confidence")
+            c = float(conf) if conf is not None and 0 < float(conf) < 1 else 0.95
+            rec["stderr"] = (hi - lo) / (2 * NormalDist().inv_cdf(0.5 + c / 2))
+    return rec
+
+
 def read(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The records of a series file (JSON lines, or CSV by its name), oldest first; a torn final
     line is ignored.
@@ -216,9 +251,11 @@ def read(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             for k, v in row.items():
                 if k in _NUMERIC:
                     rec[k] = None if v in ("", None) else float(v)
+                elif k == "noise_dominated":
+                    rec[k] = None if v in ("", None) else v == "True"
                 else:
                     rec[k] = v
-            out.append(rec)
+            out.append(complete(rec))
         return out
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -229,7 +266,7 @@ def read(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             d = None
         if not isinstance(d, dict) or "window" not in d:
             raise StateError(f"{p}, line {n}: not a series record (JSON with a 'window' field)")
-        out.append(d)
+        out.append(complete(d))
     return out
 
 
@@ -256,21 +293,33 @@ def plot_series(records: Sequence[Mapping[str, Any]], path: str | os.PathLike[st
     recs = sorted(records, key=lambda r: float(r["start"]))
     x = np.array([int((float(r["start"]) + float(r["end"])) // 2) for r in recs],
                  dtype="datetime64[s]")
-    y = [float(r["estimate"]) for r in recs]
-    lo = [max(0.0, yi - float(r["low"])) for yi, r in zip(y, recs, strict=True)]
-    hi = [max(0.0, float(r["high"]) - yi) for yi, r in zip(y, recs, strict=True)]
+    # Drawn clamped at 0 (a count is never negative; the file keeps the unbiased values).
+    y = [max(0.0, float(r["estimate"])) for r in recs]
+    lo = [max(0.0, yi - max(0.0, float(r["low"]))) for yi, r in zip(y, recs, strict=True)]
+    hi = [max(0.0, max(0.0, float(r["high"])) - yi) for yi, r in zip(y, recs, strict=True)]
+    noisy = [bool(complete(dict(r)).get("noise_dominated")) for r in recs]
     fig = Figure(figsize=(9, 4.5), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     ax.plot(x, y, marker="o", linestyle="-", color="C0", label="estimate")
+    if any(noisy):
+        xs = x[np.array(noisy)]
+        ax.plot(xs, [yi for yi, n in zip(y, noisy, strict=True) if n], marker="o",
+                linestyle="none", markerfacecolor="white", color="C3",
+                label="noise-dominated (interval wider than the value)")
     ax.errorbar(x, y, yerr=[lo, hi], fmt="none", ecolor="C0", alpha=0.5, capsize=3,
                 label=f"{100 * float(recs[0].get('confidence') or 0.95):g} % interval")
     stat = recs[0].get("statistic", "estimate")
     ax.set_ylabel(f"{stat} per window")
     ax.set_xlabel("window (UTC)")
     ew = recs[-1].get("epsilon_window")
-    ax.set_title(title or (f"{stat} per window, {recs[0].get('universe', '')}; "
-                           f"epsilon {float(ew):.3g} per window" if ew is not None else stat))
+    note = (f"\n{sum(noisy)} of {len(recs)} window(s) noise-dominated: "
+            + ("read them as 'small', not as values" if sum(noisy) < len(recs) else
+               "the series is mostly noise (a larger epsilon, a smaller universe or longer "
+               "windows would help)") if any(noisy) else "")
+    ax.set_title((title or (f"{stat} per window, {recs[0].get('universe', '')}; "
+                            f"epsilon {float(ew):.3g} per window" if ew is not None else stat))
+                 + note, fontsize=9 if note else None)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best")
     fig.autofmt_xdate()

@@ -22,6 +22,8 @@ from panstream.demo import synthetic_ipv4_log
 from panstream.estimators.density import DensityEstimator
 from panstream.estimators.frequency import FrequencyEstimator
 from panstream.inputs.parser import LineParser, format_ipv4_lines
+from panstream.release.honesty import NOISE_FLAG, flag_line, noise_dominated, shown
+from panstream.release.incidence import Interval
 from panstream.universe import Universe
 
 _CHUNK = 1 << 21
@@ -138,30 +140,45 @@ def command(universe: Universe, epsilon: float, calibration: str, distinct: int,
     click.echo(f"panstream demo: {lines_total:,} synthetic log lines over {universe.spec} "
                f"({universe.size:,} cells), {rejected:,} outside the universe skipped")
     click.echo(f"  true distinct clients    {log.distinct_inside:>12,}")
-    click.echo(f"  estimated (noiseless)    {e.distinct:>12,.0f}  +- {1.96 * e.stderr_distinct:,.0f}"
-               f" (95%)   z = {z:+.2f}")
+    half = 1.96 * e.stderr_distinct
+    click.echo(f"  estimated (noiseless)    {shown(e.distinct, 0, universe.size):>12,.0f}  +- "
+               f"{half:,.0f} (95%)   z = {z:+.2f}"
+               + (f"  {NOISE_FLAG}" if noise_dominated(e.distinct, e.distinct - half,
+                                                        e.distinct + half) else ""))
     click.echo(f"  density true/estimated   {log.distinct_inside / universe.size:.4f} / {e.density:.4f}")
     click.echo(f"  state privacy            epsilon_state = {est.epsilon_state:.6f} realized "
                f"(asked {est.epsilon:g}, {est.calibration} calibration, q = {float(est.q):.6f}, "
                f"p = {float(est.p):.6f})")
     click.echo(f"  throughput               {lines_total / elapsed / 1e6:,.1f} M lines/s")
-    click.echo(f"  noisy release            {rel.distinct:>12,.0f}  95% CI [{rel.distinct_low:,.0f}, "
-               f"{rel.distinct_high:,.0f}]  (laplace, output epsilon {rel.epsilon:g})")
+    top = universe.size
+    click.echo(f"  noisy release            {shown(rel.distinct, 0, top):>12,.0f}  95% CI "
+               f"[{shown(rel.distinct_low, 0, top):,.0f}, {shown(rel.distinct_high, 0, top):,.0f}]"
+               f"  (laplace, output epsilon {rel.epsilon:g})")
+    flag = flag_line(rel.distinct, rel.distinct_low, rel.distinct_high, rel.confidence,
+                     rel.advice(), indent="    ")
+    if flag:
+        click.echo(flag)
     st = frel.stats
     k = freq.modulus
     aliased = (f"; {truth[2]:,} heavy clients (>= {k} requests) alias: {truth[3]:,} have a "
                f"count of 1 mod {k}" if truth[2] else "")
-    click.echo(f"  how often (frequency)    seen once {st.once.value:,.0f} [{st.once.low:,.0f}, "
-               f"{st.once.high:,.0f}] (true {truth[0]:,}), returning {st.returning.value:,.0f} "
-               f"[{st.returning.low:,.0f}, {st.returning.high:,.0f}] (true {truth[1]:,}); 95%, "
-               f"counters mod {k}, output epsilon {frel.epsilon:g}{aliased}")
+
+    def iv(x: Interval) -> str:  # shown clamped to 0..cells, flagged when noise-dominated
+        mark = " (noise-dominated)" if noise_dominated(x.value, x.low, x.high) else ""
+        return (f"{shown(x.value, 0, top):,.0f} [{shown(x.low, 0, top):,.0f}, "
+                f"{shown(x.high, 0, top):,.0f}]{mark}")
+
+    click.echo(f"  how often (frequency)    seen once {iv(st.once)} (true {truth[0]:,}), returning "
+               f"{iv(st.returning)} (true {truth[1]:,}); 95%, counters mod {k}, output epsilon "
+               f"{frel.epsilon:g}{aliased}")
     for a in audit:
         verdict = "within the claim" if not a.exceeded else "REVEALS the target (not covered)"
         click.echo(f"  subpoena simulation      {a.scenario}: empirical epsilon >= {a.empirical:.3f} "
                    f"vs claimed {a.claimed:.3f} -> {verdict}")
     click.echo(f"  density map              {universe.spec} by {dmap.by}: {len(dmap.rows):,} buckets, "
                f"each +-{dmap.halfwidth:.3f} at 95% (output epsilon {dmap.epsilon:g} for the whole "
-               f"map)")
+               f"map); {dmap.signals:,} told from empty at a {100 * dmap.fdr:g} % false-discovery "
+               "rate over the whole map")
     if map_png is not None:
         click.echo(f"  map picture              written to {map_png}")
     else:

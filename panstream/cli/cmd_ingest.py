@@ -39,6 +39,7 @@ from panstream.errors import ConfigurationError, InputFormatError, SourceError, 
 from panstream.estimators.base import Estimator
 from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.inputs.parser import Format, parse_format, tune_allocator
+from panstream.release.honesty import NOISE_FLAG
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.sources import open_input, stdin_reader
 from panstream.sources.files import require_codec, sniff
@@ -102,18 +103,26 @@ def _counts(s: IngestStats, outside: str = "outside") -> str:
 
 def release_line(rel: dict[str, Any]) -> str:
     """One human line for a periodic release of either family (its ``to_dict()``)."""
-    tail = f"epsilon {rel['epsilon']:g}, budget left {rel['budget_remaining']:g}"
+    eps = rel["epsilon"]
+    eps_out = eps["release"] if isinstance(eps, dict) else eps
+    flag = (f", {NOISE_FLAG} (interval wider than the value)" if rel.get("noise_dominated")
+            else "")
+    tail = f"epsilon {eps_out:g}, budget left {rel['budget_remaining']:g}{flag}"
+
+    def c(x: float | None) -> str:  # shown clamped at 0; the JSON keeps the unbiased value
+        return "-" if x is None else f"{max(float(x), 0.0):,.0f}"
+
     if "cardinality" in rel:  # a sketch
-        return (f"release: distinct {rel['distinct']:,.0f} [{rel['low']:,.0f}, "
-                f"{rel['high']:,.0f}], {tail}")
+        return f"release: distinct {c(rel['distinct'])} [{c(rel['low'])}, {c(rel['high'])}], {tail}"
     if "distinct" in rel:
-        return (f"release: distinct {rel['distinct']:,.0f} [{rel['distinct_low']:,.0f}, "
-                f"{rel['distinct_high']:,.0f}], density {rel['density']:.6f}, {tail}")
+        return (f"release: distinct {c(rel['distinct'])} [{c(rel['distinct_low'])}, "
+                f"{c(rel['distinct_high'])}], density {min(max(rel['density'], 0.0), 1.0):.6f}, "
+                f"{tail}")
     s = rel["stats"]
 
     def iv(name: str) -> str:
         v = s[name]
-        return f"{v['value']:,.0f} [{v['low']:,.0f}, {v['high']:,.0f}]"
+        return f"{c(v['value'])} [{c(v['low'])}, {c(v['high'])}]"
 
     return (f"release: present {iv('present')}, seen once {iv('once')}, returning "
             f"{iv('returning')}, {tail}")
@@ -183,6 +192,10 @@ def summary_record(est: Estimator, stats: IngestStats, telemetry: TelemetryPolic
         "epsilon_total": None if counted else eps_state + led.spent,
         "epsilon_total_at_budget": None if counted else eps_state + led.budget,
         "telemetry_epsilon_per_arrival": telemetry.epsilon if counted else 0.0,
+        # the common names (docs/schema/release.schema.json); release: the budget spent so far
+        "family": est.kind,
+        "epsilon": {"state": eps_state, "release": led.spent,
+                    "total": None if counted else eps_state + led.spent},
     }
 
 
@@ -349,7 +362,8 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     if files.count("-") > 1:
         raise click.UsageError("'-' (standard input) can be given only once")
     _check_inputs(files)  # before a new state file is created for a run that cannot start
-    if universe is not None and (state is None or not os.path.exists(state)):  # a new table
+    if (universe is not None or estimator == "sketch") and \
+            (state is None or not os.path.exists(state)):  # a new table (the sketch's grid default)
         warn_settings(universe, epsilon, calibration, estimator, modulus, expected_distinct)
     tune_allocator()
     with contextlib.ExitStack() as held:

@@ -38,6 +38,11 @@ def describe(path: str) -> dict[str, Any]:
         "epsilon_total_at_budget": est.epsilon_state + led.budget,
         "telemetry": "nothing counted by default (0 per person)",
         "shard": led.shard, "releases_refused": led.blocked,
+        # the common names of every --json output (docs/schema/release.schema.json): here the
+        # release epsilon is the output budget spent so far
+        "family": est.kind,
+        "epsilon": {"state": est.epsilon_state, "release": led.spent,
+                    "total": est.epsilon_state + led.spent},
     }
     est.wipe()
     with open(path, "rb") as f:
@@ -93,6 +98,7 @@ def _group(store: Any) -> dict[str, Any]:
         with contextlib.suppress(Exception):
             out["epsilon_state"] = estimators.state_epsilon(kind, float(fam["epsilon"]), **opts)
     out.update(ledger_summary(store))
+    out["family"] = out["estimator"][0] if len(out["estimator"]) == 1 else None
     return out
 
 
@@ -155,9 +161,12 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
         click.echo(f"sketch           {state}: a Presto SfmSketch (format tag 7, {presto['bytes']:,} "
                    f"bytes), {presto['buckets']} buckets x {presto['levels']} levels")
         click.echo(f"privacy          flip probability {presto['flip']!r}: epsilon "
-                   f"{presto['epsilon']:.6g} (already published: counting it is post-processing)")
+                   f"{presto['epsilon_flip']:.6g} (already published: counting it is "
+                   "post-processing)")
         click.echo(f"distinct         {presto['cardinality']:,} (Presto's cardinality(), +- "
-                   f"{presto['stderr']:,.0f} standard error)")
+                   f"{presto['stderr']:,.0f} standard error)"
+                   + (" NOISE-DOMINATED: its 95 % interval is wider than the count"
+                      if presto["noise_dominated"] else ""))
         click.echo(f"hash             {presto['hash'] or 'not recorded (no FILE.params.json)'}"
                    " (merge only with sketches of the same hash: docs/sketch.md, 'Which hash')")
         return
@@ -206,9 +215,21 @@ def _presto_file(path: str) -> dict[str, Any] | None:
 
     sk = sfm.from_presto(data)
     fit = sfm.mple(sk.ones_by_level(), sk.buckets, sk.flip)
-    return {"sketch": path, "format": "presto-sfm", "bytes": len(data), "buckets": sk.buckets,
-            "levels": sk.levels, "flip": sk.flip, "epsilon": sk.epsilon,
-            "cardinality": sk.cardinality(), "stderr": fit.stderr, "hash": read_hash(path)}
+    from panstream.release.schema import estimate_fields
+    from panstream.release.sketch import interval_halfwidth
+    from panstream.release.stats import DEFAULT_CONFIDENCE
+
+    # A published object: its count is an estimate in the common shape (no release noise; the
+    # whole flip epsilon is the state's), with the Presto figures under extras and as aliases.
+    h = interval_halfwidth(fit.stderr, 0.0, DEFAULT_CONFIDENCE)
+    old = {"sketch": path, "format": "presto-sfm", "bytes": len(data), "buckets": sk.buckets,
+           "levels": sk.levels, "flip": sk.flip, "epsilon_flip": sk.epsilon,
+           "cardinality": sk.cardinality(), "hash": read_hash(path)}
+    return estimate_fields(
+        family="sketch", universe=f"sketch:{sk.buckets}x{sk.levels}:id", statistic="distinct",
+        estimate=fit.n, low=fit.n - h, high=fit.n + h, stderr=fit.stderr,
+        confidence=DEFAULT_CONFIDENCE, epsilon_state=sk.epsilon, epsilon_release=0.0,
+        epsilon_total=sk.epsilon, extras=old, aliases=old)
 
 
 def _probabilities(d: dict[str, Any]) -> str:

@@ -278,6 +278,10 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         out = {k: v for k, v in out.items() if k not in ("messages", "items_applied",
                "malformed_skipped", "outside_universe_skipped", "exact_counts", "count_sd")}
     out["telemetry"] = telemetry.describe()
+    # the common names (docs/schema/release.schema.json); nothing is released by a consumer
+    out["family"] = estimator
+    out["epsilon"] = {"state": out["epsilon_state"], "release": 0.0,
+                      "total": None if telemetry.counts else out["epsilon_state"]}
     if window is not None:
         out["windows_released"] = runner.slices.released
         out["windows_open"] = {str(r): [label(w) for w in ws]

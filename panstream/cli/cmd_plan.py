@@ -138,7 +138,7 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
 
 
 @click.command()
-@universe_option()
+@universe_option(required=False)
 @epsilon_option(required=False, help="State epsilon: privacy of a leaked table (or give "
                 "--total-epsilon instead).")
 @click.option("--total-epsilon", type=FiniteFloatRange(min=0, min_open=True), default=None,
@@ -182,7 +182,7 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
 @json_option()
 @handle_errors
 @click.pass_context
-def command(ctx: click.Context, universe: Universe, epsilon: float | None,
+def command(ctx: click.Context, universe: Universe | None, epsilon: float | None,
             total_epsilon: float | None, releases: int | None, density: float | None,
             calibration: str, estimator: str, modulus: int, crop: int | None,
             expected_distinct: int | None, release_epsilon: float | None, target_error: float,
@@ -205,8 +205,12 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
     (E/2 to the state, E/2R per release) beside it. 'ingest --total-epsilon E --releases R'
     applies the same split.
 
+    Without -u, 'plan -n N' compares the families at N distinct items (the hashed table sized
+    for N beside the sketch; epsilon 1 unless --epsilon) and says which to pick.
+
     \b
     Examples:
+      panstream plan -n 20000                                    # which family, at 20,000
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 -n 20000 --release-epsilon 0.5
       panstream plan -u hashed:1048576 --epsilon 1 -n 100000     # also the best table size
@@ -225,9 +229,21 @@ def command(ctx: click.Context, universe: Universe, epsilon: float | None,
     the --modulus, over every frequency profile (docs/frequency.md, "Sizing").
     """
     check_family_options(ctx, estimator)
-    if estimator == "sketch" or universe.kind == "sketch":
+    if universe is None and estimator != "sketch":
+        if expected_distinct is None:
+            raise click.UsageError("give -u/--universe (the table to plan), or -n N without it "
+                                   "to compare the families at N distinct items")
+        if estimator == "frequency" or any(x is not None for x in (
+                total_epsilon, by, window, horizon, crop, releases, density)):
+            raise click.UsageError("without -u, plan -n N only compares the families; give "
+                                   "-u/--universe for the other options")
+        _compare_families(expected_distinct, 1.0 if epsilon is None else epsilon,
+                          release_epsilon, calibration, as_json, epsilon is None)
+        return
+    if estimator == "sketch" or (universe is not None and universe.kind == "sketch"):
         _sketch_plan(universe, epsilon, expected_distinct, release_epsilon, as_json)
         return
+    assert universe is not None  # refused above for every family but the sketch
     if estimator == "frequency":
         if epsilon is None or by is not None:
             raise click.UsageError("--estimator frequency plans with --epsilon (no --by maps)")
@@ -403,7 +419,51 @@ def _echo_comparison(d: dict[str, Any], universe: Universe) -> None:
                f"(rr, {table_bytes:,} bytes, +- {mine:,.0f}): {why}")
 
 
-def _sketch_plan(universe: Universe, epsilon: float | None, n: int | None,
+def _compare_families(n: int, epsilon: float, release_epsilon: float | None, calibration: str,
+                      as_json: bool, default_epsilon: bool) -> None:
+    """``plan -n N`` without ``-u``: the hashed bit table sized for N beside the sketch, at the
+    same epsilon, each with its 95 % error and whether it would be noise-dominated, and which to
+    pick (the smaller error)."""
+    from panstream.planning import suggest_universe
+    from panstream.release.honesty import noise_dominated
+
+    spec, _ = suggest_universe(n, epsilon, calibration)
+    table = plan(Universe.parse(spec), epsilon, n, release_epsilon)
+    row = next(r for r in table["calibrations"] if r.get("calibration") == calibration)
+    sk = _sketch_row(epsilon, n, release_epsilon)
+    fams = []
+    for fam, where, sd, size in (
+            ("density", spec, row.get("stderr_distinct"), (Universe.parse(spec).size + 7) // 8),
+            ("sketch", sk["grid"], sk["stderr_distinct"], sk["bytes"])):
+        half = None if sd is None else Z95 * sd
+        fams.append({"family": fam, "universe": where, "bytes": int(size), "stderr": sd,
+                     "halfwidth_95": half,
+                     "noise_dominated": half is None or noise_dominated(n, n - half, n + half)})
+    ok = [f for f in fams if f["stderr"] is not None]
+    pick = min(ok, key=lambda f: f["stderr"])["family"] if ok else None
+    if as_json:
+        emit_json({"expected_distinct": n, "epsilon": epsilon, "release_epsilon": release_epsilon,
+                   "calibration": calibration, "families": fams, "pick": pick})
+        return
+    eps = f"epsilon {epsilon:g}" + (" (the default; give --epsilon E)" if default_epsilon else "")
+    click.echo(f"plan: {n:,} distinct items, {eps}"
+               + (f", one release at epsilon {release_epsilon:g}" if release_epsilon else "")
+               + "; 95 % error of the distinct count:")
+    for f in fams:
+        err = ("more than it can express" if f["halfwidth_95"] is None
+               else f"+- {f['halfwidth_95']:,.0f} ({100 * f['halfwidth_95'] / n:.1f} %)")
+        flag = "  NOISE-DOMINATED: interval wider than the count" if f["noise_dominated"] else ""
+        click.echo(f"  {f['family']:<9} {f['universe']:<24} {f['bytes']:>12,} bytes  {err}{flag}")
+    if pick is not None:
+        click.echo(f"  pick the {pick} ({next(f['universe'] for f in fams if f['family'] == pick)})"
+                   "; a frequency table ('--estimator frequency -u ...') also says how often; "
+                   "'panstream plan -u UNIVERSE -n N' shows one in full")
+    if all(f["noise_dominated"] for f in fams):
+        click.echo("  every family is noise-dominated at this size: raise --epsilon or count over "
+                   "a longer window")
+
+
+def _sketch_plan(universe: Universe | None, epsilon: float | None, n: int | None,
                  release_epsilon: float | None, as_json: bool) -> None:
     """``plan --estimator sketch``: the grid's error at -n."""
     from panstream.sfm import SketchGrid

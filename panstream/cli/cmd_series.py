@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from typing import Any
 
 import click
 
 from panstream.cli.common import emit_json, handle_errors, json_option
 from panstream.eventtime import label, parse_duration
+from panstream.release.honesty import NOISE_FLAG, shown
 from panstream.series import plot_series, read
 from panstream.windows import horizon_line
 
@@ -44,9 +47,14 @@ def show(file: str, horizon: str | None, as_json: bool) -> None:
         late = ("" if r.get("late_records") is None else
                 f"  late ~{max(float(r['late_records']), 0):,.0f}, untimed "
                 f"~{max(float(r['untimed_records'] or 0), 0):,.0f}")
+        flag = f"  {NOISE_FLAG}" if r.get("noise_dominated") else ""
         click.echo(f"{r['window']} .. {label(float(r['end']))}  {r['statistic']} "
-                   f"{float(r['estimate']):>10,.0f}  [{float(r['low']):,.0f}, "
-                   f"{float(r['high']):,.0f}]  epsilon {float(r['epsilon_window']):.6g}{late}")
+                   f"{shown(float(r['estimate'])):>10,.0f}  [{shown(float(r['low'])):,.0f}, "
+                   f"{shown(float(r['high'])):,.0f}]  epsilon "
+                   f"{float(r['epsilon_window']):.6g}{late}{flag}")
+    line = series_advice(recs)
+    if line:
+        click.echo(line)
     ids = [r["window"] for r in recs]
     if len(set(ids)) != len(ids):
         click.echo("WARNING: some windows appear more than once: their budget was spent twice",
@@ -55,6 +63,25 @@ def show(file: str, horizon: str | None, as_json: bool) -> None:
         size = int(float(recs[-1]["end"]) - float(recs[-1]["start"]))
         secs = parse_duration(horizon, "--horizon")
         click.echo(horizon_line(float(recs[-1]["epsilon_window"]), size, secs))
+
+
+def series_advice(recs: list[dict[str, Any]]) -> str | None:
+    """One line when windows are noise-dominated: how many, and what would make them usable
+    (``None`` when none is). The numbers: the median window's interval width against its value;
+    a window ``k`` times longer holds up to ``k`` times the count for the same noise (a bit
+    table's noise is fixed by its universe), and the release noise falls as ``1/epsilon``."""
+    noisy = [r for r in recs if r.get("noise_dominated")]
+    if not noisy:
+        return None
+    width = statistics.median(float(r["high"]) - float(r["low"]) for r in recs)
+    value = statistics.median(abs(float(r["estimate"])) for r in recs)
+    k = math.ceil(width / value) if value > 0 else None
+    longer = (f"windows about {k}x longer (if the count grows with the window)" if k
+              else "longer windows")
+    return (f"{NOISE_FLAG}: {len(noisy)} of {len(recs)} window(s) have an interval wider than "
+            f"their value (median width {width:,.0f} against a median value {value:,.0f}): read "
+            f"them as 'small', not as values; to make them usable: {longer}, a larger epsilon "
+            "or a smaller universe ('panstream plan' gives the error of each)")
 
 
 @command.command("plot")

@@ -280,7 +280,7 @@ def warn_settings(universe: Universe | None, epsilon: float, calibration: str,
     the command refuses them with its own error.
     """
     from panstream.calibration import calibrate, calibrate_frequency
-    from panstream.planning import accuracy_warning, epsilon_warning
+    from panstream.planning import accuracy_warning, epsilon_warning, noise_warning
 
     out: list[str] = []
     try:
@@ -294,6 +294,11 @@ def warn_settings(universe: Universe | None, epsilon: float, calibration: str,
         out.append(epsilon_warning(epsilon, realized) or "")  # paper realizes less by design
     if estimator == "density" and universe is not None:
         out.append(accuracy_warning(universe, epsilon, calibration, expected) or "")
+    if expected is not None and not (estimator == "density" and out and out[-1]):
+        # every family: an interval wider than the count expected (panstream.release.honesty)
+        with contextlib.suppress(PanstreamError, ValueError):
+            out.append(noise_warning(estimator, universe, epsilon, expected, calibration,
+                                     modulus) or "")
     out = [w for w in out if w]
     for w in out:
         click.echo(f"panstream: warning: {w}", err=True)
@@ -335,8 +340,9 @@ def json_ready(obj: Any, key: str = "") -> Any:
     """``obj`` with its floats rounded to :data:`JSON_DIGITS` significant digits (a budget left
     of 0.19999999999999996 is shown as 0.2) and non-finite floats as ``None`` (valid JSON).
 
-    Fields whose name starts with ``epsilon`` keep their exact value: they are the realized privacy
-    parameters, and a user comparing or re-using them needs every bit.
+    Fields whose name starts with ``epsilon`` (and every field inside one, such as the common
+    shape's ``epsilon.state``) keep their exact value: they are the realized privacy parameters,
+    and a user comparing or re-using them needs every bit.
 
     >>> json_ready({"budget_remaining": 1.0 - 0.8, "epsilon_state": 0.9999999991785604})
     {'budget_remaining': 0.2, 'epsilon_state': 0.9999999991785604}
@@ -346,7 +352,8 @@ def json_ready(obj: Any, key: str = "") -> Any:
             return None
         return obj if key.startswith("epsilon") else float(f"{obj:.{JSON_DIGITS}g}")
     if isinstance(obj, dict):
-        return {k: json_ready(v, str(k)) for k, v in obj.items()}
+        return {k: json_ready(v, key if key.startswith("epsilon") else str(k))
+                for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [json_ready(v, key) for v in obj]
     return obj

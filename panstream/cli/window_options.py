@@ -163,7 +163,10 @@ def window_line(rec: dict[str, Any]) -> str:
     """One human line for a closed window's record."""
     pct = f"{100 * float(rec.get('confidence') or 0.95):g} %"
     line = (f"window {rec['window']} .. {label(rec['end'])}: {rec['statistic']} "
-            f"{rec['estimate']:,.0f} [{rec['low']:,.0f}, {rec['high']:,.0f}] ({pct}), epsilon "
+            f"{max(rec['estimate'], 0):,.0f} [{max(rec['low'], 0):,.0f}, "
+            f"{max(rec['high'], 0):,.0f}] ({pct})"
+            + (" NOISE-DOMINATED (interval wider than the value)"
+               if rec.get("noise_dominated") else "") + ", epsilon "
             f"{rec['epsilon_window']:.6g} (state {rec['epsilon_state']:.6g} + release "
             f"{rec['epsilon_release']:g})")
     if rec.get("late_records") is not None:
@@ -191,6 +194,10 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
                                "drop --budget")
     if releases is not None:
         raise click.UsageError("--window releases each window once: drop --releases")
+    if universe is None and estimator == "sketch":  # the sketch's default grid, as ingest
+        from panstream.sfm import SketchGrid
+
+        universe = SketchGrid()
     if universe is None:
         raise click.UsageError("--window needs --universe (each window starts a new table)")
     if state is not None and series is None:

@@ -34,9 +34,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from fractions import Fraction
+from statistics import NormalDist
 from typing import Any
 
+from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
 from panstream.release.ledger import group_privacy
+from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
     DEFAULT_CONFIDENCE,
     CountingTable,
@@ -46,6 +50,7 @@ from panstream.release.stats import (
     noisy_count,
     occupancy_stderr,
     output_law,
+    stderr_distinct,
     stderr_state,
 )
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
@@ -116,9 +121,54 @@ class Release:
         """
         return group_privacy(k, self.epsilon_total)
 
+    @property
+    def noise_dominated(self) -> bool:
+        """True when the distinct count's interval is wider than the count
+        (:func:`panstream.release.honesty.noise_dominated`)."""
+        return noise_dominated(self.distinct, self.distinct_low, self.distinct_high)
+
+    @property
+    def stderr_distinct(self) -> float:
+        """Standard deviation of ``distinct`` (``stderr_density`` through linear counting if hashed)."""
+        return stderr_distinct(self.density, self.stderr_density, self.size,
+                               self.universe.startswith("hashed"))
+
+    def noise_halves(self) -> tuple[float, float]:
+        """Half-widths (distinct counts, at ``confidence``) of the table's noise alone and of the
+        release's noise alone: the two parts of the interval, for :func:`advice`."""
+        law, _ = output_law(self.epsilon, self.mechanism, self.confidence, self.sensitivity)
+        p, q = Fraction(self.p), Fraction(self.q)
+        scale = self.size * float(p - q)
+        z = NormalDist().inv_cdf(0.5 + self.confidence / 2)
+        hashed = self.universe.startswith("hashed")
+        state = stderr_distinct(self.density, z * stderr_state(self.density, self.size, p, q),
+                                self.size, hashed)
+        rel = stderr_distinct(self.density, noise_quantile(0.0, law, self.confidence) / scale,
+                              self.size, hashed)
+        return state, rel
+
+    def advice(self) -> str:
+        """What would make a noise-dominated count usable (``""`` when it is not)."""
+        if not self.noise_dominated:
+            return ""
+        state, rel = self.noise_halves()
+        return advice(self.distinct, self.distinct_low, self.distinct_high, state_half=state,
+                      release_half=rel, epsilon_state=self.epsilon_state / self.state_tables,
+                      epsilon_release=self.epsilon, cells=self.size)
+
     def to_dict(self) -> dict[str, Any]:
-        """All fields as a JSON-serializable dict."""
-        return asdict(self)
+        """The common JSON shape (:mod:`panstream.release.schema`): the distinct count as
+        ``estimate``, the density under ``extras``, and the old top-level names as aliases."""
+        old = asdict(self)
+        extras = {k: old[k] for k in ("density", "density_low", "density_high", "stderr_density",
+                                      "noisy_ones", "size", "p", "q", "noise_granularity",
+                                      "sensitivity", "state_tables", "mechanism")}
+        return estimate_fields(
+            family="density", universe=self.universe, statistic="distinct",
+            estimate=self.distinct, low=self.distinct_low, high=self.distinct_high,
+            stderr=self.stderr_distinct, confidence=self.confidence,
+            epsilon_state=self.epsilon_state, epsilon_release=self.epsilon,
+            epsilon_total=self.epsilon_total, extras=extras, aliases=old)
 
 
 def release(est: CountingTable, epsilon: float, mechanism: str = "laplace", *,
@@ -222,13 +272,21 @@ def format_release(r: Release) -> str:
         panstream release: laplace mechanism, epsilon 0.5 over range:4096 (4,096 cells)
     """
     pct = f"{100 * r.confidence:g}%"
+    top = float(r.size) if not r.universe.startswith("hashed") else math.inf
+    clamped = (r.distinct_low < 0 or r.distinct_high > top or r.density_low < 0
+               or r.density_high > 1)
+    flag = flag_line(r.distinct, r.distinct_low, r.distinct_high, r.confidence, r.advice())
     lines = [
         f"panstream release: {r.mechanism} mechanism, epsilon {r.epsilon:g} over {r.universe} "
         f"({r.size:,} cells)",
-        f"  distinct (estimated)  {r.distinct:>14,.0f}   {pct} CI [{r.distinct_low:,.0f}, "
-        f"{r.distinct_high:,.0f}]",
-        f"  density               {r.density:>14.6f}   {pct} CI [{r.density_low:.6f}, "
-        f"{r.density_high:.6f}]",
+        f"  distinct (estimated)  {shown(r.distinct, 0, top):>14,.0f}   {pct} CI "
+        f"[{shown(r.distinct_low, 0, top):,.0f}, {shown(r.distinct_high, 0, top):,.0f}]",
+        *([f"  ({BELOW_ZERO})"] if r.distinct_high < 0 else []),
+        *([flag] if flag else []),
+        f"  density               {shown(r.density, 0, 1):>14.6f}   {pct} CI "
+        f"[{shown(r.density_low, 0, 1):.6f}, {shown(r.density_high, 0, 1):.6f}]",
+        *(["  (shown clamped to the possible range; --json keeps the unbiased values)"]
+          if clamped else []),
         f"  noisy count of ones   {r.noisy_ones:>14,.3f}",
         f"  privacy               output epsilon {r.epsilon:g} + state epsilon "
         f"{r.epsilon_state:.6g} -> pan-private epsilon_total {r.epsilon_total:.6g} "

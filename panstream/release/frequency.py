@@ -35,8 +35,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from panstream.errors import ConfigurationError, StateError
+from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
 from panstream.release.incidence import IncidenceModel, Interval
 from panstream.release.ledger import PrivacyLedger, ShardLedger, group_privacy
+from panstream.release.schema import estimate_fields
 from panstream.release.stats import DEFAULT_CONFIDENCE, noisy_count, output_law
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 from panstream.universe import Universe
@@ -189,12 +191,44 @@ class FrequencyRelease:
         """Pan-private guarantee for a group of ``k`` people: ``k * epsilon_total``."""
         return group_privacy(k, self.epsilon_total)
 
+    @property
+    def noise_dominated(self) -> bool:
+        """True when the present cells' interval is wider than their count."""
+        p = self.stats.present
+        return noise_dominated(p.value, p.low, p.high)
+
+    def advice(self) -> str:
+        """What would make a noise-dominated count of present cells usable (``""`` if it is not).
+        The release's part of the present count is ``sd(noise) / alpha`` (it enters through
+        ``N_hat_0``); the rest of the interval is the counters' own noise."""
+        p = self.stats.present
+        if not noise_dominated(p.value, p.low, p.high):
+            return ""
+        law, _ = output_law(self.epsilon, self.mechanism, self.confidence, self.sensitivity)
+        half = (p.high - p.low) / 2
+        z = half / p.stderr if p.stderr > 0 else 1.96
+        rel = z * math.sqrt(law.variance) / float(Fraction(self.alpha))
+        state = math.sqrt(max(0.0, half * half - rel * rel))
+        return advice(p.value, p.low, p.high, state_half=state, release_half=rel,
+                      epsilon_state=self.epsilon_state / self.state_tables,
+                      epsilon_release=self.epsilon, cells=self.cells, unit="present")
+
     def to_dict(self) -> dict[str, Any]:
-        """All fields as a JSON-serializable dict (``nan`` as ``None``)."""
+        """The common JSON shape (:mod:`panstream.release.schema`): the present cells as
+        ``estimate``, the other statistics under ``extras["stats"]`` (``nan`` as ``None``), and
+        the old top-level names as aliases."""
         d = asdict(self)
         d["noisy_histogram"] = list(self.noisy_histogram)
         d["stats"] = self.stats.to_dict()
-        return d
+        p = self.stats.present
+        extras = {k: d[k] for k in ("stats", "noisy_histogram", "modulus", "alpha", "cells",
+                                    "noise_granularity", "sensitivity", "state_tables",
+                                    "mechanism")}
+        return estimate_fields(
+            family="frequency", universe=self.universe, statistic="present", estimate=p.value,
+            low=p.low, high=p.high, stderr=p.stderr, confidence=self.confidence,
+            epsilon_state=self.epsilon_state, epsilon_release=self.epsilon,
+            epsilon_total=self.epsilon_total, extras=extras, aliases=d)
 
 
 def release_frequency(table: CounterHistogram, epsilon: float, mechanism: str = "laplace", *,
@@ -268,16 +302,27 @@ def release_frequency(table: CounterHistogram, epsilon: float, mechanism: str = 
     )
 
 
-def _fmt_count(iv: Interval, pct: str) -> str:
-    if math.isnan(iv.value):
-        return "undefined (no present cells estimated)"
-    return f"{iv.value:>12,.0f}   {pct} CI [{iv.low:,.0f}, {iv.high:,.0f}]"
+def _noisy(iv: Interval) -> str:
+    if iv.high < 0:
+        return f"  ({BELOW_ZERO})"
+    return "  (noise-dominated)" if noise_dominated(iv.value, iv.low, iv.high) else ""
 
 
-def _fmt_frac(iv: Interval, pct: str, digits: int = 3) -> str:
+def _fmt_count(iv: Interval, pct: str, top: float = math.inf) -> str:
+    """A count and its interval, shown clamped to ``[0, top]`` (the release keeps them as drawn)."""
     if math.isnan(iv.value):
         return "undefined (no present cells estimated)"
-    return f"{iv.value:>12.{digits}f}   {pct} CI [{iv.low:.{digits}f}, {iv.high:.{digits}f}]"
+    return (f"{shown(iv.value, 0, top):>12,.0f}   {pct} CI [{shown(iv.low, 0, top):,.0f}, "
+            f"{shown(iv.high, 0, top):,.0f}]{_noisy(iv)}")
+
+
+def _fmt_frac(iv: Interval, pct: str, digits: int = 3, top: float = 1.0) -> str:
+    """A fraction (or mean) and its interval, shown clamped to ``[0, top]``."""
+    if math.isnan(iv.value):
+        return "undefined (no present cells estimated)"
+    return (f"{shown(iv.value, 0, top):>12.{digits}f}   {pct} CI "
+            f"[{shown(iv.low, 0, top):.{digits}f}, {shown(iv.high, 0, top):.{digits}f}]"
+            f"{_noisy(iv)}")
 
 
 def format_frequency_release(r: FrequencyRelease) -> str:
@@ -292,18 +337,25 @@ def format_frequency_release(r: FrequencyRelease) -> str:
     pct = f"{100 * r.confidence:g}%"
     s = r.stats
     k = r.modulus
-    counts = ", ".join(f"{j}: {iv.value:,.0f}" for j, iv in enumerate(s.incidence) if j)
+    n = float(r.cells)
+    counts = ", ".join(f"{j}: {shown(iv.value, 0, n):,.0f}" for j, iv in enumerate(s.incidence)
+                       if j)
+    flag = flag_line(s.present.value, s.present.low, s.present.high, r.confidence, r.advice(),
+                     indent="    ")
     lines = [
         f"panstream release (frequency): {r.mechanism} mechanism, epsilon {r.epsilon:g} over "
         f"{r.universe} ({r.cells:,} counters mod {k})",
-        f"  present (seen >= 1)         {_fmt_count(s.present, pct)}",
-        f"  seen exactly once           {_fmt_count(s.once, pct)}",
-        f"  returning (seen >= 2)       {_fmt_count(s.returning, pct)}",
+        f"  present (seen >= 1)         {_fmt_count(s.present, pct, n)}",
+        *([flag] if flag else []),
+        f"  seen exactly once           {_fmt_count(s.once, pct, n)}",
+        f"  returning (seen >= 2)       {_fmt_count(s.returning, pct, n)}",
         f"  fraction seen once          {_fmt_frac(s.fraction_once, pct)}",
         f"  fraction returning          {_fmt_frac(s.fraction_returning, pct)}",
-        f"  mean count cropped at {s.t:<3}   {_fmt_frac(s.cropped_mean, pct, 2)}",
+        f"  mean count cropped at {s.t:<3}   {_fmt_frac(s.cropped_mean, pct, 2, float(s.t))}",
         f"  fraction seen >= {s.t:<3} times  {_fmt_frac(s.heavy, pct)}",
         f"  seen exactly j times        {counts}",
+        "  shown                       clamped to each figure's possible range (--json keeps the "
+        "unbiased values)",
         f"  aliasing                    a count of {k} or more is seen modulo {k}: the statistics "
         f"are exact in expectation only if counts stay below {k} (docs/frequency.md)",
         f"  privacy                     output epsilon {r.epsilon:g} + state epsilon "

@@ -45,7 +45,9 @@ from typing import IO, Any
 import numpy as np
 
 from panstream.errors import ConfigurationError
+from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
 from panstream.release.noise import NoiseLaw, exact_epsilon
+from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
     DEFAULT_CONFIDENCE,
     CountingTable,
@@ -94,6 +96,11 @@ class MapRow:
             state variance, which only widens it).
         distinct, distinct_low, distinct_high: the same times ``cells``.
         note: ``""``, or why this row differs (the last range bucket may be shorter).
+        p_empty: the one-sided p-value of "this bucket is empty" (exact null law of its noisy
+            count, :func:`empty_p_values`).
+        signal: told from empty by the map-wide rule (Benjamini-Hochberg at the map's
+            false-discovery rate, :func:`discoveries`): the buckets a picture colours.
+        noise_dominated: the distinct count's interval is wider than the count.
     """
 
     label: str
@@ -107,10 +114,14 @@ class MapRow:
     distinct_low: float
     distinct_high: float
     note: str = ""
+    p_empty: float = 1.0
+    signal: bool = False
+    noise_dominated: bool = False
 
     @property
     def indistinct_from_zero(self) -> bool:
-        """True when the interval contains density 0: this bucket's signal is not told from noise."""
+        """True when this bucket's own interval contains density 0 (a per-bucket statement: over
+        a map, use :attr:`signal`, which controls the error over all buckets together)."""
         return self.density_low <= 0.0
 
 
@@ -146,6 +157,10 @@ class MapRelease:
         :class:`~panstream.release.Release`.
         halfwidth: 95 %-style half-width (at ``confidence``) of the density of an empty full bucket:
             differences smaller than this between buckets are noise.
+        fdr: the false-discovery rate of :attr:`MapRow.signal` over the whole map (``1 -
+            confidence``): on average at most this share of the buckets marked as signal are empty,
+            and on a map with no signal at all the chance that any bucket is marked is at most it.
+        rule: how ``signal`` is decided (``"benjamini-hochberg"`` on exact p-values).
     """
 
     rows: tuple[MapRow, ...]
@@ -166,12 +181,40 @@ class MapRelease:
     halfwidth: float
     sensitivity: int = 1
     state_tables: int = 1
+    fdr: float = 0.05
+    rule: str = "benjamini-hochberg"
+
+    @property
+    def signals(self) -> int:
+        """How many buckets are told from empty at the map's false-discovery rate."""
+        return sum(r.signal for r in self.rows)
+
+    @property
+    def noise_dominated(self) -> bool:
+        """True when the total's distinct count has an interval wider than itself."""
+        t = self.total
+        return noise_dominated(t.distinct, t.distinct_low, t.distinct_high)
 
     def to_dict(self) -> dict[str, Any]:
-        """All fields as a JSON-serializable dict (rows as a list of dicts)."""
+        """The common JSON shape (:mod:`panstream.release.schema`): the map's total distinct
+        count as ``estimate``, the rows and bucket figures under ``extras``, and the old
+        top-level names (``rows``, ``total``, ``by``, ...) as aliases."""
         d = asdict(self)
         d["rows"] = [asdict(r) for r in self.rows]
-        return d
+        d["signals"] = self.signals
+        t = self.total
+        z = NormalDist().inv_cdf(0.5 + self.confidence / 2)
+        cells = sum(r.cells for r in self.rows)
+        extras = {k: d[k] for k in ("rows", "total", "by", "bucket_cells", "halfwidth", "fdr",
+                                    "rule", "signals", "p", "q", "mechanism", "sensitivity",
+                                    "state_tables")}
+        return estimate_fields(
+            family="density", universe=self.universe, statistic="distinct",
+            estimate=t.distinct, low=t.distinct_low, high=t.distinct_high,
+            stderr=(t.distinct_high - t.distinct) / z if cells else 0.0,
+            confidence=self.confidence, epsilon_state=self.epsilon_state,
+            epsilon_release=self.epsilon, epsilon_total=self.epsilon_total, extras=extras,
+            aliases=d)
 
     def to_csv(self, path_or_file: str | PathLike[str] | IO[str]) -> None:
         """Write one CSV line per bucket (header first) to a path or an open text file."""
@@ -258,6 +301,83 @@ def bucket_label(universe: Universe, first: int, cells: int, by: str) -> str:
     return f"{first}\u2013{first + cells - 1}"
 
 
+def _log_binomial_pmf(cells: int, q: float, ks: np.ndarray) -> np.ndarray:
+    lg = np.vectorize(math.lgamma, otypes=[float])
+    return (math.lgamma(cells + 1) - lg(ks + 1.0) - lg(cells - ks + 1.0)
+            + ks * math.log(q) + (cells - ks) * math.log1p(-q))
+
+
+def empty_p_values(noisy_ones: np.ndarray | list[float], cells: int, q: Fraction | float,
+                   law: NoiseLaw, mechanism: str = "laplace") -> np.ndarray:
+    """The one-sided p-value of "the bucket is empty" for each noisy count of ones, exactly.
+
+    In an empty bucket every bit is still its first draw from D0, so its count of ones is
+    ``K ~ Binomial(cells, q)`` exactly, plus the release noise ``g Z`` of ``law`` (``Pr[Z >= m] =
+    a**m / (1 + a)`` for ``m >= 1``, ``1 - a**(1 - m) / (1 + a)`` otherwise, ``a = e**-(e g)``);
+    the p-value of an observed noisy count ``y`` is ``Pr[K + g Z >= y]`` (``geometric`` clamps at
+    0: a count of 0 has p-value 1). Splitting the sum over ``k`` at ``y``,
+
+        Pr[K + g Z >= y] = e**(-e y)/(1 + a) sum_{k < y} Pr[K = k] e**(e k) + Pr[K >= y]
+                           - a e**(e y)/(1 + a) sum_{k >= y} Pr[K = k] e**(-e k),
+
+    so three running sums over ``k`` (kept in logarithms) serve every bucket. It is computed from
+    the noisy count and public parameters only (post-processing); the binomial is summed within
+    12 standard deviations and 40 counts of its mean (the rest weighs below 1e-30).
+
+    >>> law = NoiseLaw.for_mechanism("geometric", 1.0)
+    >>> p = empty_p_values([64.0, 140.0], 256, Fraction(1, 4), law, "geometric")
+    >>> bool(0.4 < p[0] < 0.6), bool(p[1] < 1e-12)
+    (True, True)
+    """
+    y = np.asarray(noisy_ones, dtype=np.float64)
+    qf = float(q)
+    mean, sd = cells * qf, math.sqrt(cells * qf * (1 - qf))
+    lo = max(0, int(mean - 12 * sd - 40))
+    hi = min(cells, int(mean + 12 * sd + 40) + 1)
+    ks = np.arange(lo, hi + 1, dtype=np.float64)
+    logpmf = _log_binomial_pmf(cells, qf, ks)
+    g = float(law.granularity)
+    e = float(law.epsilon_exact * law.granularity) / g  # per count
+    a = math.exp(-e * g)
+    up = np.logaddexp.accumulate(logpmf + e * (ks - ks[0]))  # log sum_{k <= k_j} pmf e^(e(k-k0))
+    down = np.logaddexp.accumulate((logpmf - e * (ks - ks[-1]))[::-1])[::-1]  # k >= k_j, e^(-e(k-k_n))
+    tail = np.cumsum(np.exp(logpmf)[::-1])[::-1]  # Pr[K >= k_j]
+    j = np.searchsorted(ks, y, side="left")  # ks[:j] < y <= ks[j:]
+    below = np.where(j > 0, np.exp(up[np.maximum(j - 1, 0)] - e * (y - ks[0])), 0.0)
+    inside = j < ks.size
+    jj = np.minimum(j, ks.size - 1)
+    above = np.where(inside, np.exp(np.minimum(down[jj] + e * (y - ks[-1]), 700.0)), 0.0)
+    out = below / (1 + a) + np.where(inside, tail[jj], 0.0) - a * above / (1 + a)
+    out = np.clip(out, 0.0, 1.0)
+    if mechanism == "geometric":
+        out[y <= 0] = 1.0
+    return out
+
+
+def discoveries(p_values: np.ndarray, rate: float) -> np.ndarray:
+    """Benjamini-Hochberg at false-discovery rate ``rate``: a boolean mask of the rejected nulls.
+
+    Sort the ``m`` p-values, find the largest rank ``k`` with ``p_(k) <= k rate / m`` and reject
+    the ``k`` smallest. For independent p-values (disjoint buckets, independent noise) the
+    expected share of false discoveries among the discoveries is at most ``rate`` (Benjamini and
+    Hochberg 1995); when every null is true that is the chance of any discovery at all.
+
+    >>> discoveries(np.array([0.001, 0.2, 0.04, 0.9]), 0.05).tolist()
+    [True, False, False, False]
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    m = p.size
+    out = np.zeros(m, dtype=bool)
+    if m == 0:
+        return out
+    order = np.argsort(p, kind="stable")
+    ok = p[order] <= rate * np.arange(1, m + 1) / m
+    if ok.any():
+        k = int(np.nonzero(ok)[0][-1]) + 1
+        out[order[:k]] = True
+    return out
+
+
 def release_map(est: CountingTable, epsilon: float, by: int | str, mechanism: str = "laplace", *,
                 confidence: float = DEFAULT_CONFIDENCE, sensitivity: int = 1,
                 state_tables: int = 1) -> MapRelease:
@@ -314,6 +434,17 @@ def release_map(est: CountingTable, epsilon: float, by: int | str, mechanism: st
             cache[key] = noise_quantile(sigma, law, confidence) / scale
         return cache[key]
 
+    # The map-wide rule (docs/maps.md, "Colours that do not lie"): exact p-values of "empty",
+    # then Benjamini-Hochberg over all buckets at the false-discovery rate 1 - confidence.
+    pvals = np.empty(n)
+    full = n if size % bucket_cells == 0 else n - 1
+    if full:
+        pvals[:full] = empty_p_values(noisy[:full], bucket_cells, q, law, mechanism)
+    if full < n:
+        pvals[full:] = empty_p_values(noisy[full:], size - full * bucket_cells, q, law, mechanism)
+    rate = 1.0 - float(confidence)
+    signal = discoveries(pvals, rate)
+
     rows = []
     for i in range(n):
         first = i * bucket_cells
@@ -325,7 +456,8 @@ def release_map(est: CountingTable, epsilon: float, by: int | str, mechanism: st
             label=bucket_label(universe, first, cells, by_label), first=first, cells=cells,
             noisy_ones=float(noisy[i]), density=d, density_low=d - h, density_high=d + h,
             distinct=d * cells, distinct_low=(d - h) * cells, distinct_high=(d + h) * cells,
-            note=note))
+            note=note, p_empty=float(pvals[i]), signal=bool(signal[i]),
+            noise_dominated=noise_dominated(d * cells, (d - h) * cells, (d + h) * cells)))
 
     total_ones = math.fsum(noisy.tolist())
     td = debias(total_ones, size, p, q)
@@ -344,30 +476,58 @@ def release_map(est: CountingTable, epsilon: float, by: int | str, mechanism: st
         epsilon_total=est.ledger.epsilon_total(eps_state), mechanism=mechanism,
         confidence=float(confidence), p=str(p), q=str(q), budget=est.ledger.budget,
         budget_remaining=est.ledger.remaining, time=entry.time,
-        halfwidth=halfwidth(0.0, bucket_cells), sensitivity=sensitivity, state_tables=state_tables)
+        halfwidth=halfwidth(0.0, bucket_cells), sensitivity=sensitivity, state_tables=state_tables,
+        fdr=rate)
+
+
+def rule_text(m: MapRelease) -> str:
+    """The map-wide rule in words, for a caption or a legend."""
+    pct = f"{100 * m.fdr:g} %"
+    return (f"coloured = told from empty at a {pct} false-discovery rate over the whole map "
+            f"(Benjamini-Hochberg on exact p-values): with no signal at all, the chance that any "
+            f"bucket is coloured is at most {pct}")
 
 
 def format_map(m: MapRelease, limit: int = 20) -> str:
-    """A human summary of a map: header, up to ``limit`` rows, the total and the accounting."""
+    """A human summary of a map: header, up to ``limit`` rows, the total and the accounting.
+
+    Figures are shown clamped to their possible range (density 0..1, distinct 0..cells); the
+    JSON and CSV keep the unbiased values.
+    """
     pct = f"{100 * m.confidence:g}%"
+    dominated = sum(r.noise_dominated for r in m.rows)
     lines = [
         f"panstream map: {m.mechanism} mechanism, epsilon {m.epsilon:g} over {m.universe} by "
         f"{m.by} ({len(m.rows):,} buckets of {m.bucket_cells:,} cells)",
         f"  a bucket's density is +-{m.halfwidth:.3f} at {pct} from noise alone: smaller "
-        "differences are not signal; '~' marks buckets whose interval contains 0",
+        "differences are not signal",
+        f"  '*' = {rule_text(m)}; '~' = could be empty. {m.signals:,} of {len(m.rows):,} "
+        f"bucket(s) marked '*'; {dominated:,} bucket estimate(s) noise-dominated (interval "
+        "wider than the value)",
+        "  figures shown clamped to their possible range (--json and --csv keep the unbiased "
+        "values)",
         f"  {'bucket':<28} {'density':>9} {pct + ' CI':>21} {'distinct':>12}",
     ]
     for r in m.rows[:limit]:
-        mark = "~" if r.indistinct_from_zero else " "
-        lines.append(f" {mark}{r.label:<28} {r.density:>9.4f} [{r.density_low:>8.4f}, "
-                     f"{r.density_high:>8.4f}] {r.distinct:>12,.0f}"
-                     + (f"  ({r.note})" if r.note else ""))
+        mark = "*" if r.signal else "~"
+        extra = [x for x in (r.note, "noise-dominated" if r.noise_dominated and r.signal else "",
+                             BELOW_ZERO if r.density_high < 0 else "") if x]
+        lines.append(f" {mark}{r.label:<28} {shown(r.density, 0, 1):>9.4f} "
+                     f"[{shown(r.density_low, 0, 1):>8.4f}, {shown(r.density_high, 0, 1):>8.4f}] "
+                     f"{shown(r.distinct, 0, r.cells):>12,.0f}"
+                     + (f"  ({'; '.join(extra)})" if extra else ""))
     if len(m.rows) > limit:
         lines.append(f"  ... {len(m.rows) - limit:,} more buckets (use --csv for all)")
     t = m.total
+    size = float(sum(r.cells for r in m.rows))
+    flag = flag_line(t.distinct, t.distinct_low, t.distinct_high, m.confidence, total_advice(m))
     lines += [
-        f"  total (sum of buckets)  density {t.density:.6f} [{t.density_low:.6f}, "
-        f"{t.density_high:.6f}], distinct {t.distinct:,.0f}",
+        f"  total (sum of buckets)  density {shown(t.density, 0, 1):.6f} "
+        f"[{shown(t.density_low, 0, 1):.6f}, {shown(t.density_high, 0, 1):.6f}], distinct "
+        f"{shown(t.distinct, 0, size):,.0f} [{shown(t.distinct_low, 0, size):,.0f}, "
+        f"{shown(t.distinct_high, 0, size):,.0f}]" + (f" ({BELOW_ZERO})" if t.distinct_high < 0
+                                                      else ""),
+        *([flag] if flag else []),
         f"  privacy               output epsilon {m.epsilon:g} for the whole map (disjoint buckets) "
         f"+ state epsilon {m.epsilon_state:.6g} -> pan-private epsilon_total {m.epsilon_total:.6g} "
         f"{TOTAL_TELEMETRY_NOTE}",
@@ -375,6 +535,26 @@ def format_map(m: MapRelease, limit: int = 20) -> str:
         f"{m.budget_remaining:g} left",
     ]
     return "\n".join(lines)
+
+
+def total_advice(m: MapRelease) -> str:
+    """What would make a noise-dominated map total usable (``""`` when it is not)."""
+    t = m.total
+    if not noise_dominated(t.distinct, t.distinct_low, t.distinct_high):
+        return ""
+    size = sum(r.cells for r in m.rows)
+    p, q = Fraction(m.p), Fraction(m.q)
+    z = NormalDist().inv_cdf(0.5 + m.confidence / 2)
+    law, _ = _law_of(m)
+    state = z * stderr_state(t.density, size, p, q) * size
+    rel = z * math.sqrt(len(m.rows) * law.variance) / float(p - q)
+    return advice(t.distinct, t.distinct_low, t.distinct_high, state_half=state, release_half=rel,
+                  epsilon_state=m.epsilon_state / m.state_tables, epsilon_release=m.epsilon,
+                  cells=size)
+
+
+def _law_of(m: MapRelease) -> tuple[NoiseLaw, float]:
+    return output_law(m.epsilon, m.mechanism, m.confidence, m.sensitivity, 1, "map epsilon")
 
 
 #: Output epsilons the planner tabulates when none is given.

@@ -36,7 +36,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from panstream import sfm
+from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
 from panstream.release.ledger import PrivacyLedger, group_privacy
+from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
     DEFAULT_CONFIDENCE,
     _normal_laplace_survival,
@@ -77,9 +79,11 @@ class SketchRelease:
     """A published distinct count from a sketch (safe to print, store and share).
 
     Attributes:
-        distinct: the maximum pseudo-likelihood estimate from the noisy counts (unrounded).
-        cardinality: the same, rounded as Presto's ``cardinality()`` rounds it.
-        low, high: the interval at ``confidence`` (state randomness and release noise).
+        distinct: the maximum pseudo-likelihood estimate from the noisy counts (unrounded, never
+            clamped: it may fall below 0 when the noise says "nothing"; printouts clamp).
+        cardinality: the same, rounded as Presto's ``cardinality()`` rounds it (at least 0).
+        low, high: the interval at ``confidence`` (state randomness and release noise),
+            unclamped like ``distinct``.
         stderr: standard deviation of ``distinct`` from both sources.
         stderr_state, stderr_release: the two parts.
         noisy_ones: the released noisy per-level counts (everything else derives from them).
@@ -113,11 +117,31 @@ class SketchRelease:
         """Pan-private guarantee for a group of ``k`` people: ``k * epsilon_total``."""
         return group_privacy(k, self.epsilon_total)
 
+    @property
+    def noise_dominated(self) -> bool:
+        """True when the interval is wider than the count (:mod:`panstream.release.honesty`)."""
+        return noise_dominated(self.distinct, self.low, self.high)
+
+    def advice(self) -> str:
+        """What would make a noise-dominated count usable (``""`` when it is not)."""
+        z = (self.high - self.low) / (2 * self.stderr) if self.stderr > 0 else 1.96
+        return advice(self.distinct, self.low, self.high, state_half=z * self.stderr_state,
+                      release_half=z * self.stderr_release, epsilon_state=self.epsilon_state,
+                      epsilon_release=self.epsilon, cells=None)
+
     def to_dict(self) -> dict[str, Any]:
-        """All fields as a JSON-serializable dict."""
+        """The common JSON shape (:mod:`panstream.release.schema`), the sketch's own fields under
+        ``extras`` and, as aliases, at the top level."""
         d = asdict(self)
         d["noisy_ones"] = list(self.noisy_ones)
-        return d
+        extras = {k: d[k] for k in ("cardinality", "stderr_state", "stderr_release", "noisy_ones",
+                                    "buckets", "levels", "q", "mechanism")}
+        return estimate_fields(
+            family="sketch", universe=self.universe, statistic="distinct",
+            estimate=self.distinct, low=self.low, high=self.high, stderr=self.stderr,
+            confidence=self.confidence, epsilon_state=self.epsilon_state,
+            epsilon_release=self.epsilon, epsilon_total=self.epsilon_total, extras=extras,
+            aliases=d)
 
 
 def interval_halfwidth(se_state: float, var_release: float,
@@ -167,10 +191,10 @@ def release_sketch(est: SketchTable, epsilon: float, mechanism: str = "laplace",
         ones.fill(0)
     fit = sfm.mple(noisy, buckets, r)
     var_rel = law.variance * math.fsum(g * g for g in fit.gradient)
-    n = max(0.0, fit.n)
+    n = fit.n  # unbiased, unclamped: the one rule for every family (panstream.release.honesty)
     h = interval_halfwidth(fit.stderr, var_rel, confidence)
     return SketchRelease(
-        distinct=n, cardinality=fit.cardinality, low=max(0.0, fit.n - h), high=max(0.0, fit.n + h),
+        distinct=n, cardinality=fit.cardinality, low=n - h, high=n + h,
         stderr=math.sqrt(fit.stderr**2 + var_rel), stderr_state=fit.stderr,
         stderr_release=math.sqrt(var_rel), noisy_ones=noisy, epsilon=eps_out,
         epsilon_state=est.epsilon_state, epsilon_total=est.ledger.epsilon_total(est.epsilon_state),
@@ -182,10 +206,15 @@ def release_sketch(est: SketchTable, epsilon: float, mechanism: str = "laplace",
 def format_sketch_release(r: SketchRelease) -> str:
     """A human summary of a sketch release (several lines, no trailing newline)."""
     pct = f"{100 * r.confidence:g}%"
+    flag = flag_line(r.distinct, r.low, r.high, r.confidence, r.advice())
     return "\n".join([
         f"panstream release: {r.mechanism} mechanism, epsilon {r.epsilon:g} over a "
         f"{r.buckets} x {r.levels} sketch ({r.universe}, {r.buckets * r.levels // 8:,} bytes)",
-        f"  distinct (estimated)  {r.distinct:>14,.0f}   {pct} CI [{r.low:,.0f}, {r.high:,.0f}]",
+        f"  distinct (estimated)  {shown(r.distinct, 0):>14,.0f}   {pct} CI "
+        f"[{shown(r.low, 0):,.0f}, {shown(r.high, 0):,.0f}]"
+        + ("   (shown clamped at 0; --json keeps the unbiased values)" if r.low < 0 else "")
+        + (f"; {BELOW_ZERO}" if r.high < 0 else ""),
+        *([flag] if flag else []),
         f"  standard error        {r.stderr:>14,.1f}   (state {r.stderr_state:,.1f}, release "
         f"{r.stderr_release:,.1f})",
         f"  privacy               output epsilon {r.epsilon:g} + state epsilon "

@@ -136,7 +136,7 @@ def test_periodic_releases_spend_budget_then_are_refused(tmp_path: Path, log_fac
     r = invoke(["ingest", "-u", U, "-s", str(state), "--json", "--release-every", "0.000001",
                 "--release-epsilon", "0.4", str(log), str(log), str(log)])
     assert r.exit_code == 0, r.output
-    rels = [json.loads(ln)["release"] for ln in r.stdout.splitlines() if '"release"' in ln]
+    rels = [json.loads(ln)["release"] for ln in r.stdout.splitlines() if ln.startswith('{"release"')]
     s = summary(r.stdout)
     assert len(rels) == 2 and s["releases"] == 2 and s["refused_releases"] == 1
     assert "refused" in r.stderr

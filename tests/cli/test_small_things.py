@@ -80,7 +80,8 @@ def test_a_stale_temporary_file_is_removed_by_the_next_holder_of_the_lock(tmp_pa
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["ingest", "--epsilon", "-1"], "Invalid value for '--epsilon'"),
-    (["plan"], "Missing option '-u'"),
+    (["release", "-s", "x.pst"], "Missing option '--epsilon'"),
+    (["plan"], "give -u/--universe"),
     (["nosuch"], "No such command 'nosuch'"),
     (["plan", "-u", "ipv4:10.0.0.1/16", "--epsilon", "1"], "host bits"),
 ])

@@ -98,7 +98,7 @@ def test_export_as_dict_json_csv_and_text() -> None:
     m = est.release_map(0.5, "/24", "geometric")
     assert isinstance(m, ps.MapRelease) and isinstance(m, MapRelease)
     d = json.loads(json.dumps(m.to_dict()))
-    assert d["by"] == "/24" and d["epsilon"] == 0.5 and len(d["rows"]) == 2
+    assert d["by"] == "/24" and d["epsilon"]["release"] == 0.5 and len(d["rows"]) == 2
     assert d["rows"][1]["label"] == "192.168.1.0/24"
     buf = io.StringIO()
     m.to_csv(buf)

@@ -43,7 +43,7 @@ def test_release_records_in_the_state_ledger_and_prints_json(state: Path) -> Non
     res = run("--state", str(state), "--epsilon", "0.25", "--mechanism", "geometric", "--json")
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
-    assert out["epsilon"] == 0.25 and out["mechanism"] == "geometric"
+    assert out["epsilon"]["release"] == 0.25 and out["mechanism"] == "geometric"
     assert out["universe"] == "ipv4:10.0.0.0/20" and out["budget_remaining"] == 0.75
     led = ps.DensityEstimator.load(state).ledger
     assert [(e.epsilon, e.mechanism) for e in led.entries] == [(0.25, "geometric")]
@@ -70,7 +70,7 @@ def test_environment_variables_and_help(state: Path) -> None:
            "PANSTREAM_MECHANISM": "geometric", "PANSTREAM_JSON": "1"}
     res = run(env=env)
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["epsilon"] == 0.125
+    assert json.loads(res.output)["epsilon"]["release"] == 0.125
     help_text = CliRunner().invoke(cli, ["release", "--help"]).output
     for var in ["PANSTREAM_STATE", "PANSTREAM_RELEASE_EPSILON", "PANSTREAM_MECHANISM",
                 "PANSTREAM_JSON"]:
