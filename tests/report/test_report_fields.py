@@ -22,13 +22,19 @@ def published(rel: object) -> dict:
     return json.loads(json.dumps(json_ready(rel.to_dict()), allow_nan=False))  # type: ignore[attr-defined]
 
 
+def out_eps(d: dict) -> float:
+    """The output epsilon: ``epsilon.release`` in the common shape, ``epsilon`` before it."""
+    e = d["epsilon"]
+    return e["release"] if isinstance(e, dict) else e
+
+
 def unified(d: dict, fig: object) -> dict:
     """The same release in the unified schema: one figure on top, the rest under extras."""
     return {"family": fig.family, "universe": fig.universe, "statistic": fig.statistic,  # type: ignore[attr-defined]
             "estimate": fig.estimate, "low": fig.low, "high": fig.high,  # type: ignore[attr-defined]
             "stderr": fig.stderr, "confidence": fig.confidence,  # type: ignore[attr-defined]
             "noise_dominated": fig.noise_dominated,  # type: ignore[attr-defined]
-            "epsilon": {"state": d.get("epsilon_state"), "release": d.get("epsilon"),
+            "epsilon": {"state": d.get("epsilon_state"), "release": out_eps(d),
                         "total": d.get("epsilon_total")},
             "extras": {k: v for k, v in d.items() if not k.startswith("epsilon")}}
 
@@ -60,7 +66,7 @@ def test_each_family_is_read_by_its_own_field_names(make, family, stat, names) -
     f = figure(d)
     assert (f.family, f.statistic) == (family, stat)
     assert (f.estimate, f.low, f.high) == tuple(float(d[n]) for n in names)
-    assert f.epsilon_release == d["epsilon"] and f.epsilon_state == d["epsilon_state"]
+    assert f.epsilon_release == out_eps(d) and f.epsilon_state == d["epsilon_state"]
     assert f.epsilon_total == d["epsilon_total"]
     assert f.stderr is not None and f.stderr > 0
     assert f.noise_dominated == noise_dominated(f.estimate, f.low, f.high)
@@ -90,8 +96,8 @@ def test_a_series_record_reads_its_window_epsilons_and_nested_release() -> None:
     rec = record("2026-11-16T00:00:00Z", 0, 86400, "density", d, epsilon_state=d["epsilon_state"])
     f = figure(rec)
     assert (f.estimate, f.low, f.high) == (d["distinct"], d["distinct_low"], d["distinct_high"])
-    assert f.epsilon_total == pytest.approx(d["epsilon_state"] + d["epsilon"])
-    assert f.epsilon_release == d["epsilon"]
+    assert f.epsilon_total == pytest.approx(d["epsilon_state"] + out_eps(d))
+    assert f.epsilon_release == out_eps(d)
     assert f.stderr == pytest.approx(d["stderr_density"] * d["size"])
     assert calibration_text(rec).startswith("randomized response")
 
@@ -108,7 +114,7 @@ def test_a_map_reads_its_rows_and_total_in_either_schema() -> None:
     moved = {"family": "density", "universe": d["universe"], "statistic": "distinct",
              "estimate": d["total"]["distinct"], "low": d["total"]["distinct_low"],
              "high": d["total"]["distinct_high"],
-             "epsilon": {"state": d["epsilon_state"], "release": d["epsilon"],
+             "epsilon": {"state": d["epsilon_state"], "release": out_eps(d),
                          "total": d["epsilon_total"]},
              "extras": {"rows": [{"label": r["label"], "estimate": r["density"],
                                   "low": r["density_low"], "high": r["density_high"]}
