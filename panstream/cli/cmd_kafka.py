@@ -32,11 +32,11 @@ from panstream.cli.kafka_options import bootstrap_option, connection_options
 from panstream.cli.kafka_windows import check_window_args, kafka_window_options, windowed_member
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError
-from panstream.eventtime import label
 from panstream.parse import Format, parse_format
 from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES, SliceLayout, mib
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
+from panstream.windows.eventtime import label
 
 
 @click.command()

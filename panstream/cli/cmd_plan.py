@@ -299,8 +299,8 @@ def _window_plan(total_epsilon: float | None, releases: int | None, window: str 
                  horizon: str | None) -> dict[str, Any] | None:
     """The per-window share of ``--total-epsilon`` over ``--horizon`` (``None`` without
     ``--window``)."""
-    from panstream.eventtime import parse_duration
     from panstream.windows import windows_in
+    from panstream.windows.eventtime import parse_duration
 
     if window is None:
         if horizon is not None:

@@ -19,11 +19,9 @@ from panstream import estimators
 from panstream.cli.common import emit_json, env, given, stop_on_signals
 from panstream.cli.window_export import check_export_dir, presto_exporter
 from panstream.errors import ConfigurationError, SourceError, StateError
-from panstream.eventtime import label, parse_duration
 from panstream.ingest import Input
 from panstream.parse import Format, tune_allocator
 from panstream.planning import plan_split
-from panstream.series import Series, SeriesMetrics, read
 from panstream.sources import open_input, stdin_reader
 from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
@@ -36,6 +34,8 @@ from panstream.windows import (
     window_stem,
     windows_in,
 )
+from panstream.windows.eventtime import label, parse_duration
+from panstream.windows.series import Series, SeriesMetrics, read
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -30,9 +30,9 @@ from _kafka_helpers import Broker, committed_offsets
 from test_broker import start, wait_for
 from test_routed import member_argv, send_round_robin
 
-from panstream.series import read
 from panstream.state.stores import DirectoryStore
 from panstream.universe import Universe
+from panstream.windows.series import read
 
 pytestmark = pytest.mark.kafka
 
@@ -52,7 +52,7 @@ def week_slice(universe: Universe, rng: np.random.Generator) -> tuple[list[str],
     """Six hours of lines, locally shuffled (within blocks of 40), and the truth per hour."""
     lines: list[tuple[int, str]] = []
     truth: dict[str, int] = {}
-    from panstream.eventtime import label
+    from panstream.windows.eventtime import label
 
     for h, d in enumerate(HOURS):
         start = DAY + 3600 * h

@@ -19,7 +19,6 @@ from kafka import TopicPartition
 from panstream.estimators.density import DensityEstimator
 from panstream.release.ledger import PrivacyLedger
 from panstream.release.ledger_log import Opening, Reservation
-from panstream.series import read
 from panstream.sources.kafka.tail import TailConfig
 from panstream.sources.kafka.windows import (
     WindowSliceStage,
@@ -32,6 +31,7 @@ from panstream.sources.kafka.windows import (
 from panstream.state.slices import SliceLayout, encode_slice
 from panstream.state.stores import DirectoryStore
 from panstream.universe import Universe
+from panstream.windows.series import read
 
 H = 1795478400  # 2026-11-24T00:00:00Z
 SPEC = WindowSpec(3600, 600, 1.0)

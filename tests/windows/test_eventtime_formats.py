@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from logsamples import GENERATORS, UNIVERSE, generate
 
-from panstream.eventtime import TIMED_FORMATS, TimeReader, has_time, seconds, times
 from panstream.parse import detect_format
-from panstream.series import read
+from panstream.windows.eventtime import TIMED_FORMATS, TimeReader, has_time, seconds, times
+from panstream.windows.series import read
 
 LINES = 300
 T10 = calendar.timegm((2026, 11, 24, 10, 0, 0))  # the hour of the generators' ISO times

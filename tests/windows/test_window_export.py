@@ -30,10 +30,10 @@ from panstream.errors import StateError
 from panstream.estimators.base import Estimator
 from panstream.ingest import Input
 from panstream.parse import Format
-from panstream.series import Series, read, record
 from panstream.sfm import SketchGrid
 from panstream.sources import ChunkReader
 from panstream.windows import WindowedIngestor, window_files
+from panstream.windows.series import Series, read, record
 
 GRID = "sketch:4096x24:ip"
 U: Any = SketchGrid.parse_spec(GRID)

@@ -25,11 +25,11 @@ from panstream.errors import ConfigurationError
 from panstream.estimators.base import Estimator
 from panstream.ingest import Input
 from panstream.parse import Format
-from panstream.series import Series, read
 from panstream.sources import ChunkReader
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 from panstream.windows import WindowedIngestor, window_files, window_path
+from panstream.windows.series import Series, read
 
 U = Universe.parse(UNIVERSE)
 

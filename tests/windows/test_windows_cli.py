@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from weeklog import UNIVERSE, Week, make_week
 
 from panstream.cli.main import cli
-from panstream.series import plot_series, read
+from panstream.windows.series import plot_series, read
 
 DAYS = [f"2026-11-{16 + d}T00:00:00Z" for d in range(7)]
 WINDOW = ["ingest", "-u", UNIVERSE, "--window", "1d", "--lateness", "1h", "-f", "clf",

@@ -5,7 +5,7 @@ slice keeps **one sub-table per open window** (a fresh D0 draw each), and a wind
 once, from its R slices laid end to end, when every source partition's watermark has passed it.
 
 **Routing stage** (:class:`WindowRouteStage`). For each polled source partition ``p`` the router
-reads the event time of every line (:func:`panstream.eventtime.lines_and_times`, CLF), keeps the
+reads the event time of every line (:func:`panstream.windows.eventtime.lines_and_times`, CLF), keeps the
 *watermark* of ``p`` (the latest time seen on ``p``; memory only), drops the lines of a window that
 ``p``'s watermark has already passed by ``--lateness`` (late), and routes each window's cells as
 data records ``D | window start | offsets`` to the slice partitions of the internal topic
@@ -62,9 +62,7 @@ from kafka import TopicPartition
 from panstream import estimators
 from panstream.errors import BudgetExhaustedError, ConfigurationError, StateError
 from panstream.estimators.base import Estimator
-from panstream.eventtime import TIMED_FORMATS, has_time, label, lines_and_times, seconds
 from panstream.release.ledger import ShardLedger
-from panstream.series import Series, record
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.route import RECORD_BYTES, RouteConfig, RouteStage
 from panstream.sources.kafka.slices import SliceStage
@@ -73,6 +71,8 @@ from panstream.state.checkpoint import Shard
 from panstream.state.files import state_lock
 from panstream.state.slices import SliceLayout, encode_slice, head_params, slice_of
 from panstream.state.stores import DirectoryStore, group_ledger
+from panstream.windows.eventtime import TIMED_FORMATS, has_time, label, lines_and_times, seconds
+from panstream.windows.series import Series, record
 
 log = logging.getLogger("panstream.kafka")
 
@@ -612,7 +612,7 @@ class WindowSliceStage(SliceStage):
         if self.results is not None:
             self.results.open()
             if os.path.exists(self.series_path):
-                from panstream.series import read
+                from panstream.windows.series import read
 
                 self.results.publish(read(self.series_path))
 

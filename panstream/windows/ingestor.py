@@ -7,7 +7,7 @@ release. When the window closes, :class:`WindowedIngestor` owns the order in whi
 durable (the commit order):
 
 1. release the window's table once (``est.release``: the ledger is charged before noise is drawn);
-2. append the window's record to the **series** (:class:`panstream.series.Series`: one line,
+2. append the window's record to the **series** (:class:`panstream.windows.series.Series`: one line,
    ``fsync``). This is the commit point: a window whose record is in the series was released;
 3. if asked (``on_export``, e.g. ``--export-presto-dir``), export the table itself (the sketch
    family's Presto file), durably, *after* the commit point and before the wipe;
@@ -27,7 +27,7 @@ one table (invariant 5: the two would show who arrived in between).
 Time (``time_mode``):
 
 * ``"event"``: a line belongs to the window of the time it carries
-  (:func:`panstream.eventtime.times`, e.g. CLF ``[24/Nov/2026:10:00:00 +0000]``). The *watermark*
+  (:func:`panstream.windows.eventtime.times`, e.g. CLF ``[24/Nov/2026:10:00:00 +0000]``). The *watermark*
   is the latest time seen; a window closes once the watermark passes its end by ``lateness``
   seconds, so several windows may be open at once. A line whose window closed (or was released by
   an earlier run) is *late* and dropped; a line without a readable time is *untimed* and dropped.
@@ -63,14 +63,14 @@ import numpy as np
 from panstream import estimators
 from panstream.errors import BudgetExhaustedError, ConfigurationError
 from panstream.estimators.base import Estimator
-from panstream.eventtime import TimeReader, has_time, label, lines_and_times, seconds, window_start
 from panstream.ingest import IDLE_TICK, Input
 from panstream.parse import Format, LineParser, detect_format, parse_format
 from panstream.schedule import Schedule, wait_before
-from panstream.series import Series, record
 from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
+from panstream.windows.eventtime import TimeReader, has_time, label, lines_and_times, seconds, window_start
+from panstream.windows.series import Series, record
 
 __all__ = ["MAX_GAP", "WindowStats", "WindowedIngestor", "horizon_line", "window_files",
            "window_path", "window_stem", "windows_in", "duration_text"]
