@@ -2,6 +2,9 @@
 
 The package's files are its parts, in the order a line meets them:
 
+* :mod:`panstream.windows.schedule`: the public schedule (which windows exist, when each opens
+  and is released: a function of the declared range and the clock, never of a line) and the
+  horizon's arithmetic;
 * :mod:`panstream.windows.eventtime`: the time each log line carries (vectorized), durations,
   window arithmetic;
 * :mod:`panstream.windows.series`: the released series (one durable record per window), its
@@ -15,16 +18,13 @@ and :mod:`panstream.cli.kafka_windows`.
 """
 
 from panstream.windows.ingestor import (
-    MAX_GAP,
     WindowedIngestor,
     WindowStats,
-    duration_text,
-    horizon_line,
     window_files,
     window_path,
     window_stem,
-    windows_in,
 )
+from panstream.windows.schedule import WindowSchedule, duration_text, horizon_line, windows_met
 
-__all__ = ["MAX_GAP", "WindowStats", "WindowedIngestor", "duration_text", "horizon_line",
-           "window_files", "window_path", "window_stem", "windows_in"]
+__all__ = ["WindowSchedule", "WindowStats", "WindowedIngestor", "duration_text", "horizon_line",
+           "window_files", "window_path", "window_stem", "windows_met"]
