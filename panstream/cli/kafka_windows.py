@@ -33,16 +33,17 @@ def kafka_window_options() -> Callable[[F], F]:
     opts = [
         click.option("--window", default=None, metavar="DURATION", callback=_duration("--window"),
                      help="Tumbling windows by event time (1h, 1d, 15m; aligned to UTC): every "
-                          "window keeps a fresh table (as slices), released ONCE at "
-                          "--release-epsilon when every source partition's watermark has passed "
-                          "its end + --lateness, appended to --series, then deleted. Needs -f "
-                          "clf (lines with a time) and --state-dir. See docs/windows.md.",
+                          "window keeps a fresh table (as slices), open on the wall clock from "
+                          "its start to its end + --lateness, then released ONCE at "
+                          "--release-epsilon, empty or not, appended to --series, then deleted. "
+                          "Needs -f clf (lines with a time) and --state-dir. See "
+                          "docs/windows.md.",
                      **env("KAFKA_WINDOW")),
         click.option("--lateness", default=DEFAULT_LATENESS, show_default=True,
                      metavar="DURATION", callback=_duration("--lateness", zero_ok=True),
-                     help="With --window: a window waits for lines this much later than its end "
-                          "on every source partition; older lines of a source partition are "
-                          "dropped as late.", **env("KAFKA_LATENESS")),
+                     help="With --window: a window stays open on the wall clock this long after "
+                          "its end, then is released; a line whose window is not open when it "
+                          "is routed is dropped.", **env("KAFKA_LATENESS")),
         click.option("--release-epsilon", type=FiniteFloatRange(min=0, min_open=True),
                      default=None, help="With --window: the epsilon of each window's one release.",
                      **env("KAFKA_RELEASE_EPSILON")),
@@ -56,8 +57,9 @@ def kafka_window_options() -> Callable[[F], F]:
                           "do not). Default: GROUP-series.", **env("KAFKA_SERIES_TOPIC")),
         click.option("--horizon", default=None, metavar="DURATION",
                      callback=_duration("--horizon"),
-                     help="With --window: print the epsilon of a person seen in every window of "
-                          "any span this long (7d of 1d windows: 7 x a window's epsilon).",
+                     help="With --window: print the epsilon of a person seen in every window "
+                          "any span this long meets (any 7d meets at most 8 1d windows: 8 x a "
+                          "window's epsilon).",
                      **env("KAFKA_HORIZON")),
     ]
 
@@ -148,8 +150,9 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
     eps_window = eps_state + spec.release_epsilon
     whole = sum(lay.table_bytes(r, c.estimator, c.modulus) for r in range(lay.count))
     click.echo(f"panstream kafka: {duration_text(window)} windows (event time, lateness "
-               f"{duration_text(lateness)}; a window closes when every source partition's "
-               f"watermark has passed its end + lateness); each window: epsilon_state "
+               f"{duration_text(lateness)}; a window is open on the wall clock from its start "
+               "to its end + lateness and released then, empty or not); each window: "
+               "epsilon_state "
                f"{eps_state:.6f} + one release {spec.release_epsilon:g} = {eps_window:.6f} per "
                f"person per window; series {ser}"
                + (f" and topic {results_topic}" if results is not None else ""), err=True)
