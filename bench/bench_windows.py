@@ -8,7 +8,8 @@ with up to 50 minutes of disorder, as in tests/windows/weeklog.py), then measure
 
 * ``ingest``: :class:`panstream.ingest.Ingestor`, one table, no windows (the baseline);
 * ``times``: :func:`panstream.windows.eventtime.times` alone (the CLF time of every line);
-* ``daily`` / ``hourly``: :class:`panstream.windows.WindowedIngestor`, event time, lateness 1 h.
+* ``daily`` / ``hourly``: :class:`panstream.windows.WindowedIngestor`, event time, a replay of the
+  declared week (``WindowSchedule.replay``: every window released at the end of the input).
 
 Then, per timed format beyond CLF (``--format-lines`` lines of tests/logsamples.py, in
 1 MiB chunks): the time of every line (:class:`panstream.windows.eventtime.TimeReader`) against parsing
@@ -36,7 +37,7 @@ from panstream.ingest import Ingestor, Input
 from panstream.parse import Format, LineParser, tune_allocator
 from panstream.sources import open_input
 from panstream.universe import Universe
-from panstream.windows import WindowedIngestor
+from panstream.windows import WindowedIngestor, WindowSchedule
 from panstream.windows.eventtime import TimeReader, lines_and_times, times
 
 # The synthetic samples live in the test tree (not in panstream/: they use NumPy's generator).
@@ -77,8 +78,9 @@ def _run(path: str, what: str) -> float:
                 times(chunk, "clf")
         else:
             size = 86400 if what == "daily" else 3600
+            week = WindowSchedule.replay(size, START - 86400, START + 8 * 86400)
             WindowedIngestor(lambda: estimators.new("density", u, 1.0, budget=0.5), u,
-                             Format("clf"), size, release_epsilon=0.5, lateness=3600
+                             Format("clf"), size, release_epsilon=0.5, schedule=week
                              ).run([inp])
     return time.perf_counter() - t0
 

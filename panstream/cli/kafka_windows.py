@@ -17,7 +17,7 @@ import click
 
 from panstream import estimators
 from panstream.cli.common import FiniteFloatRange, emit_json, env
-from panstream.cli.window_options import DEFAULT_LATENESS, _duration, window_line
+from panstream.cli.window_options import DEFAULT_LATENESS, _duration, range_options, window_line
 from panstream.errors import ConfigurationError
 from panstream.state.slices import mib
 from panstream.windows import duration_text, horizon_line
@@ -25,7 +25,8 @@ from panstream.windows import duration_text, horizon_line
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options only ``kafka --window`` takes.
-WINDOW_ONLY = ("lateness", "release_epsilon", "series", "series_topic", "horizon")
+WINDOW_ONLY = ("lateness", "release_epsilon", "series", "series_topic", "horizon", "range_from",
+               "range_to")
 
 
 def kafka_window_options() -> Callable[[F], F]:
@@ -61,6 +62,7 @@ def kafka_window_options() -> Callable[[F], F]:
                           "any span this long meets (any 7d meets at most 8 1d windows: 8 x a "
                           "window's epsilon).",
                      **env("KAFKA_HORIZON")),
+        *range_options("KAFKA_"),
     ]
 
     def deco(f: F) -> F:
@@ -78,7 +80,8 @@ def check_window_args(ctx: click.Context, *, window: int | None, layout: str,
     from panstream.cli.common import given
 
     if window is None:
-        bad = [f"--{n.replace('_', '-')}" for n in WINDOW_ONLY if given(ctx, n)]
+        bad = [f"--{n.removeprefix('range_').replace('_', '-')}" for n in WINDOW_ONLY
+               if given(ctx, n)]
         if bad:
             raise click.UsageError(f"{', '.join(bad)} go(es) with --window")
         return
@@ -99,7 +102,8 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
                     security: dict[str, Any], slice_count: int, cells_retention: float, *,
                     window: int, lateness: int, release_epsilon: float, series: str | None,
                     series_topic: str | None,
-                    horizon: int | None, state_dir: str, as_json: bool) -> Any:
+                    horizon: int | None, state_dir: str, as_json: bool,
+                    range_from: int | None = None, range_to: int | None = None) -> Any:
     """The windowed member: routing and slice stages over ``<group>-wcells``; prints the
     per-window accounting and, as each window is released, its record."""
     from panstream.sources import kafka as src
@@ -121,7 +125,8 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
     if topic in c.topics:
         raise ConfigurationError(f"-t {topic} is the group's own internal topic: tail the source "
                                  "topics instead")
-    spec = WindowSpec(window, lateness, float(release_epsilon))
+    spec = WindowSpec(window, lateness, float(release_epsilon), first=range_from, stop=range_to)
+    spec.schedule  # noqa: B018  (refuses a --from/--to off the window grid, before connecting)
     ser = series or os.path.join(state_dir, f"{group}-series.jsonl")
     parsed = src.parse_overrides(overrides)
     slice_consumer = src.consumer_config(",".join(c.consumer["bootstrap_servers"]),

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import calendar
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -88,22 +89,25 @@ _HEAD = struct.Struct("<cq")
 @dataclass(frozen=True)
 class WindowSpec:
     """The public window settings of a group: ``size`` and ``lateness`` in seconds, the one
-    release of each window (``release_epsilon``, ``mechanism``)."""
+    release of each window (``release_epsilon``, ``mechanism``), and an optional declared range
+    ``[first, stop)`` (``--from``/``--to``, on the window grid)."""
 
     size: int
     lateness: int
     release_epsilon: float
     mechanism: str = "laplace"
+    first: int | None = None
+    stop: int | None = None
 
     def __post_init__(self) -> None:
         if self.size <= 0 or self.lateness < 0:
             msg = f"a window must last > 0 s and lateness >= 0 s (got {self.size}, {self.lateness})"
             raise ConfigurationError(msg)
 
-    @property
+    @functools.cached_property
     def schedule(self) -> WindowSchedule:
         """The group's public schedule: live, on the wall clock."""
-        return WindowSchedule.live(self.size, self.lateness)
+        return WindowSchedule.live(self.size, self.lateness, self.first, self.stop)
 
 
 def window_topic(group: str) -> str:
@@ -331,6 +335,10 @@ class WindowRouteStage(RouteStage):
         items = bad = outside = 0
         try:
             keep = valid & (ws <= now) & (now < ws + size + sch.lateness)
+            if sch.first is not None:
+                keep &= ws >= sch.first
+            if sch.stop is not None:
+                keep &= ws + size <= sch.stop
             n = ends - starts
             blank = (n == 0) | ((n == 1) & (b[np.maximum(ends - 1, 0)] == 13))
             bad += int((~valid & ~blank).sum())  # no readable time: malformed for the sample
