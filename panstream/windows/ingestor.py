@@ -81,7 +81,11 @@ from panstream.windows.schedule import (
 )
 from panstream.windows.series import Series, record
 
-__all__ = ["WindowStats", "WindowedIngestor", "duration_text", "horizon_line", "window_files",
+#: A live window is released this long after its instant: the moment the idle wake-up is set for
+#: (a wake-up rounded down to the millisecond by ``poll`` still lands after the instant).
+WAKE_SLACK = 0.001
+
+__all__ = ["WAKE_SLACK", "WindowStats", "WindowedIngestor", "duration_text", "horizon_line", "window_files",
            "window_path", "window_stem", "windows_met"]
 
 _STAMP = re.compile(r"\.(\d{8}T\d{6}Z)\.pst$")
@@ -421,10 +425,15 @@ class WindowedIngestor:
     def _tick(self, now: float) -> None:
         """The clock's turn (the only place windows open and close): release every window the
         schedule has due at ``now`` (at its instant), then open every window it has open. Lines
-        never get here: what exists and what is released is a function of ``now`` alone."""
+        never get here: what exists and what is released is a function of ``now`` alone.
+
+        A live window is released at the first turn at or after its instant + :data:`WAKE_SLACK`,
+        the moment the reader's idle wake-up is set for (:meth:`_next_instant`): an arrival just
+        after the instant is read first and the release still waits for that moment, so the
+        release comes at the wake-up whether or not a line arrived."""
         sch = self.schedule
         for start in sorted(self._open):
-            if sch.due(start, now):
+            if sch.due(start, now - WAKE_SLACK):
                 self.close_window(start, at=sch.close_at(start))
         for start in sch.open_at(now):
             if start in self._released:
@@ -440,7 +449,7 @@ class WindowedIngestor:
         sch = self.schedule
         if sch.finite:
             return None
-        nxt = [sch.close_at(s) for s in self._open]
+        nxt = [sch.close_at(s) + WAKE_SLACK for s in self._open]
         nxt.append(window_of(now, self.size) + self.size)
         return min(nxt)
 
@@ -589,7 +598,7 @@ class WindowedIngestor:
                         wall = self.wall_clock()
                         nxt = self._next_instant(wall)
                         if nxt is not None:  # wake at the schedule's next instant, not later
-                            wait = min(wait, max(0.0, nxt - wall) + 0.001)
+                            wait = min(wait, max(0.0, nxt - wall))
                         set_idle(wait)
                 if inp.position is not None:
                     where = inp.position()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from weeklog import HOUR, clf_time
 
 from panstream import estimators
@@ -61,14 +62,23 @@ class Clock:
 
 
 class Script:
-    """A live input: ``(seconds to wait, bytes)`` steps; an empty chunk is an idle wake-up."""
+    """A live input, as the real reader behaves: ``(clock reading, bytes)`` arrivals, and between
+    them an idle wake-up (an empty chunk) whenever the wait the ingestor last asked for
+    (``set_idle``) runs out; it ends at ``until``."""
 
-    def __init__(self, clock: Clock, steps: list[tuple[float, bytes]]) -> None:
-        self.clock, self.steps = clock, steps
+    def __init__(self, clock: Clock, arrivals: list[tuple[float, bytes]], until: float) -> None:
+        self.clock, self.arrivals, self.until = clock, arrivals, until
+        self.wait = 0.2
+
+    def set_idle(self, seconds: float) -> None:
+        self.wait = seconds
 
     def __iter__(self) -> Iterator[memoryview]:
-        for wait, data in self.steps:
-            self.clock.now += wait
+        for at, data in [*self.arrivals, (self.until, b"")]:
+            while self.clock.now + self.wait < at:
+                self.clock.now += self.wait
+                yield memoryview(b"")
+            self.clock.now = at
             yield memoryview(data)
 
 
@@ -81,16 +91,19 @@ def observe(tmp: Path, inputs: list[Input], schedule: WindowSchedule, clock: Clo
     seen: list[tuple[float, str, Any]] = []
     series = Series(tmp / "series.jsonl")
 
+    def at() -> float:  # the clock to 0.1 ms: the script's sums of waits carry float dust
+        return round(clock.now, 4)
+
     def on_close(rec: dict[str, Any]) -> None:
-        seen.append((clock.now, "close", {k: v for k, v in rec.items() if k not in NOISY}))
+        seen.append((at(), "close", {k: v for k, v in rec.items() if k not in NOISY}))
 
     ing = WindowedIngestor(lambda: estimators.new("density", U, 2.0, budget=1.0), U, Format(fmt),
                            schedule.size, release_epsilon=1.0, series=series,
                            state_path=str(tmp / "web.pst"), time_mode=time_mode,
                            schedule=schedule, checkpoint_every=checkpoint_every,
                            close_at_end=close_at_end, on_close=on_close,
-                           on_notice=lambda m: seen.append((clock.now, "notice", m)),
-                           on_progress=lambda s: seen.append((clock.now, "progress", s.open)),
+                           on_notice=lambda m: seen.append((at(), "notice", m)),
+                           on_progress=lambda s: seen.append((at(), "progress", s.open)),
                            progress_every=60.0, clock=clock, wall_clock=clock)
     ing.run(inputs)
     recs = read(tmp / "series.jsonl") if (tmp / "series.jsonl").exists() else []
@@ -208,51 +221,45 @@ def test_live_windows_close_on_the_clock_not_on_a_line_past_their_end(tmp_path: 
 
     def run(d: Path, target: bool) -> dict[str, Any]:
         clock = Clock(T10 + 60)
-        steps: list[tuple[float, bytes]] = [(0.0, crowd(T10, T10 + 50, n=30))]
-        steps += [(60.0, b"")] * 59  # idle wake-ups each minute, to 10:59:00 + 60 s
+        arrivals = [(T10 + 60.0, crowd(T10, T10 + 50, n=30))]
         if target:
-            steps.append((30.0, clf(TARGET, T10 + HOUR + 30)))  # 11:00:30
-            steps.append((30.0, b""))
-        else:
-            steps.append((60.0, b""))
-        steps += [(60.0, b"")] * 10  # to 11:11
+            arrivals.append((T10 + HOUR + 30.0, clf(TARGET, T10 + HOUR + 30)))  # 11:00:30
         sch = WindowSchedule.live(HOUR, lateness=300)
-        return observe(d, [Input("standard input", Script(clock, steps))], sch, clock,
-                       close_at_end=False)
+        script = Script(clock, arrivals, until=T10 + HOUR + 660)
+        return observe(d, [Input("standard input", script)], sch, clock, close_at_end=False)
 
     a, b = both_worlds(tmp_path, run)
     assert public(a) == public(b)
     closes = [(t, r["window"], r["released_at"]) for t, kind, r in a["printed"] if kind == "close"]
     # 09:00 was still open on the clock when the run started at 10:01 (until 10:05): released
-    # then, empty; 10:00 at 11:05
-    assert closes == [(T10 + 300, "2026-11-24T09:00:00Z", T10 + 300),
-                      (T10 + HOUR + 300, "2026-11-24T10:00:00Z", T10 + HOUR + 300)]
+    # then, empty; 10:00 at 11:05 (printed at the wake-up, 1 ms later)
+    assert closes == [(pytest.approx(T10 + 300.001), "2026-11-24T09:00:00Z", T10 + 300),
+                      (pytest.approx(T10 + HOUR + 300.001), "2026-11-24T10:00:00Z",
+                       T10 + HOUR + 300)]
 
 
 def test_processing_time_closes_on_the_clock_whatever_arrives(tmp_path: Path) -> None:
     """Item 5 of the review: in processing time an arrival just after a window's end made the
-    close come earlier than the idle wake-up. The record (its ``released_at``), the files and the
-    printed lines are now the clock's: identical with or without a line read at the boundary."""
+    close come earlier than the idle wake-up. Now the close waits for the wake-up's moment (the
+    instant + 1 ms) even on an arrival's turn: the record (its ``released_at``), the files, the
+    printed lines and the clock reading at which each is printed are identical with or without a
+    line read half a millisecond after the boundary."""
 
     def run(d: Path, target: bool) -> dict[str, Any]:
         clock = Clock(T10 + 10)
-        steps: list[tuple[float, bytes]] = [(0.0, b"10.0.0.1\n10.0.0.2\n"), (20.0, b"")]
-        steps += [(10.0, b"")] * 3  # to 10:01:00
-        steps += [(0.0005, b"10.0.0.99\n" if target else b""), (0.0005, b"")]
-        steps += [(10.0, b"")] * 7
-        sch = WindowSchedule.live(60)
-        return observe(d, [Input("standard input", Script(clock, steps))], sch, clock,
+        arrivals = [(T10 + 10.0, b"10.0.0.1\n10.0.0.2\n")]
+        if target:
+            arrivals.append((T10 + 60.0005, b"10.0.0.99\n"))  # just after 10:01:00
+        script = Script(clock, arrivals, until=T10 + 130)
+        return observe(d, [Input("standard input", script)], WindowSchedule.live(60), clock,
                        time_mode="processing", fmt="plain", close_at_end=False,
                        checkpoint_every=30.0)
 
     a, b = both_worlds(tmp_path, run)
-    pa, pb = public(a), public(b)
-    # the turn of the close may differ by the arrival (half a millisecond here); what the close
-    # says and what it leaves may not
-    assert pa["series"] == pb["series"] and pa["files"] == pb["files"]
-    assert [r["released_at"] for r in pa["series"]] == [T10 + 60, T10 + 120]
-    strip = [[(k, r) for _, k, r in o["printed"]] for o in (pa, pb)]
-    assert strip[0] == strip[1]
+    assert public(a) == public(b)  # the close comes at the same turn: the wake-up's (10:01.001)
+    assert [r["released_at"] for r in a["series"]] == [T10 + 60, T10 + 120]
+    closes = [t for t, kind, _ in a["printed"] if kind == "close"]
+    assert closes[0] == pytest.approx(T10 + 60.001, abs=1e-9)
 
 
 def test_a_window_already_in_the_series_is_noticed_on_the_clock(tmp_path: Path) -> None:
@@ -264,8 +271,8 @@ def test_a_window_already_in_the_series_is_noticed_on_the_clock(tmp_path: Path) 
                                            "end": T10 + HOUR, "estimate": 0.0})
         os.utime(d / "series.jsonl", (T10 + 90, T10 + 90))
         clock = Clock(T10 + 100)
-        steps = [(10.0, b"10.0.0.99\n" if target else b""), (10.0, b"")]
-        return observe(d, [Input("standard input", Script(clock, steps))],
+        arrivals = [(T10 + 110.0, b"10.0.0.99\n")] if target else []
+        return observe(d, [Input("standard input", Script(clock, arrivals, until=T10 + 120))],
                        WindowSchedule.live(HOUR), clock, time_mode="processing", fmt="plain",
                        close_at_end=False)
 
