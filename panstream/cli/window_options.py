@@ -127,8 +127,9 @@ def window_options() -> Callable[[F], F]:
                      **env("HORIZON")),
         click.option("--close-at-end/--keep-open", "close_at_end", default=None,
                      help="With --window: at the end of the input close and release every open "
-                          "window (default for event time: the replay is complete), or keep them "
-                          "in their state files for the next run (default for processing time).",
+                          "window (default for a replay of FILES in event time: the replay is "
+                          "complete), or keep them in their state files for the next run "
+                          "(default for live input: its windows close on the clock).",
                      **env("CLOSE_AT_END")),
         click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
                      help="With --window: serve the last closed window's release (estimate, "
@@ -259,8 +260,8 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
     else:  # live: on the clock
         schedule = WindowSchedule.live(size, lateness if mode == "event" else 0, range_from,
                                        range_to)
-    if close_at_end is None:
-        close_at_end = mode == "event"
+    if close_at_end is None:  # a replay ends with its input; live windows end on the clock
+        close_at_end = schedule.finite
     if not files and sys.stdin.isatty():
         raise click.UsageError("no FILE given and standard input is a terminal: pipe a log in, "
                                "e.g. tail -F access.log | panstream ingest --window 1h ...")

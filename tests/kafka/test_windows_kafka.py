@@ -4,9 +4,10 @@ A log shipper writes a "week" of seven short windows (5 s each, so the test runs
 clock in about a minute: the members are separate processes and their clock is the machine's),
 each window's lines while the window is open, out of order within it, 50 lines a message, no key,
 round robin over 4 partitions; one window has no traffic at all; partition 3 is silent for the last
-window; and every window also carries a few *late* lines stamped two windows back (their windows
-are closed on the clock: dropped, never counted). The range is declared (``--from``/``--to``).
-Two members route by window and cell range through ``<group>-wcells``.
+window; and every window also carries 100 *late* lines stamped in a window whose end + lateness
+has passed (closed on the clock: dropped, never counted). The range is declared (``--from``/``--to``).
+Two members route by window and cell range through ``<group>-wcells``; one is killed with
+``kill -9`` after the third window's lines were sent, and restarted at once.
 
 The series then holds exactly the seven declared windows, in order, each once, each within the
 release's noise of its truth (the late lines' ~96 clients would push an estimate far past it); no
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -43,7 +45,7 @@ from panstream.windows.series import read
 pytestmark = pytest.mark.kafka
 
 W = 5  # seconds a window lasts
-LATENESS = 3
+LATENESS = 15  # long enough for the group to rebalance after the kill -9 below
 TRUTH = [1200, 800, 150, 0, 600, 400, 500]  # distinct clients per window (window 3: no traffic)
 LATE_POOL = range(3000, 4096)  # clients seen only in late lines: never in any window's truth
 EPS_OUT = 1.0
@@ -56,7 +58,8 @@ def clf_at(addr: str, t: int, i: int) -> str:
 
 def window_lines(universe: Universe, rng: np.random.Generator, start: int, d: int) -> list[str]:
     """``d`` distinct clients (each once or twice) stamped inside [start, start + W), shuffled,
-    and 100 late lines stamped two windows back from clients of the late pool (~96 distinct)."""
+    and 100 late lines stamped in a window the clock has closed (its end + lateness has passed),
+    from clients of the late pool (~96 distinct)."""
     out = []
     if d:
         clients = rng.choice(3000, d, replace=False)
@@ -65,7 +68,8 @@ def window_lines(universe: Universe, rng: np.random.Generator, start: int, d: in
         out = [clf_at(universe.item_of(int(c)), int(t), i)
                for i, (c, t) in enumerate(zip(seq, ts, strict=True))]
     late = rng.choice(np.array(LATE_POOL), 100)
-    out += [clf_at(universe.item_of(int(c)), start - 2 * W + 1, i) for i, c in enumerate(late)]
+    back = (1 + math.ceil(LATENESS / W)) * W  # a window the clock closed by ``start``
+    out += [clf_at(universe.item_of(int(c)), start - back + 1, i) for i, c in enumerate(late)]
     return [out[i] for i in rng.permutation(len(out))]
 
 
@@ -98,13 +102,17 @@ def test_a_declared_week_of_windows_through_the_broker_on_the_clock(
             msgs = ["\n".join(lines[i:i + 50]).encode() for i in range(0, len(lines), 50)]
             parts = 3 if k == len(starts) - 1 else 4  # partition 3 silent for the last window
             hw = send_round_robin(producer, topic, msgs, parts, hw)
+            if k == 2:  # kill -9 mid-run (no window has closed yet), restart at once
+                os.kill(b.pid, signal.SIGKILL)
+                b.wait(timeout=10)
+                b = start(argv, tmp_path / "b2.log")
         wait_for(lambda: series.exists() and len(read(series)) >= len(TRUTH),
                  starts[-1] + W + LATENESS + 30 - time.time(), "every window in the series",
                  [a, b])
         for p in (a, b):
             p.send_signal(signal.SIGTERM)
         assert a.wait(timeout=60) == 0, (tmp_path / "a.log").read_text()[-3000:]
-        assert b.wait(timeout=60) == 0, (tmp_path / "b.log").read_text()[-3000:]
+        assert b.wait(timeout=60) == 0, (tmp_path / "b2.log").read_text()[-3000:]
     finally:
         for p in (a, b):
             if p.poll() is None:
@@ -148,6 +156,6 @@ def test_a_declared_week_of_windows_through_the_broker_on_the_clock(
     assert sorted(got) == sorted(by_window)
     for w, values in got.items():
         assert [json.loads(v) for v in values] == [json.loads(json.dumps(by_window[w]))]
-    outs = [json.loads(line) for f in ("a.log", "b.log")
+    outs = [json.loads(line) for f in ("a.log", "b.log", "b2.log")
             for line in (tmp_path / f).read_text().splitlines() if line.startswith('{"window"')]
     assert sorted(o["window"]["window"] for o in outs) == sorted(by_window)  # printed once each
