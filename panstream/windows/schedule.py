@@ -40,6 +40,8 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass
 
+import numpy as np
+
 from panstream.errors import ConfigurationError
 
 __all__ = ["MAX_WINDOWS", "WindowSchedule", "duration_text", "horizon_line", "parse_instant",
@@ -198,6 +200,21 @@ class WindowSchedule:
         if self.finite:
             return self.in_range(start)
         return start <= now < self.close_at(start) and self.in_range(start)
+
+    def accepts_many(self, starts: np.ndarray, now: float) -> np.ndarray:
+        """:meth:`accepts` for an array of window starts (one per line), vectorized.
+
+        >>> WindowSchedule.live(60, 30).accepts_many(np.array([0, 60, 120]), now=70.0).tolist()
+        [True, True, False]
+        """
+        ok = np.ones(starts.shape, dtype=bool)
+        if not self.finite:
+            ok &= (starts <= now) & (now < starts + (self.size + self.lateness))
+        if self.first is not None:
+            ok &= starts >= self.first
+        if self.stop is not None:
+            ok &= starts + self.size <= self.stop
+        return ok
 
     def describe(self) -> str:
         """One line for the operator: what decides the windows and their releases."""

@@ -334,11 +334,7 @@ class WindowRouteStage(RouteStage):
         ws = (secs // size) * size
         items = bad = outside = 0
         try:
-            keep = valid & (ws <= now) & (now < ws + size + sch.lateness)
-            if sch.first is not None:
-                keep &= ws >= sch.first
-            if sch.stop is not None:
-                keep &= ws + size <= sch.stop
+            keep = valid & sch.accepts_many(ws, now)
             n = ends - starts
             blank = (n == 0) | ((n == 1) & (b[np.maximum(ends - 1, 0)] == 13))
             bad += int((~valid & ~blank).sum())  # no readable time: malformed for the sample
