@@ -78,7 +78,7 @@ def _run(path: str, what: str) -> float:
                 times(chunk, "clf")
         else:
             size = 86400 if what == "daily" else 3600
-            week = WindowSchedule.replay(size, START - 86400, START + 8 * 86400)
+            week = WindowSchedule.replay(size, START, START + 7 * 86400)  # the declared week
             WindowedIngestor(lambda: estimators.new("density", u, 1.0, budget=0.5), u,
                              Format("clf"), size, release_epsilon=0.5, schedule=week
                              ).run([inp])

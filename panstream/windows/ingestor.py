@@ -480,8 +480,7 @@ class WindowedIngestor:
         size = self.size
         ws = (secs // size) * size
         try:
-            opened = np.fromiter(sorted(self._open), np.int64, len(self._open))
-            keep = valid & np.isin(ws, opened)
+            keep = self._in_open(ws, valid)
             if self.telemetry.counts:
                 n = ends - starts
                 blank = (n == 0) | ((n == 1) & (b[np.maximum(ends - 1, 0)] == 13))
@@ -499,6 +498,24 @@ class WindowedIngestor:
         finally:
             secs.fill(0)
             ws.fill(0)
+
+    def _in_open(self, ws: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        """Which lines (window starts ``ws``) fall in an open window: one table lookup a line
+        (a replay may hold hundreds of windows open; no sort, no search)."""
+        keep = valid.copy()
+        if not self._open:
+            keep[:] = False
+            return keep
+        opened = sorted(self._open)
+        lo, size = opened[0], self.size
+        n = (opened[-1] - lo) // size + 1
+        table = np.zeros(n, dtype=bool)
+        table[[(s - lo) // size for s in opened]] = True
+        idx = (ws - lo) // size
+        keep &= (idx >= 0) & (idx < n)
+        keep[keep] = table[idx[keep]]
+        idx.fill(0)
+        return keep
 
     def _split_apply(self, kind: str, b: np.ndarray, chunk: memoryview, starts: np.ndarray,
                      ends: np.ndarray, keep: np.ndarray, ws: np.ndarray, wins: np.ndarray) -> None:
