@@ -222,6 +222,7 @@ def test_kafka_window_usage_errors_are_one_line(tmp_path: Path) -> None:
         (["--window", "1h", "--release-epsilon", "1", "--state-dir", str(tmp_path), "--layout",
           "partition"], "drop --layout partition"),
         (["--release-epsilon", "1", "--state-dir", str(tmp_path)], "go(es) with --window"),
+        (["--from", "2026-11-24", "--state-dir", str(tmp_path)], "--from go(es) with --window"),
         (["--window", "0s", "--state-dir", str(tmp_path)], "longer than 0 seconds"),
     ]
     for extra, says in cases:
