@@ -136,8 +136,10 @@ def test_the_state_directory_is_the_clock_s_with_or_without_the_target(tmp_path:
     # yesterday's 23:00 was still open at 00:01 (until 00:10): released, empty; then 00:00 at
     # 01:10 and 01:00 at 02:10, in both worlds
     for world in "ab":
-        assert [r["window"] for r in read(tmp_path / world / "s.jsonl")] == \
+        recs = read(tmp_path / world / "s.jsonl")
+        assert [r["window"] for r in recs] == \
             ["2026-11-23T23:00:00Z", "2026-11-24T00:00:00Z", "2026-11-24T01:00:00Z"]
+        assert [r["released_at"] for r in recs] == [H + 600, H + 3600 + 600, H + 7200 + 600]
 
 
 def test_a_slice_that_never_had_a_window_is_closed_fresh_by_its_owner(tmp_path: Path) -> None:

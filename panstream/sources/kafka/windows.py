@@ -712,7 +712,9 @@ def _release_one(wstore: DirectoryStore, closed: list[str], group: str, layout: 
         with lstore.ledger_lock():
             est.ledger = group_ledger(lstore, new_ledger=True, budget=spec.release_epsilon)
             rel = est.release(spec.release_epsilon, spec.mechanism)
-        return record(label(start), start, start + spec.size, est.kind, rel.to_dict(),
+        out = rel.to_dict()
+        out["time"] = float(spec.schedule.close_at(start))  # released_at: the schedule's instant
+        return record(label(start), start, start + spec.size, est.kind, out,
                       epsilon_state=est.epsilon_state)
     except BudgetExhaustedError:
         notice(f"window {label(start)}: its one release was already reserved in {ledgers} but "
