@@ -489,6 +489,7 @@ class WindowSliceStage(SliceStage):
                 continue
             r = tp.partition
             now = self.wall_clock()
+            self._open_scheduled(r, now)  # every window the clock has open, before any record
             for rec in recs:
                 if not rec.value:
                     continue
@@ -499,6 +500,20 @@ class WindowSliceStage(SliceStage):
                         est.update_indices(self.layout.decode(r, b))  # wipes the offsets
             shard.applied(recs[-1].offset)
 
+    def _open_scheduled(self, r: int, now: float) -> None:
+        """Give every window the schedule has open at ``now`` its table in slice ``r`` (so which
+        tables exist in memory never depends on which windows records came for)."""
+        for start in self.spec.schedule.open_at(now):
+            self._open(r, start, now)
+
+    def maintain(self, now: float) -> None:
+        """Each loop turn: the windows the clock has opened get their tables, in every owned
+        slice; then the checkpoint if due (which also closes the windows due)."""
+        wall = self.wall_clock()
+        for r in list(self.wins):
+            self._open_scheduled(r, wall)
+        super().maintain(now)
+
     def follow_schedule(self, r: int, now: float) -> None:
         """Slice ``r`` at clock ``now``: close every window due (durable as closed), give every
         window the schedule has open its table, and close as a fresh table any due window that
@@ -507,8 +522,7 @@ class WindowSliceStage(SliceStage):
         for start in sorted(self.wins[r]):
             if sch.due(start, now):
                 self._close(r, start)
-        for start in sch.open_at(now):
-            self._open(r, start, now)
+        self._open_scheduled(r, now)
         for start in self._closed_elsewhere(r):
             if sch.due(start, now) and start not in self.wins[r] and start not in self.closed[r]:
                 self.wins[r][start] = self._fresh_window(r)
