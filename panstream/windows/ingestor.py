@@ -51,6 +51,7 @@ Nothing here imports click; the command line (``panstream ingest --window``) wir
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import math
 import os
@@ -569,6 +570,11 @@ class WindowedIngestor:
         ckpt = Schedule(t0, self.checkpoint_every, self._wall0) if self.checkpoint_every else None
         prog = (Schedule(t0, self.progress_every, self._wall0)
                 if self.on_progress is not None and self.progress_every > 0 else None)
+        if not self.schedule.finite and self.schedule.first is None:
+            # live without --from: from the window the run starts in (an earlier window still in
+            # its lateness was not read by this run: it is not released as empty)
+            self.schedule = dataclasses.replace(self.schedule,
+                                                first=window_of(self._wall0, self.size))
         self._tick(self._wall0)  # opens the schedule's windows; releases restored ones now due
         try:
             for inp in inputs:
