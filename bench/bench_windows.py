@@ -7,11 +7,12 @@ with up to 50 minutes of disorder, as in tests/windows/weeklog.py), then measure
 ``--repeat``, in-process over the same chunks the command reads:
 
 * ``ingest``: :class:`panstream.ingest.Ingestor`, one table, no windows (the baseline);
-* ``times``: :func:`panstream.eventtime.times` alone (the CLF time of every line);
-* ``daily`` / ``hourly``: :class:`panstream.windows.WindowedIngestor`, event time, lateness 1 h.
+* ``times``: :func:`panstream.windows.eventtime.times` alone (the CLF time of every line);
+* ``daily`` / ``hourly``: :class:`panstream.windows.WindowedIngestor`, event time, a replay of the
+  declared week (``WindowSchedule.replay``: every window released at the end of the input).
 
 Then, per timed format beyond CLF (``--format-lines`` lines of tests/logsamples.py, in
-1 MiB chunks): the time of every line (:class:`panstream.eventtime.TimeReader`) against parsing
+1 MiB chunks): the time of every line (:class:`panstream.windows.eventtime.TimeReader`) against parsing
 its address (:class:`panstream.inputs.parser.LineParser`) in the same run.
 
 Prints lines/s and each one's time relative to the baseline (the machine is shared and noisy:
@@ -32,12 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from panstream import estimators
-from panstream.eventtime import TimeReader, lines_and_times, times
 from panstream.ingest import Ingestor, Input
 from panstream.inputs.parser import Format, LineParser, tune_allocator
 from panstream.sources import open_input
 from panstream.universe import Universe
-from panstream.windows import WindowedIngestor
+from panstream.windows import WindowedIngestor, WindowSchedule
+from panstream.windows.eventtime import TimeReader, lines_and_times, times
 
 # The synthetic samples live in the test tree (not in panstream/: they use NumPy's generator).
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -77,8 +78,9 @@ def _run(path: str, what: str) -> float:
                 times(chunk, "clf")
         else:
             size = 86400 if what == "daily" else 3600
+            week = WindowSchedule.replay(size, START, START + 7 * 86400)  # the declared week
             WindowedIngestor(lambda: estimators.new("density", u, 1.0, budget=0.5), u,
-                             Format("clf"), size, release_epsilon=0.5, lateness=3600
+                             Format("clf"), size, release_epsilon=0.5, schedule=week
                              ).run([inp])
     return time.perf_counter() - t0
 

@@ -33,11 +33,11 @@ from panstream.cli.kafka_windows import check_window_args, kafka_window_options,
 from panstream.cli.sketch_hash import sketch_hash_option, with_sketch_hash
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError
-from panstream.eventtime import label
 from panstream.inputs.parser import Format, parse_format
 from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES, SliceLayout, mib
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
+from panstream.windows.eventtime import label
 
 
 @click.command()
@@ -133,7 +133,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             metrics_port: int | None, metrics_host: str, log_level: str,
             telemetry: TelemetryPolicy, as_json: bool, window: int | None = None,
             lateness: int = 300, release_epsilon: float | None = None, series: str | None = None,
-            series_topic: str | None = None, horizon: int | None = None) -> None:
+            series_topic: str | None = None, horizon: int | None = None,
+            range_from: int | None = None, range_to: int | None = None) -> None:
     """Tail Kafka topics in a consumer group into one pan-private table, any keying.
 
     Each member parses its share of the source partitions (--value-format, -f as in 'panstream
@@ -159,12 +160,11 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     state epsilon and the group's release budget (R releases), as 'panstream plan
     --total-epsilon' shows; it sets the budget of a new group ledger (default 1 otherwise).
 
-    --window 1h (event time, -f clf): every window keeps a fresh table in the same slices; when
-    every source partition's watermark has passed the window's end + --lateness, its slices are
-    released together, once, at --release-epsilon into --series (default
-    STATE_DIR/GROUP-series.jsonl; also published to the compacted topic GROUP-series), then
-    deleted. A window closes only when later lines arrive on
-    every source partition. See docs/windows.md.
+    --window 1h (event time, -f clf): every window keeps a fresh table in the same slices, open
+    on the wall clock from its start to its end + --lateness (within --from/--to if given); then
+    its slices are released together, once, at --release-epsilon into --series (default
+    STATE_DIR/GROUP-series.jsonl; also published to the compacted topic GROUP-series), empty or
+    not, and deleted. No line opens or closes a window. See docs/windows.md.
 
     \b
       panstream kafka -b 127.0.0.1:9092 -t access-logs -g hourly -f clf --value-format lines \\
@@ -241,7 +241,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                                  cells_retention, window=window, lateness=lateness,
                                  release_epsilon=release_epsilon, series=series,
                                  series_topic=series_topic, horizon=horizon,
-                                 state_dir=state_dir, as_json=as_json)
+                                 state_dir=state_dir, as_json=as_json, range_from=range_from,
+                                 range_to=range_to)
     else:
         count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size
                                                                  // SliceLayout.unit_of(universe))

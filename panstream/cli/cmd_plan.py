@@ -177,7 +177,8 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
                    "split per window (one release each); see --horizon.", **env("PLAN_WINDOW"))
 @click.option("--horizon", default=None, metavar="DURATION",
               help="With --window: --total-epsilon is what any span this long may cost a person "
-                   "seen in every window (7d of 1d windows: each window gets total / 7).",
+                   "seen in every window it meets (any 7d span meets at most 8 1d windows: "
+                   "each window gets total / 8).",
               **env("PLAN_HORIZON"))
 @json_option()
 @handle_errors
@@ -219,10 +220,10 @@ def command(ctx: click.Context, universe: Universe | None, epsilon: float | None
       panstream plan -u ipv4:10.0.0.0/16 --total-epsilon 2 --releases 4
       panstream plan -u ipv4:10.0.0.0/16 --epsilon 1 --estimator frequency -n 20000
 
-    With --total-epsilon E --window 1d --horizon 7d it plans tumbling windows: any 7 consecutive
-    daily windows cost a person seen in each of them at most E, so each window gets E / 7,
-    split between its fresh table and its one release ('ingest --window 1d --horizon 7d
-    --total-epsilon E' applies it).
+    With --total-epsilon E --window 1d --horizon 7d it plans tumbling windows: any span of 7 days
+    meets at most 8 daily windows (one that does not start at midnight), and those cost a person
+    seen in each of them at most E, so each window gets E / 8, split between its fresh table and
+    its one release ('ingest --window 1d --horizon 7d --total-epsilon E' applies it).
 
     With --estimator frequency it shows the worst-case 95 % half-widths of the frequency
     statistics (seen once, present, fraction seen once, cropped mean) for -n present cells and
@@ -315,8 +316,8 @@ def _window_plan(total_epsilon: float | None, releases: int | None, window: str 
                  horizon: str | None) -> dict[str, Any] | None:
     """The per-window share of ``--total-epsilon`` over ``--horizon`` (``None`` without
     ``--window``)."""
-    from panstream.eventtime import parse_duration
-    from panstream.windows import windows_in
+    from panstream.windows import windows_met
+    from panstream.windows.eventtime import parse_duration
 
     if window is None:
         if horizon is not None:
@@ -330,7 +331,7 @@ def _window_plan(total_epsilon: float | None, releases: int | None, window: str 
     span = parse_duration(horizon, "--horizon") if horizon is not None else size
     if size <= 0 or span <= 0:
         raise click.UsageError("--window and --horizon must be longer than 0 seconds")
-    w = windows_in(span, size)
+    w = windows_met(span, size)
     return {"window_seconds": size, "horizon_seconds": span, "windows_per_horizon": w,
             "total_epsilon": total_epsilon, "epsilon_window": total_epsilon / w}
 
@@ -341,7 +342,9 @@ def _echo_windows(pw: dict[str, Any]) -> None:
     click.echo(f"plan: {duration_text(pw['window_seconds'])} windows, horizon "
                f"{duration_text(pw['horizon_seconds'])}: total {pw['total_epsilon']:g} = "
                f"{pw['windows_per_horizon']} windows x {pw['epsilon_window']:.6g} per window "
-               "(each window: a fresh table and one release, split below)")
+               f"(any span of {duration_text(pw['horizon_seconds'])} meets at most "
+               f"{pw['windows_per_horizon']}; each window: a fresh table and one release, split "
+               "below)")
     click.echo("  " + horizon_line(pw["epsilon_window"], pw["window_seconds"],
                                    pw["horizon_seconds"]))
 

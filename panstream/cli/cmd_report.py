@@ -6,7 +6,7 @@ import click
 
 from panstream.cli.common import env, handle_errors
 from panstream.errors import ConfigurationError
-from panstream.eventtime import parse_duration
+from panstream.windows.eventtime import parse_duration
 
 
 @click.command()

@@ -9,10 +9,10 @@ from typing import Any
 import click
 
 from panstream.cli.common import emit_json, handle_errors, json_option
-from panstream.eventtime import label, parse_duration
 from panstream.release.honesty import NOISE_FLAG, shown
-from panstream.series import plot_series, read
 from panstream.windows import horizon_line
+from panstream.windows.eventtime import label, parse_duration
+from panstream.windows.series import plot_series, read
 
 
 @click.group()

@@ -17,7 +17,7 @@ import click
 
 from panstream import estimators
 from panstream.cli.common import FiniteFloatRange, emit_json, env
-from panstream.cli.window_options import DEFAULT_LATENESS, _duration, window_line
+from panstream.cli.window_options import DEFAULT_LATENESS, _duration, range_options, window_line
 from panstream.errors import ConfigurationError
 from panstream.state.slices import mib
 from panstream.windows import duration_text, horizon_line
@@ -25,7 +25,8 @@ from panstream.windows import duration_text, horizon_line
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options only ``kafka --window`` takes.
-WINDOW_ONLY = ("lateness", "release_epsilon", "series", "series_topic", "horizon")
+WINDOW_ONLY = ("lateness", "release_epsilon", "series", "series_topic", "horizon", "range_from",
+               "range_to")
 
 
 def kafka_window_options() -> Callable[[F], F]:
@@ -33,16 +34,17 @@ def kafka_window_options() -> Callable[[F], F]:
     opts = [
         click.option("--window", default=None, metavar="DURATION", callback=_duration("--window"),
                      help="Tumbling windows by event time (1h, 1d, 15m; aligned to UTC): every "
-                          "window keeps a fresh table (as slices), released ONCE at "
-                          "--release-epsilon when every source partition's watermark has passed "
-                          "its end + --lateness, appended to --series, then deleted. Needs -f "
-                          "clf (lines with a time) and --state-dir. See docs/windows.md.",
+                          "window keeps a fresh table (as slices), open on the wall clock from "
+                          "its start to its end + --lateness, then released ONCE at "
+                          "--release-epsilon, empty or not, appended to --series, then deleted. "
+                          "Needs -f clf (lines with a time) and --state-dir. See "
+                          "docs/windows.md.",
                      **env("KAFKA_WINDOW")),
         click.option("--lateness", default=DEFAULT_LATENESS, show_default=True,
                      metavar="DURATION", callback=_duration("--lateness", zero_ok=True),
-                     help="With --window: a window waits for lines this much later than its end "
-                          "on every source partition; older lines of a source partition are "
-                          "dropped as late.", **env("KAFKA_LATENESS")),
+                     help="With --window: a window stays open on the wall clock this long after "
+                          "its end, then is released; a line whose window is not open when it "
+                          "is routed is dropped.", **env("KAFKA_LATENESS")),
         click.option("--release-epsilon", type=FiniteFloatRange(min=0, min_open=True),
                      default=None, help="With --window: the epsilon of each window's one release.",
                      **env("KAFKA_RELEASE_EPSILON")),
@@ -56,9 +58,11 @@ def kafka_window_options() -> Callable[[F], F]:
                           "do not). Default: GROUP-series.", **env("KAFKA_SERIES_TOPIC")),
         click.option("--horizon", default=None, metavar="DURATION",
                      callback=_duration("--horizon"),
-                     help="With --window: print the epsilon of a person seen in every window of "
-                          "any span this long (7d of 1d windows: 7 x a window's epsilon).",
+                     help="With --window: print the epsilon of a person seen in every window "
+                          "any span this long meets (any 7d meets at most 8 1d windows: 8 x a "
+                          "window's epsilon).",
                      **env("KAFKA_HORIZON")),
+        *range_options("KAFKA_"),
     ]
 
     def deco(f: F) -> F:
@@ -76,7 +80,8 @@ def check_window_args(ctx: click.Context, *, window: int | None, layout: str,
     from panstream.cli.common import given
 
     if window is None:
-        bad = [f"--{n.replace('_', '-')}" for n in WINDOW_ONLY if given(ctx, n)]
+        bad = [f"--{n.removeprefix('range_').replace('_', '-')}" for n in WINDOW_ONLY
+               if given(ctx, n)]
         if bad:
             raise click.UsageError(f"{', '.join(bad)} go(es) with --window")
         return
@@ -97,7 +102,8 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
                     security: dict[str, Any], slice_count: int, cells_retention: float, *,
                     window: int, lateness: int, release_epsilon: float, series: str | None,
                     series_topic: str | None,
-                    horizon: int | None, state_dir: str, as_json: bool) -> Any:
+                    horizon: int | None, state_dir: str, as_json: bool,
+                    range_from: int | None = None, range_to: int | None = None) -> Any:
     """The windowed member: routing and slice stages over ``<group>-wcells``; prints the
     per-window accounting and, as each window is released, its record."""
     from panstream.sources import kafka as src
@@ -119,7 +125,8 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
     if topic in c.topics:
         raise ConfigurationError(f"-t {topic} is the group's own internal topic: tail the source "
                                  "topics instead")
-    spec = WindowSpec(window, lateness, float(release_epsilon))
+    spec = WindowSpec(window, lateness, float(release_epsilon), first=range_from, stop=range_to)
+    spec.schedule  # noqa: B018  (refuses a --from/--to off the window grid, before connecting)
     ser = series or os.path.join(state_dir, f"{group}-series.jsonl")
     parsed = src.parse_overrides(overrides)
     slice_consumer = src.consumer_config(",".join(c.consumer["bootstrap_servers"]),
@@ -148,8 +155,9 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
     eps_window = eps_state + spec.release_epsilon
     whole = sum(lay.table_bytes(r, c.estimator, c.modulus) for r in range(lay.count))
     click.echo(f"panstream kafka: {duration_text(window)} windows (event time, lateness "
-               f"{duration_text(lateness)}; a window closes when every source partition's "
-               f"watermark has passed its end + lateness); each window: epsilon_state "
+               f"{duration_text(lateness)}; a window is open on the wall clock from its start "
+               "to its end + lateness and released then, empty or not); each window: "
+               "epsilon_state "
                f"{eps_state:.6f} + one release {spec.release_epsilon:g} = {eps_window:.6f} per "
                f"person per window; series {ser}"
                + (f" and topic {results_topic}" if results is not None else ""), err=True)

@@ -19,29 +19,31 @@ from panstream import estimators
 from panstream.cli.common import emit_json, env, given, stop_on_signals
 from panstream.cli.window_export import check_export_dir, presto_exporter
 from panstream.errors import ConfigurationError, SourceError, StateError
-from panstream.eventtime import label, parse_duration
 from panstream.ingest import Input
-from panstream.parse import Format, tune_allocator
+from panstream.inputs.parser import Format, tune_allocator
 from panstream.planning import plan_split
-from panstream.series import Series, SeriesMetrics, read
 from panstream.sources import open_input, stdin_reader
 from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 from panstream.windows import (
     WindowedIngestor,
+    WindowSchedule,
     WindowStats,
     duration_text,
     horizon_line,
     window_stem,
-    windows_in,
+    windows_met,
 )
+from panstream.windows.eventtime import label, parse_duration
+from panstream.windows.schedule import parse_instant
+from panstream.windows.series import Series, SeriesMetrics, read
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options only a windowed run takes (checked when --window is missing).
 WINDOW_ONLY = ("time", "lateness", "series", "horizon", "close_at_end", "metrics_port",
-               "metrics_host", "export_presto_dir")
+               "metrics_host", "export_presto_dir", "range_from", "range_to")
 
 #: Default allowed lateness of event-time windows.
 DEFAULT_LATENESS = "5m"
@@ -62,6 +64,34 @@ def _duration(what: str, zero_ok: bool = False) -> Callable[..., int | None]:
     return convert
 
 
+def _instant(what: str) -> Callable[..., int | None]:
+    def convert(ctx: click.Context, param: click.Parameter, value: Any) -> int | None:
+        if value is None:
+            return None
+        try:
+            return parse_instant(value, what)
+        except ConfigurationError as exc:
+            raise click.BadParameter(str(exc)) from None
+
+    return convert
+
+
+def range_options(prefix: str = "") -> list[Callable[[F], F]]:
+    """``--from`` and ``--to``: the declared range of windows (public, never read off the data)."""
+    return [
+        click.option("--from", "range_from", default=None, metavar="TIME",
+                     callback=_instant("--from"),
+                     help="With --window: the start of the first window (2026-11-16, "
+                          "2026-11-16T00:00:00Z or UNIX seconds; on the window grid). Required "
+                          "for event time over FILES: every window from --from to --to is "
+                          "released at the end of the input, empty or not; lines outside are "
+                          "dropped.", **env(f"{prefix}FROM")),
+        click.option("--to", "range_to", default=None, metavar="TIME", callback=_instant("--to"),
+                     help="With --window: the end of the last window (exclusive, on the grid).",
+                     **env(f"{prefix}TO")),
+    ]
+
+
 def window_options() -> Callable[[F], F]:
     """The ``--window`` family of options (the command receives them as keyword arguments)."""
     opts = [
@@ -80,22 +110,26 @@ def window_options() -> Callable[[F], F]:
                      **env("TIME")),
         click.option("--lateness", default=DEFAULT_LATENESS, show_default=True, metavar="DURATION",
                      callback=_duration("--lateness", zero_ok=True),
-                     help="With --time event: a window stays open until lines this much later "
-                          "than its end have been seen; older lines are dropped as late.",
+                     help="Live event time (standard input): a window stays open on the clock "
+                          "this long after its end, then is released; a line read after that "
+                          "is dropped. Not used by a replay of FILES (released at their end).",
                      **env("LATENESS")),
+        *range_options(),
         click.option("--series", type=click.Path(dir_okay=False), default=None, metavar="FILE",
                      help="With --window: append one record per closed window (JSON lines, or CSV "
                           "if FILE ends in .csv), durably; a window already in FILE is never "
                           "released again. Required with --state.", **env("SERIES")),
         click.option("--horizon", default=None, metavar="DURATION", callback=_duration("--horizon"),
                      help="With --window: print what a person seen in every window of any span "
-                          "this long is covered at (7d of 1d windows: 7 x the window's epsilon); "
-                          "with --total-epsilon, the total is this horizon's, split per window.",
+                          "this long is covered at (any span of 7d meets at most 8 1d windows: "
+                          "8 x the window's epsilon); with --total-epsilon, the total is this "
+                          "horizon's, split over those windows.",
                      **env("HORIZON")),
         click.option("--close-at-end/--keep-open", "close_at_end", default=None,
                      help="With --window: at the end of the input close and release every open "
-                          "window (default for event time: the replay is complete), or keep them "
-                          "in their state files for the next run (default for processing time).",
+                          "window (default for a replay of FILES in event time: the replay is "
+                          "complete), or keep them in their state files for the next run "
+                          "(default for live input: its windows close on the clock).",
                      **env("CLOSE_AT_END")),
         click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
                      help="With --window: serve the last closed window's release (estimate, "
@@ -124,7 +158,8 @@ def window_options() -> Callable[[F], F]:
 
 def refuse_window_only(ctx: click.Context) -> None:
     """Refuse a window option given without ``--window``."""
-    bad = [f"--{n.replace('_', '-')}" for n in WINDOW_ONLY if n in ctx.params and given(ctx, n)]
+    bad = [f"--{n.removeprefix('range_').replace('_', '-')}" for n in WINDOW_ONLY
+           if n in ctx.params and given(ctx, n)]
     if bad:
         raise click.UsageError(f"{', '.join(bad)} go(es) with --window (e.g. --window 1d)")
 
@@ -184,7 +219,8 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
                  progress: bool | None = None,
                  lateness: int, series: str | None, horizon: int | None,
                  close_at_end: bool | None, metrics_port: int | None, metrics_host: str,
-                 export_presto_dir: str | None = None, **_: Any) -> None:
+                 export_presto_dir: str | None = None, range_from: int | None = None,
+                 range_to: int | None = None, **_: Any) -> None:
     """``ingest --window``: check the options, plan the window's epsilons, run, summarize."""
     if release_every is not None:
         raise click.UsageError("--window releases each window once, when it closes: drop "
@@ -207,7 +243,7 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
     if export_presto_dir is not None:
         check_export_dir(export_presto_dir, estimator)
     size = window
-    per_horizon = windows_in(horizon, size) if horizon else None
+    per_horizon = windows_met(horizon, size) if horizon else None
     if total_epsilon is not None:
         clash = [f"--{k.replace('_', '-')}" for k in ("epsilon", "release_epsilon")
                  if given(ctx, k)]
@@ -226,8 +262,13 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
         raise click.UsageError("--window needs --release-epsilon E (each window's one release) "
                                "or --total-epsilon E (split per window)")
     mode = time_mode if time_mode != "auto" else ("event" if files else "processing")
-    if close_at_end is None:
-        close_at_end = mode == "event"
+    if mode == "event" and files:  # a finite input: the declared range, released at its end
+        schedule = WindowSchedule.replay(size, range_from, range_to)
+    else:  # live: on the clock
+        schedule = WindowSchedule.live(size, lateness if mode == "event" else 0, range_from,
+                                       range_to)
+    if close_at_end is None:  # a replay ends with its input; live windows end on the clock
+        close_at_end = schedule.finite
     if not files and sys.stdin.isatty():
         raise click.UsageError("no FILE given and standard input is a terminal: pipe a log in, "
                                "e.g. tail -F access.log | panstream ingest --window 1h ...")
@@ -248,13 +289,14 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
     eps_state = estimators.state_epsilon(estimator, epsilon, calibration=calibration,
                                          modulus=modulus)
     eps_window = eps_state + eps_out + telemetry.cost(0)
-    when = f"{mode} time" + (f", lateness {duration_text(lateness)}" if mode == "event" else "")
+    when = f"{mode} time"
     tele = ("(telemetry 0: nothing counted)" if not telemetry.counts
             else f"{telemetry.total_clause()}")
     head = (f"panstream ingest: {duration_text(size)} windows ({when}); each window: "
             f"epsilon_state {eps_state:.6f} + one release {eps_out:g} = {eps_window:.6f} per "
             f"person per window {tele}")
     click.echo(head, err=True)
+    click.echo(f"panstream ingest: the schedule: {schedule.describe()}", err=True)
     acct = (f"panstream ingest: a person seen in W windows is covered at W x {eps_window:.6g} "
             "against whoever reads the whole series"
             + (f"; {horizon_line(eps_window, size, horizon)}" if horizon else ""))
@@ -281,7 +323,7 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
         ser = Series(series) if series is not None else None
         stats = _run(ser, held, files=files, universe=universe, fmt=fmt, size=size, make=make,
                      eps_out=eps_out, release_mechanism=release_mechanism, state=state,
-                     mode=mode, lateness=lateness, checkpoint_every=checkpoint_every,
+                     mode=mode, schedule=schedule, checkpoint_every=checkpoint_every,
                      close_at_end=close_at_end, epsilon=epsilon, estimator=estimator,
                      calibration=calibration, modulus=modulus, telemetry=telemetry,
                      as_json=as_json, progress=progress, metrics_port=metrics_port,
@@ -291,7 +333,7 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
 
 def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ...],
          universe: Universe, fmt: Format, size: int, make: Callable[[], Any], eps_out: float,
-         release_mechanism: str, state: str | None, mode: str, lateness: int,
+         release_mechanism: str, state: str | None, mode: str, schedule: WindowSchedule,
          checkpoint_every: float, close_at_end: bool, epsilon: float, estimator: str,
          calibration: str, modulus: int, telemetry: TelemetryPolicy, as_json: bool,
          progress: bool | None, metrics_port: int | None, metrics_host: str,
@@ -321,7 +363,7 @@ def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ..
     expect = estimators.expect_of(estimator, universe, epsilon, calibration, modulus)
     ing = WindowedIngestor(make, universe, fmt, size, release_epsilon=eps_out,
                            release_mechanism=release_mechanism, series=ser, state_path=state,
-                           time_mode=mode, lateness=lateness,
+                           time_mode=mode, schedule=schedule,
                            checkpoint_every=checkpoint_every, close_at_end=close_at_end,
                            expect=expect, on_close=on_close, on_notice=notice,
                            on_export=(presto_exporter(export_presto_dir, notice)
@@ -363,8 +405,8 @@ def _summary(stats: WindowStats, as_json: bool, ser: Series | None, state: str |
             "bytes_read": stats.bytes_read, "epsilon_state": eps_state,
             "epsilon_release": eps_out, "epsilon_window": eps_window,
             "horizon_seconds": horizon,
-            "horizon_windows": windows_in(horizon, size) if horizon else None,
-            "epsilon_horizon": windows_in(horizon, size) * eps_window if horizon else None}})
+            "horizon_windows": windows_met(horizon, size) if horizon else None,
+            "epsilon_horizon": windows_met(horizon, size) * eps_window if horizon else None}})
         return
     where = (f"; {stats.open} open window(s) kept in {window_stem(state)}.*.pst"
              if state and stats.open else (f"; {stats.open} open window(s) lost (no --state)"

@@ -1,6 +1,6 @@
 """Read the published files a report is made from: series files and release JSON.
 
-Only released results are read: a series file (JSON lines or CSV, :func:`panstream.series.read`)
+Only released results are read: a series file (JSON lines or CSV, :func:`panstream.windows.series.read`)
 and the JSON that ``panstream release --json`` (or ``release --by ... --json``) prints. A state
 file is refused with a message saying which file to give instead: the report never loads a table.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 from panstream.errors import PanstreamError, SourceError
 from panstream.report.page import ReleaseInput, SeriesInput
-from panstream.series import read
 from panstream.state.format import MAGIC
+from panstream.windows.series import read
 
 __all__ = ["load_release", "load_series"]
 

@@ -22,7 +22,6 @@ from typing import Any
 
 from panstream import __version__
 from panstream.errors import ConfigurationError
-from panstream.eventtime import label as iso_label
 from panstream.report.fields import (
     Bucket,
     Figure,
@@ -35,6 +34,7 @@ from panstream.report.fields import (
 )
 from panstream.report.svg import ChartPoint, hilbert_map, interval_chart
 from panstream.windows import duration_text, horizon_line
+from panstream.windows.eventtime import label as iso_label
 
 __all__ = ["MAX_MAP_BUCKETS", "ReleaseInput", "SeriesInput", "number_text", "render"]
 

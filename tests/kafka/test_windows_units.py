@@ -1,6 +1,7 @@
-"""``kafka --window`` without a broker: when a window-slice closes, and that a window is released
-exactly once whoever tries (several processes at once, and after a crash between the ledger and
-the series).
+"""``kafka --window`` without a broker: window-slices open and close on the clock (never on a
+line: the state directory is the same with and without the target's line), and a window is
+released exactly once whoever tries (several processes at once, and after a crash between the
+ledger and the series).
 
 The Kafka path itself (routing, marks, kill -9) runs against the real broker in
 tests/kafka/test_windows_kafka.py.
@@ -19,19 +20,18 @@ from kafka import TopicPartition
 from panstream.estimators.density import DensityEstimator
 from panstream.release.ledger import PrivacyLedger
 from panstream.release.ledger_log import Opening, Reservation
-from panstream.series import read
 from panstream.sources.kafka.tail import TailConfig
 from panstream.sources.kafka.windows import (
     WindowSliceStage,
     WindowSpec,
     encode_data,
-    encode_mark,
     release_complete,
     window_keys,
 )
 from panstream.state.slices import SliceLayout, encode_slice
 from panstream.state.stores import DirectoryStore
 from panstream.universe import Universe
+from panstream.windows.series import read
 
 H = 1795478400  # 2026-11-24T00:00:00Z
 SPEC = WindowSpec(3600, 600, 1.0)
@@ -48,44 +48,119 @@ class Rec:
     offset: int
 
 
-class FakeConsumer:
-    """Just what the slice stage asks outside a poll: the source topic's partitions."""
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = float(now)
 
-    def partitions_for_topic(self, topic: str) -> set[int]:
-        return {0, 1}
-
-
-def stage(tmp: Path) -> WindowSliceStage:
-    s = WindowSliceStage(config(tmp), LAYOUT, spec=SPEC, group="g", sources=["logs"],
-                         wstore=DirectoryStore(tmp / "windows"), series_path=str(tmp / "s.jsonl"))
-    s.consumer = FakeConsumer()
-    return s
+    def __call__(self) -> float:
+        return self.now
 
 
-def test_a_window_slice_closes_only_when_every_source_partition_has_passed_it(tmp_path: Path
-                                                                               ) -> None:
-    s = stage(tmp_path)
+def stage(tmp: Path, clock: Clock) -> WindowSliceStage:
+    return WindowSliceStage(config(tmp), LAYOUT, spec=SPEC, group="g", sources=["logs"],
+                            wstore=DirectoryStore(tmp / "windows"),
+                            series_path=str(tmp / "s.jsonl"), wall_clock=clock)
+
+
+def test_a_window_slice_opens_and_closes_on_the_clock(tmp_path: Path) -> None:
+    """Slice 0 at 00:30: the 00:00 window is open (a fresh table, its file written at the
+    checkpoint whether or not a line came); at 01:10 (end + 10 min lateness) it closes, durable
+    as closed; the 01:00 window is open by then. A record for a closed window opens nothing."""
+    clock = Clock(H + 1800)
+    s = stage(tmp_path, clock)
     tp = TopicPartition("g-wcells", 0)
     s.shards[tp] = s._restore(tp)
+    s.follow_schedule(0, clock.now)
+    assert s.open_windows() == {0: [H]}
     (r, part), = LAYOUT.route(np.arange(10, dtype=np.intp))  # cells 0..9: all in slice 0
-    assert r == 0
     cells = bytes(part)
-    recs = [Rec(encode_data(H, cells), 0), Rec(encode_mark("logs:0", H + 3600 + 600, [H]), 1)]
-    s._apply({tp: recs})
-    assert s.open_windows() == {0: [H]}  # partition 1 has not said where it is: still open
-    s._apply({tp: [Rec(encode_mark("logs:1", H + 3600 + 599, [H]), 2)]})
-    assert s.open_windows() == {0: [H]}  # 1 s short of end + lateness
-    s._apply({tp: [Rec(encode_mark("logs:1", H + 3600 + 600, []), 3)]})
-    assert s.open_windows() == {0: []}
-    opened, closed = window_keys("g", H, 0)
-    assert s.wstore.keys() == [closed]  # durable as closed; no open copy left
-    # a replayed record of the closed window opens nothing again
     s._apply({tp: [Rec(encode_data(H, cells), 0)]})
-    assert s.open_windows() == {0: []}
-    # a restarted owner knows it is closed from the store alone
-    s2 = stage(tmp_path)
+    clock.now = H + 3600 + 599
+    s.follow_schedule(0, clock.now)
+    assert s.open_windows() == {0: [H, H + 3600]}  # 1 s short of end + lateness
+    clock.now = H + 3600 + 600
+    s.follow_schedule(0, clock.now)
+    assert s.open_windows() == {0: [H + 3600]}
+    assert s.wstore.keys() == [window_keys("g", H, 0)[1]]  # durable as closed; no open copy
+    s._apply({tp: [Rec(encode_data(H, cells), 1)]})  # a replayed record of the closed window
+    assert s.open_windows() == {0: [H + 3600]}
+    s2 = stage(tmp_path, clock)  # a restarted owner knows it is closed from the store alone
     s2._restore(tp)
     assert H in s2.closed[0]
+
+
+def _observe(tmp: Path, target: bool) -> list[list[tuple[str, int]]]:
+    """Two slices owned by one member; the crowd's records every 10 minutes; in one world the
+    target's cell in the 00:00 window's last minute, and a record stamped past its end. After
+    every batch: the windows with a table in memory; after every checkpoint: the names and sizes
+    of the files in STATE_DIR/windows."""
+    clock = Clock(H + 60)
+    s = stage(tmp, clock)
+    tps = [TopicPartition("g-wcells", r) for r in range(2)]
+    for tp in tps:
+        s.shards[tp] = s._restore(tp)
+    s.checkpointer.checkpoint = lambda shards: None  # type: ignore[method-assign]
+    s._commit_sync = lambda offsets: None  # type: ignore[method-assign]
+    s._delete = lambda offsets: None  # type: ignore[method-assign]
+    crowd = {r: bytes(p) for r, p in LAYOUT.route(np.arange(0, 256, 7, dtype=np.intp))}
+    target_cells = {r: bytes(p) for r, p in LAYOUT.route(np.array([200], dtype=np.intp))}
+    seen = []
+    off = 0
+    for minute in range(0, 150, 10):
+        clock.now = H + 60 * minute + 30
+        for tp in tps:
+            r = tp.partition
+            recs = [Rec(encode_data(H + 3600 * (minute // 60), crowd.get(r, b"")), off)]
+            if target and minute == 50 and r in target_cells:
+                recs.append(Rec(encode_data(H, target_cells[r]), off + 1))
+            if target and minute == 60 and r in target_cells:
+                recs.append(Rec(encode_data(H + 3600, target_cells[r]), off + 1))
+                recs.append(Rec(encode_data(H + 7200, target_cells[r]), off + 1))  # not begun
+            off += 2
+            s._apply({tp: recs})
+        seen.append([("in memory", sorted(s.open_windows().items()))])  # type: ignore[list-item]
+        s.checkpoint()
+        root = tmp / "windows"
+        seen.append(sorted((str(p.relative_to(root)), p.stat().st_size)
+                           for p in root.rglob("*") if p.is_file() and "ledgers" not in p.parts))
+    return seen
+
+
+def test_the_state_directory_is_the_clock_s_with_or_without_the_target(tmp_path: Path) -> None:
+    """The review's Kafka attack read a partition's progress marker (and which window files
+    existed) from STATE_DIR/windows. Now there is no marker, and after every checkpoint the
+    directory holds the same files, of the same sizes, with and without the target's records;
+    each window is released at its close instant (01:10 for 00:00) into the series."""
+    a = _observe(tmp_path / "a", False)
+    b = _observe(tmp_path / "b", True)
+    assert a == b
+    flat = {name for step in a for name, _ in step if isinstance(name, str)}
+    assert not [n for n in flat if "marks" in n]
+    # yesterday's 23:00 was still open at 00:01 (until 00:10): released, empty; then 00:00 at
+    # 01:10 and 01:00 at 02:10, in both worlds
+    for world in "ab":
+        recs = read(tmp_path / world / "s.jsonl")
+        assert [r["window"] for r in recs] == \
+            ["2026-11-23T23:00:00Z", "2026-11-24T00:00:00Z", "2026-11-24T01:00:00Z"]
+        assert [r["released_at"] for r in recs] == [H + 600, H + 3600 + 600, H + 7200 + 600]
+
+
+def test_a_slice_that_never_had_a_window_is_closed_fresh_by_its_owner(tmp_path: Path) -> None:
+    """Slice 1 was unowned for all of 00:00's life: its next owner closes it as a fresh table as
+    soon as it is due, so the window is released and one slice never holds it back."""
+    clock = Clock(H + 1800)
+    s = stage(tmp_path, clock)
+    tp0, tp1 = TopicPartition("g-wcells", 0), TopicPartition("g-wcells", 1)
+    s.shards[tp0] = s._restore(tp0)
+    s.follow_schedule(0, clock.now)
+    clock.now = H + 3600 + 700
+    s.follow_schedule(0, clock.now)  # 00:00 closed in slice 0 only
+    s.shards[tp1] = s._restore(tp1)
+    s.follow_schedule(1, clock.now)
+    keys = s.wstore.keys()
+    assert window_keys("g", H, 0)[1] in keys and window_keys("g", H, 1)[1] in keys
+    got = release_complete(s.wstore, "g", LAYOUT, config(tmp_path), SPEC, str(tmp_path / "s.jsonl"))
+    assert [r["window"] for r in got] == ["2026-11-24T00:00:00Z"]
 
 
 def closed_store(tmp: Path) -> DirectoryStore:
@@ -152,6 +227,7 @@ def test_kafka_window_usage_errors_are_one_line(tmp_path: Path) -> None:
         (["--window", "1h", "--release-epsilon", "1", "--state-dir", str(tmp_path), "--layout",
           "partition"], "drop --layout partition"),
         (["--release-epsilon", "1", "--state-dir", str(tmp_path)], "go(es) with --window"),
+        (["--from", "2026-11-24", "--state-dir", str(tmp_path)], "--from go(es) with --window"),
         (["--window", "0s", "--state-dir", str(tmp_path)], "longer than 0 seconds"),
     ]
     for extra, says in cases:
@@ -160,7 +236,10 @@ def test_kafka_window_usage_errors_are_one_line(tmp_path: Path) -> None:
         assert says in res.output and "Traceback" not in res.output, (extra, res.output)
 
 
-def test_the_router_drops_late_lines_fills_empty_windows_and_marks_every_slice() -> None:
+def test_the_router_keeps_only_lines_of_windows_open_on_the_clock() -> None:
+    """At 00:30 with lateness 10 min: lines of 00:00 are routed; a line stamped 03:15 (a window
+    the clock has not begun) and one of yesterday's 23:00 (closed at 00:10) are dropped, and
+    nothing is kept about the partition: no watermark, no mark, no window opened by a line."""
     import time as _t
 
     from panstream.sources.kafka.metrics import Metrics
@@ -171,20 +250,15 @@ def test_the_router_drops_late_lines_fills_empty_windows_and_marks_every_slice()
         stamp = _t.strftime("%d/%b/%Y:%H:%M:%S +0000", _t.gmtime(t))
         return f'{addr} - - [{stamp}] "GET / HTTP/1.1" 200 5 "-" "curl/8"'.encode()
 
+    clock = Clock(H + 1800)
     cfg = RouteConfig({}, {}, ["logs"], LAYOUT, "g-wcells", "lines", "clf")
-    router = WindowRouteStage(cfg, Metrics(), SPEC)
+    router = WindowRouteStage(cfg, Metrics(), SPEC, wall_clock=clock)
     tp = TopicPartition("logs", 1)
     out: list[tuple[int, bytes]] = []
-    # 00:10 and 00:20 (window 00), then 03:15 (window 03: 01 and 02 are empty, opened all the same)
     buf = bytearray(b"\n".join([line("10.9.0.1", H + 600), line("10.9.0.200", H + 1200),
-                                line("10.9.0.2", H + 3 * 3600 + 900)]) + b"\n")
+                                line("10.9.0.2", H + 3 * 3600 + 900),
+                                line("10.9.0.3", H - 3600 + 60)]) + b"\n")
     router._partition(tp, buf, "clf", out)
-    data = [(r, decode_record(v)) for r, v in out if v[:1] == b"D"]
-    assert sorted((r, d[1]) for r, d in data) == [(0, H), (0, H + 3 * 3600), (1, H)]
-    marks = [decode_record(v) for r, v in out if v[:1] == b"M"]
-    assert [m[1] for m in marks] == ["logs:1"] * LAYOUT.count  # one mark to every slice
-    assert marks[0][2] == (H + 3 * 3600 + 900, [H + h * 3600 for h in range(4)])
-    # a line of window 00 now is more than the lateness behind this partition's watermark: late
-    out.clear()
-    router._partition(tp, bytearray(line("10.9.0.3", H + 1800) + b"\n"), "clf", out)
-    assert [v[:1] for _, v in out] == [b"M"] * LAYOUT.count
+    data = [(r, decode_record(v)) for r, v in out]
+    assert sorted((r, d[0], d[1]) for r, d in data) == [(0, "D", H), (1, "D", H)]
+    assert not [k for k in vars(router) if "wm" in k or "front" in k]

@@ -19,7 +19,7 @@ from schema_check import validate, validate_lines
 import panstream as ps
 from panstream import sfm
 from panstream.cli.main import cli
-from panstream.series import Series, read, record
+from panstream.windows.series import Series, read, record
 
 
 def invoke(*args: str) -> Any:

@@ -16,7 +16,7 @@ import pytest
 
 from panstream.report import ReleaseInput, SeriesInput, render
 from panstream.report.svg import BAND, EMPTY, INK, viridis
-from panstream.series import read
+from panstream.windows.series import read
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 BROWSER = next((p for p in (shutil.which(b) for b in BROWSERS) if p), None)

@@ -34,7 +34,7 @@ def test_a_week_and_a_map_make_one_file(week: tuple[Path, Path], tmp_path: Path)
     assert external_references(html) == ([], 0)
     assert out.stat().st_size < 1_000_000
     assert "7 windows of 1d" in html and "256 buckets" in html
-    assert "any 7d (7 consecutive 1d windows)" in html
+    assert "any 7d (any span of 7d meets at most 8 1d windows)" in html
     assert "report written to" in res.stderr
 
 

@@ -14,7 +14,7 @@ from panstream.cli.common import json_ready
 from panstream.errors import ConfigurationError
 from panstream.release.honesty import noise_dominated
 from panstream.report.fields import calibration_text, family_of, figure, is_map, map_buckets
-from panstream.series import record
+from panstream.windows.series import record
 
 
 def published(rel: object) -> dict:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from panstream.series import SeriesMetrics
 from panstream.sources.kafka.metrics import KAFKA_TELEMETRY_SENSITIVITY, Metrics
 from panstream.telemetry import TelemetryPolicy
+from panstream.windows.series import SeriesMetrics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docker" / "grafana-dashboard.json"
 _METRIC = re.compile(r"\bpanstream_[a-z0-9_]+")

@@ -19,7 +19,7 @@ from panstream.report import ReleaseInput, SeriesInput, render
 from panstream.report.fields import figure
 from panstream.report.page import number_text
 from panstream.report.svg import EMPTY, INK, NOISE
-from panstream.series import read, record
+from panstream.windows.series import read, record
 
 
 def test_the_reference_checker_catches_every_way_a_page_fetches(tmp_path: Path) -> None:
@@ -191,7 +191,7 @@ def test_a_range_map_is_drawn_as_intervals_per_bucket() -> None:
 
 
 def test_a_csv_series_makes_the_same_chart(week: tuple[Path, Path], tmp_path: Path) -> None:
-    from panstream.series import Series
+    from panstream.windows.series import Series
 
     series_path, _ = week
     recs = read(series_path)

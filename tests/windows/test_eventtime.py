@@ -10,7 +10,7 @@ import pytest
 from weeklog import clf_time
 
 from panstream.errors import ConfigurationError
-from panstream.eventtime import label, parse_duration, seconds, times, window_start
+from panstream.windows.eventtime import label, parse_duration, seconds, times, window_start
 
 
 def _line(t: str, ip: str = "10.0.0.1") -> bytes:

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from logsamples import GENERATORS, UNIVERSE, generate
 
-from panstream.eventtime import TIMED_FORMATS, TimeReader, has_time, seconds, times
-from panstream.parse import detect_format
-from panstream.series import read
+from panstream.inputs.parser import detect_format
+from panstream.windows.eventtime import TIMED_FORMATS, TimeReader, has_time, seconds, times
+from panstream.windows.series import read
 
 LINES = 300
 T10 = calendar.timegm((2026, 11, 24, 10, 0, 0))  # the hour of the generators' ISO times
@@ -153,11 +153,13 @@ def test_ingest_window_1h_windows_each_family_by_the_records_time(name: str, fmt
                                                                    tmp_path: Path) -> None:
     log, series = tmp_path / f"{name}.log", tmp_path / "hourly.jsonl"
     log.write_bytes(b"".join(_shifted(name, h) for h in range(3)))
+    # the declared range: the three hours the records were written in
+    first = T10 if name in ("gcp", "cloudfront", "alb") else EPOCH0 // 3600 * 3600
     r = subprocess.run([sys.executable, "-m", "panstream", "ingest", "-u", UNIVERSE, "-f", fmt,
                         "--window", "1h", "--release-epsilon", "1", "--series", str(series),
-                        str(log)], capture_output=True, text=True, timeout=120, check=False)
+                        "--from", str(first), "--to", str(first + 3 * 3600), str(log)],
+                       capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
-    first = T10 if name in ("gcp", "cloudfront", "alb") else EPOCH0 // 3600 * 3600
     assert [rec["start"] for rec in read(series)] == [first + 3600 * h for h in range(3)]
 
 
@@ -166,7 +168,7 @@ def test_header_lines_are_not_counted_as_untimed_and_a_log_without_times_is_one_
     log, series = tmp_path / "cf.log", tmp_path / "s.jsonl"
     log.write_bytes(_shifted("cloudfront", 0) + b"2026-11-24\tnot-a-time\tLAX50-C1\t392\t10.0.0.1\n")
     base = [sys.executable, "-m", "panstream", "ingest", "-u", UNIVERSE, "--window", "1h",
-            "--release-epsilon", "1"]
+            "--release-epsilon", "1", "--from", str(T10), "--to", str(T10 + 3600)]
     r = subprocess.run([*base, "-f", "w3c:c-ip", "--exact-counts", "--series", str(series),
                         str(log)], capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr

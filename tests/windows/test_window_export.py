@@ -23,17 +23,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from weeklog import DAY, HOUR, WEEK_START, Week, make_week
+from weeklog import DAY, WEEK_START, Week, make_week
 
 from panstream import estimators, sfm
 from panstream.errors import StateError
 from panstream.estimators.base import Estimator
 from panstream.ingest import Input
-from panstream.parse import Format
-from panstream.series import Series, read, record
+from panstream.inputs.parser import Format
 from panstream.sfm import SketchGrid
 from panstream.sources import ChunkReader
-from panstream.windows import WindowedIngestor, window_files
+from panstream.windows import WindowedIngestor, WindowSchedule, window_files
+from panstream.windows.series import Series, read, record
 
 GRID = "sketch:4096x24:ip"
 U: Any = SketchGrid.parse_spec(GRID)
@@ -63,7 +63,8 @@ def _ingestor(tmp_path: Path, **kw: Any) -> WindowedIngestor:
     def make() -> Estimator:
         return estimators.new("sketch", U, 1.0, budget=1.0)
 
-    return WindowedIngestor(make, U, Format("clf"), DAY, release_epsilon=1.0, lateness=HOUR,
+    return WindowedIngestor(make, U, Format("clf"), DAY, release_epsilon=1.0,
+                            schedule=WindowSchedule.replay(DAY, WEEK_START, WEEK_START + 3 * DAY),
                             series=Series(tmp_path / "daily.jsonl"), **kw)
 
 
@@ -128,6 +129,7 @@ def _panstream(*args: str) -> subprocess.CompletedProcess[str]:
 def _ingest(week: Week, tmp_path: Path, *extra: str) -> list[str]:
     return ["ingest", "-u", GRID, "--estimator", "sketch", "--window", "1d", "--lateness", "1h",
             "-f", "clf", "--release-epsilon", "1", "--series", str(tmp_path / "daily.jsonl"),
+            "--from", "2026-11-16", "--to", "2026-11-19",
             *extra, *map(str, week.files)]
 
 

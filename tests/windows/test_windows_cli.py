@@ -18,11 +18,11 @@ from click.testing import CliRunner
 from weeklog import UNIVERSE, Week, make_week
 
 from panstream.cli.main import cli
-from panstream.series import plot_series, read
+from panstream.windows.series import plot_series, read
 
 DAYS = [f"2026-11-{16 + d}T00:00:00Z" for d in range(7)]
-WINDOW = ["ingest", "-u", UNIVERSE, "--window", "1d", "--lateness", "1h", "-f", "clf",
-          "--release-epsilon", "0.5"]
+WINDOW = ["ingest", "-u", UNIVERSE, "--window", "1d", "-f", "clf", "--release-epsilon", "0.5",
+          "--from", "2026-11-16", "--to", "2026-11-23"]
 
 
 @pytest.fixture(scope="module")
@@ -60,32 +60,36 @@ def _close_to_truth(series: Path, week: Week) -> None:
         assert abs(r["estimate"] - week.per_day[r["start"]]) <= 2 * (r["high"] - r["low"])
 
 
+KILL_AT_THURSDAY = """
+import os, sys
+import panstream.windows as w
+checkpoint = w.WindowedIngestor.checkpoint
+def kill(self, at=None):
+    checkpoint(self, at)
+    if self.stats.input.endswith("20261119"):  # kill -9 while Thursday's file is being read
+        os._exit(9)
+w.WindowedIngestor.checkpoint = kill
+from panstream.cli.main import main
+main(sys.argv[1:])
+"""
+
+
 def test_kill_9_mid_week_then_restart_gives_each_window_exactly_once(week: Week,
                                                                       tmp_path: Path) -> None:
+    """A replay releases its windows at the end of its input: killed while reading Thursday, it
+    has released nothing, and every window of the range is in its last checkpoint. The restart
+    replays the week (a density table takes a line twice without harm: it only redraws that
+    client's bit) and releases the seven days, each once; a third run releases nothing."""
     state, series = tmp_path / "web.pst", tmp_path / "daily.jsonl"
-    args = [*WINDOW, "--time", "event", "-s", str(state), "--series", str(series),
-            "--checkpoint-every", "0.05"]
-    proc = subprocess.Popen([sys.executable, "-m", "panstream", *args], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env())
-    try:
-        assert proc.stdin is not None
-        for f in week.files[:4]:  # Monday to Thursday through a pipe, like tail -F
-            proc.stdin.write(f.read_bytes())
-        proc.stdin.flush()
-        thursday = tmp_path / "web.20261119T000000Z.pst"
-        _wait(lambda: len(_windows(series)) == 3 and thursday.exists(), "three days released")
-        proc.kill()  # kill -9: Thursday's table only in its last checkpoint
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert _windows(series) == DAYS[:3]
-    # the restart replays the whole week: Monday-Wednesday are in the series (their lines are
-    # late for them, dropped); Thursday resumes from its checkpoint (a density table takes a
-    # line twice without harm: it only redraws that client's bit); the rest is new
-    r = _panstream(*WINDOW, "-s", str(state), "--series", str(series),
-                   *map(str, week.files))
+    args = [*WINDOW, "-s", str(state), "--series", str(series), "--checkpoint-every", "1e-6",
+            *map(str, week.files)]
+    r = subprocess.run([sys.executable, "-c", KILL_AT_THURSDAY, *args], capture_output=True,
+                       text=True, env=_env(), timeout=120, check=False)
+    assert r.returncode == 9, r.stderr
+    assert _windows(series) == []
+    assert sorted(p.name for p in tmp_path.glob("web.*.pst")) == \
+        [f"web.202611{d}T000000Z.pst" for d in range(16, 23)]  # the range's, on schedule
+    r = _panstream(*args[:-len(week.files)][:-2], *map(str, week.files))
     assert r.returncode == 0, r.stderr
     assert _windows(series) == DAYS
     assert sorted(os.listdir(tmp_path)) == ["daily.jsonl"]
@@ -139,9 +143,16 @@ def _scrape(port: int) -> dict[str, tuple[dict[str, str], float]]:
     return out
 
 
-def test_metrics_serve_the_last_closed_window_over_http(week: Week, tmp_path: Path) -> None:
-    series = tmp_path / "daily.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "panstream", *WINDOW, "--time", "event",
+def test_metrics_serve_the_last_closed_window_over_http(tmp_path: Path) -> None:
+    """Live on standard input (processing time), 2-second windows in a declared range of two:
+    each closes on the clock; the gauges then show the last one's release."""
+    import math
+
+    series = tmp_path / "live.jsonl"
+    first = (math.ceil(time.time() / 2) + 2) * 2
+    proc = subprocess.Popen([sys.executable, "-m", "panstream", "ingest", "-u", UNIVERSE,
+                             "--window", "2s", "-f", "plain", "--release-epsilon", "0.5",
+                             "--from", str(first), "--to", str(first + 4),
                              "--series", str(series), "--metrics-port", "0"],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=_env())
@@ -155,16 +166,16 @@ def test_metrics_serve_the_last_closed_window_over_http(week: Week, tmp_path: Pa
                 break
         assert port is not None
         assert _scrape(port).get("panstream_window_estimate") is None  # nothing closed yet
-        for f in week.files[:3]:
-            proc.stdin.write(f.read_text())
+        proc.stdin.write("10.0.0.1\n10.0.0.2\n")
         proc.stdin.flush()
-        _wait(lambda: len(_windows(series)) == 2, "two days released")
+        _wait(lambda: len(_windows(series)) == 2, "both windows released on the clock")
         _wait(lambda: "panstream_window_estimate" in _scrape(port), "the gauges")
         got = _scrape(port)
         last = read(series)[-1]
         labels, value = got["panstream_window_estimate"]
-        assert labels == {"window": "2026-11-17T00:00:00Z", "window_end": "2026-11-18T00:00:00Z",
-                          "statistic": "distinct", "family": "density"}
+        assert labels["window"] == last["window"] and last["start"] == first + 2
+        assert labels["statistic"] == "distinct" and labels["family"] == "density"
+        assert last["released_at"] == first + 4  # the schedule's instant: its end
         assert value == pytest.approx(last["estimate"])
         assert got["panstream_window_low"][1] == pytest.approx(last["low"])
         assert got["panstream_window_high"][1] == pytest.approx(last["high"])
@@ -196,7 +207,7 @@ def test_series_plot_draws_one_point_per_window(week: Week, tmp_path: Path) -> N
     assert list(line.get_ydata()) == pytest.approx([rec["estimate"] for rec in read(series)])
     shown = _panstream("series", "show", str(series), "--horizon", "7d")
     assert shown.stdout.count("distinct") == 7
-    assert "any 7d (7 consecutive 1d windows): 7 x 1.5 = 10.5" in shown.stdout
+    assert "any 7d (any span of 7d meets at most 8 1d windows): 8 x 1.5 = 12" in shown.stdout
 
 
 def test_series_plot_without_matplotlib_is_one_line(tmp_path: Path,
@@ -214,17 +225,18 @@ def test_series_plot_without_matplotlib_is_one_line(tmp_path: Path,
 
 def test_horizon_accounting_is_printed_and_planned(week: Week, tmp_path: Path) -> None:
     r = _panstream(*[a for a in WINDOW if a not in ("--release-epsilon", "0.5")],
-                   "--total-epsilon", "10.5", "--horizon", "7d", "--series",
+                   "--total-epsilon", "12", "--horizon", "7d", "--series",
                    str(tmp_path / "s.jsonl"), str(week.files[0]))
     assert r.returncode == 0, r.stderr
-    assert "total epsilon 10.5 over 7 windows = 1.5 per window" in r.stderr
-    assert "any 7d (7 consecutive 1d windows): 7 x 1.5 = 10.5" in r.stderr
+    # any 7 x 24 hours meets 8 daily windows (one that does not start at midnight)
+    assert "total epsilon 12 over 8 windows = 1.5 per window" in r.stderr
+    assert "any 7d (any span of 7d meets at most 8 1d windows): 8 x 1.5 = 12" in r.stderr
     recs = read(tmp_path / "s.jsonl")
     assert recs and all(rec["epsilon_window"] <= 1.5 for rec in recs)
-    p = _panstream("plan", "-u", UNIVERSE, "--total-epsilon", "10.5", "--window", "1d",
+    p = _panstream("plan", "-u", UNIVERSE, "--total-epsilon", "12", "--window", "1d",
                    "--horizon", "7d")
     assert p.returncode == 0, p.stderr
-    assert "total 10.5 = 7 windows x 1.5 per window" in p.stdout
+    assert "total 12 = 8 windows x 1.5 per window" in p.stdout
     assert "total pan-private epsilon 1.5 = state + 1 release(s)" in p.stdout
 
 
@@ -234,9 +246,14 @@ def test_horizon_accounting_is_printed_and_planned(week: Week, tmp_path: Path) -
     (["--window", "1d", "--release-epsilon", "1", "-s", "S"], "needs --series FILE"),
     (["--window", "1d", "--release-epsilon", "1", "--release-every", "60"], "drop --release-every"),
     (["--window", "1y", "--release-epsilon", "1"], "is not a duration"),
-    (["--window", "1d", "--release-epsilon", "1", "-f", "plain", "--time", "event"],
-     "carry no time"),
-    (["--window", "1d", "--release-epsilon", "1", "-f", "clf"], "not one line carries a time"),
+    (["--window", "1d", "--release-epsilon", "1", "-f", "plain", "--time", "event", "--from",
+      "2026-11-16", "--to", "2026-11-17"], "carry no time"),
+    (["--window", "1d", "--release-epsilon", "1", "-f", "clf"], "need a declared range"),
+    (["--window", "1d", "--release-epsilon", "1", "-f", "clf", "--from", "2026-11-16T12:00Z",
+      "--to", "2026-11-17"], "use 2026-11-16T00:00:00Z or 2026-11-17T00:00:00Z"),
+    (["--window", "1d", "--release-epsilon", "1", "-f", "clf", "--from", "2026-11-16", "--to",
+      "2026-11-17"], "not one line carries a time"),
+    (["--from", "2026-11-16"], "--from go(es) with --window"),
 ])
 def test_mistakes_get_one_line(args: list[str], message: str, tmp_path: Path) -> None:
     log = tmp_path / "a.log"

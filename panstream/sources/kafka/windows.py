@@ -1,31 +1,28 @@
-"""Tumbling windows on the routed Kafka layout (issue 23, Kafka part): ``panstream kafka --window``.
+"""Tumbling windows on the routed Kafka layout: ``panstream kafka --window``.
 
 The routed layout (:mod:`.route`, :mod:`.slices`) keeps one table as R slices. With windows every
 slice keeps **one sub-table per open window** (a fresh D0 draw each), and a window is released
-once, from its R slices laid end to end, when every source partition's watermark has passed it.
+once, from its R slices laid end to end. Which windows exist and when each closes is the public
+**clock's** doing (:class:`panstream.windows.schedule.WindowSchedule`, live): window ``s`` is open
+from ``s`` to ``s + size + lateness`` on the wall clock, and closed at that instant, empty or not.
+No line moves anything (issue 27): there is no watermark, no per-partition progress, no mark; a
+silent source partition holds nothing up.
 
-**Routing stage** (:class:`WindowRouteStage`). For each polled source partition ``p`` the router
-reads the event time of every line (:func:`panstream.eventtime.lines_and_times`, CLF), keeps the
-*watermark* of ``p`` (the latest time seen on ``p``; memory only), drops the lines of a window that
-``p``'s watermark has already passed by ``--lateness`` (late), and routes each window's cells as
-data records ``D | window start | offsets`` to the slice partitions of the internal topic
-``<group>-wcells``. After the data of ``p``'s batch it sends a **mark** ``M | {source, watermark,
-windows}`` to *every* internal partition: the watermark of ``p`` and the windows this batch
-touched (with the empty windows between the previous ones and them, so an hour without traffic is
-released as about 0, not left out). The producer keeps the order of a partition's records
-(``max_in_flight_requests_per_connection=1``), so a slice sees ``p``'s data for a window before
-the mark that may close it.
+**Routing stage** (:class:`WindowRouteStage`). For each polled source partition the router reads
+the event time of every line (:func:`panstream.windows.eventtime.lines_and_times`), keeps the
+lines whose window the schedule has open at the wall clock (:meth:`WindowSchedule.accepts`),
+drops the others (closed, not yet begun, or outside the range: not counted on Kafka), and routes
+each window's cells as data records ``D | window start | offsets`` to the slice partitions of the
+internal topic ``<group>-wcells``.
 
 **Slice stage** (:class:`WindowSliceStage`). Internal partition ``r`` holds, per open window, the
-``|X|/R`` cells of slice ``r`` and, in memory only, the last watermark of each source partition.
-Window ``w`` closes for slice ``r`` once *every* partition of the source topics has a watermark
-``>= end(w) + lateness``; slice ``r`` then writes its closed window-slice snapshot (durable) under
-``<group>-w<start>-closed/<r>``, removes the open one and wipes the table. A record for a closed
-window (a replay after a crash, a router that restarted without its watermarks) is dropped.
-
-Open window-slices are checkpointed (every open window of every owned slice, on the fixed clock)
-under ``<group>-w<start>/<r>`` in ``STATE_DIR/windows``, then the internal offsets are committed,
-then the consumed internal records are deleted where the broker can.
+``|X|/R`` cells of slice ``r``. At every checkpoint (on the fixed clock) the stage follows the
+schedule for each owned slice: a window whose close instant has passed is closed (its slice
+written durably as closed under ``<group>-w<start>-closed/<r>``, the open copy removed, the table
+wiped); every window the schedule has open gets its table (a fresh one if no line came) and its
+open snapshot ``<group>-w<start>/<r>``. So the state directory's window files are a function of
+the clock: the same names and sizes whatever arrived. A data record for a window that is not open
+(a replay after a crash, a record in flight across the close) is dropped.
 
 **Release** (:func:`release_complete`). Whichever member finds all R closed slices of a window (at
 its checkpoints, and its final one) takes the series lock, and unless the window is already in the
@@ -36,7 +33,9 @@ the release, appends the record to the series (``fsync``: the commit point), the
 closed slices and wipes the merged table. A window is therefore released at most once by any
 number of members on any hosts sharing the state directory, and appears in the series exactly once
 (a crash between the ledger's reservation and the series append, a few microseconds, drops that
-window with a notice instead of releasing it twice).
+window with a notice instead of releasing it twice). A slice whose owner never had the window
+open (the slice was unowned for the window's whole life) is closed as a fresh table by its next
+owner, so one slice never holds a window back.
 
 Nothing about arrivals is counted: late and untimed lines are dropped without a count on Kafka.
 """
@@ -45,6 +44,7 @@ from __future__ import annotations
 
 import calendar
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -62,9 +62,7 @@ from kafka import TopicPartition
 from panstream import estimators
 from panstream.errors import BudgetExhaustedError, ConfigurationError, StateError
 from panstream.estimators.base import Estimator
-from panstream.eventtime import TIMED_FORMATS, has_time, label, lines_and_times, seconds
 from panstream.release.ledger import ShardLedger
-from panstream.series import Series, record
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.route import RECORD_BYTES, RouteConfig, RouteStage
 from panstream.sources.kafka.slices import SliceStage
@@ -73,34 +71,43 @@ from panstream.state.checkpoint import Shard
 from panstream.state.files import state_lock
 from panstream.state.slices import SliceLayout, encode_slice, head_params, slice_of
 from panstream.state.stores import DirectoryStore, group_ledger
+from panstream.windows.eventtime import TIMED_FORMATS, has_time, label, lines_and_times, seconds
+from panstream.windows.schedule import WindowSchedule
+from panstream.windows.series import Series, record
 
 log = logging.getLogger("panstream.kafka")
 
 __all__ = ["SeriesTopic", "WindowSpec", "WindowRouteStage", "WindowSliceStage", "decode_record",
-           "encode_data", "encode_mark", "release_complete", "window_topic", "window_keys"]
+           "encode_data", "release_complete", "window_topic", "window_keys"]
 
-#: Kinds of internal records: routed cells of one window, and a watermark mark.
+#: Kinds of internal records: routed cells of one window; ``M`` (a watermark mark) was written
+#: by earlier versions and is ignored.
 DATA, MARK = b"D", b"M"
 _HEAD = struct.Struct("<cq")
-#: At most this many empty windows are opened to fill a gap (as ``ingest --window``).
-MAX_GAP = 1000
-_INT64_MIN = np.iinfo(np.int64).min
 
 
 @dataclass(frozen=True)
 class WindowSpec:
     """The public window settings of a group: ``size`` and ``lateness`` in seconds, the one
-    release of each window (``release_epsilon``, ``mechanism``)."""
+    release of each window (``release_epsilon``, ``mechanism``), and an optional declared range
+    ``[first, stop)`` (``--from``/``--to``, on the window grid)."""
 
     size: int
     lateness: int
     release_epsilon: float
     mechanism: str = "laplace"
+    first: int | None = None
+    stop: int | None = None
 
     def __post_init__(self) -> None:
         if self.size <= 0 or self.lateness < 0:
             msg = f"a window must last > 0 s and lateness >= 0 s (got {self.size}, {self.lateness})"
             raise ConfigurationError(msg)
+
+    @functools.cached_property
+    def schedule(self) -> WindowSchedule:
+        """The group's public schedule: live, on the wall clock."""
+        return WindowSchedule.live(self.size, self.lateness, self.first, self.stop)
 
 
 def window_topic(group: str) -> str:
@@ -145,18 +152,9 @@ def encode_data(start: int, payload: bytes | bytearray | memoryview) -> bytes:
     return _HEAD.pack(DATA, int(start)) + bytes(payload)
 
 
-def encode_mark(source: str, watermark: int | None, windows: list[int]) -> bytes:
-    """A mark: the watermark of one source partition and the windows its batch opened.
-
-    >>> decode_record(encode_mark("t:0", 7200, [0, 3600]))
-    ('M', 't:0', (7200, [0, 3600]))
-    """
-    body = {"s": source, "wm": watermark, "w": windows}
-    return MARK + json.dumps(body, separators=(",", ":")).encode()
-
-
 def decode_record(value: bytes) -> tuple[str, Any, Any]:
-    """``("D", start, payload)`` or ``("M", source, (watermark, windows))``.
+    """``("D", start, payload)``, or ``("M", None, None)`` for a mark an earlier version wrote
+    (ignored: nothing closes on a line any more).
 
     Raises:
         StateError: not a windowed record (a plain routed group's record, or garbage).
@@ -167,8 +165,8 @@ def decode_record(value: bytes) -> tuple[str, Any, Any]:
             _, start = _HEAD.unpack_from(value)
             return "D", int(start), value[_HEAD.size:]
         if kind == MARK:
-            body = json.loads(value[1:])
-            return "M", str(body["s"]), (body["wm"], [int(w) for w in body["w"]])
+            json.loads(value[1:])
+            return "M", None, None
     except (ValueError, KeyError, TypeError, struct.error):
         pass
     msg = ("a record of the windowed internal topic is not a window record: was the topic "
@@ -255,24 +253,22 @@ class SeriesTopic:
 
 # ---------------------------------------------------------------------- routing stage
 class WindowRouteStage(RouteStage):
-    """The routing stage of a windowed group (module docstring): per source partition, lines to
-    windows by event time, the window's cells routed by slice, then one mark per slice.
+    """The routing stage of a windowed group (module docstring): per source partition, each line
+    to the window of its time if the clock has that window open (else dropped), the window's
+    cells routed by slice.
 
     Args:
         config, metrics: as :class:`~panstream.sources.kafka.route.RouteStage` (``config.fmt``
             must be a timed format, or ``auto`` resolved to one).
         spec: the window settings.
+        wall_clock: the wall clock the schedule runs on (tests inject one).
     """
 
     def __init__(self, config: RouteConfig, metrics: Metrics, spec: WindowSpec,
-                 **kw: Any) -> None:
-        producer = {**config.producer, "max_in_flight_requests_per_connection": 1}
-        super().__init__(RouteConfig(config.consumer, producer, config.topics, config.layout,
-                                     config.internal_topic, config.value_format, config.fmt), metrics,
-                         **kw)
+                 wall_clock: Callable[[], float] = time.time, **kw: Any) -> None:
+        super().__init__(config, metrics, **kw)
         self.spec = spec
-        self._wm: dict[TopicPartition, int] = {}  # latest event time per source partition (memory)
-        self._front: dict[TopicPartition, int] = {}  # newest window start per source partition
+        self.wall_clock = wall_clock
 
     def _kind(self, values: list[bytes | None]) -> str:
         d = self.decoder
@@ -326,23 +322,19 @@ class WindowRouteStage(RouteStage):
 
     def _partition(self, tp: TopicPartition, buf: bytearray, kind: str,
                    out: list[tuple[int, bytes]]) -> tuple[int, int, int, int]:
-        """Route one source partition's lines by window; append the records, then the marks."""
+        """Route one source partition's lines by window: only the windows the schedule has open
+        at the wall clock now take lines; nothing is kept about the partition."""
         b = np.frombuffer(buf, dtype=np.uint8)
         starts, ends, t = lines_and_times(b, kind)
         secs, valid = seconds(t)
         t.view(np.int64).fill(0)
-        size, lateness = self.spec.size, self.spec.lateness
+        sch = self.spec.schedule
+        size = sch.size
+        now = self.wall_clock()
         ws = (secs // size) * size
-        run = np.where(valid, secs, _INT64_MIN)
         items = bad = outside = 0
-        windows: set[int] = set()
         try:
-            np.maximum.accumulate(run, out=run)
-            np.maximum(run, self._wm.get(tp, _INT64_MIN), out=run)
-            late = valid & (ws + size + lateness <= run)
-            keep = valid & ~late
-            if valid.any():
-                self._wm[tp] = int(run[-1])
+            keep = valid & sch.accepts_many(ws, now)
             n = ends - starts
             blank = (n == 0) | ((n == 1) & (b[np.maximum(ends - 1, 0)] == 13))
             bad += int((~valid & ~blank).sum())  # no readable time: malformed for the sample
@@ -367,7 +359,6 @@ class WindowRouteStage(RouteStage):
                 items += int(res.indices.size)
                 bad += res.malformed
                 outside += res.outside
-                windows.add(int(s))
                 for r, data in self.config.layout.route(res.indices):  # wipes the indices
                     if not data:
                         continue
@@ -378,16 +369,6 @@ class WindowRouteStage(RouteStage):
         finally:
             secs.fill(0)
             ws.fill(0)
-            run.fill(0)
-        if windows:
-            newest, front = max(windows), self._front.get(tp)
-            lo = min(windows) if front is None else min(front, min(windows))
-            if newest > lo + size and (newest - lo) // size <= MAX_GAP:
-                windows.update(range(lo + size, newest, size))
-            if front is None or newest > front:
-                self._front[tp] = newest
-        mark = encode_mark(f"{tp.topic}:{tp.partition}", self._wm.get(tp), sorted(windows))
-        out.extend((r, mark) for r in range(self.config.layout.count))
         return int(starts.size), items, bad, outside
 
     def _send(self, offsets: dict[TopicPartition, int],  # type: ignore[override]
@@ -399,43 +380,37 @@ class WindowRouteStage(RouteStage):
         parts.clear()
         self._next.update(offsets)
 
-    def _take(self, tps: set[TopicPartition], flush: bool, keep: bool = False) -> Any:
-        if not keep:  # partitions handed over: their watermarks go with them
-            for tp in tps:
-                self._wm.pop(tp, None)
-                self._front.pop(tp, None)
-        return super()._take(tps, flush, keep)
-
     def close(self) -> None:
         self._held.clear()  # framed records (bytes): nothing of the table to wipe in them
         super().close()
-        self._wm.clear()
-        self._front.clear()
 
 
 # ---------------------------------------------------------------------- slice stage
 class WindowSliceStage(SliceStage):
     """The slice stage of a windowed group (module docstring): per owned slice, one table per
-    open window; windows close by the source partitions' watermarks; complete windows are
-    released once into the series.
+    window the clock has open; windows close on the clock, at the checkpoints; complete windows
+    are released once into the series.
 
     Args:
         config, layout, metrics, admin_client: as :class:`~panstream.sources.kafka.slices.
             SliceStage` (``config.store`` is unused: window-slices live in ``wstore``).
         spec: the window settings.
         group: the group id (names the store keys).
-        sources: the source topics (their partitions are the watermarks a window waits for).
+        sources: the source topics (kept for the summary; nothing waits for them).
         wstore: the directory store of the window-slices (``STATE_DIR/windows``).
         series_path: the series file (shared by the members).
         on_release: called with each record once it is durable in the series.
+        wall_clock: the wall clock the schedule runs on (tests inject one).
     """
 
     def __init__(self, config: TailConfig, layout: SliceLayout, metrics: Metrics | None = None,
                  admin_client: Mapping[str, Any] | None = None, *, spec: WindowSpec, group: str,
                  sources: list[str], wstore: DirectoryStore, series_path: str,
                  on_release: Callable[[dict[str, Any]], None] | None = None,
-                 results: SeriesTopic | None = None, **kw: Any) -> None:
+                 results: SeriesTopic | None = None,
+                 wall_clock: Callable[[], float] = time.time, **kw: Any) -> None:
         super().__init__(config, layout, metrics, admin_client, **kw)
+        self.wall_clock = wall_clock
         self.results = results
         self.spec = spec
         self.group = group
@@ -444,10 +419,8 @@ class WindowSliceStage(SliceStage):
         self.series_path = os.fspath(series_path)
         self.on_release = on_release
         self.wins: dict[int, dict[int, Estimator]] = {}
-        self.marks: dict[int, dict[str, int]] = {}  # slice -> source partition -> watermark
         self.closed: dict[int, set[int]] = {}
         self.released = 0
-        self._source_parts: set[str] | None = None
 
     # -------------------------------------------------------------- tables
     def _fresh_window(self, r: int) -> Estimator:
@@ -479,6 +452,9 @@ class WindowSliceStage(SliceStage):
         closed: set[int] = set()
         opened: list[int] = []
         for key in list(self.wstore.keys()):  # the keys first, then the series (see release_complete)
+            if key == f"{self.group}-marks/{r}":
+                self.wstore.delete(key)  # an earlier version's watermarks: data-driven, dropped
+                continue
             got = _parse_key(self.group, key)
             if got is not None and got[2] == r:
                 (closed.add if got[1] else opened.append)(got[0])
@@ -492,41 +468,17 @@ class WindowSliceStage(SliceStage):
             est = self._load(key, r)
             if est is not None:
                 wins[start] = est
-        self.wins[r], self.closed[r], self.marks[r] = wins, closed, self._load_marks(r)
+        self.wins[r], self.closed[r] = wins, closed
         return Shard(f"{self.group}-w/{r}", tp, None)  # type: ignore[arg-type]
 
-    def _marks_key(self, r: int) -> str:
-        return f"{self.group}-marks/{r}"
-
-    def _quantize(self, wm: int) -> int:
-        """The last window end a watermark has passed by the lateness (all a close needs)."""
-        size = self.spec.size
-        return (wm - self.spec.lateness) // size * size
-
-    def _save_marks(self, r: int) -> None:
-        """Slice ``r``'s source watermarks, each only as the last window end it passed (what the
-        open and closed window keys show anyway), so a new owner of the slice can close."""
-        body = {p: self._quantize(wm) for p, wm in sorted(self.marks.get(r, {}).items())}
-        self.wstore.save(self._marks_key(r), json.dumps(body, sort_keys=True).encode())
-
-    def _load_marks(self, r: int) -> dict[str, int]:
-        data = self.wstore.load(self._marks_key(r))
-        if data is None:
-            return {}
-        try:
-            body = json.loads(bytes(data))
-            return {str(p): int(q) + self.spec.lateness for p, q in body.items()}
-        except (ValueError, AttributeError, TypeError):
-            msg = (f"{self._marks_key(r)} in {self.wstore.directory} is not a slice's watermarks: "
-                   "delete it (the slice then waits for new marks of every source partition)")
-            raise StateError(msg) from None
-
-    def _open(self, r: int, start: int) -> Estimator | None:
-        if start in self.closed[r]:
-            return None
+    def _open(self, r: int, start: int, now: float) -> Estimator | None:
+        """The table of window ``start`` in slice ``r`` if the schedule has it open at ``now``."""
         est = self.wins[r].get(start)
-        if est is None:
-            est = self.wins[r][start] = self._fresh_window(r)
+        if est is not None:
+            return est
+        if start in self.closed[r] or not self.spec.schedule.accepts(start, now):
+            return None
+        est = self.wins[r][start] = self._fresh_window(r)
         return est
 
     # -------------------------------------------------------------- records
@@ -536,46 +488,55 @@ class WindowSliceStage(SliceStage):
             if shard is None or not recs:
                 continue
             r = tp.partition
+            now = self.wall_clock()
+            self._open_scheduled(r, now)  # every window the clock has open, before any record
             for rec in recs:
                 if not rec.value:
                     continue
                 kind, a, b = decode_record(rec.value)
                 if kind == "D":
-                    est = self._open(r, a)
+                    est = self._open(r, a, now)
                     if est is not None and b:
                         est.update_indices(self.layout.decode(r, b))  # wipes the offsets
-                else:
-                    wm, wins = b
-                    for start in wins:
-                        self._open(r, start)
-                    if wm is not None:
-                        marks = self.marks[r]
-                        marks[a] = max(int(wm), marks.get(a, int(wm)))
             shard.applied(recs[-1].offset)
-            self._close_due(r)
 
-    def _sources_now(self) -> set[str] | None:
-        """Every partition of the source topics (``topic:partition``), or ``None`` if unknown."""
-        if self._source_parts is None:
-            out: set[str] = set()
-            for t in self.sources:
-                parts = self.consumer.partitions_for_topic(t) if self.consumer else None
-                if not parts:
-                    return None
-                out.update(f"{t}:{p}" for p in parts)
-            self._source_parts = out
-        return self._source_parts
+    def _open_scheduled(self, r: int, now: float) -> None:
+        """Give every window the schedule has open at ``now`` its table in slice ``r`` (so which
+        tables exist in memory never depends on which windows records came for)."""
+        for start in self.spec.schedule.open_at(now):
+            self._open(r, start, now)
 
-    def _close_due(self, r: int) -> None:
-        parts = self._sources_now()
-        marks = self.marks[r]
-        if parts is None or not parts <= marks.keys():
-            return  # a source partition has not said where it is: nothing can close yet
-        low = min(marks[p] for p in parts)
-        end = self.spec.size + self.spec.lateness
+    def maintain(self, now: float) -> None:
+        """Each loop turn: the windows the clock has opened get their tables, in every owned
+        slice; then the checkpoint if due (which also closes the windows due)."""
+        wall = self.wall_clock()
+        for r in list(self.wins):
+            self._open_scheduled(r, wall)
+        super().maintain(now)
+
+    def follow_schedule(self, r: int, now: float) -> None:
+        """Slice ``r`` at clock ``now``: close every window due (durable as closed), give every
+        window the schedule has open its table, and close as a fresh table any due window that
+        other slices closed and this slice never had (its owner was away for all of it)."""
+        sch = self.spec.schedule
         for start in sorted(self.wins[r]):
-            if start + end <= low:
+            if sch.due(start, now):
                 self._close(r, start)
+        self._open_scheduled(r, now)
+        for start in self._closed_elsewhere(r):
+            if sch.due(start, now) and start not in self.wins[r] and start not in self.closed[r]:
+                self.wins[r][start] = self._fresh_window(r)
+                self._close(r, start)
+
+    def _closed_elsewhere(self, r: int) -> set[int]:
+        """Windows with a closed slice in the store other than ``r``'s (public: files made on the
+        schedule)."""
+        out: set[int] = set()
+        for key in list(self.wstore.keys()):
+            got = _parse_key(self.group, key)
+            if got is not None and got[1] and got[2] != r:
+                out.add(got[0])
+        return out
 
     def _close(self, r: int, start: int) -> None:
         """The window's slice durable as closed, its open snapshot removed, its table wiped."""
@@ -601,7 +562,6 @@ class WindowSliceStage(SliceStage):
                     self.wstore.save(window_keys(self.group, start, r)[0], data)
                 finally:
                     data[:] = bytes(len(data))
-            self._save_marks(r)
             if shard.next_offset is not None:
                 offsets[shard.partition] = shard.next_offset
         return offsets
@@ -612,13 +572,19 @@ class WindowSliceStage(SliceStage):
         if self.results is not None:
             self.results.open()
             if os.path.exists(self.series_path):
-                from panstream.series import read
+                from panstream.windows.series import read
 
                 self.results.publish(read(self.series_path))
 
     def checkpoint(self) -> None:
-        """Every open window-slice durable, then the internal offsets committed (then deleted),
-        then any complete window released (and published to the results topic)."""
+        """The schedule followed at this instant (due windows closed, open ones made), every open
+        window-slice durable, then the internal offsets committed (then deleted), then any
+        complete window released (and published to the results topic)."""
+        now = self.wall_clock()
+        for shard in list(self.shards.values()):
+            r = shard.partition.partition  # type: ignore[attr-defined]
+            if r in self.wins:
+                self.follow_schedule(r, now)
         offsets = self._save_open(list(self.shards.values()))
         if offsets:
             self._commit_sync(dict(offsets))
@@ -651,9 +617,7 @@ class WindowSliceStage(SliceStage):
             self._pending.discard(tp)
             for est in self.wins.pop(tp.partition, {}).values():
                 est.wipe()
-            self.marks.pop(tp.partition, None)
             self.closed.pop(tp.partition, None)
-        self._source_parts = None
         self._last_activity = time.monotonic()
         self.metrics.assigned.set(len(self.shards))
         return offsets
@@ -670,7 +634,6 @@ class WindowSliceStage(SliceStage):
             for est in wins.values():
                 est.wipe()
         self.wins.clear()
-        self.marks.clear()
         self.shards.clear()
         self._close_admin()
         if self.results is not None:
@@ -705,7 +668,7 @@ def release_complete(wstore: DirectoryStore, group: str, layout: SliceLayout, co
         if got is not None and got[1]:
             ready.setdefault(got[0], set()).add(got[2])
     complete = sorted(s for s, rs in ready.items() if rs == set(range(layout.count)))
-    if not complete:
+    if not ready:
         return []
     out: list[dict[str, Any]] = []
     held = contextlib.ExitStack()
@@ -716,6 +679,10 @@ def release_complete(wstore: DirectoryStore, group: str, layout: SliceLayout, co
     with held:
         ser = Series(series_path)
         done = ser.released()
+        for start in sorted(set(ready) - set(complete)):
+            if label(start) in done:  # a late slice of a released window (closed as fresh)
+                for r in ready[start]:
+                    wstore.delete(window_keys(group, start, r)[1])
         for start in complete:
             closed = [window_keys(group, start, r)[1] for r in range(layout.count)]
             if label(start) not in done:
@@ -759,7 +726,9 @@ def _release_one(wstore: DirectoryStore, closed: list[str], group: str, layout: 
         with lstore.ledger_lock():
             est.ledger = group_ledger(lstore, new_ledger=True, budget=spec.release_epsilon)
             rel = est.release(spec.release_epsilon, spec.mechanism)
-        return record(label(start), start, start + spec.size, est.kind, rel.to_dict(),
+        out = rel.to_dict()
+        out["time"] = float(spec.schedule.close_at(start))  # released_at: the schedule's instant
+        return record(label(start), start, start + spec.size, est.kind, out,
                       epsilon_state=est.epsilon_state)
     except BudgetExhaustedError:
         notice(f"window {label(start)}: its one release was already reserved in {ledgers} but "

@@ -400,6 +400,6 @@ class SeriesMetrics:
 
 
 def _iso(t: float) -> str:
-    from panstream.eventtime import label
+    from panstream.windows.eventtime import label
 
     return label(t)

@@ -7,7 +7,7 @@ release. When the window closes, :class:`WindowedIngestor` owns the order in whi
 durable (the commit order):
 
 1. release the window's table once (``est.release``: the ledger is charged before noise is drawn);
-2. append the window's record to the **series** (:class:`panstream.series.Series`: one line,
+2. append the window's record to the **series** (:class:`panstream.windows.series.Series`: one line,
    ``fsync``). This is the commit point: a window whose record is in the series was released;
 3. if asked (``on_export``, e.g. ``--export-presto-dir``), export the table itself (the sketch
    family's Presto file), durably, *after* the commit point and before the wipe;
@@ -24,20 +24,22 @@ never its release. Exporting before 2 would be worse: a crash between the export
 would release and export the window again from its last checkpoint, a second published state of
 one table (invariant 5: the two would show who arrived in between).
 
-Time (``time_mode``):
+Which windows exist and when each is released is decided by a public
+:class:`~panstream.windows.schedule.WindowSchedule`, never by a line (issue 27):
 
-* ``"event"``: a line belongs to the window of the time it carries
-  (:func:`panstream.eventtime.times`, e.g. CLF ``[24/Nov/2026:10:00:00 +0000]``). The *watermark*
-  is the latest time seen; a window closes once the watermark passes its end by ``lateness``
-  seconds, so several windows may be open at once. A line whose window closed (or was released by
-  an earlier run) is *late* and dropped; a line without a readable time is *untimed* and dropped.
-  Both are counted only under a telemetry opt-in (:mod:`panstream.telemetry`: noisy per arrival, or
-  exact) and reported in the next window's record. Windows between two windows with traffic are
-  opened too (an empty day is released as about 0, not left out). At the end of the input every
-  open window closes (``close_at_end``, the default for a replay), or is checkpointed for the
-  next run.
-* ``"processing"``: a line belongs to the window of the wall clock when it is read (``tail -F``);
-  the current window always exists and closes at its end on the clock, whatever arrives.
+* a **replay** (event time over FILES): the windows of the declared range (``--from``/``--to``),
+  all opened at the start, all released at the end of the input in order, empty or not;
+* **live** (standard input): window ``s`` is open on the clock from ``s`` to ``s + size +
+  lateness`` and released at that instant, empty or not.
+
+A line belongs to the window of the time it carries (``"event"``: :func:`panstream.windows.
+eventtime.times`, e.g. CLF ``[24/Nov/2026:10:00:00 +0000]``) or of the clock when it is read
+(``"processing"``). A line whose window is not open (outside the range, closed, not yet begun by
+the clock, or released by an earlier run) or without a readable time is dropped: it opens, closes,
+advances or delays nothing. Dropped lines are counted only under a telemetry opt-in
+(:mod:`panstream.telemetry`: noisy per arrival, or exact) and reported in the next window's record.
+A record's ``released_at`` (and the series file's time) is the schedule's instant: the close
+instant of a live window, the start of the run for a replay.
 
 Open windows are checkpointed (state files ``<stem>.<YYYYmmddTHHMMSSZ>.pst`` beside the
 ``--state`` path, one per open window, each under its own lock) on the fixed clock of
@@ -49,6 +51,7 @@ Nothing here imports click; the command line (``panstream ingest --window``) wir
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import math
 import os
@@ -63,22 +66,29 @@ import numpy as np
 from panstream import estimators
 from panstream.errors import BudgetExhaustedError, ConfigurationError
 from panstream.estimators.base import Estimator
-from panstream.eventtime import TimeReader, has_time, label, lines_and_times, seconds, window_start
 from panstream.ingest import IDLE_TICK, Input
-from panstream.parse import Format, LineParser, detect_format, parse_format
+from panstream.inputs.parser import Format, LineParser, detect_format, parse_format
 from panstream.schedule import Schedule, wait_before
-from panstream.series import Series, record
 from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
+from panstream.windows.eventtime import TimeReader, has_time, label, lines_and_times, seconds
+from panstream.windows.schedule import (
+    WindowSchedule,
+    duration_text,
+    horizon_line,
+    window_of,
+    windows_met,
+)
+from panstream.windows.series import Series, record
 
-__all__ = ["MAX_GAP", "WindowStats", "WindowedIngestor", "horizon_line", "window_files",
-           "window_path", "window_stem", "windows_in", "duration_text"]
+#: A live window is released this long after its instant: the moment the idle wake-up is set for
+#: (a wake-up rounded down to the millisecond by ``poll`` still lands after the instant).
+WAKE_SLACK = 0.001
 
-#: At most this many empty windows are opened to fill a gap between two windows with traffic.
-MAX_GAP = 1000
+__all__ = ["WAKE_SLACK", "WindowStats", "WindowedIngestor", "duration_text", "horizon_line", "window_files",
+           "window_path", "window_stem", "windows_met"]
 
-_INT64_MIN = np.iinfo(np.int64).min
 _STAMP = re.compile(r"\.(\d{8}T\d{6}Z)\.pst$")
 
 
@@ -112,38 +122,6 @@ def window_files(state_path: str) -> dict[int, str]:
         if m:
             out[calendar.timegm(time.strptime(m.group(1), "%Y%m%dT%H%M%SZ"))] = p
     return out
-
-
-def windows_in(horizon: int, size: int) -> int:
-    """How many consecutive windows of ``size`` seconds a horizon of ``horizon`` seconds spans.
-
-    >>> windows_in(7 * 86400, 86400), windows_in(86400, 3600), windows_in(90 * 60, 3600)
-    (7, 24, 2)
-    """
-    return max(1, math.ceil(horizon / size))
-
-
-def duration_text(s: int) -> str:
-    """``86400`` -> ``1d``, ``5400`` -> ``90m``, ``0`` -> ``0s``.
-
-    >>> duration_text(7 * 86400), duration_text(5400), duration_text(0)
-    ('7d', '90m', '0s')
-    """
-    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s and s % n == 0:
-            return f"{s // n}{unit}"
-    return f"{s}s"
-
-
-def horizon_line(epsilon_window: float, size: int, horizon: int) -> str:
-    """The accounting of a horizon, for one human line.
-
-    >>> horizon_line(1.5, 86400, 7 * 86400)
-    'any 7d (7 consecutive 1d windows): 7 x 1.5 = 10.5 per person who appears in each'
-    """
-    w = windows_in(horizon, size)
-    return (f"any {duration_text(horizon)} ({w} consecutive {duration_text(size)} windows): "
-            f"{w} x {epsilon_window:.6g} = {w * epsilon_window:.6g} per person who appears in each")
 
 
 @dataclass
@@ -199,8 +177,11 @@ class WindowedIngestor:
         series: where closed windows are recorded (``None``: only ``on_close``; a crash may then
             lose a release, never repeat one, as nothing is restored without a series).
         state_path: stem of the open windows' state files (``None``: memory only).
-        time_mode: ``"event"`` or ``"processing"``.
-        lateness: seconds a window stays open after the watermark passes its end (event time).
+        time_mode: ``"event"`` (a line's own time) or ``"processing"`` (the clock when read).
+        schedule: the public schedule (:class:`~panstream.windows.schedule.WindowSchedule`) that
+            decides which windows exist and when each is released; ``None``: live on the clock,
+            with ``lateness`` in event time and none in processing time.
+        lateness: with ``schedule=None``: seconds a live window stays open after its end.
         checkpoint_every: seconds between checkpoints of the open windows (fixed clock).
         close_at_end: close every open window at the end of the input (else checkpoint them).
         expect: parameters a restored window file must match (``estimators.expect_of``).
@@ -219,7 +200,8 @@ class WindowedIngestor:
                  *,
                  release_epsilon: float, release_mechanism: str = "laplace",
                  series: Series | None = None, state_path: str | None = None,
-                 time_mode: str = "event", lateness: float = 0.0,
+                 time_mode: str = "event", schedule: WindowSchedule | None = None,
+                 lateness: float = 0.0,
                  checkpoint_every: float | None = None, close_at_end: bool = True,
                  expect: Mapping[str, Any] | None = None,
                  on_close: Callable[[dict[str, Any]], None] | None = None,
@@ -249,7 +231,17 @@ class WindowedIngestor:
         self.series = series
         self.state_path = os.fspath(state_path) if state_path is not None else None
         self.time_mode = time_mode
-        self.lateness = float(lateness)
+        if schedule is None:
+            schedule = WindowSchedule.live(size, int(lateness) if time_mode == "event" else 0)
+        if schedule.size != size:
+            msg = f"the schedule's windows last {schedule.size} s, not {size} s"
+            raise ConfigurationError(msg)
+        if time_mode == "processing" and schedule.finite:
+            msg = ("processing time places lines by the clock: it runs on a live schedule, not "
+                   "on a declared replay range")
+            raise ConfigurationError(msg)
+        self.schedule = schedule
+        self.lateness = float(schedule.lateness)
         self.checkpoint_every = checkpoint_every or None
         self.close_at_end = close_at_end
         self.expect = dict(expect or {})
@@ -271,16 +263,12 @@ class WindowedIngestor:
                        f"not {duration_text(size)}: give each window length its own --series file")
                 raise ConfigurationError(msg)
             self._released = {self._start_of_id(w) for w in series.released()}
-        # the latest window opened by this run (or restored): empty windows are filled in after it
-        # in event time; never across runs (a gap between runs is input not seen, not silence)
-        self._frontier: int | None = None
-        self._wm = _INT64_MIN  # watermark: the latest event time seen (event mode)
         self._late = 0  # exact counts, kept only under a telemetry opt-in, zeroed at each close
         self._untimed = 0
         self._parsers: dict[str, LineParser] = {}
         self._clocks: dict[str, TimeReader] = {}  # event-time readers (keep w3c/zeek headers)
         self._timed = False  # whether the current input had a line with a readable time
-        self._refused: set[int] = set()  # released windows whose lines were dropped (noticed)
+        self._refused: set[int] = set()  # scheduled windows found already in the series
         self._stop = False
         self._t0 = 0.0
         self._wall0 = 0.0
@@ -325,21 +313,6 @@ class WindowedIngestor:
         lock = self._lock(start)
         self._open[start] = _Open(start, self.make(), lock)
 
-    def _ensure(self, start: int) -> None:
-        """Open the window at ``start``, and the empty windows between the frontier and it."""
-        f = self._frontier
-        if f is not None and start > f + self.size and self.time_mode == "event":
-            gap = (start - f) // self.size - 1
-            if gap > MAX_GAP:
-                self._notice(f"a line's time jumps {gap:,} windows past the previous ones: the "
-                             f"empty windows between are not released (at most {MAX_GAP:,})")
-            else:
-                for s in range(f + self.size, start, self.size):
-                    self._open_one(s)
-        self._open_one(start)
-        if f is None or start > f:
-            self._frontier = start
-
     def restore(self) -> None:
         """Read back the open windows' state files; remove those already in the series."""
         if self.state_path is None:
@@ -377,8 +350,6 @@ class WindowedIngestor:
                 raise
             self._open[start] = _Open(start, est, lock)
             self.stats.restored += 1
-            if self._frontier is None or start > self._frontier:
-                self._frontier = start
 
     def _late_figures(self) -> dict[str, Any] | None:
         """The late/untimed counts since the last close, released under the opt-in (else None)."""
@@ -389,9 +360,14 @@ class WindowedIngestor:
         return {"late_records": late, "untimed_records": untimed,
                 "late_sd": self.telemetry.noise_sd}
 
-    def close_window(self, start: int) -> dict[str, Any] | None:
+    def close_window(self, start: int, at: float | None = None) -> dict[str, Any] | None:
         """Release the window once, record it durably, export it (if asked), wipe it, remove its
         file, then publish.
+
+        Args:
+            start: the window.
+            at: the schedule's instant of this release (wall clock): the record's
+                ``released_at`` and the series file's time (default: now).
 
         Returns:
             The series record, or ``None`` if the window's budget refused the release.
@@ -403,10 +379,16 @@ class WindowedIngestor:
             self._notice(f"window {label(start)}: {exc}; the window is dropped unreleased")
             self._forget(w)
             return None
-        rec = record(label(start), start, start + self.size, w.est.kind, rel.to_dict(),
+        when = float(self.wall_clock() if at is None else at)
+        out = rel.to_dict()
+        out["time"] = when  # the schedule's instant, not the moment the loop got here
+        rec = record(label(start), start, start + self.size, w.est.kind, out,
                      epsilon_state=w.est.epsilon_state, late=self._late_figures())
         if self.series is not None:
             self.series.append(rec)  # the commit point: from here on the window is released
+            ns = int(round(when * 1e9))
+            with contextlib.suppress(OSError):
+                os.utime(self.series.path, ns=(ns, ns))  # the file's time: the schedule's too
         self._released.add(start)
         try:
             if self.on_export is not None:
@@ -441,17 +423,36 @@ class WindowedIngestor:
                 os.utime(path, ns=(wall, wall))
         self.stats.checkpoints += 1
 
-    def _close_due(self) -> None:
-        if self.time_mode == "event":
-            for start in sorted(self._open):
-                if start + self.size + self.lateness <= self._wm:
-                    self.close_window(start)
-        else:
-            now = self.wall_clock()
-            for start in sorted(self._open):
-                if start + self.size <= now:
-                    self.close_window(start)
-            self._ensure(window_start(now, self.size))
+    def _tick(self, now: float) -> None:
+        """The clock's turn (the only place windows open and close): release every window the
+        schedule has due at ``now`` (at its instant), then open every window it has open. Lines
+        never get here: what exists and what is released is a function of ``now`` alone.
+
+        A live window is released at the first turn at or after its instant + :data:`WAKE_SLACK`,
+        the moment the reader's idle wake-up is set for (:meth:`_next_instant`): an arrival just
+        after the instant is read first and the release still waits for that moment, so the
+        release comes at the wake-up whether or not a line arrived."""
+        sch = self.schedule
+        for start in sorted(self._open):
+            if sch.due(start, now - WAKE_SLACK):
+                self.close_window(start, at=sch.close_at(start))
+        for start in sch.open_at(now):
+            if start in self._released:
+                if start not in self._refused:  # on the clock, whether or not a line comes
+                    self._refused.add(start)
+                    self._notice(f"window {label(start)} is already in the series: its lines "
+                                 "are dropped")
+                continue
+            self._open_one(start)
+
+    def _next_instant(self, now: float) -> float | None:
+        """The next instant the live schedule acts at (a close, or a window's start)."""
+        sch = self.schedule
+        if sch.finite:
+            return None
+        nxt = [sch.close_at(s) + WAKE_SLACK for s in self._open]
+        nxt.append(window_of(now, self.size) + self.size)
+        return min(nxt)
 
     # ------------------------------------------------------------------ lines
     def _parser(self, kind: str) -> LineParser:
@@ -467,6 +468,9 @@ class WindowedIngestor:
             self._open[start].est.update_indices(res.indices)  # wipes them
 
     def _event_chunk(self, kind: str, chunk: memoryview) -> None:
+        """Place each line in the window of its own time if the schedule has that window open
+        now; drop it otherwise (no watermark: one line's time never moves another's fate)."""
+        self._tick(self.wall_clock())
         b = np.frombuffer(chunk, dtype=np.uint8)
         reader = self._clocks.get(kind)
         if reader is None:
@@ -476,27 +480,17 @@ class WindowedIngestor:
         t.view(np.int64).fill(0)
         size = self.size
         ws = (secs // size) * size
-        run = np.where(valid, secs, _INT64_MIN)
         try:
-            np.maximum.accumulate(run, out=run)
-            np.maximum(run, self._wm, out=run)
-            late = valid & (ws + size + self.lateness <= run)
-            if self._released:
-                late |= valid & np.isin(ws, np.fromiter(self._released, np.int64))
-            keep = valid & ~late
-            if run.size:
-                self._wm = max(self._wm, int(run[-1]))
+            keep = self._in_open(ws, valid)
             if self.telemetry.counts:
                 n = ends - starts
                 blank = (n == 0) | ((n == 1) & (b[np.maximum(ends - 1, 0)] == 13))
                 if reader.kind in ("w3c", "zeek"):  # '#' header lines are no records
                     blank |= (n > 0) & (b[np.minimum(starts, max(b.size - 1, 0))] == 35)
-                self._late += int(late.sum())
+                self._late += int((valid & ~keep).sum())
                 self._untimed += int((~valid & ~blank).sum())
             self._timed = self._timed or bool(valid.any())
             wins = np.unique(ws[keep])
-            for s in wins.tolist():
-                self._ensure(int(s))
             if wins.size == 1 and bool(keep.all()):
                 self._apply(kind, int(wins[0]), chunk)
             elif wins.size:
@@ -505,8 +499,24 @@ class WindowedIngestor:
         finally:
             secs.fill(0)
             ws.fill(0)
-            run.fill(0)
-        self._close_due()
+
+    def _in_open(self, ws: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        """Which lines (window starts ``ws``) fall in an open window: one table lookup a line
+        (a replay may hold hundreds of windows open; no sort, no search)."""
+        keep = valid.copy()
+        if not self._open:
+            keep[:] = False
+            return keep
+        opened = sorted(self._open)
+        lo, size = opened[0], self.size
+        n = (opened[-1] - lo) // size + 1
+        table = np.zeros(n, dtype=bool)
+        table[[(s - lo) // size for s in opened]] = True
+        idx = (ws - lo) // size
+        keep &= (idx >= 0) & (idx < n)
+        keep[keep] = table[idx[keep]]
+        idx.fill(0)
+        return keep
 
     def _split_apply(self, kind: str, b: np.ndarray, chunk: memoryview, starts: np.ndarray,
                      ends: np.ndarray, keep: np.ndarray, ws: np.ndarray, wins: np.ndarray) -> None:
@@ -533,16 +543,14 @@ class WindowedIngestor:
                 buf.fill(0)
 
     def _processing_chunk(self, kind: str, chunk: memoryview) -> None:
-        self._close_due()  # the current window by the clock, opened if needed
-        start = window_start(self.wall_clock(), self.size)
+        """Place the chunk in the window of the clock, if the schedule has it open (it does
+        unless it was released by an earlier run or lies outside the range)."""
+        now = self.wall_clock()
+        self._tick(now)
+        start = window_of(now, self.size)
         if start not in self._open:
-            # released already (an earlier run closed it with --close-at-end): its lines are late
             if self.telemetry.counts:
                 self._late += self._parser(kind).parse(chunk).lines
-            if start not in self._refused:
-                self._refused.add(start)
-                self._notice(f"window {label(start)} was already released: lines read until its "
-                             "end are dropped")
             return
         self._apply(kind, start, chunk)
 
@@ -562,9 +570,12 @@ class WindowedIngestor:
         ckpt = Schedule(t0, self.checkpoint_every, self._wall0) if self.checkpoint_every else None
         prog = (Schedule(t0, self.progress_every, self._wall0)
                 if self.on_progress is not None and self.progress_every > 0 else None)
-        if self.time_mode == "processing":
-            self._close_due()  # releases restored windows that ended while we were away
-        ok = False
+        if not self.schedule.finite and self.schedule.first is None:
+            # live without --from: from the window the run starts in (an earlier window still in
+            # its lateness was not read by this run: it is not released as empty)
+            self.schedule = dataclasses.replace(self.schedule,
+                                                first=window_of(self._wall0, self.size))
+        self._tick(self._wall0)  # opens the schedule's windows; releases restored ones now due
         try:
             for inp in inputs:
                 if self._stop:
@@ -589,8 +600,8 @@ class WindowedIngestor:
                             self._event_chunk(kind, chunk)
                         else:
                             self._processing_chunk(kind, chunk)
-                    elif self.time_mode == "processing":
-                        self._close_due()  # an idle tick: the clock closes windows, not arrivals
+                    else:
+                        self._tick(self.wall_clock())  # an idle turn: the clock's, as any turn
                     now = self.clock()
                     if ckpt is not None and ckpt.due(now):
                         self.checkpoint(ckpt.advance(now))
@@ -607,9 +618,10 @@ class WindowedIngestor:
                         break
                     if set_idle is not None:
                         wait = wait_before(self.clock(), [ckpt, prog], IDLE_TICK)
-                        if self.time_mode == "processing":
-                            nxt = window_start(self.wall_clock(), self.size) + self.size
-                            wait = min(wait, max(0.0, nxt - self.wall_clock()) + 0.001)
+                        wall = self.wall_clock()
+                        nxt = self._next_instant(wall)
+                        if nxt is not None:  # wake at the schedule's next instant, not later
+                            wait = min(wait, max(0.0, nxt - wall))
                         set_idle(wait)
                 if inp.position is not None:
                     where = inp.position()
@@ -618,12 +630,14 @@ class WindowedIngestor:
                         if self.time_mode == "event" and where[0] and not self._timed \
                                 and not stats.interrupted:
                             raise _no_time_in(inp.name, kind or self.format.spec)
-            ok = True
-        finally:
-            if ok and self.close_at_end and not stats.interrupted:
+            if self.close_at_end and not stats.interrupted:
+                # the end of the input: a replay's schedule releases its windows now, in order;
+                # a live run asked to close at the end releases what is open at this moment
+                at = self._wall0 if self.schedule.finite else self.wall_clock()
                 for start in sorted(self._open):
-                    self.close_window(start)
-            self.checkpoint()
+                    self.close_window(start, at=at)
+        finally:
+            self.checkpoint(self.clock())  # the files' time: the clock's, as every checkpoint
             stats.open = len(self._open)
             if self.state_path is None and self._open:
                 self._notice(f"{len(self._open)} open window(s) not saved (no --state): they are "

@@ -23,7 +23,7 @@ and knows nothing of tables, files or clocks.
   ``+hhmm`` or ``+hh`` (no zone: UTC); epochs are 1 to 12 digits of seconds with an optional
   fraction. Fractions are dropped (windows are whole seconds), never rounded up.
 * Every extractor is vectorized: the time field is located per chunk (the ``[`` of CLF; the
-  fields with :mod:`panstream.extract`'s locators; JSON keys by one ``bytes.split`` in C), the
+  fields with :mod:`panstream.inputs.extractors`'s locators; JSON keys by one ``bytes.split`` in C), the
   bytes from each value's start gathered into an ``n x width`` matrix, checked (digits,
   separators, month name, ranges, the value's end) and converted with integer arithmetic (days
   from the civil date, minus the UTC offset). No Python work per line.
@@ -58,8 +58,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from panstream import extract as _extract
 from panstream.errors import ConfigurationError
+from panstream.inputs import extractors as _extract
 
 __all__ = ["JSON_TIME_KEYS", "NAT", "TIMED_FORMATS", "TimeReader", "has_time", "label",
            "line_bounds", "lines_and_times", "parse_duration", "seconds", "times", "window_start"]
@@ -377,7 +377,7 @@ class TimeReader:
     """The time of every line of one input stream in format ``fmt`` (a ``--format`` spec).
 
     Header formats (``w3c``, ``zeek``) keep their ``#Fields:``/``#fields`` header from one chunk
-    to the next, as :class:`panstream.parse.LineParser` does: use one reader per input stream.
+    to the next, as :class:`panstream.inputs.parser.LineParser` does: use one reader per input stream.
     Before any header, the published layouts are assumed (CloudFront: ``date`` and ``time`` are
     columns 1 and 2; Zeek: ``ts`` is column 1), so a Kafka topic of header-less lines still reads.
 

@@ -1,0 +1,30 @@
+"""Tumbling windows: a fresh table per window, released once on a public schedule, into a series.
+
+The package's files are its parts, in the order a line meets them:
+
+* :mod:`panstream.windows.schedule`: the public schedule (which windows exist, when each opens
+  and is released: a function of the declared range and the clock, never of a line) and the
+  horizon's arithmetic;
+* :mod:`panstream.windows.eventtime`: the time each log line carries (vectorized), durations,
+  window arithmetic;
+* :mod:`panstream.windows.series`: the released series (one durable record per window), its
+  picture and its metrics;
+* :mod:`panstream.windows.ingestor`: the driver of ``panstream ingest --window`` over files and
+  standard input (:class:`WindowedIngestor`: the commit order of a closing window).
+
+The Kafka driver (``panstream kafka --window``) is Kafka I/O and lives with the other Kafka stages
+in :mod:`panstream.sources.kafka.windows`; the command line in :mod:`panstream.cli.window_options`
+and :mod:`panstream.cli.kafka_windows`.
+"""
+
+from panstream.windows.ingestor import (
+    WindowedIngestor,
+    WindowStats,
+    window_files,
+    window_path,
+    window_stem,
+)
+from panstream.windows.schedule import WindowSchedule, duration_text, horizon_line, windows_met
+
+__all__ = ["WindowSchedule", "WindowStats", "WindowedIngestor", "duration_text", "horizon_line",
+           "window_files", "window_path", "window_stem", "windows_met"]
