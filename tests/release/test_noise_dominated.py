@@ -136,6 +136,7 @@ def test_the_sketch_takes_a_window_with_its_default_grid(tmp_path: Path) -> None
     log.write_text("".join(f'10.0.0.{i % 200 + 1} - - [24/Nov/2026:{i % 24:02d}:00:00 +0000] '
                            f'"GET / HTTP/1.1" 200 5\n' for i in range(2000)))
     r = invoke("ingest", "--estimator", "sketch", "--window", "1d", "-f", "clf",
+               "--from", "2026-11-24", "--to", "2026-11-25",
                "--release-epsilon", "0.5", "--json", str(log))
     validate_lines(r.stdout)  # the window records and the summary: docs/schema
     rec = [json.loads(ln)["window"] for ln in r.stdout.splitlines() if ln.startswith('{"window"')]

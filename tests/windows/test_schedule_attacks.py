@@ -36,7 +36,7 @@ from panstream.windows.series import Series, read
 
 U = Universe.parse("ipv4:10.0.0.0/24")
 T10 = 1795514400  # 2026-11-24T10:00:00Z
-NOISY = {"estimate", "low", "high", "release"}
+NOISY = {"estimate", "low", "high", "release", "stderr", "noise_dominated", "extras"}  # the common shape's noisy figures (docs/schema)
 TARGET = "10.0.0.99"
 
 
