@@ -63,8 +63,9 @@ def write_logs(out: Path) -> list[Path]:
 
 #: The commands that publish the week (run in the output directory; ``LOGS`` = the seven logs).
 COMMANDS = (
-    ["ingest", "-u", UNIVERSE, "-f", "clf", "--window", "1d", "--from", "2026-11-16", "--to", "2026-11-23", "--epsilon", "1",
-     "--release-epsilon", "0.5", "--series", "week.jsonl", "-s", "day.pst", "LOGS"],
+    ["ingest", "-u", UNIVERSE, "-f", "clf", "--window", "1d", "--from", "2026-11-16", "--to",
+     "2026-11-23", "--epsilon", "1", "--release-epsilon", "0.5", "--series", "week.jsonl",
+     "-s", "day.pst", "LOGS"],
     ["ingest", "-u", UNIVERSE, "-f", "clf", "--epsilon", "1", "-s", "week.pst", "LOGS"],
     ["release", "-s", "week.pst", "--epsilon", "1", "--by", "/24", "--json"],
 )
