@@ -199,7 +199,7 @@ def hilbert_map(labels: Sequence[str], values: Sequence[float], lows: Sequence[f
     cell = max(2.0, size / max(rows_, cols))
     w, h = cols * cell, rows_ * cell
     top, left = 34, 10
-    width, height = int(left + w + 120), int(top + h + 14)
+    width, height = int(left + w + 120), int(top + h + 40)
     if coloured is None:
         coloured = [not (lo <= 0 or hi - lo > abs(v))
                     for v, lo, hi in zip(values, lows, highs, strict=True)]
@@ -238,6 +238,13 @@ def hilbert_map(labels: Sequence[str], values: Sequence[float], lows: Sequence[f
                    f'fill="#222">{t:g}</text>')
     out.append(f'<text transform="translate({sx + 58} {top + h / 2:.1f}) rotate(-90)" '
                f'font-size="11" text-anchor="middle" fill="#222">density (noisy)</text>')
+    ly = top + h + 16  # the legend of what is not a density: grey, and the ring
+    out.append(f'<g font-size="11" fill="#222"><rect x="{left}" y="{ly - 9}" width="12" '
+               f'height="12" fill="{EMPTY}" stroke="#999"/><text x="{left + 18}" y="{ly + 1}">'
+               "grey: could be empty</text>"
+               f'<circle cx="{left + 176}" cy="{ly - 3}" r="5" fill="none" stroke="{NOISE}" '
+               f'stroke-width="2"/><text x="{left + 186}" y="{ly + 1}">coloured but '
+               "noise-dominated</text></g>")
     out.append("</svg>")
     return "".join(out)
 
@@ -246,8 +253,8 @@ def ranked_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str,
                  width: int = 760, row: int = 18) -> str:
     """A horizontal dot-and-interval chart of ranked rows (a country per row, largest first):
     the label at the left, the estimate as a dot (:data:`INK`) with its interval as a bar, the
-    number at the right, a :data:`NOISE` ring on a noise-dominated row. Values are drawn as
-    given (the caller clamps what is shown)."""
+    number (whole: the rows are counts) at the right, a :data:`NOISE` ring on a noise-dominated
+    row. Values are drawn as given (the caller clamps what is shown)."""
     left, right, top, bottom = 56, 84, 44, 44
     n = len(points)
     height = top + bottom + row * max(1, n)
@@ -291,6 +298,6 @@ def ranked_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str,
                    + (f'<circle cx="{sx(p.value):.1f}" cy="{y:.1f}" r="7.5" fill="none" '
                       f'stroke="{NOISE}" stroke-width="2"/>' if p.noise_dominated else "")
                    + f'<text x="{left + pw + 8}" y="{y + 4:.1f}" font-size="11" fill="{_AXIS}">'
-                   f"{escape(_fmt(p.value))}</text></g>")
+                   f"{p.value:,.0f}</text></g>")
     out.append("</svg>")
     return "".join(out)

@@ -303,3 +303,25 @@ def test_same_state_is_refused_for_releases_of_different_tables() -> None:
     with pytest.raises(ConfigurationError, match="cannot come from one state"):
         render([], [ReleaseInput("r.json", one), ReleaseInput("o.json", other)], same_state=True)
     render([], [ReleaseInput("r.json", one), ReleaseInput("map.json", m)], same_state=True)
+
+
+def test_a_map_of_nobody_is_grey_but_for_what_the_release_decided() -> None:
+    """An empty table's map: whatever the noise, the page colours exactly the buckets the release
+    told from empty, and over 20 such maps (an empty 10.0.0.0/16 by /24 each) the release's rule
+    colours anything in at most 8 of them. Benjamini-Hochberg over a map of nobody colours
+    something with probability at most 5 %, so 9 or more of 20 has probability below 2e-7
+    (binomial tail) — the false-failure rate of this test. The old per-bucket rule would have
+    coloured about 6 buckets in every one of them (docs/maps.md)."""
+    any_colour = 0
+    for _ in range(20):
+        est = ps.DensityEstimator("ipv4:10.0.0.0/16", epsilon=1.0, budget=1.0)
+        m = json_ready(est.release_map(1.0, by="/24").to_dict())
+        html = render([], [ReleaseInput("nobody.json", m)])
+        svg = html[html.index('<svg class="map"'):]
+        svg = svg[:svg.index("</svg>")]
+        signal = sum(r["signal"] for r in m["rows"])
+        assert svg.count(f'fill="{EMPTY}"/></g>') + svg.count(f'fill="{EMPTY}"/><circle') == (
+            256 - signal)
+        assert f"Coloured: the {signal} bucket(s)" in html
+        any_colour += signal > 0
+    assert any_colour <= 8
