@@ -575,6 +575,8 @@ def _country_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
     _add_release_cost(page, r, head, "countries", f"{_f(head.epsilon_release)} once for {n} "
                       "countries", f"one charge for all {n} country slots (a person is one "
                       "address in one country: parallel composition); ")
+    if geo:
+        page.keeps[-1].universe += f" (countries from {geo})"
     page.sections.append(
         f'<section id="{anchor}"><h2>Countries: {escape(r.name)}</h2>'
         f"<p>Distinct clients in each of {n} country slots of <code>{escape(universe)}</code>"
