@@ -15,8 +15,9 @@ from panstream.windows.eventtime import parse_duration
               help="A released series (JSON lines or CSV) of 'ingest --window' or 'kafka --window'; "
                    "repeat for several.", **env("REPORT_SERIES"))
 @click.option("--release", "releases", multiple=True, type=click.Path(dir_okay=False),
-              metavar="FILE", help="The output of 'panstream release --json' (one figure, or a "
-              "map: drawn as a map); repeat for several.", **env("REPORT_RELEASE"))
+              metavar="FILE", help="The output of 'panstream release --json' (one figure; a map "
+              "is drawn as a map, 'release --by country --json' as a ranked chart of "
+              "countries); repeat for several.", **env("REPORT_RELEASE"))
 @click.option("--map", "maps", multiple=True, type=click.Path(dir_okay=False), metavar="FILE",
               help="The output of 'panstream release --by /24 --json'; repeat for several.",
               **env("REPORT_MAP"))
@@ -49,6 +50,8 @@ def command(series: tuple[str, ...], releases: tuple[str, ...], maps: tuple[str,
       panstream release -s week.pst --epsilon 0.5 --by /24 --json > map.json
       panstream report --series daily.jsonl --map map.json --horizon 7d -o report.html
       panstream report --release r.json --title "Unique visitors, November" -o r.html
+      panstream release -s geo.pst --epsilon 1 --by country --json > countries.json
+      panstream report --release countries.json -o countries.html
       panstream report --series /var/lib/panstream/hourly-series.jsonl -o group.html   # Kafka
     """
     from panstream.report import load_release, load_series, render, write
@@ -58,13 +61,14 @@ def command(series: tuple[str, ...], releases: tuple[str, ...], maps: tuple[str,
         raise ConfigurationError(msg)
     secs = None if horizon is None else parse_duration(horizon, "--horizon")
     s_inputs = [load_series(p) for p in series]
-    r_inputs = [load_release(p) for p in releases] + [load_release(p, "--map") for p in maps]
-    for p, r in zip(maps, r_inputs[len(releases):], strict=True):
+    m_inputs = [load_release(p, "--map") for p in maps]
+    for p, r in zip(maps, m_inputs, strict=True):
         from panstream.report.fields import is_map
 
         if not is_map(r.data):
             raise ConfigurationError(f"--map {p}: no rows per bucket in it; give the output of "
                                      "'panstream release --by /24 --json' (or use --release)")
+    r_inputs = m_inputs + [load_release(p) for p in releases]  # maps first, under the series
     html = render(s_inputs, r_inputs, title=title, horizon=secs, same_state=same_state)
     size = write(output, html)
     click.echo(f"panstream: report written to {output} ({size / 1024:,.0f} KiB, "

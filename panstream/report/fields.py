@@ -39,8 +39,8 @@ from typing import Any
 from panstream.errors import ConfigurationError
 from panstream.release.honesty import noise_dominated
 
-__all__ = ["Bucket", "Figure", "calibration_text", "family_of", "figure", "get", "is_map",
-           "map_buckets"]
+__all__ = ["Bucket", "Figure", "MapRule", "calibration_text", "family_of", "figure", "get",
+           "is_country", "is_map", "map_buckets", "map_rule"]
 
 
 def get(d: Mapping[str, Any], key: str, default: Any = None) -> Any:
@@ -103,6 +103,8 @@ def family_of(d: Mapping[str, Any]) -> str:
     if isinstance(named, str) and named:
         return named
     universe = str(get(d, "universe", ""))
+    if universe.startswith("sketch:"):  # a sketch, or a by-country sketch (rows per country)
+        return "sketch"
     if "rows" in d or "rows" in (d.get("extras") or {}):
         return "density"  # maps are released from bit tables
     if get(d, "modulus") is not None or isinstance(get(d, "stats"), Mapping):
@@ -178,9 +180,7 @@ def _stderr_of(rel: Mapping[str, Any]) -> float | None:
 
 def is_map(d: Mapping[str, Any]) -> bool:
     """Whether ``d`` is a map release (rows per bucket, at the top or under ``extras``)."""
-    rows = d.get("rows", (d.get("extras") or {}).get("rows") if isinstance(d.get("extras"),
-                                                                           Mapping) else None)
-    return isinstance(rows, list)
+    return isinstance(_rows(d), list)
 
 
 @dataclass(frozen=True)
@@ -189,8 +189,12 @@ class Bucket:
 
     Attributes:
         label: the bucket's public name; value, low, high: its noisy density (or the estimate a
-        row names) and interval; cells: cells of the bucket (``None`` if not given); distinct,
-        distinct_low, distinct_high: the same in clients, where given.
+        row names, a country's distinct count) and interval, as released (unclamped);
+        cells: cells of the bucket (``None`` if not given); distinct, distinct_low,
+        distinct_high: the same in clients, where given; signal: whether the release's map-wide
+        rule told this bucket from an empty one (``None`` in a file written before that rule);
+        p_empty: the bucket's p-value of "empty" (``None`` where not given); flagged: the row's
+        own ``noise_dominated`` flag (``None`` where not given).
     """
 
     label: str
@@ -201,27 +205,93 @@ class Bucket:
     distinct: float | None = None
     distinct_low: float | None = None
     distinct_high: float | None = None
+    signal: bool | None = None
+    p_empty: float | None = None
+    flagged: bool | None = None
 
     @property
     def contains_zero(self) -> bool:
-        """The interval reaches 0: this bucket cannot be told from an empty one."""
+        """The interval reaches 0: this bucket cannot be told from an empty one on its own."""
         return self.low <= 0.0
 
     @property
     def noise_dominated(self) -> bool:
-        """The interval is wider than the value (the shared rule)."""
+        """The row's own flag where the file gives one, else the shared rule on its numbers."""
+        if self.flagged is not None:
+            return self.flagged
         return noise_dominated(self.value, self.low, self.high)
+
+    @property
+    def coloured(self) -> bool:
+        """Whether a map colours this bucket: the release's map-wide ``signal`` where the file
+        has it; in an older file, the per-bucket rule it was drawn with then (interval above 0
+        and not noise-dominated)."""
+        if self.signal is not None:
+            return self.signal
+        return not self.contains_zero and not noise_dominated(self.value, self.low, self.high)
+
+
+def _rows(d: Mapping[str, Any]) -> Any:
+    rows = d.get("rows")
+    if rows is None and isinstance(d.get("extras"), Mapping):
+        rows = d["extras"].get("rows")
+    return rows
+
+
+def is_country(d: Mapping[str, Any]) -> bool:
+    """Whether ``d`` is a per-country release (``release --by country --json``: rows of
+    ``country``, ``distinct``, ``low``, ``high``)."""
+    rows = _rows(d)
+    return (isinstance(rows, list) and bool(rows) and isinstance(rows[0], Mapping)
+            and "country" in rows[0])
+
+
+@dataclass(frozen=True)
+class MapRule:
+    """How a map release decided which buckets to colour.
+
+    Attributes:
+        name: ``benjamini-hochberg`` (the map-wide false-discovery-rate rule of
+            :mod:`panstream.release.maps`), or ``per-bucket`` for a file written before it.
+        fdr: the false-discovery rate the release used (``None`` for ``per-bucket``).
+    """
+
+    name: str
+    fdr: float | None
+
+    @property
+    def map_wide(self) -> bool:
+        """The file carries the release's own per-bucket ``signal`` decisions."""
+        return self.fdr is not None
+
+
+def map_rule(d: Mapping[str, Any]) -> MapRule:
+    """The colouring rule of a map release: the map-wide rule the file records (rows with
+    ``signal``, the map's ``fdr`` and ``rule``), else the old per-bucket rule.
+
+    >>> map_rule({"fdr": 0.05, "rule": "benjamini-hochberg", "rows": [{"signal": True}]})
+    MapRule(name='benjamini-hochberg', fdr=0.05)
+    >>> map_rule({"confidence": 0.95, "rows": [{"density": 0.1}]}).map_wide
+    False
+    """
+    rows = _rows(d)
+    if isinstance(rows, list) and rows and all(isinstance(r, Mapping) and "signal" in r
+                                               for r in rows):
+        fdr = _num(get(d, "fdr"))
+        if fdr is None:
+            fdr = 1.0 - (_num(get(d, "confidence")) or 0.95)
+        return MapRule(str(get(d, "rule", "benjamini-hochberg")), fdr)
+    return MapRule("per-bucket", None)
 
 
 def map_buckets(d: Mapping[str, Any]) -> list[Bucket]:
-    """The rows of a map release as :class:`Bucket` (``density*`` names, or ``estimate/low/high``).
+    """The rows of a map release as :class:`Bucket` (``density*`` names, ``estimate/low/high``,
+    or a country's ``distinct/low/high``).
 
     Raises:
         ConfigurationError: no rows, or a row without a value and an interval.
     """
-    rows = d.get("rows")
-    if rows is None and isinstance(d.get("extras"), Mapping):
-        rows = d["extras"].get("rows")
+    rows = _rows(d)
     if not isinstance(rows, list) or not rows:
         raise ConfigurationError("this map release has no rows")
     out = []
@@ -230,18 +300,25 @@ def map_buckets(d: Mapping[str, Any]) -> list[Bucket]:
             raise ConfigurationError(f"row {i} of the map is not a JSON object")
         if r.get("density") is not None:
             v, lo, hi = r.get("density"), r.get("density_low"), r.get("density_high")
-        else:
+        elif r.get("estimate") is not None:
             v, lo, hi = r.get("estimate"), r.get("low"), r.get("high")
+        else:  # a country row
+            v, lo, hi = r.get("distinct"), r.get("low"), r.get("high")
         nums = [_num(x) for x in (v, lo, hi)]
         if any(x is None for x in nums):
             raise ConfigurationError(f"row {i} of the map has no finite value and interval")
         cells = r.get("cells")
-        out.append(Bucket(label=str(r.get("label", i)), value=float(nums[0]),  # type: ignore[arg-type]
+        sig, nd = r.get("signal"), r.get("noise_dominated")
+        out.append(Bucket(label=str(r.get("label", r.get("country", i))),
+                          value=float(nums[0]),  # type: ignore[arg-type]
                           low=float(nums[1]), high=float(nums[2]),  # type: ignore[arg-type]
                           cells=int(cells) if isinstance(cells, (int, float)) else None,
                           distinct=_num(r.get("distinct")),
                           distinct_low=_num(r.get("distinct_low")),
-                          distinct_high=_num(r.get("distinct_high"))))
+                          distinct_high=_num(r.get("distinct_high")),
+                          signal=sig if isinstance(sig, bool) else None,
+                          p_empty=_num(r.get("p_empty")),
+                          flagged=nd if isinstance(nd, bool) else None))
     return out
 
 

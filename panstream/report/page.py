@@ -29,10 +29,12 @@ from panstream.report.fields import (
     family_of,
     figure,
     get,
+    is_country,
     is_map,
     map_buckets,
+    map_rule,
 )
-from panstream.report.svg import ChartPoint, hilbert_map, interval_chart
+from panstream.report.svg import ChartPoint, hilbert_map, interval_chart, ranked_chart
 from panstream.windows import duration_text, horizon_line
 from panstream.windows.eventtime import label as iso_label
 
@@ -112,9 +114,11 @@ def _f(v: float | None, digits: int = 6) -> str:
 def number_text(v: float) -> str:
     """How the page prints an estimate: whole numbers from 100, two decimals from 1, else four.
 
-    >>> number_text(19983.4), number_text(-2.345), number_text(0.30535)
-    ('19,983', '-2.35', '0.3054')
+    >>> number_text(19983.4), number_text(-2.345), number_text(0.30535), number_text(0.0)
+    ('19,983', '-2.35', '0.3054', '0')
     """
+    if v == 0:
+        return "0"
     a = abs(v)
     if a >= 100:
         return f"{v:,.0f}"
@@ -130,6 +134,35 @@ def _tr(nd: bool) -> str:
 def _nd_cell(nd: bool) -> str:
     return ('<td class="nd" title="' + escape(_NOISE_NOTE) + '">noise-dominated</td>' if nd
             else "<td>no</td>")
+
+
+def _shown(v: float, hi: float = math.inf, lo: float = 0.0) -> float:
+    """What the page shows of a released value: clamped to the possible range ``[lo, hi]``
+    (docs/release.md, "Negative estimates": released values stay unbiased, shown ones do not
+    leave the range)."""
+    return min(max(v, lo), hi)
+
+
+def _cell(v: float, hi: float = math.inf, fmt: Any = number_text) -> str:
+    """A table cell of a released value, shown clamped; a clamped cell is marked ``*`` and its
+    tooltip gives the released (unbiased) value."""
+    s = _shown(v, hi)
+    if s == v:
+        return f"<td>{fmt(v)}</td>"
+    return (f'<td class="cl" title="released {escape(fmt(v))} (unbiased, kept in the published '
+            f'file); shown at the edge of the possible range">{fmt(s)}*</td>')
+
+
+_CLAMP_NOTE = ("* shown at the edge of the possible range (never below 0): the released value, "
+               "unbiased and kept as it is in the published file, lies outside it (hover the "
+               "cell for it).")
+
+
+def _cap(d: Mapping[str, Any]) -> float:
+    """The largest count a release's figure can have: its universe's size where the file says
+    it, else unbounded."""
+    size = _finite(get(d, "size"))
+    return math.inf if size is None or size <= 0 else size
 
 
 def render(series: Sequence[SeriesInput] = (), releases: Sequence[ReleaseInput] = (), *,
@@ -157,7 +190,9 @@ def render(series: Sequence[SeriesInput] = (), releases: Sequence[ReleaseInput] 
     for i, s in enumerate(series):
         _series_section(page, s, f"series-{i + 1}", horizon)
     for i, r in enumerate(releases):
-        if is_map(r.data):
+        if is_country(r.data):
+            _country_section(page, r, f"countries-{i + 1}")
+        elif is_map(r.data):
             _map_section(page, r, f"map-{i + 1}")
         else:
             _release_section(page, r, f"release-{i + 1}")
@@ -238,17 +273,21 @@ def _series_section(page: _Page, s: SeriesInput, anchor: str, horizon: int | Non
     nd = sum(f.noise_dominated for f in figs)
     title = f"{stat} per {duration_text(size)} window: {f0.universe or s.name}"
     page.toc.append((anchor, f"Series: {s.name}"))
-    pts = [ChartPoint(x=(float(r["start"]) + float(r["end"])) / 2, value=f.estimate, low=f.low,
-                      high=f.high, label=_day_label(float(r["start"]), size),
-                      noise_dominated=f.noise_dominated) for r, f in zip(recs, figs, strict=True)]
+    caps = [_cap(r) for r in recs]
+    pts = [ChartPoint(x=(float(r["start"]) + float(r["end"])) / 2, value=_shown(f.estimate, c),
+                      low=_shown(f.low, c), high=_shown(f.high, c),
+                      label=_day_label(float(r["start"]), size), noise_dominated=f.noise_dominated)
+           for r, f, c in zip(recs, figs, caps, strict=True)]
     chart = interval_chart(pts, title=title, xlabel=f"window (UTC), {duration_text(size)} each",
                            ylabel=f"{stat} (noisy)", band=True)
     rows = []
-    for r, f in zip(recs, figs, strict=True):
+    clamped = False
+    for r, f, c in zip(recs, figs, caps, strict=True):
+        clamped |= any(_shown(v, c) != v for v in (f.estimate, f.low, f.high))
         rows.append(f"{_tr(f.noise_dominated)}"
                     f"<td>{escape(str(r.get('window', '')))}</td>"
                     f"<td>{escape(iso_label(float(r['end'])))}</td>"
-                    f"<td>{number_text(f.estimate)}</td><td>{number_text(f.low)}</td><td>{number_text(f.high)}</td>"
+                    f"{_cell(f.estimate, c)}{_cell(f.low, c)}{_cell(f.high, c)}"
                     f"<td>{_f(f.epsilon_total)}</td>{_nd_cell(f.noise_dominated)}</tr>")
     eps = [f.epsilon_total for f in figs]
     known = all(e is not None for e in eps)
@@ -274,13 +313,16 @@ def _series_section(page: _Page, s: SeriesInput, anchor: str, horizon: int | Non
         f"<code>{escape(f0.universe)}</code>), with {pct} intervals. "
         f"{nd} of {len(recs)} noise-dominated. Each window had its own table, released once.</p>"
         f'<figure>{chart}<figcaption>Each dot is a window\'s noisy estimate; the bar and the band '
-        f"show its {pct} interval; a ring marks a noise-dominated window.</figcaption></figure>"
+        f"show its {pct} interval, clamped to the possible range (never below 0); a ring marks a "
+        "noise-dominated window.</figcaption></figure>"
         f"<details{' open' if len(recs) <= _OPEN_ROWS else ''}><summary>Table: the "
         f"{len(recs):,} windows (the numbers of the chart)</summary>"
         f"<table><caption>The windows of {escape(s.name)}</caption>"
         f"<thead><tr><th>window</th><th>end (UTC)</th><th>{escape(stat)}</th><th>low</th>"
         f"<th>high</th><th>epsilon (window)</th><th>noise</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table></details>{hline}</section>")
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        + (f'<p class="note">{escape(_CLAMP_NOTE)}</p>' if clamped else "")
+        + f"</details>{hline}</section>")
 
 
 def _release_figures(d: Mapping[str, Any]) -> list[tuple[str, Figure]]:
@@ -316,38 +358,45 @@ def _release_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
         raise ConfigurationError(f"{r.name}: {exc}") from None
     head = figs[0][1]
     pct = f"{100 * head.confidence:g} %"
+    c = _cap(r.data)
     page.toc.append((anchor, f"Release: {r.name}"))
-    pts = [ChartPoint(x=float(i), value=f.estimate, low=f.low, high=f.high, label=name,
-                      noise_dominated=f.noise_dominated) for i, (name, f) in enumerate(figs)]
+    pts = [ChartPoint(x=float(i), value=_shown(f.estimate, c), low=_shown(f.low, c),
+                      high=_shown(f.high, c), label=name, noise_dominated=f.noise_dominated)
+           for i, (name, f) in enumerate(figs)]
     chart = interval_chart(pts, title=f"{head.statistic}: {head.universe or r.name}",
                            xlabel="statistic", ylabel="estimate (noisy)", width=560, height=300)
+    clamped = any(_shown(v, c) != v for _, f in figs for v in (f.estimate, f.low, f.high))
     rows = "".join(
         f"{_tr(f.noise_dominated)}<td>{escape(name)}</td>"
-        f"<td>{number_text(f.estimate)}</td><td>{number_text(f.low)}</td><td>{number_text(f.high)}</td>"
+        f"{_cell(f.estimate, c)}{_cell(f.low, c)}{_cell(f.high, c)}"
         f"<td>{'' if f.stderr is None else number_text(f.stderr)}</td>{_nd_cell(f.noise_dominated)}</tr>"
         for name, f in figs)
     _add_release_cost(page, r, head, "release")
     mech = get(r.data, "mechanism")
     page.sections.append(
         f'<section id="{anchor}"><h2>Release: {escape(r.name)}</h2>'
-        f"<p><strong>{escape(head.statistic)} {number_text(head.estimate)}</strong>, {pct} interval "
-        f"[{number_text(head.low)}, {number_text(head.high)}]"
+        f"<p><strong>{escape(head.statistic)} {number_text(_shown(head.estimate, c))}</strong>, "
+        f"{pct} interval [{number_text(_shown(head.low, c))}, {number_text(_shown(head.high, c))}]"
         + (" \u2014 <span class=\"ndtag\">noise-dominated</span>" if head.noise_dominated else "")
         + f" ({escape(head.family)} family, universe <code>{escape(head.universe)}</code>"
         + (f", {escape(str(mech))} noise" if mech else "")
         + f", epsilon {_f(head.epsilon_release)} for this release).</p>"
-        f"<figure>{chart}<figcaption>The released estimate(s) with their {pct} intervals."
-        "</figcaption></figure>"
+        f"<figure>{chart}<figcaption>The released estimate(s) with their {pct} intervals, "
+        "shown within the possible range (never below 0).</figcaption></figure>"
         f"<table><caption>The numbers of {escape(r.name)}</caption><thead><tr><th>statistic</th>"
         "<th>estimate</th><th>low</th><th>high</th><th>stderr</th><th>noise</th></tr></thead>"
-        f"<tbody>{rows}</tbody></table></section>")
+        f"<tbody>{rows}</tbody></table>"
+        + (f'<p class="note">{escape(_CLAMP_NOTE)}</p>' if clamped else "")
+        + "</section>")
 
 
-def _add_release_cost(page: _Page, r: ReleaseInput, head: Figure, what: str) -> None:
+def _add_release_cost(page: _Page, r: ReleaseInput, head: Figure, what: str,
+                      eps_release: str | None = None, note: str = "") -> None:
     budget, left = get(r.data, "budget"), get(r.data, "budget_remaining")
-    page.costs.append(_Cost(what, r.name, _f(head.epsilon_state), _f(head.epsilon_release),
-                            head.epsilon_total, "the table's total after this release (state + "
-                            "everything its ledger had spent)"))
+    page.costs.append(_Cost(what, r.name, _f(head.epsilon_state),
+                            eps_release or _f(head.epsilon_release), head.epsilon_total,
+                            note + "the table's total after this release (state + everything "
+                            "its ledger had spent)"))
     page.keeps.append(_Keep(r.name, family_of(r.data), head.universe, calibration_text(r.data),
                             _f(head.epsilon_state),
                             "not stated" if budget is None else
@@ -356,6 +405,31 @@ def _add_release_cost(page: _Page, r: ReleaseInput, head: Figure, what: str) -> 
 
 def _is_ip_map(universe: str, n: int) -> bool:
     return universe.startswith(("ipv4:", "ipv6:")) and n > 1 and n & (n - 1) == 0
+
+
+def _rule_text(rule: Any, n_coloured: int) -> tuple[str, str]:
+    """The sentence of the map's summary and the caption that say which buckets are coloured."""
+    if rule.map_wide:
+        fdr = f"{100 * rule.fdr:g} %"
+        name = ("Benjamini-Hochberg" if rule.name == "benjamini-hochberg" else rule.name)
+        summary = (f"Coloured: the {n_coloured:,} bucket(s) the release told from empty by one "
+                   f"rule over the whole map ({name}, false-discovery rate {fdr}, from the "
+                   f"file): on average at most {fdr} of the coloured buckets are empty, and a map "
+                   f"of nobody shows any colour at most {fdr} of the time. Grey: the rest, "
+                   "which could be empty.")
+        caption = (f"coloured where the release's map-wide rule ({name}, false-discovery rate "
+                   f"{fdr}) tells the bucket from empty, by its density (clamped to 0..1); grey: "
+                   "could be empty; an orange ring: coloured but noise-dominated")
+    else:
+        summary = (f"This file predates the map-wide rule (its rows carry no signal): the "
+                   f"{n_coloured:,} coloured bucket(s) follow the old per-bucket rule (interval "
+                   "above 0 and not noise-dominated), under which some empty buckets are "
+                   "coloured by chance (about 2.5 % of them). Release the map again for the "
+                   "map-wide rule.")
+        caption = ("coloured by density (clamped to 0..1) where the bucket's own interval is "
+                   "above 0 and not wider than the value (the old per-bucket rule of this file: "
+                   "some colours are chance); grey: the rest")
+    return summary, caption
 
 
 def _map_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
@@ -374,33 +448,48 @@ def _map_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
     by = str(get(d, "by", ""))
     conf = float(get(d, "confidence", 0.95))
     pct = f"{100 * conf:g} %"
-    zero = sum(b.contains_zero for b in buckets)
+    rule = map_rule(d)
+    coloured = [b.coloured for b in buckets]
     nd = sum(b.noise_dominated for b in buckets)
+    n_col = sum(coloured)
     page.toc.append((anchor, f"Map: {r.name}"))
     title = f"{universe} by {by}: noisy density per bucket" if by else f"{r.name}: per bucket"
-    tips = [f"{b.label}: density {b.value:.3f} [{b.low:.3f}, {b.high:.3f}]"
-            + (" (interval contains 0)" if b.contains_zero else "")
-            + (" (noise-dominated)" if b.noise_dominated else "") for b in buckets]
+    tips = [f"{b.label}: density {_shown(b.value, 1.0):.3f} [{_shown(b.low, 1.0):.3f}, "
+            f"{_shown(b.high, 1.0):.3f}]"
+            + (" (told from empty)" if c else " (could be empty)")
+            + (" (noise-dominated)" if b.noise_dominated else "")
+            for b, c in zip(buckets, coloured, strict=True)]
+    summary, caption = _rule_text(rule, n_col)
     if _is_ip_map(universe, n):
-        chart = hilbert_map([b.label for b in buckets], [b.value for b in buckets],
-                            [b.low for b in buckets], [b.high for b in buckets], title=title,
-                            tips=tips)
+        chart = hilbert_map([b.label for b in buckets], [_shown(b.value, 1.0) for b in buckets],
+                            [_shown(b.low, 1.0) for b in buckets],
+                            [_shown(b.high, 1.0) for b in buckets], title=title, tips=tips,
+                            coloured=coloured, marked=[b.noise_dominated for b in buckets],
+                            rule=caption)
         how = ("Buckets lie on a Hilbert curve (neighbouring prefixes stay neighbours; every "
-               "square block is one shorter prefix), coloured by density; grey where it is "
-               "noise-dominated (interval wider than the value) or its interval reaches 0: its "
-               "colour would be noise. Hover a bucket for its numbers.")
+               f"square block is one shorter prefix), {caption}. Hover a bucket for its numbers.")
     else:
-        pts = [ChartPoint(x=float(i), value=b.value, low=b.low, high=b.high, label=b.label,
+        pts = [ChartPoint(x=float(i), value=_shown(b.value, 1.0), low=_shown(b.low, 1.0),
+                          high=_shown(b.high, 1.0), label=b.label,
                           noise_dominated=b.noise_dominated) for i, b in enumerate(buckets)]
         chart = interval_chart(pts, title=title, xlabel="bucket", ylabel="density (noisy)")
-        how = "Each dot is a bucket's noisy density; the bar is its interval."
+        how = ("Each dot is a bucket's noisy density (clamped to 0..1); the bar is its interval. "
+               + summary)
     half = get(d, "halfwidth")
-    rows = "".join(_bucket_row(b) for b in buckets)
+    rows = "".join(_bucket_row(b, c) for b, c in zip(buckets, coloured, strict=True))
+    clamped = any(_shown(v, 1.0) != v for b in buckets for v in (b.value, b.low, b.high)) or any(
+        b.distinct is not None and b.cells is not None and _shown(b.distinct, b.cells) != b.distinct
+        for b in buckets)
     if head is not None:
-        _add_release_cost(page, r, head, "map")
+        _add_release_cost(page, r, head, "map", f"{_f(head.epsilon_release)} once for {n:,} "
+                          "buckets", "one charge for the whole map (a person is in one bucket: "
+                          "parallel composition); ")
+    cells = [b.cells for b in buckets]
+    cap = math.inf if any(c is None for c in cells) else float(sum(c or 0 for c in cells))
     total = ("" if head is None else
-             f" The whole map adds up to {escape(head.statistic)} {number_text(head.estimate)} "
-             f"[{number_text(head.low)}, {number_text(head.high)}].")
+             f" The whole map adds up to {escape(head.statistic)} "
+             f"{number_text(_shown(head.estimate, cap))} [{number_text(_shown(head.low, cap))}, "
+             f"{number_text(_shown(head.high, cap))}].")
     open_attr = " open" if n <= _OPEN_ROWS else ""
     page.sections.append(
         f'<section id="{anchor}"><h2>Map: {escape(r.name)}</h2>'
@@ -411,19 +500,106 @@ def _map_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
         + ("" if half is None else
            f" A bucket's density is \u00b1{float(half):.3f} at {pct} from noise alone: smaller "
            "differences between buckets are not signal.")
-        + f" {nd} bucket(s) are noise-dominated, {zero} have an interval reaching 0.{total}</p>"
+        + f" {nd} bucket(s) are noise-dominated.{total}</p>"
+        f'<p class="rule">{escape(summary)}</p>'
         f"<figure>{chart}<figcaption>{escape(how)}</figcaption></figure>"
         f"<details{open_attr}><summary>Table: the {n:,} buckets (the numbers of the map)</summary>"
         f"<table><caption>Buckets of {escape(r.name)}, {pct} intervals</caption><thead><tr>"
         "<th>bucket</th><th>density</th><th>low</th><th>high</th><th>distinct</th>"
-        f"<th>noise</th></tr></thead><tbody>{rows}</tbody></table></details></section>")
+        "<th>p (empty)</th><th>map</th>"
+        f"<th>noise</th></tr></thead><tbody>{rows}</tbody></table>"
+        + (f'<p class="note">{escape(_CLAMP_NOTE)}</p>' if clamped else "")
+        + "</details></section>")
 
 
-def _bucket_row(b: Bucket) -> str:
-    distinct = "" if b.distinct is None else number_text(b.distinct)
+def _density(v: float) -> str:
+    return f"{v:.4f}"
+
+
+def _bucket_row(b: Bucket, coloured: bool) -> str:
+    distinct = ("<td></td>" if b.distinct is None else
+                _cell(b.distinct, math.inf if b.cells is None else float(b.cells)))
+    p = "" if b.p_empty is None else f"{b.p_empty:.2g}"
+    col = ("told from empty" if coloured else "grey") if b.signal is not None else (
+        "coloured" if coloured else "grey")
     return (f"{_tr(b.noise_dominated)}<td>{escape(b.label)}</td>"
-            f"<td>{b.value:.4f}</td><td>{b.low:.4f}</td><td>{b.high:.4f}</td><td>{distinct}</td>"
+            f"{_cell(b.value, 1.0, _density)}{_cell(b.low, 1.0, _density)}"
+            f"{_cell(b.high, 1.0, _density)}{distinct}<td>{p}</td><td>{col}</td>"
             f"{_nd_cell(b.noise_dominated)}</tr>")
+
+
+#: The countries a per-country chart draws at most (the table lists every slot).
+MAX_RANKED = 40
+#: When fewer countries than this are not noise-dominated, the chart draws the largest estimates.
+_MIN_RANKED = 5
+_TOP = 20
+
+
+def _country_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
+    """A per-country release (``release --by country --json``): a ranked chart of the countries
+    that are not noise-dominated (or the largest estimates), the total, and a folded table of
+    every slot; one charge for all of them."""
+    d = r.data
+    try:
+        buckets = map_buckets(d)
+        head = figure(d)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{r.name}: {exc}") from None
+    n = len(buckets)
+    pct = f"{100 * head.confidence:g} %"
+    ranked = sorted(buckets, key=lambda b: (-b.value, b.label))
+    # told from noise: not noise-dominated, and an estimate above 0 (an interval wholly below 0 is
+    # shown as [0, 0], which the rule does not flag but which says nothing)
+    clear = [b for b in ranked if not b.noise_dominated and _shown(b.value) > 0]
+    if len(clear) >= _MIN_RANKED:
+        drawn = clear[:MAX_RANKED]
+        which = (f"the {len(clear)} countries whose estimate is above 0 and not noise-dominated"
+                 + (f" (the largest {MAX_RANKED} drawn)" if len(clear) > MAX_RANKED else ""))
+    else:
+        drawn = ranked[:_TOP]
+        which = (f"the {len(drawn)} largest estimates (only {len(clear)} countr"
+                 f"{'y is' if len(clear) == 1 else 'ies are'} not noise-dominated)")
+    universe = head.universe
+    geo = get(d, "geo")
+    page.toc.append((anchor, f"Countries: {r.name}"))
+    pts = [ChartPoint(x=float(i), value=_shown(b.value), low=_shown(b.low), high=_shown(b.high),
+                      label=b.label, noise_dominated=b.noise_dominated)
+           for i, b in enumerate(drawn)]
+    chart = ranked_chart(pts, title=f"distinct clients by country: {universe or r.name}",
+                         xlabel=f"distinct clients (noisy), {pct} interval")
+    clamped = any(_shown(v) != v for b in buckets for v in (b.value, b.low, b.high))
+    rows = "".join(
+        f"{_tr(b.noise_dominated)}<td>{i}</td><td>{escape(b.label)}</td>"
+        f"{_cell(b.value)}{_cell(b.low)}{_cell(b.high)}{_nd_cell(b.noise_dominated)}</tr>"
+        for i, b in enumerate(ranked, start=1))
+    _add_release_cost(page, r, head, "countries", f"{_f(head.epsilon_release)} once for {n} "
+                      "countries", f"one charge for all {n} country slots (a person is one "
+                      "address in one country: parallel composition); ")
+    if geo:
+        page.keeps[-1].universe += f" (countries from {geo})"
+    page.sections.append(
+        f'<section id="{anchor}"><h2>Countries: {escape(r.name)}</h2>'
+        f"<p>Distinct clients in each of {n} country slots of <code>{escape(universe)}</code>"
+        + (f" (countries from {escape(str(geo))}: the registries' assignment of each address)"
+           if geo else "")
+        + f", released together for <strong>one epsilon ({_f(head.epsilon_release)})</strong>: "
+        "one person is one address in one country, so the slots are disjoint and one charge "
+        f"covers them all (parallel composition). {len(clear)} of {n} are above 0 and not "
+        "noise-dominated. "
+        f"All countries: <strong>{escape(head.statistic)} {number_text(_shown(head.estimate))}"
+        f"</strong>, {pct} interval [{number_text(_shown(head.low))}, "
+        f"{number_text(_shown(head.high))}]"
+        + (" \u2014 <span class=\"ndtag\">noise-dominated</span>" if head.noise_dominated else "")
+        + ".</p>"
+        f"<figure>{chart}<figcaption>Ranked: {escape(which)}. Each dot is a country's noisy "
+        f"estimate, the bar its {pct} interval (never below 0); a ring marks a noise-dominated "
+        "one. Every slot is in the table.</figcaption></figure>"
+        f"<details><summary>Table: all {n} country slots, largest first</summary>"
+        f"<table><caption>Countries of {escape(r.name)}, {pct} intervals</caption><thead><tr>"
+        "<th>rank</th><th>country</th><th>distinct</th><th>low</th><th>high</th>"
+        f"<th>noise</th></tr></thead><tbody>{rows}</tbody></table>"
+        + (f'<p class="note">{escape(_CLAMP_NOTE)}</p>' if clamped else "")
+        + "</details></section>")
 
 
 def _cost_section(page: _Page, same_state: bool) -> str:
@@ -492,13 +668,18 @@ def _reading_section() -> str:
         '<section id="reading"><h2>How to read this page</h2><ul>'
         "<li><strong>Every number is noisy.</strong> The interval (usually 95 %) covers the "
         "truth in that share of releases; the bars, bands and low/high columns draw it.</li>"
-        f"<li><strong>Noise-dominated</strong> (a ring on a chart, grey on a map, the column "
-        "marked in a table): "
+        f"<li><strong>Noise-dominated</strong> (a ring on a chart or on a map's bucket, the "
+        "column marked in a table): "
         f"{escape(_NOISE_NOTE)}.</li>"
         "<li><strong>Epsilon</strong> measures how much the published numbers (plus one leaked "
         "table) can reveal about one person; smaller is more private. Epsilons of separate "
         "releases add up for a person who is in all of them.</li>"
-        "<li>Estimates are unbiased, not clamped: near 0 they can be negative.</li>"
+        "<li><strong>Maps</strong> colour only the buckets told from empty by one rule over the "
+        "whole map (a false-discovery rate, stated with each map); grey buckets could be "
+        "empty.</li>"
+        "<li>Released estimates are unbiased, so near 0 they can be negative; this page shows "
+        "every figure within its possible range (never below 0). A table cell marked * was "
+        "clamped; the published file keeps the released value.</li>"
         "</ul></section>")
 
 
@@ -517,7 +698,7 @@ _CSS = (
     "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}"
     "th:first-child,td:first-child,th.t,td.t{text-align:left}th{background:#f2f4f7}"
     "td.nd{color:#8a3a00;font-weight:600}tr.ndrow{background:#fff3e8}"
-    ".ndtag{color:#8a3a00;font-weight:600}"
+    ".ndtag{color:#8a3a00;font-weight:600}td.cl{color:#555}.note{font-size:13px;color:#444}"
     "code{font-size:13px;background:#f4f4f4;padding:0 3px}"
     "details summary{cursor:pointer;font-weight:600;margin:6px 0}"
     "footer{margin-top:32px;font-size:12px;color:#555}")

@@ -23,7 +23,7 @@ import numpy as np
 from panstream.release.plot import hilbert_grid
 
 __all__ = ["BAND", "EMPTY", "INK", "NOISE", "ChartPoint", "hilbert_map", "interval_chart",
-           "nice_ticks", "viridis"]
+           "nice_ticks", "ranked_chart", "viridis"]
 
 INK = "#1f5fa8"
 BAND = "#a9c9ec"
@@ -181,22 +181,32 @@ def interval_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str, yla
 
 def hilbert_map(labels: Sequence[str], values: Sequence[float], lows: Sequence[float],
                 highs: Sequence[float], *, title: str, tips: Sequence[str],
+                coloured: Sequence[bool] | None = None, marked: Sequence[bool] | None = None,
+                rule: str = "grey: noise-dominated or interval reaching 0",
                 size: int = 520) -> str:
     """An SVG heat map of IP buckets on their Hilbert layout (a power-of-two count): adjacent
-    prefixes stay adjacent and every aligned block of 4^j buckets is a square. A bucket's colour is
-    its density (:func:`viridis`, clipped to 0..1); :data:`EMPTY` grey where its interval reaches 0
-    or is wider than the value (noise-dominated: such a colour would be noise). A colour scale and
-    block labels go beside it."""
+    prefixes stay adjacent and every aligned block of 4^j buckets is a square.
+
+    A bucket is coloured by its density (:func:`viridis`, clipped to 0..1: what is shown is
+    clamped to the possible range) where ``coloured`` says so (the release's map-wide ``signal``),
+    :data:`EMPTY` grey elsewhere; without ``coloured``, the old per-bucket rule (grey where the
+    interval reaches 0 or is wider than the value). A coloured bucket that is ``marked``
+    (noise-dominated) carries a :data:`NOISE` ring. ``rule`` says the rule in the chart's
+    description. A colour scale and block labels go beside it."""
     n = len(values)
     img, xy = hilbert_grid(np.ones(n))
     rows_, cols = img.shape
     cell = max(2.0, size / max(rows_, cols))
     w, h = cols * cell, rows_ * cell
     top, left = 34, 10
-    width, height = int(left + w + 120), int(top + h + 14)
+    width, height = int(left + w + 120), int(top + h + 40)
+    if coloured is None:
+        coloured = [not (lo <= 0 or hi - lo > abs(v))
+                    for v, lo, hi in zip(values, lows, highs, strict=True)]
+    if marked is None:
+        marked = [False] * n
     desc = (f"{n} buckets on a Hilbert curve, coloured by noisy density from 0 (dark purple) to 1 "
-            "(yellow); grey: noise-dominated or interval reaching 0. The table below gives the "
-            "same numbers.")
+            f"(yellow); {rule}. The table below gives the same numbers.")
     out = [f'<svg class="map" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
            f'role="img" aria-label="{escape(title)}">',
            f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>",
@@ -204,10 +214,12 @@ def hilbert_map(labels: Sequence[str], values: Sequence[float], lows: Sequence[f
            f"{escape(title)}</text>"]
     for i in range(n):
         cx, cy = float(xy[i, 0]) * cell + left, float(xy[i, 1]) * cell + top
-        lo, hi, v = float(lows[i]), float(highs[i]), float(values[i])
-        fill = EMPTY if lo <= 0 or hi - lo > abs(v) else viridis(v)
-        out.append(f'<rect x="{cx:.2f}" y="{cy:.2f}" width="{cell:.2f}" height="{cell:.2f}" '
-                   f'fill="{fill}"><title>{escape(tips[i])}</title></rect>')
+        fill = viridis(float(values[i])) if coloured[i] else EMPTY
+        ring = (f'<circle cx="{cx + cell / 2:.2f}" cy="{cy + cell / 2:.2f}" '
+                f'r="{max(1.0, cell / 4):.2f}" fill="none" stroke="{NOISE}" stroke-width="2"/>'
+                if coloured[i] and marked[i] and cell >= 8 else "")
+        out.append(f'<g><title>{escape(tips[i])}</title><rect x="{cx:.2f}" y="{cy:.2f}" '
+                   f'width="{cell:.2f}" height="{cell:.2f}" fill="{fill}"/>{ring}</g>')
     if n >= 16:  # label the first bucket of each of up to 16 square blocks
         block = 4 ** max(0, int(math.log(n, 4)) - 2)
         for b in range(0, n, block):
@@ -226,5 +238,66 @@ def hilbert_map(labels: Sequence[str], values: Sequence[float], lows: Sequence[f
                    f'fill="#222">{t:g}</text>')
     out.append(f'<text transform="translate({sx + 58} {top + h / 2:.1f}) rotate(-90)" '
                f'font-size="11" text-anchor="middle" fill="#222">density (noisy)</text>')
+    ly = top + h + 16  # the legend of what is not a density: grey, and the ring
+    out.append(f'<g font-size="11" fill="#222"><rect x="{left}" y="{ly - 9}" width="12" '
+               f'height="12" fill="{EMPTY}" stroke="#999"/><text x="{left + 18}" y="{ly + 1}">'
+               "grey: could be empty</text>"
+               f'<circle cx="{left + 176}" cy="{ly - 3}" r="5" fill="none" stroke="{NOISE}" '
+               f'stroke-width="2"/><text x="{left + 186}" y="{ly + 1}">coloured but '
+               "noise-dominated</text></g>")
+    out.append("</svg>")
+    return "".join(out)
+
+
+def ranked_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str,
+                 width: int = 760, row: int = 18) -> str:
+    """A horizontal dot-and-interval chart of ranked rows (a country per row, largest first):
+    the label at the left, the estimate as a dot (:data:`INK`) with its interval as a bar, the
+    number (whole: the rows are counts) at the right, a :data:`NOISE` ring on a noise-dominated
+    row. Values are drawn as given (the caller clamps what is shown)."""
+    left, right, top, bottom = 56, 84, 44, 44
+    n = len(points)
+    height = top + bottom + row * max(1, n)
+    pw = width - left - right
+    hi = max([p.high for p in points] + [p.value for p in points] + [1.0])
+    lo = min([p.low for p in points] + [0.0])
+    ticks = nice_ticks(lo, hi)
+    x0, x1 = ticks[0], ticks[-1]
+
+    def sx(x: float) -> float:
+        return left + (x - x0) / (x1 - x0) * pw
+
+    desc = (f"{n} rows ranked by estimate, each with its interval; "
+            f"{sum(p.noise_dominated for p in points)} noise-dominated. The table below gives "
+            "the same numbers.")
+    out = [f'<svg class="ranked" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',
+           f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>",
+           f'<text x="{left}" y="20" font-size="14" font-weight="bold" fill="#222">'
+           f"{escape(title)}</text>"]
+    y_end = top + row * n
+    for t in ticks:
+        x = sx(t)
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top - 6}" y2="{y_end:.1f}" '
+                   f'stroke="{_GRID if t else _AXIS}" stroke-width="1"/>')
+        out.append(f'<text x="{x:.1f}" y="{y_end + 16:.1f}" font-size="11" text-anchor="middle" '
+                   f'fill="{_AXIS}">{escape(_fmt(t))}</text>')
+    out.append(f'<text x="{left + pw / 2:.1f}" y="{height - 8}" font-size="12" '
+               f'text-anchor="middle" fill="#222">{escape(xlabel)}</text>')
+    for i, p in enumerate(points):
+        y = top + row * i + row / 2
+        tip = (f"{p.label}: {_fmt(p.value)} [{_fmt(p.low)}, {_fmt(p.high)}]"
+               + (" (noise-dominated: the interval is wider than the value)"
+                  if p.noise_dominated else ""))
+        out.append(f'<g><title>{escape(tip)}</title>'
+                   f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="12" text-anchor="end" '
+                   f'fill="#222">{escape(p.label)}</text>'
+                   f'<line x1="{sx(p.low):.1f}" x2="{sx(p.high):.1f}" y1="{y:.1f}" y2="{y:.1f}" '
+                   f'stroke="{INK}" stroke-width="3" stroke-opacity="0.45"/>'
+                   f'<circle cx="{sx(p.value):.1f}" cy="{y:.1f}" r="4.5" fill="{INK}"/>'
+                   + (f'<circle cx="{sx(p.value):.1f}" cy="{y:.1f}" r="7.5" fill="none" '
+                      f'stroke="{NOISE}" stroke-width="2"/>' if p.noise_dominated else "")
+                   + f'<text x="{left + pw + 8}" y="{y + 4:.1f}" font-size="11" fill="{_AXIS}">'
+                   f"{p.value:,.0f}</text></g>")
     out.append("</svg>")
     return "".join(out)

@@ -126,8 +126,7 @@ def what_is_missing(packed: np.ndarray, m: dict) -> list[str]:
     in INK inside a BAND of intervals) above the map (its buckets' colours and grey), each a
     block of pixels of a plausible size. Returns what is missing (empty: all there)."""
     ink, band, grey = _mask(packed, INK), _mask(packed, BAND), _mask(packed, EMPTY, tol=3)
-    fills = {viridis(r["density"]) for r in m["rows"]
-             if r["density_low"] > 0 and r["density_high"] - r["density_low"] < abs(r["density"])}
+    fills = {viridis(min(max(r["density"], 0.0), 1.0)) for r in m["rows"] if r["signal"]}
     cells = _mask(packed, fills, tol=2)
     missing = []
     if ink.sum() < 1_000 or band.sum() < 5_000:
@@ -160,3 +159,13 @@ def test_the_screenshot_check_notices_a_missing_map(week: tuple[Path, Path],
     html = render([SeriesInput("week.jsonl", read(series_path))])
     missing = what_is_missing(screenshot(html, tmp_path), json.loads(map_path.read_text()))
     assert len(missing) == 1 and missing[0].startswith("map:")
+
+
+def test_a_per_country_page_renders_its_ranked_chart(countries: Path, tmp_path: Path) -> None:
+    """The per-country section in Chromium: no error, nothing fetched, and the ranked chart's
+    dots and intervals on the screenshot."""
+    html = render([], [ReleaseInput("countries.json", json.loads(countries.read_text()))])
+    seen = probe(html, tmp_path)
+    assert seen["errors"] == [] and seen["resources"] == []
+    packed = screenshot(html, tmp_path)
+    assert _mask(packed, INK).sum() >= 500  # the dots of the countries told from noise

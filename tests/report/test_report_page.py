@@ -18,7 +18,7 @@ from panstream.release.honesty import noise_dominated
 from panstream.report import ReleaseInput, SeriesInput, render
 from panstream.report.fields import figure
 from panstream.report.page import number_text
-from panstream.report.svg import EMPTY, INK, NOISE
+from panstream.report.svg import EMPTY, INK, NOISE, viridis
 from panstream.windows.series import read, record
 
 
@@ -62,7 +62,35 @@ def test_every_window_is_drawn_with_its_interval_and_tabulated(week: tuple[Path,
     for r in recs:
         assert f"<td>{r['window']}</td>" in html
         for key in ("estimate", "low", "high"):
-            assert f"<td>{number_text(float(r[key]))}</td>" in html, (key, r[key])
+            assert shown_cell(float(r[key])) in html, (key, r[key])
+
+
+def shown_cell(v: float, hi: float = float("inf"), fmt=number_text) -> str:  # noqa: ANN001
+    """How a table shows a released value: clamped to ``[0, hi]``; a clamped one is marked ``*``
+    and gives the released value in its tooltip."""
+    s = min(max(v, 0.0), hi)
+    if s == v:
+        return f"<td>{fmt(v)}</td>"
+    return f'title="released {fmt(v)} (unbiased, kept in the published file)'
+
+
+def visible_text(html: str) -> str:
+    """What a reader sees: the text of the page and its charts, without tags or attributes."""
+    return re.sub(r"<[^>]*>", " ", html)
+
+
+def test_never_a_negative_count_on_the_page(week: tuple[Path, Path]) -> None:
+    """Released values are unbiased and go below 0 near 0 (the fixture's Sunday, the empty
+    /24s); the page shows every figure within its possible range, and says so where it clamps."""
+    series_path, map_path = week
+    recs = read(series_path)
+    d = json.loads(map_path.read_text())
+    assert min(min(r["low"] for r in recs), min(r["density_low"] for r in d["rows"])) < 0
+    html = render([SeriesInput("week.jsonl", recs)], [ReleaseInput("map.json", d)])
+    text = visible_text(html)
+    assert re.findall(r"(?<![\w.])[-\u2212]\d", text) == []
+    assert "never below 0" in text and "* shown at the edge of the possible range" in text
+    assert '<td class="cl" title="released -' in html  # the released value is one hover away
 
 
 def test_noise_dominated_windows_are_marked_by_the_shared_rule(week: tuple[Path, Path]) -> None:
@@ -81,18 +109,46 @@ def test_noise_dominated_windows_are_marked_by_the_shared_rule(week: tuple[Path,
     assert f"{expected} of {len(recs)} noise-dominated" in html
 
 
-def test_map_buckets_that_are_noise_are_grey(week: tuple[Path, Path]) -> None:
+def test_the_map_colours_exactly_the_buckets_the_release_marks_as_signal(
+        week: tuple[Path, Path]) -> None:
+    """The release decides which buckets are told from empty (Benjamini-Hochberg over the whole
+    map, docs/maps.md); the page colours those and greys every other, says the rule and its
+    false-discovery rate from the file, and rings the coloured ones that are noise-dominated."""
     _, map_path = week
     d = json.loads(map_path.read_text())
     html = render([], [ReleaseInput("map.json", d)])
     svg = html[html.index('<svg class="map"'):]
     svg = svg[:svg.index("</svg>")]
+    signal = [r["signal"] for r in d["rows"]]
+    assert 0 < sum(signal) < len(signal)
+    rects = re.findall(r'</title><rect x="[^"]+" y="[^"]+" width="[^"]+" height="[^"]+" '
+                       r'fill="([^"]+)"/>(<circle)?', svg)
+    assert len(rects) == len(d["rows"])  # one per bucket, each with its tooltip
+    for r, (fill, ring) in zip(d["rows"], rects, strict=True):
+        want = viridis(min(max(r["density"], 0.0), 1.0)) if r["signal"] else EMPTY
+        assert fill == want, r["label"]
+        assert bool(ring) == (r["signal"] and r["noise_dominated"]), r["label"]
+    assert f"false-discovery rate {100 * d['fdr']:g} %" in html
+    assert f"Coloured: the {sum(signal)} bucket(s) the release told from empty" in html
+    assert all(f"<td>{r['label']}</td>" in html for r in d["rows"])
+    assert html.count("<td>told from empty</td>") == sum(signal)
+    assert html.count('<td class="nd"') == sum(r["noise_dominated"] for r in d["rows"])
+
+
+def test_a_map_written_before_the_map_wide_rule_says_so(week: tuple[Path, Path]) -> None:
+    """An older file (rows without ``signal``/``p_empty``, no ``fdr``) is drawn by the per-bucket
+    rule it was made for, and the page says that some of its colours are chance."""
+    _, map_path = week
+    d = json.loads(map_path.read_text())
+    old = {k: v for k, v in d.items() if k not in ("fdr", "rule", "signals", "extras")}
+    old["rows"] = [{k: v for k, v in r.items() if k not in ("signal", "p_empty")}
+                   for r in d["rows"]]
+    html = render([], [ReleaseInput("old.json", old)])
+    svg = html[html.index('<svg class="map"'):]
     grey = sum(r["density_low"] <= 0 or noise_dominated(r["density"], r["density_low"],
                                                          r["density_high"]) for r in d["rows"])
-    assert 0 < grey < len(d["rows"])
-    assert svg.count(f'fill="{EMPTY}"><title>') == grey
-    assert svg.count("<rect") == len(d["rows"]) + 20  # every bucket, and the colour scale
-    assert all(f"<td>{r['label']}</td>" in html for r in d["rows"])
+    assert svg[:svg.index("</svg>")].count(f'fill="{EMPTY}"/>') == grey
+    assert "predates the map-wide rule" in html and "false-discovery rate 5 %" not in html
 
 
 def _release_pair() -> tuple[dict, dict]:
@@ -247,3 +303,25 @@ def test_same_state_is_refused_for_releases_of_different_tables() -> None:
     with pytest.raises(ConfigurationError, match="cannot come from one state"):
         render([], [ReleaseInput("r.json", one), ReleaseInput("o.json", other)], same_state=True)
     render([], [ReleaseInput("r.json", one), ReleaseInput("map.json", m)], same_state=True)
+
+
+def test_a_map_of_nobody_is_grey_but_for_what_the_release_decided() -> None:
+    """An empty table's map: whatever the noise, the page colours exactly the buckets the release
+    told from empty, and over 20 such maps (an empty 10.0.0.0/16 by /24 each) the release's rule
+    colours anything in at most 8 of them. Benjamini-Hochberg over a map of nobody colours
+    something with probability at most 5 %, so 9 or more of 20 has probability below 2e-7
+    (binomial tail) — the false-failure rate of this test. The old per-bucket rule would have
+    coloured about 6 buckets in every one of them (docs/maps.md)."""
+    any_colour = 0
+    for _ in range(20):
+        est = ps.DensityEstimator("ipv4:10.0.0.0/16", epsilon=1.0, budget=1.0)
+        m = json_ready(est.release_map(1.0, by="/24").to_dict())
+        html = render([], [ReleaseInput("nobody.json", m)])
+        svg = html[html.index('<svg class="map"'):]
+        svg = svg[:svg.index("</svg>")]
+        signal = sum(r["signal"] for r in m["rows"])
+        assert svg.count(f'fill="{EMPTY}"/></g>') + svg.count(f'fill="{EMPTY}"/><circle') == (
+            256 - signal)
+        assert f"Coloured: the {signal} bucket(s)" in html
+        any_colour += signal > 0
+    assert any_colour <= 8

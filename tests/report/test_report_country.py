@@ -1,0 +1,76 @@
+"""A per-country release on the page: ``release --by country --json`` of a real by-country sketch
+(20,000 lines of public clients, countries from the offline iptocc table) becomes a ranked chart
+of the countries told from noise, the total, a folded table of all 253 slots, and ONE charge in
+the privacy accounting (a person is one address in one country: parallel composition)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from _html import external_references
+from _week import write_countries
+from click.testing import CliRunner
+from test_report_page import shown_cell, visible_text
+
+from panstream.cli.main import cli
+from panstream.report import ReleaseInput, render
+from panstream.report.page import MAX_RANKED
+
+
+def _ranked_labels(html: str) -> list[str]:
+    svg = html[html.index('<svg class="ranked"'):]
+    svg = svg[:svg.index("</svg>")]
+    return re.findall(r'text-anchor="end" fill="#222">([^<]+)</text>', svg)
+
+
+def test_a_country_release_is_ranked_tabulated_and_charged_once(countries: Path,
+                                                                tmp_path: Path) -> None:
+    d = json.loads(countries.read_text())
+    assert len(d["rows"]) == 253 and d["budget_remaining"] == 0  # the release: every slot, once
+    out = tmp_path / "c.html"
+    res = CliRunner().invoke(cli, ["report", "--release", str(countries), "-o", str(out)],
+                             env={"PANSTREAM_REPORT_RELEASE": None}, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    html = out.read_text()
+    assert external_references(html) == ([], 0) and out.stat().st_size < 1_000_000
+    # the chart: the countries whose estimate is above 0 and not noise-dominated, largest first
+    clear = sorted((r for r in d["rows"] if not r["noise_dominated"] and r["distinct"] > 0),
+                   key=lambda r: (-r["distinct"], r["country"]))
+    assert len(clear) >= 5  # 20,000 clients over 20 blocks: several countries stand out
+    assert _ranked_labels(html) == [r["country"] for r in clear[:MAX_RANKED]]
+    # the table: all 253 slots, folded (a click opens it), ranked, with every number
+    table = html[html.index("Table: all 253 country slots"):]
+    table = table[:table.index("</table>")]
+    assert html.count("<details><summary>Table: all 253 country slots") == 1
+    assert table.count("<tr") == 253 + 1
+    for r in d["rows"]:
+        assert f"<td>{r['country']}</td>{shown_cell(r['distinct'])}" in table, r["country"]
+    # one charge: the release's epsilon once for all slots, its ledger's total the whole cost
+    assert f"{d['epsilon']:g} once for 253 countries" in html
+    assert "parallel composition" in html
+    grand = re.search(r"is covered at <strong>epsilon ([0-9.]+)</strong>", html)
+    assert grand and float(grand.group(1)) == pytest.approx(d["epsilon_total"], abs=1e-5)
+    assert re.findall(r"(?<![\w.])[-\u2212]\d", visible_text(html)) == []
+
+
+def test_a_release_with_few_clear_countries_draws_the_largest(countries: Path) -> None:
+    """Where fewer than 5 countries are told from noise, the chart draws the 20 largest
+    estimates and says why (a noise-dominated one carries its ring)."""
+    d = json.loads(countries.read_text())
+    d["rows"] = [dict(r, noise_dominated=True) for r in d["rows"]]
+    html = render([], [ReleaseInput("c.json", d)])
+    top = sorted(d["rows"], key=lambda r: (-r["distinct"], r["country"]))[:20]
+    assert _ranked_labels(html) == [r["country"] for r in top]
+    assert "the 20 largest estimates (only 0 countries are not noise-dominated)" in html
+
+
+def test_a_hashed_ip_country_release_reads_the_same(tmp_path: Path) -> None:
+    """``-u hashed-ip-country:M`` releases the same rows from a density table: the same page."""
+    pytest.importorskip("iptocc", reason="countries need the offline table: pip install iptocc")
+    d = json.loads(write_countries(tmp_path, "hashed-ip-country:4096").read_text())
+    html = render([], [ReleaseInput("h.json", d)])
+    assert "Countries: h.json" in html and "once for 253 countries" in html
+    assert "<code>hashed-ip-country:4096</code>" in html and _ranked_labels(html)
