@@ -1,0 +1,199 @@
+"""Topics written by real producers: librdkafka, in every compression codec.
+
+rsyslog's omkafka, Fluent Bit, Vector and many Filebeat-like shippers produce with librdkafka, not
+kafka-python. Its defaults differ from kafka-python's in the ways that matter to a consumer: an
+unkeyed record goes to a partition chosen by the sticky partitioner (many records in one batch to
+one partition, then another), so partitions are uneven and batches hold hundreds of records; and a
+shipper usually compresses, with gzip, snappy, lz4 or zstd. kafka-python decodes snappy, lz4 and
+zstd batches only with their Python packages (panstream depends on all three); without one it
+raises ``UnsupportedCodecError``, which a member turns into one line naming the package.
+
+What these tests pin:
+
+* every record librdkafka acknowledged is read back by kafka-python exactly once, with
+  consecutive offsets, in every codec; the high-water mark of the fetch responses (what
+  panstream's lag and drain use) is the acknowledged end. (Tansu 0.6 answers ListOffsets LATEST
+  with the *base* offset of a partition's last batch + 1, e.g. 1 for a partition holding hundreds
+  of records written as one batch: a broker bug, which is why nothing in panstream or these tests
+  asks ListOffsets for an end.)
+* one ``panstream kafka`` member reading five such topics (one per codec) routes and applies every
+  line: every source offset committed equals the acknowledged end, and every client's cell reads 1
+  in the group's one table, nothing else does (at ``--epsilon 30``, where a seen cell reads 0 with
+  probability 2**-32: at most 2 zeros among 1,500 clients fails falsely with probability below
+  1e-16, as in tests/kafka/test_routed.py).
+* a missing codec package stops the member with one line naming the package (no broker needed).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _kafka_helpers import Broker, panstream_cmd
+from kafka.errors import UnsupportedCodecError
+
+from panstream.errors import SourceError
+from panstream.sources.kafka.config import CONSUMER_DEFAULTS
+from panstream.sources.kafka.tail import CODEC_PACKAGES, codec_message, kafka_errors
+from panstream.state.stores import DirectoryStore, merge_store
+from panstream.universe import Universe
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+UNIVERSE = Universe.parse("ipv4:10.9.0.0/16")
+CLIENTS_PER_CODEC = 300
+LINES_PER_CODEC = 1_200
+PARTITIONS = 4
+
+
+def clf(addr: str, i: int) -> str:
+    return (f'{addr} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] "GET /a/{i % 89} '
+            f'HTTP/1.1" 200 {300 + i % 2000} "-" "curl/8.5.0"')
+
+
+# ------------------------------------------------------------------ without a broker
+def test_a_missing_codec_package_is_one_line_naming_it() -> None:
+    """kafka-python's ``UnsupportedCodecError`` becomes a SourceError (exit 1) that says which
+    package to install, for every codec that needs one."""
+    for codec, package in CODEC_PACKAGES.items():
+        exc = UnsupportedCodecError(f"Libraries for {codec} compression codec not found")
+        with pytest.raises(SourceError) as err, kafka_errors():
+            raise exc
+        line = str(err.value)
+        assert "\n" not in line and f"pip install {package}" in line and codec in line
+    assert "cannot decode" in codec_message(UnsupportedCodecError("Unrecognized compression type: 7"))
+
+
+def test_the_codec_packages_are_installed() -> None:
+    """panstream depends on them (pyproject.toml), so every librdkafka codec decodes."""
+    import kafka.codec as codecs
+
+    assert codecs.has_snappy() and codecs.has_lz4() and codecs.has_zstd()
+
+
+def test_default_group_settings_join_fast_and_keep_heartbeats_inside_the_session() -> None:
+    """A new group's join is held open for about half the session by Tansu (kafka-python's own
+    default session, 45 s, meant 23 s before a member held anything); 6 s is the smallest session a
+    Kafka broker accepts by default, and heartbeats go at most every third of it."""
+    session, beat = CONSUMER_DEFAULTS["session_timeout_ms"], CONSUMER_DEFAULTS["heartbeat_interval_ms"]
+    assert session == 6000 and beat * 3 <= session
+
+
+# ------------------------------------------------------------------ against Tansu
+
+@pytest.fixture(scope="module")
+def librdkafka_topics(kafka_broker: Broker, admin: Any) -> Iterator[dict[str, Any]]:
+    """Five topics of whole CLF lines, one per codec, written by librdkafka (confluent-kafka) with
+    its default partitioner (unkeyed: sticky) and the codec; each codec has its own clients, drawn
+    over the whole universe (so over every slice), each seen at least once."""
+    ck = pytest.importorskip("confluent_kafka")
+    from kafka.admin import NewTopic
+
+    rng = np.random.default_rng(26)
+    pool = rng.choice(UNIVERSE.size, CLIENTS_PER_CODEC * len(CODECS), replace=False)
+    out: dict[str, Any] = {"topics": {}, "ends": {}, "clients": {}, "lines": {}}
+    stamp = int(time.time() * 1000) % 10**9
+    for k, codec in enumerate(CODECS):
+        topic = f"librdkafka-{codec}-{stamp}"
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+        clients = pool[k * CLIENTS_PER_CODEC:(k + 1) * CLIENTS_PER_CODEC]
+        stream = rng.permutation(np.concatenate(
+            [clients, rng.choice(clients, LINES_PER_CODEC - CLIENTS_PER_CODEC)]))
+        producer = ck.Producer({"bootstrap.servers": kafka_broker.bootstrap,
+                                "compression.type": codec, "linger.ms": 20})
+        acked: dict[int, list[int]] = {}
+        failed: list[str] = []
+
+        def report(err: Any, msg: Any, acked: dict[int, list[int]] = acked,
+                   failed: list[str] = failed) -> None:
+            if err is not None:
+                failed.append(str(err))
+            else:
+                acked.setdefault(msg.partition(), []).append(msg.offset())
+
+        for i, c in enumerate(stream):
+            producer.produce(topic, value=clf(UNIVERSE.item_of(int(c)), i).encode(),
+                             on_delivery=report)
+            producer.poll(0)
+        assert producer.flush(30) == 0 and not failed, failed
+        assert sum(map(len, acked.values())) == LINES_PER_CODEC
+        out["topics"][codec] = topic
+        out["ends"][codec] = {p: max(offs) + 1 for p, offs in acked.items()}
+        out["clients"][codec] = clients
+    yield out
+
+
+@pytest.mark.kafka
+def test_kafka_python_reads_every_librdkafka_record_once_in_every_codec(
+        kafka_broker: Broker, librdkafka_topics: dict[str, Any]) -> None:
+    """Multi-record compressed batches decode to consecutive offsets, each record once; the fetch
+    high-water mark is the acknowledged end (ListOffsets is not asked: Tansu answers it wrongly)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    for codec in CODECS:
+        topic, ends = librdkafka_topics["topics"][codec], librdkafka_topics["ends"][codec]
+        c = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False,
+                          auto_offset_reset="earliest")
+        try:
+            tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+            c.assign(tps)
+            c.seek_to_beginning(*tps)
+            seen: dict[int, list[int]] = {}
+            deadline = time.monotonic() + 30
+            while sum(map(len, seen.values())) < LINES_PER_CODEC and time.monotonic() < deadline:
+                for tp, recs in c.poll(timeout_ms=500).items():
+                    seen.setdefault(tp.partition, []).extend(r.offset for r in recs)
+            for p in range(PARTITIONS):
+                assert seen.get(p, []) == list(range(ends.get(p, 0))), (codec, p)
+                if p in ends:
+                    assert c.highwater(TopicPartition(topic, p)) == ends[p], (codec, p)
+        finally:
+            c.close()
+
+
+@pytest.mark.kafka
+def test_one_member_counts_every_line_of_every_codec(
+        kafka_broker: Broker, librdkafka_topics: dict[str, Any], admin: Any,
+        tmp_path: Path) -> None:
+    """One member, default group settings, five librdkafka topics: every offset committed, every
+    client's cell 1 in the one table, nothing else, exit 0."""
+    topics = librdkafka_topics["topics"]
+    group = f"g-librdkafka-{int(time.time() * 1000) % 10**9}"
+    state = tmp_path / "state"
+    argv = ["kafka", "-b", kafka_broker.bootstrap, "-g", group, "-u", UNIVERSE.spec,
+            "--epsilon", "30", "--value-format", "lines", "-f", "clf", "--slices", "8",
+            "--state-dir", str(state), "--checkpoint-interval", "0.5", "--idle-timeout", "5",
+            "--json"]
+    for codec in CODECS:
+        argv += ["-t", topics[codec]]
+    run = subprocess.run(panstream_cmd(*argv), capture_output=True, timeout=180)
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    com = committed_offsets_by_topic(admin, group)
+    for codec in CODECS:
+        assert com.get(topics[codec]) == librdkafka_topics["ends"][codec], codec
+    g = merge_store(DirectoryStore(state))
+    try:
+        bits = g.estimator.bits()
+        everyone = np.concatenate([librdkafka_topics["clients"][c] for c in CODECS])
+        for codec in CODECS:
+            zeros = int((bits[librdkafka_topics["clients"][codec]] == 0).sum())
+            assert zeros <= 2, f"{codec}: {zeros} of {CLIENTS_PER_CODEC} clients read 0"
+        assert int(bits.sum()) - int(bits[everyone].sum()) <= 2  # nothing else was seen
+    finally:
+        g.estimator.wipe()
+
+
+def committed_offsets_by_topic(admin: Any, group: str) -> dict[str, dict[int, int]]:
+    """Committed offsets of a group, by topic and partition."""
+    res = admin.list_group_offsets(group)
+    res = res.get(group, res)
+    out: dict[str, dict[int, int]] = {}
+    for tp, om in res.items():
+        off = om.offset if hasattr(om, "offset") else om[0]
+        if off is not None and off >= 0:
+            out.setdefault(tp.topic, {})[tp.partition] = off
+    return out
