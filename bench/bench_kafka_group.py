@@ -144,7 +144,7 @@ def held(errs: list[Path]) -> int:
 
 
 def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes], work: Path,
-              args: argparse.Namespace) -> dict[str, Any]:
+              args: argparse.Namespace, client: str = "kafka-python") -> dict[str, Any]:
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
     from kafka.admin import NewTopic
 
@@ -156,7 +156,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     cmd = [sys.executable, "-m", "panstream", "kafka", "-b", bootstrap, "-t", topic, "-g", group,
            "-f", "clf", "--value-format", "lines", "-u", UNIVERSE, "--epsilon", "1",
            "--slices", str(SLICES), "--state-dir", str(state),
-           "--checkpoint-interval", str(args.checkpoint_interval)]
+           "--checkpoint-interval", str(args.checkpoint_interval), "--source-client", client]
     errs = [work / f"{group}.{i}.err" for i in range(n)]
     t_start = time.monotonic()
     procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=e.open("w")) for e in errs]
@@ -226,7 +226,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
         est = [None, None, rel.stderr[-200:]]
     admin.close()
     lines = len(msgs) * PER_MSG
-    out = {"what": "group", "members": n, "startup_s": startup and round(startup, 2),
+    out = {"what": "group", "members": n, "source_client": client, "startup_s": startup and round(startup, 2),
            "produce_s": round(t_produced, 2), "routed_committed_s": routed_at and round(routed_at, 2),
            "slices_committed_s": sliced_at and round(sliced_at, 2),
            "lines_per_s": sliced_at and round(lines / sliced_at),
@@ -312,7 +312,9 @@ def ingest(msgs: list[bytes], work: Path) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--members", default="1,2,1", help="group sizes, in order (default 1,2,1)")
+    ap.add_argument("--members", default="1,2,1",
+                    help="group sizes, in order (default 1,2,1); a size ending in r reads the "
+                         "source with --source-client librdkafka (e.g. 1,1r,2,2r)")
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--checkpoint-interval", type=float, default=1.0)
     ap.add_argument("--settle", type=float, default=3.0)
@@ -325,7 +327,8 @@ def main() -> None:
         client, bs, topic, total = args.bare_read
         bare_read_child(client, bs, topic, int(total))
         return
-    sizes = [int(x) for x in args.members.split(",")]
+    sizes = [(int(x.rstrip("r")), "librdkafka" if x.endswith("r") else "kafka-python")
+             for x in args.members.split(",")]
     msgs = messages(args.lines)
     work = Path(tempfile.mkdtemp(prefix="panstream-group-"))
     proc, bootstrap = start_broker()
@@ -345,20 +348,25 @@ def main() -> None:
         ing = ingest(msgs, work)
         for client in ("kafka-python", "confluent-kafka"):
             bare_read(client, bootstrap, "nobody", len(msgs))
-        runs = [group_run(bootstrap, proc.pid, n, k, msgs, work, args) for k, n in enumerate(sizes)]
+        runs = [group_run(bootstrap, proc.pid, n, k, msgs, work, args, client)
+                for k, (n, client) in enumerate(sizes)]
         ing2 = ingest(msgs, work)
-        by: dict[int, list[float]] = {}
-        for r in runs:
-            if r["lines_per_s"]:
-                by.setdefault(r["members"], []).append(r["lines_per_s"])
-        best = {n: max(v) for n, v in by.items()}
-        summary: dict[str, Any] = {"what": "summary", "lines_per_s_by_members": by,
+        summary: dict[str, Any] = {"what": "summary",
                                    "ingest_lines_per_s": [round(ing), round(ing2)],
                                    "startup_s": [r["startup_s"] for r in runs]}
-        if 1 in best and 2 in best:
-            summary["two_over_one"] = round(best[2] / best[1], 2)
-        if 1 in best:
-            summary["one_over_ingest"] = round(best[1] / max(ing, ing2), 3)
+        for client in ("kafka-python", "librdkafka"):
+            by: dict[int, list[float]] = {}
+            for r in runs:
+                if r["lines_per_s"] and r["source_client"] == client:
+                    by.setdefault(r["members"], []).append(r["lines_per_s"])
+            if not by:
+                continue
+            best = {n: max(v) for n, v in by.items()}
+            summary[client] = {"lines_per_s_by_members": by}
+            if 1 in best and 2 in best:
+                summary[client]["two_over_one"] = round(best[2] / best[1], 2)
+            if 1 in best:
+                summary[client]["one_over_ingest"] = round(best[1] / max(ing, ing2), 3)
         emit(**summary)
     finally:
         proc.send_signal(signal.SIGINT)

@@ -37,7 +37,7 @@ import pytest
 from _kafka_helpers import Broker, panstream_cmd
 from kafka.errors import UnsupportedCodecError
 
-from panstream.errors import SourceError
+from panstream.errors import ConfigurationError, SourceError
 from panstream.sources.kafka.config import CONSUMER_DEFAULTS
 from panstream.sources.kafka.tail import CODEC_PACKAGES, codec_message, kafka_errors
 from panstream.state.stores import DirectoryStore, merge_store
@@ -81,6 +81,37 @@ def test_default_group_settings_join_fast_and_keep_heartbeats_inside_the_session
     Kafka broker accepts by default, and heartbeats go at most every third of it."""
     session, beat = CONSUMER_DEFAULTS["session_timeout_ms"], CONSUMER_DEFAULTS["heartbeat_interval_ms"]
     assert session == 6000 and beat * 3 <= session
+
+
+def test_librdkafka_settings_are_kafka_pythons_translated() -> None:
+    """``--source-client librdkafka`` takes the same settings (defaults, security, ``-C``) under
+    librdkafka's names, and refuses a ``-C`` key it cannot translate, in one line."""
+    from panstream.sources.kafka.config import consumer_config
+    from panstream.sources.kafka.rdkafka import rdkafka_config
+
+    cfg = consumer_config("127.0.0.1:9092,h2:9093", "g", {"fetch_max_wait_ms": 100},
+                          {"security_protocol": "SASL_SSL", "sasl_plain_username": "u"})
+    conf, batch = rdkafka_config(cfg)
+    assert conf["bootstrap.servers"] == "127.0.0.1:9092,h2:9093" and conf["group.id"] == "g"
+    assert conf["enable.auto.commit"] is False and conf["auto.offset.reset"] == "earliest"
+    assert conf["session.timeout.ms"] == 6000 and conf["heartbeat.interval.ms"] == 1000
+    assert conf["fetch.wait.max.ms"] == 100 and conf["security.protocol"] == "SASL_SSL"
+    assert conf["sasl.username"] == "u" and batch == 5000
+    assert conf["partition.assignment.strategy"] == "range"  # mixes with kafka-python members
+    with pytest.raises(ConfigurationError) as err:
+        rdkafka_config({**cfg, "metadata_max_age_ms": 1000})
+    assert "\n" not in str(err.value) and "-C metadata_max_age_ms" in str(err.value)
+
+
+def test_librdkafka_source_client_is_for_the_routed_layout_only(tmp_path: Path) -> None:
+    """The per-partition layout and --window keep kafka-python: one line, exit 2 or 1."""
+    run = subprocess.run(panstream_cmd(
+        "kafka", "-b", "127.0.0.1:9", "-t", "t", "-g", "g", "-u", UNIVERSE.spec, "--epsilon", "1",
+        "--state-dir", str(tmp_path), "--layout", "partition", "--source-client", "librdkafka"),
+        capture_output=True, timeout=60)
+    assert run.returncode != 0
+    err = run.stderr.decode().strip().splitlines()[-1]
+    assert "--source-client librdkafka is for the routed layout" in err
 
 
 # ------------------------------------------------------------------ against Tansu
@@ -156,18 +187,20 @@ def test_kafka_python_reads_every_librdkafka_record_once_in_every_codec(
 
 
 @pytest.mark.kafka
+@pytest.mark.parametrize("client", ["kafka-python", "librdkafka"])
 def test_one_member_counts_every_line_of_every_codec(
         kafka_broker: Broker, librdkafka_topics: dict[str, Any], admin: Any,
-        tmp_path: Path) -> None:
+        tmp_path: Path, client: str) -> None:
     """One member, default group settings, five librdkafka topics: every offset committed, every
-    client's cell 1 in the one table, nothing else, exit 0."""
+    client's cell 1 in the one table, nothing else, exit 0; with the source topics read by
+    kafka-python (the default) and by librdkafka (``--source-client librdkafka``)."""
     topics = librdkafka_topics["topics"]
-    group = f"g-librdkafka-{int(time.time() * 1000) % 10**9}"
+    group = f"g-{client}-{int(time.time() * 1000) % 10**9}"
     state = tmp_path / "state"
     argv = ["kafka", "-b", kafka_broker.bootstrap, "-g", group, "-u", UNIVERSE.spec,
             "--epsilon", "30", "--value-format", "lines", "-f", "clf", "--slices", "8",
             "--state-dir", str(state), "--checkpoint-interval", "0.5", "--idle-timeout", "5",
-            "--json"]
+            "--source-client", client, "--json"]
     for codec in CODECS:
         argv += ["-t", topics[codec]]
     run = subprocess.run(panstream_cmd(*argv), capture_output=True, timeout=180)
