@@ -156,7 +156,8 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     cmd = [sys.executable, "-m", "panstream", "kafka", "-b", bootstrap, "-t", topic, "-g", group,
            "-f", "clf", "--value-format", "lines", "-u", UNIVERSE, "--epsilon", "1",
            "--slices", str(SLICES), "--state-dir", str(state),
-           "--checkpoint-interval", str(args.checkpoint_interval), "--source-client", client]
+           "--checkpoint-interval", str(args.checkpoint_interval), "--source-client", client,
+           "--log-level", args.log_level]
     errs = [work / f"{group}.{i}.err" for i in range(n)]
     t_start = time.monotonic()
     procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=e.open("w")) for e in errs]
@@ -225,6 +226,9 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     except (ValueError, IndexError, KeyError):
         est = [None, None, rel.stderr[-200:]]
     admin.close()
+    if args.keep:
+        for e in errs:
+            shutil.copy(e, Path(args.keep) / e.name)
     lines = len(msgs) * PER_MSG
     out = {"what": "group", "members": n, "source_client": client, "startup_s": startup and round(startup, 2),
            "produce_s": round(t_produced, 2), "routed_committed_s": routed_at and round(routed_at, 2),
@@ -320,6 +324,8 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=3.0)
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--profile", default=None, help="directory for py-spy flame graphs (1 member)")
+    ap.add_argument("--keep", default=None, help="directory to copy the members' stderr to")
+    ap.add_argument("--log-level", default="warning", help="the members' --log-level")
     ap.add_argument("--bare-read", nargs=4, metavar=("CLIENT", "BOOTSTRAP", "TOPIC", "MESSAGES"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -141,7 +141,7 @@ class RdKafkaConsumer:
             import confluent_kafka
         except ImportError:  # pragma: no cover - a dependency
             msg = ("--source-client librdkafka needs the confluent-kafka package: pip install "
-                   "confluent-kafka, or use --source-client kafka-python")
+                   "'panstream[librdkafka]' (or confluent-kafka), or use --source-client kafka-python")
             raise ConfigurationError(msg) from None
         self._ck = confluent_kafka
         conf, self._batch = rdkafka_config(cfg)
