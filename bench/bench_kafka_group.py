@@ -195,6 +195,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     ctps = [TopicPartition(cells, r) for r in range(SLICES)]
     reader.assign(ctps)
     routed_at = sliced_at = None
+    cend: dict[int, int | None] = {}
     while time.monotonic() - t0 < args.timeout:
         reader.poll(timeout_ms=100)
         com = committed(admin, group)
@@ -234,6 +235,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
            "produce_s": round(t_produced, 2), "routed_committed_s": routed_at and round(routed_at, 2),
            "slices_committed_s": sliced_at and round(sliced_at, 2),
            "lines_per_s": sliced_at and round(lines / sliced_at),
+           "routed_records": sum(h or 0 for h in cend.values()),
            "cpu_us_per_line": {"members": round(member_cpu / lines * 1e6, 2),
                                "broker": round(broker_cpu / lines * 1e6, 2),
                                "producer_and_reader": round(self_cpu / lines * 1e6, 2)},
