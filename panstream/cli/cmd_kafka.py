@@ -316,6 +316,10 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                    f"{telemetry.total_clause()}")
 
 
+#: A routed table at least this large gets a note about the 6 s default session at start.
+LARGE_TABLE_BYTES = 256 << 20
+
+
 def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str, ...],
                   security: dict[str, Any], slice_count: int, cells_retention: float,
                   check: bool = True, source_client: str = "kafka-python") -> Any:
@@ -356,6 +360,12 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
                f"{topic} ({lay.width} bytes per arrival); a member holds the slices of its "
                f"internal partitions: with N members about {lay.count}/N slices and "
                f"{mib(whole)}/N (the whole table: {mib(whole)})", err=True)
+
+    if whole >= LARGE_TABLE_BYTES and "session_timeout_ms" not in parsed:
+        click.echo(f"panstream: note: a revoke writes this member's slices (up to {mib(whole)}) "
+                   "on kafka-python's IO thread, which sends no heartbeat meanwhile; if that can "
+                   "take seconds here, raise the 6 s session: -C session_timeout_ms=30000 -C "
+                   "heartbeat_interval_ms=3000", err=True)
 
     def held(owned: list[int]) -> None:
         total = sum(lay.table_bytes(r, c.estimator, c.modulus) for r in owned)

@@ -38,7 +38,6 @@ from _kafka_helpers import Broker, panstream_cmd
 from kafka.errors import UnsupportedCodecError
 
 from panstream.errors import ConfigurationError, SourceError
-from panstream.sources.kafka.config import CONSUMER_DEFAULTS
 from panstream.sources.kafka.tail import CODEC_PACKAGES, codec_message, kafka_errors
 from panstream.state.stores import DirectoryStore, merge_store
 from panstream.universe import Universe
@@ -73,14 +72,6 @@ def test_the_codec_packages_are_installed() -> None:
     import kafka.codec as codecs
 
     assert codecs.has_snappy() and codecs.has_lz4() and codecs.has_zstd()
-
-
-def test_default_group_settings_join_fast_and_keep_heartbeats_inside_the_session() -> None:
-    """A new group's join is held open for about half the session by Tansu (kafka-python's own
-    default session, 45 s, meant 23 s before a member held anything); 6 s is the smallest session a
-    Kafka broker accepts by default, and heartbeats go at most every third of it."""
-    session, beat = CONSUMER_DEFAULTS["session_timeout_ms"], CONSUMER_DEFAULTS["heartbeat_interval_ms"]
-    assert session == 6000 and beat * 3 <= session
 
 
 def test_librdkafka_settings_are_kafka_pythons_translated() -> None:
