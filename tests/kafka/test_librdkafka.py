@@ -178,6 +178,50 @@ def test_kafka_python_reads_every_librdkafka_record_once_in_every_codec(
 
 
 @pytest.mark.kafka
+def test_the_librdkafka_consumer_answers_as_kafka_python_does(
+        kafka_broker: Broker, librdkafka_topics: dict[str, Any]) -> None:
+    """The adapter's records, positions and high-water marks (from fetch responses) agree with the
+    acknowledged ends; its listener gets kafka-python ``TopicPartition`` sets."""
+    from kafka import TopicPartition
+    from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+
+    from panstream.sources.kafka.config import consumer_config
+    from panstream.sources.kafka.rdkafka import RdKafkaConsumer
+
+    topic, ends = librdkafka_topics["topics"]["zstd"], librdkafka_topics["ends"]["zstd"]
+    seen: list[set[TopicPartition]] = []
+
+    class Listener(AsyncConsumerRebalanceListener):
+        async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+            seen.append(set(assigned))
+
+        async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+            pass
+
+        async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+            pass
+
+    c = RdKafkaConsumer(**consumer_config(kafka_broker.bootstrap, f"g-adapter-{time.time()}"))
+    try:
+        c.subscribe(topics=[topic], listener=Listener())
+        offsets: dict[int, list[int]] = {}
+        deadline = time.monotonic() + 60
+        while sum(map(len, offsets.values())) < LINES_PER_CODEC and time.monotonic() < deadline:
+            for tp, recs in c.poll(timeout_ms=200).items():
+                assert tp.topic == topic and all(r.value for r in recs)
+                offsets.setdefault(tp.partition, []).extend(r.offset for r in recs)
+        assert seen and seen[0] == {TopicPartition(topic, p) for p in range(PARTITIONS)}
+        assert c.assignment() == seen[0]
+        for p, end in ends.items():
+            tp = TopicPartition(topic, p)
+            assert offsets[p] == list(range(end))
+            assert c.position(tp) == end and c.highwater(tp) == end
+        c.commit({TopicPartition(topic, p): end for p, end in ends.items()})
+    finally:
+        c.close()
+
+
+@pytest.mark.kafka
 @pytest.mark.parametrize("client", ["kafka-python", "librdkafka"])
 def test_one_member_counts_every_line_of_every_codec(
         kafka_broker: Broker, librdkafka_topics: dict[str, Any], admin: Any,

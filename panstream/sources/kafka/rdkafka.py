@@ -8,7 +8,8 @@ decodes in C threads of its own, outside the GIL.
 
 :class:`RdKafkaConsumer` offers exactly the part of kafka-python's ``KafkaConsumer`` that
 :class:`~panstream.sources.kafka.route.RouteStage` uses (``subscribe`` with an
-``AsyncConsumerRebalanceListener``, ``poll``, ``commit``, ``commit_async``, ``close``), so the
+``AsyncConsumerRebalanceListener``, ``poll``, ``commit``, ``commit_async``, ``close``; also
+``assignment``, ``position``, ``highwater``, ``pause`` and ``resume``), so the
 routing stage, its commit order (routed records acknowledged, then source offsets committed) and
 its rebalance handling are unchanged. Only the source consumer changes: the internal topic is still
 produced and consumed with kafka-python, and a group may mix members of both clients (both use the
@@ -202,6 +203,33 @@ class RdKafkaConsumer:
             bucket.append(_Record(m.value(), m.offset() or 0))  # set on every message
         msgs.clear()
         return out
+
+    # ------------------------------------------------------------- positions
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions this member holds now."""
+        return {TopicPartition(p.topic, p.partition) for p in self._consumer.assignment()}
+
+    def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int | None:
+        """The next offset this consumer will hand out for ``tp`` (``None`` before the first)."""
+        got = self._consumer.position([self._ck.TopicPartition(tp.topic, tp.partition)])
+        off = got[0].offset if got else -1
+        return off if off >= 0 else None
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        """The high-water mark of ``tp`` from the last fetch response (no ListOffsets request:
+        Tansu answers those wrongly), ``None`` before one."""
+        try:
+            _, high = self._consumer.get_watermark_offsets(
+                self._ck.TopicPartition(tp.topic, tp.partition), cached=True)
+        except self._ck.KafkaException:
+            return None
+        return high if high is not None and high >= 0 else None
+
+    def pause(self, *tps: TopicPartition) -> None:
+        self._consumer.pause([self._ck.TopicPartition(t.topic, t.partition) for t in tps])
+
+    def resume(self, *tps: TopicPartition) -> None:
+        self._consumer.resume([self._ck.TopicPartition(t.topic, t.partition) for t in tps])
 
     # ------------------------------------------------------------- offsets
     def commit(self, offsets: Mapping[TopicPartition, Any]) -> None:
