@@ -336,3 +336,56 @@ def test_librdkafka_members_share_a_group_through_a_kill(
         assert int(bits.sum()) - int(bits[clients].sum()) <= 2
     finally:
         g.estimator.wipe()
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("client", ["kafka-python", "librdkafka"])
+def test_a_transactional_topic_is_committed_to_its_end(
+        kafka_broker: Broker, topic_factory: Any, admin: Any, tmp_path: Path, client: str) -> None:
+    """A transactional producer (librdkafka, as Kafka Streams or Flink's exactly-once sinks write)
+    ends every transaction with a control record that takes an offset and is never handed to a
+    consumer. The member commits past it: each partition's committed offset is its high-water
+    mark (not the last data record + 1), so "the group has drained the topic" can be checked by
+    committed = end; every client is counted once."""
+    ck = pytest.importorskip("confluent_kafka")
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic = topic_factory(2)
+    clients = np.random.default_rng(7).choice(UNIVERSE.size, 200, replace=False)
+    p = ck.Producer({"bootstrap.servers": kafka_broker.bootstrap,
+                     "transactional.id": f"tx-{client}-{time.time()}"})
+    p.init_transactions(30)
+    for half in (clients[:100], clients[100:]):
+        p.begin_transaction()
+        for i, c in enumerate(half):
+            p.produce(topic, value=clf(UNIVERSE.item_of(int(c)), i).encode(), partition=i % 2)
+        p.commit_transaction(30)
+    reader = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False,
+                           auto_offset_reset="earliest")
+    tps = [TopicPartition(topic, q) for q in range(2)]
+    reader.assign(tps)
+    got = 0
+    deadline = time.monotonic() + 30
+    while got < 200 and time.monotonic() < deadline:
+        got += sum(len(v) for v in reader.poll(timeout_ms=300).values())
+    reader.poll(timeout_ms=300)  # past the last markers
+    ends = {tp.partition: reader.highwater(tp) for tp in tps}
+    reader.close()
+    assert got == 200 and all(e == 100 + 2 for e in ends.values())  # 100 records, 2 markers each
+
+    group = f"g-tx-{client}-{int(time.time() * 1000) % 10**9}"
+    state = tmp_path / "state"
+    run = subprocess.run(panstream_cmd(
+        "kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", group, "-u", UNIVERSE.spec,
+        "--epsilon", "30", "--value-format", "lines", "-f", "clf", "--slices", "4",
+        "--state-dir", str(state), "--checkpoint-interval", "0.5", "--idle-timeout", "5",
+        "--source-client", client), capture_output=True, timeout=180)
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    assert committed_offsets_by_topic(admin, group)[topic] == ends
+    g = merge_store(DirectoryStore(state))
+    try:
+        bits = g.estimator.bits()
+        assert int((bits[clients] == 0).sum()) <= 2
+        assert int(bits.sum()) - int(bits[clients].sum()) <= 2
+    finally:
+        g.estimator.wipe()
