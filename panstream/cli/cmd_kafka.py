@@ -85,6 +85,12 @@ from panstream.windows.eventtime import label
                    "GROUP-cells, so the group keeps exactly one table, any producer keying; "
                    "partition: the old layout, one full table per source partition (right only "
                    "for topics keyed by the item).", **env("KAFKA_LAYOUT"))
+@click.option("--source-client", type=click.Choice(["kafka-python", "librdkafka"]),
+              default="kafka-python", show_default=True,
+              help="With --layout slices: the client that reads the source topics (the routing "
+                   "stage). librdkafka (confluent-kafka) reads them in C, about a quarter of "
+                   "kafka-python's CPU per line; -C keys are translated to librdkafka's.",
+              **env("KAFKA_SOURCE_CLIENT"))
 @click.option("--slices", "slice_count", type=click.IntRange(min=1, max=MAX_SLICES),
               default=None, show_default=f"{DEFAULT_SLICES}, or |X| if smaller",
               help="With --layout slices: R, the partitions of GROUP-cells; slice r holds cells "
@@ -127,6 +133,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             releases: int | None, estimator: str, modulus: int, sketch_hash: str | None,
             calibration: str, state_dir: str | None, state_topic: str | None,
             state_chunk_bytes: int, value_format: str, fmt: Format, keep_going: bool,
+            source_client: str,
             layout: str,
             slice_count: int | None, cells_retention: float, checkpoint_interval: float,
             idle_timeout: float | None, overrides: tuple[str, ...], security: dict[str, Any],
@@ -231,6 +238,10 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                               value_format, checkpoint_interval, idle_timeout,
                               estimator=estimator, modulus=modulus, fmt=fmt.spec)
     runner: Any
+    if source_client != "kafka-python" and (layout == "partition" or window is not None):
+        msg = (f"--source-client {source_client} is for the routed layout without --window; "
+               "use --source-client kafka-python here")
+        raise ConfigurationError(msg)
     if layout == "partition":
         runner = src.KafkaTail(tail_cfg, metrics)
         runner.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
@@ -247,7 +258,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size
                                                                  // SliceLayout.unit_of(universe))
         runner = routed_member(tail_cfg, metrics, group, overrides, security, count,
-                               cells_retention, check=not keep_going)
+                               cells_retention, check=not keep_going,
+                               source_client=source_client)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -317,10 +329,16 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                    f"{telemetry.total_clause()}")
 
 
+#: A routed table at least this large gets a note about the 6 s default session at start.
+LARGE_TABLE_BYTES = 256 << 20
+
+
 def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str, ...],
                   security: dict[str, Any], slice_count: int, cells_retention: float,
-                  check: bool = True) -> Any:
-    """The routed layout's member (routing and slice stages); prints what it will hold."""
+                  check: bool = True, source_client: str = "kafka-python") -> Any:
+    """The routed layout's member (routing and slice stages); prints what it will hold.
+    ``source_client`` is the routing stage's source consumer: ``kafka-python`` or ``librdkafka``
+    (:mod:`panstream.sources.kafka.rdkafka`)."""
     from panstream.sources import kafka as src
     from panstream.sources.kafka.member import Member
     from panstream.sources.kafka.route import RouteConfig, RouteStage, internal_topic
@@ -337,8 +355,15 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
     slice_consumer = src.consumer_config(",".join(c.consumer["bootstrap_servers"]),
                                          f"{group}-slices", parsed, security)
     client = src.client_config(c.consumer)
+    factory: Any = None
+    if source_client == "librdkafka":
+        from panstream.sources.kafka.rdkafka import RdKafkaConsumer, rdkafka_config
+
+        rdkafka_config(c.consumer)  # an untranslatable -C key is an error now, not in a thread
+        factory = RdKafkaConsumer
     route = RouteStage(RouteConfig(c.consumer, client, c.topics, lay, topic, c.value_format,
-                                   c.fmt, check), metrics)
+                                   c.fmt, check), metrics,
+                       **({"consumer_factory": factory} if factory is not None else {}))
     route.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
     scfg = dataclasses.replace(c, consumer=slice_consumer, topics=[topic], value_format="item",
                                fmt="plain")
@@ -348,6 +373,12 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
                f"{topic} ({lay.width} bytes per arrival); a member holds the slices of its "
                f"internal partitions: with N members about {lay.count}/N slices and "
                f"{mib(whole)}/N (the whole table: {mib(whole)})", err=True)
+
+    if whole >= LARGE_TABLE_BYTES and "session_timeout_ms" not in parsed:
+        click.echo(f"panstream: note: a revoke writes this member's slices (up to {mib(whole)}) "
+                   "on kafka-python's IO thread, which sends no heartbeat meanwhile; if that can "
+                   "take seconds here, raise the 6 s session: -C session_timeout_ms=30000 -C "
+                   "heartbeat_interval_ms=3000", err=True)
 
     def held(owned: list[int]) -> None:
         total = sum(lay.table_bytes(r, c.estimator, c.modulus) for r in owned)

@@ -1,11 +1,14 @@
 """Tail Kafka topics with kafka-python into pan-private tables: by default one table for the whole
 group, cut into slices routed by cell range; or (``--layout partition``) one table per partition.
 
-This package is the only part of panstream that imports ``kafka``. Its files follow the stages:
+This package is the only part of panstream that imports ``kafka`` (and ``confluent_kafka``). Its
+files follow the stages:
 
 * :mod:`.config`: consumer settings, ``-C`` overrides, messages for an unreachable broker;
 * :mod:`.decode`: message values to cell indices (``item``, ``lines``; the ``-f`` formats);
 * :mod:`.route`: the routing stage (source topics to the internal topic ``<group>-cells``);
+* :mod:`.rdkafka`: the routing stage's source consumer on librdkafka (``--source-client
+  librdkafka``; the only module importing confluent-kafka, lazily);
 * :mod:`.slices`: the slice stage (``<group>-cells`` into the slices of one table);
 * :mod:`.member`: both stages in one process (the default ``panstream kafka``);
 * :mod:`.tail`: a consumer-group member with one table per partition, and its rebalance listener

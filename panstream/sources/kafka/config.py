@@ -16,8 +16,18 @@ _FIXED = {"enable_auto_commit": False, "group_id": None, "bootstrap_servers": No
           "key_deserializer": None, "value_deserializer": None}
 
 #: Defaults panstream uses unless ``-C`` overrides them.
+#:
+#: ``session_timeout_ms=6000`` (the smallest session a Kafka broker accepts by default,
+#: ``group.min.session.timeout.ms``) with ``heartbeat_interval_ms=1000``: kafka-python 3's own
+#: default session is 45 s, and a broker that holds a new group's join open for half the session
+#: (Tansu 0.6 does: measured 23.3 s to a first assignment with kafka-python's defaults, 3.1 s with
+#: these) made a member wait half a minute before it held a slice; a member killed with ``kill -9``
+#: also keeps its partitions for one session. The heartbeat must be well under the session (a
+#: third, Kafka's advice; 1 s leaves room for a slow GIL). Raise both with ``-C`` for tables whose
+#: revoke-time snapshot takes seconds to write (docs/kafka.md, Limitations).
 CONSUMER_DEFAULTS: dict[str, Any] = {"auto_offset_reset": "earliest", "max_poll_records": 5000,
-                                     "client_id": "panstream"}
+                                     "client_id": "panstream", "session_timeout_ms": 6000,
+                                     "heartbeat_interval_ms": 1000}
 
 
 def _coerce(key: str, raw: str, default: Any) -> Any:

@@ -222,12 +222,29 @@ class RouteStage:
         self.last_activity = time.monotonic()
         return True
 
+    def _past_control_records(self) -> None:
+        """Before a commit, move each partition's offset to commit up to the consumer's position.
+        Between polls they differ only by records a consumer never hands out: the control records
+        (commit and abort markers) of transactional producers, which take offsets. Without this a
+        partition ending in a marker is committed one offset short of its end forever. Only when
+        nothing is held (the first sample decided): every record before the position was routed."""
+        if self._sample is not None or self._held:
+            return
+        for tp, nxt in list(self._next.items()):
+            try:
+                pos = self.consumer.position(tp, timeout_ms=0)
+            except Exception:  # noqa: BLE001, S112 - no position (revoked meanwhile): keep ours
+                continue
+            if pos is not None and pos > nxt:
+                self._next[tp] = pos
+
     def commit(self) -> None:
         """Every routed record acknowledged (``acks=all``), then the source offsets committed.
 
         Raises:
             SourceError: the broker did not acknowledge, or the commit failed (a restart replays).
         """
+        self._past_control_records()
         offsets = self._take(set(self._next), flush=True, keep=True)
         if not offsets:
             return

@@ -12,7 +12,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
-from kafka.errors import KafkaError
+from kafka.errors import KafkaError, UnsupportedCodecError
 from kafka.structs import OffsetAndMetadata
 
 from panstream import estimators
@@ -72,12 +72,38 @@ class RunSummary:
     stopped_by: str = ""
 
 
+#: The Python package kafka-python needs to read records of each compression codec (gzip is in
+#: the standard library). panstream depends on all three, so a topic written by any producer
+#: (librdkafka's shippers compress with any of them) decodes.
+CODEC_PACKAGES = {"snappy": "python-snappy", "lz4": "lz4", "zstd": "zstandard"}
+
+
+def codec_message(exc: Exception) -> str:
+    """One line for records whose compression codec kafka-python cannot decode here.
+
+    Example:
+        >>> codec_message(UnsupportedCodecError("Libraries for lz4 compression codec not found"))[:60]
+        'a source topic holds lz4-compressed records and the Python p'
+    """
+    text = str(exc)
+    name = next((c for c in CODEC_PACKAGES if c in text), None)
+    if name is None:
+        return (f"a source topic holds records in a compression codec kafka-python cannot decode "
+                f"({text}); nothing after the last checkpoint was committed")
+    return (f"a source topic holds {name}-compressed records and the Python package "
+            f"{CODEC_PACKAGES[name]!r} (a panstream dependency) is not installed: pip install "
+            f"{CODEC_PACKAGES[name]} (or reinstall panstream), then restart; nothing after the "
+            "last checkpoint was committed")
+
+
 @contextlib.contextmanager
 def kafka_errors() -> Iterator[None]:
     """Turn a ``KafkaError`` of the consumer loop into a one-line :class:`SourceError` (or the
     panstream error that caused it, e.g. a shard that could not be saved on revoke)."""
     try:
         yield
+    except UnsupportedCodecError as exc:
+        raise SourceError(codec_message(exc)) from None
     except KafkaError as exc:
         cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
         if isinstance(cause, PanstreamError):

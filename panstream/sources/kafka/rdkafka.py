@@ -1,0 +1,261 @@
+"""The routing stage's source consumer on librdkafka (confluent-kafka): ``--source-client librdkafka``.
+
+Why: a routed member spends most of its CPU in kafka-python moving the source topic's bytes
+(socket reads of 4 KiB into Python buffers, fetch-response and record-batch decoding in Python):
+0.36 µs of about 0.6 µs a line in ``bench/bench_kafka_group.py``, against 0.08 µs for a librdkafka
+consumer reading the same topic (docs/kafka.md, Throughput). librdkafka fetches, decompresses and
+decodes in C threads of its own, outside the GIL.
+
+:class:`RdKafkaConsumer` offers exactly the part of kafka-python's ``KafkaConsumer`` that
+:class:`~panstream.sources.kafka.route.RouteStage` uses (``subscribe`` with an
+``AsyncConsumerRebalanceListener``, ``poll``, ``commit``, ``commit_async``, ``close``; also
+``assignment``, ``position``, ``highwater``, ``pause`` and ``resume``), so the
+routing stage, its commit order (routed records acknowledged, then source offsets committed) and
+its rebalance handling are unchanged. Only the source consumer changes: the internal topic is still
+produced and consumed with kafka-python, and a group may mix members of both clients (both use the
+``range`` assignor, the consumer protocol being the same).
+
+Threading: librdkafka calls the rebalance callbacks from inside ``consume()``, on the thread that
+polls (the routing thread), not on an IO thread as kafka-python does. The listener's coroutines are
+therefore run to completion right there; ``commit_async`` commits synchronously (the routing
+thread is the one waiting for it either way).
+
+Settings: the kafka-python names panstream and ``-C`` use are translated to librdkafka's
+(:data:`SETTINGS`); a ``-C`` key without an equivalent is an error naming the supported ones.
+What librdkafka buffers (its prefetch queue, ``queued.max.messages.kbytes``) holds raw source
+values in C memory, as kafka-python's fetch buffers hold them in Python bytes: neither can be
+overwritten by panstream; both are freed as the records are consumed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Coroutine, Mapping
+from typing import Any
+
+from kafka import TopicPartition
+from kafka.errors import KafkaError
+
+from panstream.errors import ConfigurationError
+
+log = logging.getLogger("panstream.kafka.librdkafka")
+
+#: kafka-python consumer setting -> librdkafka property (``None``: handled here or not needed).
+SETTINGS: dict[str, str | None] = {
+    "bootstrap_servers": "bootstrap.servers", "group_id": "group.id",
+    "enable_auto_commit": "enable.auto.commit", "auto_offset_reset": "auto.offset.reset",
+    "client_id": "client.id", "session_timeout_ms": "session.timeout.ms",
+    "heartbeat_interval_ms": "heartbeat.interval.ms",
+    "max_poll_interval_ms": "max.poll.interval.ms", "fetch_max_wait_ms": "fetch.wait.max.ms",
+    "fetch_min_bytes": "fetch.min.bytes", "fetch_max_bytes": "fetch.max.bytes",
+    "max_partition_fetch_bytes": "max.partition.fetch.bytes", "check_crcs": "check.crcs",
+    "receive_buffer_bytes": "socket.receive.buffer.bytes",
+    "send_buffer_bytes": "socket.send.buffer.bytes", "request_timeout_ms": "socket.timeout.ms",
+    "retry_backoff_ms": "retry.backoff.ms", "reconnect_backoff_ms": "reconnect.backoff.ms",
+    "reconnect_backoff_max_ms": "reconnect.backoff.max.ms",
+    "security_protocol": "security.protocol", "sasl_mechanism": "sasl.mechanism",
+    "sasl_plain_username": "sasl.username", "sasl_plain_password": "sasl.password",
+    "sasl_kerberos_service_name": "sasl.kerberos.service.name",
+    "ssl_cafile": "ssl.ca.location", "ssl_certfile": "ssl.certificate.location",
+    "ssl_keyfile": "ssl.key.location", "ssl_password": "ssl.key.password",
+    "ssl_crlfile": "ssl.crl.location",
+    "max_poll_records": None,  # the batch size of consume()
+    "bootstrap_timeout_ms": None,  # the member's topic check (kafka-python) finds a dead broker
+    "api_version": None, "key_deserializer": None, "value_deserializer": None,
+}
+
+#: Unless ``-C`` says otherwise: kafka-python's assignor (members of both clients may share a
+#: group), and no librdkafka statistics (they count messages per partition).
+_FIXED = {"partition.assignment.strategy": "range", "enable.auto.offset.store": False}
+
+
+def rdkafka_config(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """librdkafka properties for kafka-python consumer settings, and the batch size to consume.
+
+    Raises:
+        ConfigurationError: a setting without a librdkafka equivalent here.
+
+    Example:
+        >>> conf, batch = rdkafka_config({"bootstrap_servers": ["h:9092"], "group_id": "g",
+        ...                               "session_timeout_ms": 6000, "max_poll_records": 500})
+        >>> conf["bootstrap.servers"], conf["session.timeout.ms"], batch
+        ('h:9092', 6000, 500)
+    """
+    conf: dict[str, Any] = dict(_FIXED)
+    batch = 5000
+    for key, value in cfg.items():
+        if key not in SETTINGS:
+            known = ", ".join(k for k, v in SETTINGS.items() if v)
+            msg = (f"-C {key} has no librdkafka equivalent in panstream (--source-client "
+                   f"librdkafka): drop it, or use --source-client kafka-python; supported: {known}")
+            raise ConfigurationError(msg)
+        name = SETTINGS[key]
+        if key == "max_poll_records":
+            batch = int(value)
+        elif name is not None and value is not None:
+            conf[name] = ",".join(value) if key == "bootstrap_servers" and not isinstance(
+                value, str) else value
+    return conf, batch
+
+
+class _Record:
+    """The two fields of a source record the routing stage reads."""
+
+    __slots__ = ("offset", "value")
+
+    def __init__(self, value: bytes | None, offset: int) -> None:
+        self.value = value
+        self.offset = offset
+
+
+def _finish(coro: Coroutine[Any, Any, Any]) -> None:
+    """Run a listener coroutine that never truly suspends (its awaits are synchronous here)."""
+    try:
+        coro.send(None)
+    except StopIteration:
+        return
+    coro.close()
+    msg = "a rebalance listener awaited something asynchronous under librdkafka"
+    raise RuntimeError(msg)
+
+
+class _Done:
+    """An awaitable that is already complete (``commit_async`` under librdkafka)."""
+
+    def __await__(self) -> Any:
+        return iter(())
+
+
+class RdKafkaConsumer:
+    """A confluent-kafka ``Consumer`` that looks like the part of kafka-python's ``KafkaConsumer``
+    the routing stage uses (module docstring).
+
+    Args:
+        **cfg: kafka-python consumer settings (:func:`panstream.sources.kafka.consumer_config`).
+
+    Raises:
+        ConfigurationError: a setting without a librdkafka equivalent, or confluent-kafka missing.
+    """
+
+    def __init__(self, **cfg: Any) -> None:
+        try:
+            import confluent_kafka
+        except ImportError:  # pragma: no cover - a dependency
+            msg = ("--source-client librdkafka needs the confluent-kafka package: pip install "
+                   "'panstream[librdkafka]' (or confluent-kafka), or use --source-client kafka-python")
+            raise ConfigurationError(msg) from None
+        self._ck = confluent_kafka
+        conf, self._batch = rdkafka_config(cfg)
+        conf["logger"] = log
+        try:
+            self._consumer = confluent_kafka.Consumer(conf)
+        except confluent_kafka.KafkaException as exc:
+            raise KafkaError(f"librdkafka consumer: {exc}") from None
+        self._listener: Any = None
+
+    # ------------------------------------------------------------- group
+    def subscribe(self, topics: list[str], listener: Any = None) -> None:
+        """Join the group on ``topics``; ``listener`` gets kafka-python ``TopicPartition`` sets."""
+        self._listener = listener
+
+        def tps(parts: list[Any]) -> set[TopicPartition]:
+            return {TopicPartition(p.topic, p.partition) for p in parts}
+
+        def on_assign(_: Any, parts: list[Any]) -> None:
+            if self._listener is not None:
+                _finish(self._listener.on_partitions_assigned(tps(parts)))
+
+        def on_revoke(_: Any, parts: list[Any]) -> None:
+            if self._listener is not None:
+                _finish(self._listener.on_partitions_revoked(tps(parts)))
+
+        def on_lost(_: Any, parts: list[Any]) -> None:
+            if self._listener is not None:
+                _finish(self._listener.on_partitions_lost(tps(parts)))
+
+        self._consumer.subscribe(list(topics), on_assign=on_assign, on_revoke=on_revoke,
+                                 on_lost=on_lost)
+
+    # ------------------------------------------------------------- records
+    def poll(self, timeout_ms: int = 0) -> dict[TopicPartition, list[_Record]]:
+        """Up to ``max_poll_records`` records, by partition, as kafka-python's ``poll`` returns them.
+
+        Raises:
+            KafkaError: librdkafka reported a consumer error.
+        """
+        try:
+            msgs = self._consumer.consume(self._batch, timeout=max(timeout_ms, 0) / 1000)
+        except self._ck.KafkaException as exc:
+            raise KafkaError(f"librdkafka consumer: {exc}") from None
+        out: dict[TopicPartition, list[_Record]] = {}
+        last: Any = None
+        bucket: list[_Record] = []
+        for m in msgs:
+            err = m.error()
+            if err is not None:
+                if err.code() == self._ck.KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaError(f"librdkafka consumer: {err.str()}")
+            key = (m.topic(), m.partition())
+            if key != last:
+                bucket = out.setdefault(TopicPartition(*key), [])
+                last = key
+            bucket.append(_Record(m.value(), m.offset() or 0))  # set on every message
+        msgs.clear()
+        return out
+
+    # ------------------------------------------------------------- positions
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions this member holds now."""
+        return {TopicPartition(p.topic, p.partition) for p in self._consumer.assignment()}
+
+    def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int | None:
+        """The next offset this consumer will hand out for ``tp`` (``None`` before the first)."""
+        got = self._consumer.position([self._ck.TopicPartition(tp.topic, tp.partition)])
+        off = got[0].offset if got else -1
+        return off if off >= 0 else None
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        """The high-water mark of ``tp`` from the last fetch response (no ListOffsets request:
+        Tansu answers those wrongly), ``None`` before one."""
+        try:
+            _, high = self._consumer.get_watermark_offsets(
+                self._ck.TopicPartition(tp.topic, tp.partition), cached=True)
+        except self._ck.KafkaException:
+            return None
+        return high if high is not None and high >= 0 else None
+
+    def pause(self, *tps: TopicPartition) -> None:
+        self._consumer.pause([self._ck.TopicPartition(t.topic, t.partition) for t in tps])
+
+    def resume(self, *tps: TopicPartition) -> None:
+        self._consumer.resume([self._ck.TopicPartition(t.topic, t.partition) for t in tps])
+
+    # ------------------------------------------------------------- offsets
+    def commit(self, offsets: Mapping[TopicPartition, Any]) -> None:
+        """Commit ``offsets`` (next offset to read, as ``OffsetAndMetadata`` or int) synchronously.
+
+        Raises:
+            KafkaError: the commit failed, for the request or for a partition.
+        """
+        if not offsets:
+            return
+        parts = [self._ck.TopicPartition(tp.topic, tp.partition,
+                                         int(getattr(off, "offset", off)))
+                 for tp, off in offsets.items()]
+        try:
+            done = self._consumer.commit(offsets=parts, asynchronous=False)
+        except self._ck.KafkaException as exc:
+            raise KafkaError(f"librdkafka commit: {exc}") from None
+        bad = [p for p in done or () if p.error is not None]
+        if bad:
+            raise KafkaError(f"librdkafka commit: {bad[0].topic}[{bad[0].partition}]: {bad[0].error}")
+
+    def commit_async(self, offsets: Mapping[TopicPartition, Any]) -> _Done:
+        """Commit now (callbacks run on the polling thread) and return a completed awaitable."""
+        self.commit(offsets)
+        return _Done()
+
+    def close(self, autocommit: bool = False) -> None:
+        """Leave the group (revoking first, so the listener commits) and free the client."""
+        self._consumer.close()

@@ -1,0 +1,393 @@
+"""Topics written by real producers: librdkafka, in every compression codec.
+
+rsyslog's omkafka, Fluent Bit, Vector and many Filebeat-like shippers produce with librdkafka, not
+kafka-python. Its defaults differ from kafka-python's in the ways that matter to a consumer: an
+unkeyed record goes to a partition chosen by the sticky partitioner (many records in one batch to
+one partition, then another), so partitions are uneven and batches hold hundreds of records; and a
+shipper usually compresses, with gzip, snappy, lz4 or zstd. kafka-python decodes snappy, lz4 and
+zstd batches only with their Python packages (panstream depends on all three); without one it
+raises ``UnsupportedCodecError``, which a member turns into one line naming the package.
+
+What these tests pin:
+
+* every record librdkafka acknowledged is read back by kafka-python exactly once, with
+  consecutive offsets, in every codec; the high-water mark of the fetch responses (what
+  panstream's lag and drain use) is the acknowledged end. (Tansu 0.6 answers ListOffsets LATEST
+  with the *base* offset of a partition's last batch + 1, e.g. 1 for a partition holding hundreds
+  of records written as one batch: a broker bug, which is why nothing in panstream or these tests
+  asks ListOffsets for an end.)
+* one ``panstream kafka`` member reading five such topics (one per codec) routes and applies every
+  line: every source offset committed equals the acknowledged end, and every client's cell reads 1
+  in the group's one table, nothing else does (at ``--epsilon 30``, where a seen cell reads 0 with
+  probability 2**-32: at most 2 zeros among 1,500 clients fails falsely with probability below
+  1e-16, as in tests/kafka/test_routed.py).
+* a missing codec package stops the member with one line naming the package (no broker needed).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _kafka_helpers import Broker, panstream_cmd
+from kafka.errors import UnsupportedCodecError
+
+from panstream.errors import ConfigurationError, SourceError
+from panstream.sources.kafka.tail import CODEC_PACKAGES, codec_message, kafka_errors
+from panstream.state.stores import DirectoryStore, merge_store
+from panstream.universe import Universe
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+UNIVERSE = Universe.parse("ipv4:10.9.0.0/16")
+CLIENTS_PER_CODEC = 300
+LINES_PER_CODEC = 1_200
+PARTITIONS = 4
+
+
+def clf(addr: str, i: int) -> str:
+    return (f'{addr} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] "GET /a/{i % 89} '
+            f'HTTP/1.1" 200 {300 + i % 2000} "-" "curl/8.5.0"')
+
+
+# ------------------------------------------------------------------ without a broker
+def test_a_missing_codec_package_is_one_line_naming_it() -> None:
+    """kafka-python's ``UnsupportedCodecError`` becomes a SourceError (exit 1) that says which
+    package to install, for every codec that needs one."""
+    for codec, package in CODEC_PACKAGES.items():
+        exc = UnsupportedCodecError(f"Libraries for {codec} compression codec not found")
+        with pytest.raises(SourceError) as err, kafka_errors():
+            raise exc
+        line = str(err.value)
+        assert "\n" not in line and f"pip install {package}" in line and codec in line
+    assert "cannot decode" in codec_message(UnsupportedCodecError("Unrecognized compression type: 7"))
+
+
+def test_the_codec_packages_are_installed() -> None:
+    """panstream depends on them (pyproject.toml), so every librdkafka codec decodes."""
+    import kafka.codec as codecs
+
+    assert codecs.has_snappy() and codecs.has_lz4() and codecs.has_zstd()
+
+
+def test_librdkafka_settings_are_kafka_pythons_translated() -> None:
+    """``--source-client librdkafka`` takes the same settings (defaults, security, ``-C``) under
+    librdkafka's names, and refuses a ``-C`` key it cannot translate, in one line."""
+    from panstream.sources.kafka.config import consumer_config
+    from panstream.sources.kafka.rdkafka import rdkafka_config
+
+    cfg = consumer_config("127.0.0.1:9092,h2:9093", "g", {"fetch_max_wait_ms": 100},
+                          {"security_protocol": "SASL_SSL", "sasl_plain_username": "u"})
+    conf, batch = rdkafka_config(cfg)
+    assert conf["bootstrap.servers"] == "127.0.0.1:9092,h2:9093" and conf["group.id"] == "g"
+    assert conf["enable.auto.commit"] is False and conf["auto.offset.reset"] == "earliest"
+    assert conf["session.timeout.ms"] == 6000 and conf["heartbeat.interval.ms"] == 1000
+    assert conf["fetch.wait.max.ms"] == 100 and conf["security.protocol"] == "SASL_SSL"
+    assert conf["sasl.username"] == "u" and batch == 5000
+    assert conf["partition.assignment.strategy"] == "range"  # mixes with kafka-python members
+    with pytest.raises(ConfigurationError) as err:
+        rdkafka_config({**cfg, "metadata_max_age_ms": 1000})
+    assert "\n" not in str(err.value) and "-C metadata_max_age_ms" in str(err.value)
+
+
+def test_librdkafka_source_client_is_for_the_routed_layout_only(tmp_path: Path) -> None:
+    """The per-partition layout and --window keep kafka-python: one line, exit 2 or 1."""
+    run = subprocess.run(panstream_cmd(
+        "kafka", "-b", "127.0.0.1:9", "-t", "t", "-g", "g", "-u", UNIVERSE.spec, "--epsilon", "1",
+        "--state-dir", str(tmp_path), "--layout", "partition", "--source-client", "librdkafka"),
+        capture_output=True, timeout=60)
+    assert run.returncode != 0
+    err = run.stderr.decode().strip().splitlines()[-1]
+    assert "--source-client librdkafka is for the routed layout" in err
+
+
+# ------------------------------------------------------------------ against Tansu
+
+@pytest.fixture(scope="module")
+def librdkafka_topics(kafka_broker: Broker, admin: Any) -> Iterator[dict[str, Any]]:
+    """Five topics of whole CLF lines, one per codec, written by librdkafka (confluent-kafka) with
+    its default partitioner (unkeyed: sticky) and the codec; each codec has its own clients, drawn
+    over the whole universe (so over every slice), each seen at least once."""
+    ck = pytest.importorskip("confluent_kafka")
+    from kafka.admin import NewTopic
+
+    rng = np.random.default_rng(26)
+    pool = rng.choice(UNIVERSE.size, CLIENTS_PER_CODEC * len(CODECS), replace=False)
+    out: dict[str, Any] = {"topics": {}, "ends": {}, "clients": {}, "lines": {}}
+    stamp = int(time.time() * 1000) % 10**9
+    for k, codec in enumerate(CODECS):
+        topic = f"librdkafka-{codec}-{stamp}"
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+        clients = pool[k * CLIENTS_PER_CODEC:(k + 1) * CLIENTS_PER_CODEC]
+        stream = rng.permutation(np.concatenate(
+            [clients, rng.choice(clients, LINES_PER_CODEC - CLIENTS_PER_CODEC)]))
+        producer = ck.Producer({"bootstrap.servers": kafka_broker.bootstrap,
+                                "compression.type": codec, "linger.ms": 20})
+        acked: dict[int, list[int]] = {}
+        failed: list[str] = []
+
+        def report(err: Any, msg: Any, acked: dict[int, list[int]] = acked,
+                   failed: list[str] = failed) -> None:
+            if err is not None:
+                failed.append(str(err))
+            else:
+                acked.setdefault(msg.partition(), []).append(msg.offset())
+
+        for i, c in enumerate(stream):
+            producer.produce(topic, value=clf(UNIVERSE.item_of(int(c)), i).encode(),
+                             on_delivery=report)
+            producer.poll(0)
+        assert producer.flush(30) == 0 and not failed, failed
+        assert sum(map(len, acked.values())) == LINES_PER_CODEC
+        out["topics"][codec] = topic
+        out["ends"][codec] = {p: max(offs) + 1 for p, offs in acked.items()}
+        out["clients"][codec] = clients
+    yield out
+
+
+@pytest.mark.kafka
+def test_kafka_python_reads_every_librdkafka_record_once_in_every_codec(
+        kafka_broker: Broker, librdkafka_topics: dict[str, Any]) -> None:
+    """Multi-record compressed batches decode to consecutive offsets, each record once; the fetch
+    high-water mark is the acknowledged end (ListOffsets is not asked: Tansu answers it wrongly)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    for codec in CODECS:
+        topic, ends = librdkafka_topics["topics"][codec], librdkafka_topics["ends"][codec]
+        c = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False,
+                          auto_offset_reset="earliest")
+        try:
+            tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+            c.assign(tps)
+            c.seek_to_beginning(*tps)
+            seen: dict[int, list[int]] = {}
+            deadline = time.monotonic() + 30
+            while sum(map(len, seen.values())) < LINES_PER_CODEC and time.monotonic() < deadline:
+                for tp, recs in c.poll(timeout_ms=500).items():
+                    seen.setdefault(tp.partition, []).extend(r.offset for r in recs)
+            for p in range(PARTITIONS):
+                assert seen.get(p, []) == list(range(ends.get(p, 0))), (codec, p)
+                if p in ends:
+                    assert c.highwater(TopicPartition(topic, p)) == ends[p], (codec, p)
+        finally:
+            c.close()
+
+
+@pytest.mark.kafka
+def test_the_librdkafka_consumer_answers_as_kafka_python_does(
+        kafka_broker: Broker, librdkafka_topics: dict[str, Any]) -> None:
+    """The adapter's records, positions and high-water marks (from fetch responses) agree with the
+    acknowledged ends; its listener gets kafka-python ``TopicPartition`` sets."""
+    from kafka import TopicPartition
+    from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
+
+    from panstream.sources.kafka.config import consumer_config
+    from panstream.sources.kafka.rdkafka import RdKafkaConsumer
+
+    topic, ends = librdkafka_topics["topics"]["zstd"], librdkafka_topics["ends"]["zstd"]
+    seen: list[set[TopicPartition]] = []
+
+    class Listener(AsyncConsumerRebalanceListener):
+        async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+            seen.append(set(assigned))
+
+        async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+            pass
+
+        async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+            pass
+
+    c = RdKafkaConsumer(**consumer_config(kafka_broker.bootstrap, f"g-adapter-{time.time()}"))
+    try:
+        c.subscribe(topics=[topic], listener=Listener())
+        offsets: dict[int, list[int]] = {}
+        deadline = time.monotonic() + 60
+        while sum(map(len, offsets.values())) < LINES_PER_CODEC and time.monotonic() < deadline:
+            for tp, recs in c.poll(timeout_ms=200).items():
+                assert tp.topic == topic and all(r.value for r in recs)
+                offsets.setdefault(tp.partition, []).extend(r.offset for r in recs)
+        assert seen and seen[0] == {TopicPartition(topic, p) for p in range(PARTITIONS)}
+        assert c.assignment() == seen[0]
+        for p, end in ends.items():
+            tp = TopicPartition(topic, p)
+            assert offsets[p] == list(range(end))
+            assert c.position(tp) == end and c.highwater(tp) == end
+        c.commit({TopicPartition(topic, p): end for p, end in ends.items()})
+    finally:
+        c.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("client", ["kafka-python", "librdkafka"])
+def test_one_member_counts_every_line_of_every_codec(
+        kafka_broker: Broker, librdkafka_topics: dict[str, Any], admin: Any,
+        tmp_path: Path, client: str) -> None:
+    """One member, default group settings, five librdkafka topics: every offset committed, every
+    client's cell 1 in the one table, nothing else, exit 0; with the source topics read by
+    kafka-python (the default) and by librdkafka (``--source-client librdkafka``)."""
+    topics = librdkafka_topics["topics"]
+    group = f"g-{client}-{int(time.time() * 1000) % 10**9}"
+    state = tmp_path / "state"
+    argv = ["kafka", "-b", kafka_broker.bootstrap, "-g", group, "-u", UNIVERSE.spec,
+            "--epsilon", "30", "--value-format", "lines", "-f", "clf", "--slices", "8",
+            "--state-dir", str(state), "--checkpoint-interval", "0.5", "--idle-timeout", "5",
+            "--source-client", client, "--json"]
+    for codec in CODECS:
+        argv += ["-t", topics[codec]]
+    run = subprocess.run(panstream_cmd(*argv), capture_output=True, timeout=180)
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    com = committed_offsets_by_topic(admin, group)
+    for codec in CODECS:
+        assert com.get(topics[codec]) == librdkafka_topics["ends"][codec], codec
+    g = merge_store(DirectoryStore(state))
+    try:
+        bits = g.estimator.bits()
+        everyone = np.concatenate([librdkafka_topics["clients"][c] for c in CODECS])
+        for codec in CODECS:
+            zeros = int((bits[librdkafka_topics["clients"][codec]] == 0).sum())
+            assert zeros <= 2, f"{codec}: {zeros} of {CLIENTS_PER_CODEC} clients read 0"
+        assert int(bits.sum()) - int(bits[everyone].sum()) <= 2  # nothing else was seen
+    finally:
+        g.estimator.wipe()
+
+
+def committed_offsets_by_topic(admin: Any, group: str) -> dict[str, dict[int, int]]:
+    """Committed offsets of a group, by topic and partition."""
+    res = admin.list_group_offsets(group)
+    res = res.get(group, res)
+    out: dict[str, dict[int, int]] = {}
+    for tp, om in res.items():
+        off = om.offset if hasattr(om, "offset") else om[0]
+        if off is not None and off >= 0:
+            out.setdefault(tp.topic, {})[tp.partition] = off
+    return out
+
+
+@pytest.mark.kafka
+def test_librdkafka_members_share_a_group_through_a_kill(
+        kafka_broker: Broker, topic_factory: Any, producer: Any, admin: Any,
+        tmp_path: Path) -> None:
+    """Two members whose routing stage reads with librdkafka and one with kafka-python share one
+    group (both use the range assignor); one librdkafka member is killed with ``kill -9`` after the
+    group's first routed commit and restarted while the rest of the topic arrives. The survivors
+    take its partitions over (librdkafka's revoke callback flushes the routed records, then
+    commits, on the routing thread); every source offset is committed and every client's cell
+    reads 1 in the one table (at ``--epsilon 30``: at most 2 zeros among 4,000, false failure
+    below 1e-16)."""
+    import os
+    import signal
+
+    from _kafka_helpers import committed_offsets
+    from test_broker import start, wait_for
+
+    topic = topic_factory(6)
+    rng = np.random.default_rng(2626)
+    clients = rng.choice(UNIVERSE.size, 4_000, replace=False)
+    stream = rng.permutation(np.concatenate([clients, rng.choice(clients, 16_000)]))
+    lines = [clf(UNIVERSE.item_of(int(c)), i) for i, c in enumerate(stream)]
+    msgs = ["\n".join(lines[i:i + 100]).encode() for i in range(0, len(lines), 100)]
+    hw: dict[int, int] = {}
+
+    def send(values: list[bytes]) -> None:
+        futures = [producer.send(topic, value=v, partition=i % 6) for i, v in enumerate(values)]
+        producer.flush()
+        for f in futures:
+            md = f.get(timeout=30)
+            hw[md.partition] = max(hw.get(md.partition, 0), md.offset + 1)
+
+    send(msgs[:40])
+    state = tmp_path / "state"
+    group = f"g-mixed-{int(time.time() * 1000) % 10**9}"
+
+    def argv(client: str) -> list[str]:
+        return panstream_cmd(
+            "kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", group, "-u", UNIVERSE.spec,
+            "--epsilon", "30", "--value-format", "lines", "-f", "clf", "--slices", "4",
+            "--state-dir", str(state), "--checkpoint-interval", "0.5", "-C", "max_poll_records=2",
+            "--idle-timeout", "12", "--source-client", client, "--json")
+
+    a = start(argv("librdkafka"), tmp_path / "a.log")
+    b = start(argv("librdkafka"), tmp_path / "b.log")
+    c = start(argv("kafka-python"), tmp_path / "c.log")
+    try:
+        wait_for(lambda: sum(committed_offsets(admin, group).values()) > 0, 90,
+                 "a first routed commit", [a, b, c])
+        os.kill(a.pid, signal.SIGKILL)
+        a.wait(timeout=10)
+        send(msgs[40:])
+        a = start(argv("librdkafka"), tmp_path / "a2.log")
+        for p, log in ((a, "a2.log"), (b, "b.log"), (c, "c.log")):
+            assert p.wait(timeout=180) == 0, (tmp_path / log).read_text()[-2000:]
+    finally:
+        for p in (a, b, c):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert committed_offsets(admin, group) == hw
+    g = merge_store(DirectoryStore(state))
+    try:
+        bits = g.estimator.bits()
+        zeros = int((bits[clients] == 0).sum())
+        assert zeros <= 2, f"{zeros} of 4,000 clients read 0: arrivals were lost"
+        assert int(bits.sum()) - int(bits[clients].sum()) <= 2
+    finally:
+        g.estimator.wipe()
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("client", ["kafka-python", "librdkafka"])
+def test_a_transactional_topic_is_committed_to_its_end(
+        kafka_broker: Broker, topic_factory: Any, admin: Any, tmp_path: Path, client: str) -> None:
+    """A transactional producer (librdkafka, as Kafka Streams or Flink's exactly-once sinks write)
+    ends every transaction with a control record that takes an offset and is never handed to a
+    consumer. The member commits past it: each partition's committed offset is its high-water
+    mark (not the last data record + 1), so "the group has drained the topic" can be checked by
+    committed = end; every client is counted once."""
+    ck = pytest.importorskip("confluent_kafka")
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic = topic_factory(2)
+    # 1,200 lines: more than the first sample (1,000), so the lines are routed and applied while
+    # the member runs, not decided at its stop (a stop-time drain is issue 26's other half)
+    clients = np.random.default_rng(7).choice(UNIVERSE.size, 1_200, replace=False)
+    p = ck.Producer({"bootstrap.servers": kafka_broker.bootstrap,
+                     "transactional.id": f"tx-{client}-{time.time()}"})
+    p.init_transactions(30)
+    for half in (clients[:600], clients[600:]):
+        p.begin_transaction()
+        for i, c in enumerate(half):
+            p.produce(topic, value=clf(UNIVERSE.item_of(int(c)), i).encode(), partition=i % 2)
+        p.commit_transaction(30)
+    reader = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False,
+                           auto_offset_reset="earliest")
+    tps = [TopicPartition(topic, q) for q in range(2)]
+    reader.assign(tps)
+    got = 0
+    deadline = time.monotonic() + 30
+    while got < 1_200 and time.monotonic() < deadline:
+        got += sum(len(v) for v in reader.poll(timeout_ms=300).values())
+    reader.poll(timeout_ms=300)  # past the last markers
+    ends = {tp.partition: reader.highwater(tp) for tp in tps}
+    reader.close()
+    assert got == 1_200 and all(e == 600 + 2 for e in ends.values())  # 600 records, 2 markers each
+
+    group = f"g-tx-{client}-{int(time.time() * 1000) % 10**9}"
+    state = tmp_path / "state"
+    run = subprocess.run(panstream_cmd(
+        "kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", group, "-u", UNIVERSE.spec,
+        "--epsilon", "30", "--value-format", "lines", "-f", "clf", "--slices", "4",
+        "--state-dir", str(state), "--checkpoint-interval", "0.5", "--idle-timeout", "5",
+        "--source-client", client), capture_output=True, timeout=180)
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    assert committed_offsets_by_topic(admin, group)[topic] == ends
+    g = merge_store(DirectoryStore(state))
+    try:
+        bits = g.estimator.bits()
+        assert int((bits[clients] == 0).sum()) <= 2
+        assert int(bits.sum()) - int(bits[clients].sum()) <= 2
+    finally:
+        g.estimator.wipe()
