@@ -35,7 +35,6 @@ drops them and reports how many it dropped.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import ipaddress
 import socket
@@ -46,6 +45,7 @@ from typing import Any, Literal
 import numpy as np
 
 from panstream.errors import ArgumentTypeError, ConfigurationError, ItemError, UniverseError
+from panstream.inputs.normalize import V4_MAPPED, AddressKeys, address_key
 
 UniverseKind = Literal["ipv4", "ipv6", "range", "hashed", "hashed-ip"]
 
@@ -53,7 +53,7 @@ UniverseKind = Literal["ipv4", "ipv6", "range", "hashed", "hashed-ip"]
 HASHED_KINDS = ("hashed", "hashed-ip")
 
 #: The key of an IPv4 address among IPv6 ones: its IPv4-mapped form ``::ffff:a.b.c.d``.
-_V4_MAPPED = 0xFFFF << 32
+_V4_MAPPED = V4_MAPPED
 #: Domain tag mixed into the high half of an address key before hashing (public, fixed).
 _ADDR_TAG = 0x7061_6E73_7472_6561  # "panstrea"
 
@@ -154,13 +154,10 @@ def _address_key(item: Any) -> int:
     if isinstance(item, ipaddress.IPv6Address):
         item = int(item)
     elif isinstance(item, bool) or not isinstance(item, (int, np.integer)):
-        text = _text(item)
-        if ":" not in text:
-            return _V4_MAPPED | int.from_bytes(socket.inet_pton(socket.AF_INET, text), "big")
-        addr, pct, zone = text.partition("%")
-        if pct and not zone:
+        key = address_key(_text(item))  # the one normalization of every address universe
+        if key is None:
             raise ValueError
-        return int.from_bytes(socket.inet_pton(socket.AF_INET6, addr), "big")
+        return key
     if isinstance(item, bool):
         raise TypeError
     v = int(item)
@@ -205,20 +202,6 @@ def _v4_tokens(items: list[Any]) -> tuple[np.ndarray, int, int, list[Any]] | Non
     addr.fill(0)
     rest = [items[i] for i in rows.tolist()]
     return keys, bad, empty - len(rest), rest
-
-
-def _normalized(text: str, mapped: bool) -> str | None:
-    """The address of a log spelling (``a.b.c.d:port``, ``[v6]:port``, a zone id, and with
-    ``mapped`` ``::ffff:a.b.c.d``), or ``None`` if ``text`` is not such a spelling
-    (:func:`panstream.inputs.normalize.normalize_address`, the line formats' reference)."""
-    from panstream.inputs.normalize import normalize_address
-
-    try:
-        raw = text.encode("ascii")
-    except UnicodeError:
-        return None
-    out = normalize_address(raw, mapped)
-    return None if out == raw.strip() else out.decode("ascii")
 
 
 def _hash_bytes(data: bytes, m: int) -> int:
@@ -353,21 +336,25 @@ class Universe:
           ``inet_aton`` spellings), or an ``int`` 0..2**32-1 (as ``ipaddress.ip_address`` reads
           it), or an ``IPv4Address``;
         * IPv6: any valid spelling (upper or lower case, ``::`` anywhere, an embedded dotted quad),
-          a ``%zone`` suffix dropped, or an ``int`` 2**32..2**128-1, or an ``IPv6Address``;
+          a ``%zone`` suffix dropped, brackets and a ``:port``, or an ``int`` 2**32..2**128-1, or
+          an ``IPv6Address``;
+        * ``a.b.c.d:port`` (ALB, ELB, Envoy, HAProxy) is the IPv4 address;
         * an IPv4-mapped IPv6 address ``::ffff:a.b.c.d`` *is* the IPv4 address ``a.b.c.d`` (a
           dual-stack server logs its IPv4 clients that way): both are one bucket.
 
         The canonical form is the 128-bit address (IPv4 as ``::ffff:a.b.c.d``); its two 64-bit
         halves are hashed with the public SplitMix64 mixer, ``mix(mix(hi ^ tag) ^ lo)``, and
         reduced to ``m`` buckets by multiply-shift. No two IPv4 addresses share a hash before the
-        reduction (the mix is a bijection of ``lo``). Anything else (``-``, ``unknown``, a host
-        name, ``1.2.3.4:80``, a bracketed ``[::1]``) is *malformed*; nothing is *outside*.
+        reduction (the mix is a bijection of ``lo``). Text is read by the one normalization of
+        every address universe (:func:`panstream.inputs.normalize.address_key`), so ``1.2.3.4:80``,
+        ``[2001:db8::1]:443`` and ``fe80::1%eth0`` are their addresses; anything else (``-``,
+        ``unknown``, a host name, ``1.2.3.4:99999``) is *malformed*; nothing is *outside*.
 
         >>> u = Universe.hashed_ip(1 << 17)
         >>> a, b = u.index_of("192.0.2.1"), u.index_of("::FFFF:192.0.2.1")
         >>> a == b == u.index_of(3221225985), u.spec
         (True, 'hashed-ip:131072')
-        >>> r = u.indices(["2001:db8::1", "2001:DB8:0::1", "-", "unknown", "10.0.0.010"])
+        >>> r = u.indices(["2001:db8::1", "[2001:DB8:0::1]:443", "-", "unknown", "10.0.0.010"])
         >>> r.indices.size, r.malformed, bool(r.indices[0] == r.indices[1])
         (2, 3, True)
         """
@@ -375,6 +362,53 @@ class Universe:
             msg = f"hashed-ip universe size must be an integer from 2 to 2**32, got {m!r}"
             raise UniverseError(msg)
         return cls("hashed-ip", int(m), f"hashed-ip:{int(m)}")
+
+    @property
+    def reads_addresses(self) -> bool:
+        """Whether items are client addresses read in the one normalization of
+        :mod:`panstream.inputs.normalize` (``ipv4``, ``ipv6``, ``hashed-ip``; a sketch's ``:ip`` grid)."""
+        return self.kind in ("ipv4", "ipv6", "hashed-ip")
+
+    def address_cells(self, keys: AddressKeys) -> IndexResult:
+        """Cells of canonical address items (:func:`panstream.inputs.normalize.address_keys`, or the
+        vectorized parsers' IPv4 clients), with the items outside the universe counted; the keys
+        are wiped. An IPv4 client (``::ffff:a.b.c.d`` included) is outside an ``ipv6`` universe,
+        an IPv6 client outside an ``ipv4`` one.
+
+        >>> from panstream.inputs.normalize import address_keys
+        >>> u = Universe.ipv4("10.0.0.0/8")
+        >>> r = u.address_cells(address_keys([b"10.0.0.1:443", b"[::ffff:10.0.0.2]:80", b"::1", b"x"]))
+        >>> r.indices.tolist(), r.outside
+        ([1, 2], 1)
+        """
+        v4, hi, lo = keys.v4, keys.v6_hi, keys.v6_lo
+        try:
+            if self.kind == "ipv4":
+                idx = v4 - np.uint32(self._base)  # wraps: addresses below the prefix become large
+                if self.size >= MAX_CELLS:
+                    out = idx.astype(np.intp)
+                else:
+                    inside = idx < self.size
+                    out = idx[inside].astype(np.intp)
+                    inside.fill(False)
+                idx.fill(0)
+                return IndexResult(out, outside=int(v4.size - out.size + hi.size))
+            if self.kind == "ipv6":
+                shift, base, size = 128 - self._granularity, self._base, self.size
+                cells = [c for c in (((int(h) << 64 | int(x)) >> shift) - base
+                                     for h, x in zip(hi.tolist(), lo.tolist(), strict=True))
+                         if 0 <= c < size]
+                out = np.array(cells, dtype=np.intp)
+                cells.clear()
+                return IndexResult(out, outside=int(v4.size + hi.size - out.size))
+            if self.kind == "hashed-ip":
+                khi = np.concatenate([np.zeros(v4.size, dtype=_U64), hi])
+                klo = np.concatenate([v4.astype(_U64) | _U64(_V4_MAPPED), lo])
+                return IndexResult(self._hash_keys(khi, klo))
+        finally:
+            keys.wipe()
+        msg = f"universe {self.spec} does not read addresses"
+        raise ConfigurationError(msg)
 
     @property
     def is_hashed(self) -> bool:
@@ -580,19 +614,12 @@ class Universe:
                     if not 0 <= int(item) <= 0xFFFFFFFF:
                         raise ValueError
                     return int(item) - base
-                text = _text(item)
-                try:
-                    return int.from_bytes(socket.inet_pton(socket.AF_INET, text), "big") - base
-                except OSError:
-                    norm = _normalized(text, mapped=True)  # a.b.c.d:port, ::ffff:a.b.c.d, ...
-                    if norm is not None:
-                        with contextlib.suppress(OSError):
-                            return (int.from_bytes(socket.inet_pton(socket.AF_INET, norm), "big")
-                                    - base)
-                    cand = norm or text
-                    if ":" in cand and _is_address(cand, socket.AF_INET6):
-                        return None  # a well-formed IPv6 address (dual-stack log): outside
-                    raise
+                key = address_key(_text(item))  # a.b.c.d:port, ::ffff:a.b.c.d, [v6]:port, ...
+                if key is None:
+                    raise ValueError
+                if key >> 32 != _V4_MAPPED >> 32:
+                    return None  # an IPv6 client (dual-stack log): outside
+                return (key & 0xFFFFFFFF) - base
             return ipv4
         if kind == "ipv6":
             shift = 128 - self._granularity
@@ -603,17 +630,12 @@ class Universe:
                         raise ValueError
                     a = int(item)
                 else:
-                    text = _text(item)
-                    try:
-                        a = int.from_bytes(socket.inet_pton(socket.AF_INET6, text), "big")
-                    except OSError:
-                        norm = _normalized(text, mapped=False)  # [v6]:port, zone ids, a.b.c.d:port
-                        if norm is not None and ":" in norm:
-                            a = int.from_bytes(socket.inet_pton(socket.AF_INET6, norm), "big")
-                        elif _is_address(norm or text, socket.AF_INET):
-                            return None  # a well-formed IPv4 address: outside
-                        else:
-                            raise
+                    key = address_key(_text(item))  # [v6]:port, zone ids, a.b.c.d:port, ...
+                    if key is None:
+                        raise ValueError
+                    if key >> 32 == _V4_MAPPED >> 32:
+                        return None  # an IPv4 client (also written ::ffff:a.b.c.d): outside
+                    a = key
                 return (a >> shift) - base
             return ipv6
         if kind == "range":
