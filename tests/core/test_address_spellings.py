@@ -2,7 +2,7 @@
 
 Logs write a client as ``a.b.c.d``, ``a.b.c.d:port`` (AWS ALB/ELB, Envoy, HAProxy),
 ``[v6]:port``, ``v6%zone``, ``::ffff:a.b.c.d`` (a dual-stack listener) and in any case of hex.
-panstream reads all of them with one normalization (:func:`panstream.normalize.address_key`)
+panstream reads all of them with one normalization (:func:`panstream.inputs.normalize.address_key`)
 shared by every address universe: ``ipv4:``, ``ipv6:``, ``hashed-ip:M`` and the sketch's ``:ip``
 grid (issue 28: ``hashed-ip`` and the sketch refused every ``addr:port``, so the real ALB sample
 had 0 of its 9 clients counted).
@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from panstream.normalize import address_key, canonical_text, normalize_address
-from panstream.parse import LineParser
+from panstream.inputs.normalize import address_key, canonical_text, normalize_address
+from panstream.inputs.parser import LineParser
 from panstream.sfm import SketchGrid, hash64_bytes, hash64_ipv4_text
 from panstream.universe import Universe
 from tests.logsamples import generate
@@ -53,7 +53,8 @@ HELD_OUT = [
 ]
 
 #: No client: malformed in every universe and every format.
-JUNK = ["-", "unknown", "localhost", "198.51.100.7:65536", "198.51.100.7:", "198.51.100.7::80",
+JUNK = ["-", "unknown", "localhost", "::ffff:198.51.100.7:443", "198.51.100.7:65536",
+        "198.51.100.7:", "198.51.100.7::80",
         "[198.51.100.7]", "[198.51.100.7]:80", "[2001:db8::1]:", "[2001:db8::1]x", "2001:db8::1%",
         "010.0.0.1", "10.0.0.1:8o", ":80", "1::2::3", "::ffff:1.2.3", "-:22222"]
 
@@ -216,3 +217,39 @@ def test_generated_logs_with_ports_are_counted_in_every_universe_kind(spec: str,
         assert (r.accepted, len(set(r.indices.tolist()))) == (s.accepted, s.truth)
     else:
         assert r.accepted == 2000
+
+
+@pytest.mark.parametrize("spec", ["ipv4:0.0.0.0/0", "hashed-ip:262144", "sketch:4096x24:ip"])
+@pytest.mark.parametrize("fmt", ["clf", "plain-port", "alb", "json:downstream_remote_address"])
+def test_ipv4_clients_never_take_the_per_token_path(spec: str, fmt: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The speed of the public-client paths, checked without a clock: on IPv4 clients (with
+    ports, in the formats that carry them) no line reaches the Python reference
+    (:func:`address_key`, :func:`canonical_text`): parse, canonical text, hash, bucket and
+    level are vectorized for ``hashed-ip`` and the sketch as for the bit table."""
+    import panstream.inputs.ipv4 as ipv4_mod
+    import panstream.inputs.normalize as norm
+    import panstream.inputs.parser as parse_mod
+    import panstream.sfm as sfm_mod
+
+    calls = []
+
+    def spy(name: str, real: object) -> object:
+        def f(*a: object, **k: object) -> object:
+            calls.append(name)
+            return real(*a, **k)  # type: ignore[operator]
+        return f
+
+    for mod in (norm, ipv4_mod, parse_mod, sfm_mod):
+        for name in ("address_key", "canonical_text"):
+            if hasattr(mod, name):
+                monkeypatch.setattr(mod, name, spy(name, getattr(mod, name)))
+    name = {"clf": "clf", "plain-port": "plain", "alb": "alb",
+            "json:downstream_remote_address": "envoy"}[fmt]
+    s = generate(name, lines=5000, distinct=1000, seed=4)
+    data = s.data
+    if fmt == "plain-port":
+        data = re.sub(rb"(?m)$", b":443", data.rstrip(b"\n")) + b"\n"
+    r = LineParser(universe(spec), "plain" if fmt == "plain-port" else fmt).parse(data)
+    assert r.accepted + r.outside == 5000 and r.malformed == 0
+    assert calls == []
