@@ -46,7 +46,7 @@ import numpy as np
 
 from panstream.errors import ConfigurationError, StateError, UniverseError
 from panstream.inputs.normalize import AddressKeys, address_key, canonical_text
-from panstream.universe import IndexResult, Universe, refuse_bare_item
+from panstream.universe import IndexResult, Universe, _token_keys, refuse_bare_item
 
 __all__ = ["DEFAULT_BUCKETS", "DEFAULT_LEVELS", "FORMAT_TAG", "ITEM_KINDS", "PrestoSketch",
            "SketchGrid", "Fit", "bucket_level", "canonical_item", "cardinality", "from_presto",
@@ -553,6 +553,10 @@ class SketchGrid(Universe):
         (``ip``); other items by :func:`canonical_item`. The cells of a mixed batch of integers
         and text come in no particular order (a sketch is a set: order does not matter)."""
         refuse_bare_item(items, "indices")
+        if self.items == "ip" and isinstance(items, list) and len(items) >= 64:
+            keys = _token_keys(items)
+            if keys is not None:  # a batch of log tokens: read like the lines of a log
+                return self.token_cells(keys)
         if isinstance(items, np.ndarray) and items.dtype.kind in "iu" and self.items == "id" \
                 and self.hashing != "xxhash64-varchar":
             h = hash64_ints(items) if self.hashing == "murmur3" else _xxh64_ints(items)

@@ -166,12 +166,13 @@ def _address_key(item: Any) -> int:
     return _V4_MAPPED | v if v <= 0xFFFFFFFF else v
 
 
-def _v4_tokens(items: list[Any]) -> tuple[np.ndarray, int, int, list[Any]] | None:
-    """The keys of the IPv4 addresses among ``bytes`` tokens (a log's client fields), parsed by
-    the vectorized parser in one pass: ``(keys, malformed, empty, rest)``, ``rest`` the tokens with
-    a ``:`` (IPv6, or junk) still to map one by one; ``None`` if the batch is not all ``bytes``
-    without newlines (then every item goes the slow way)."""
-    from panstream.inputs.ipv4 import parse_ipv4  # the vectorized core (imports no universe)
+def _token_keys(items: list[Any]) -> AddressKeys | None:
+    """The canonical items of a batch of ``bytes`` tokens (a log's client fields), read by the
+    vectorized line parser in one pass (dotted quads, ``:port``, ``::ffff:``; the rest by
+    :func:`panstream.inputs.normalize.address_key`), with the malformed and blank ones counted;
+    ``None`` if the batch is not all ``bytes`` without newlines (then every item goes the slow
+    way)."""
+    from panstream.inputs.ipv4 import _address_lines  # the vectorized core (imports no universe)
 
     try:
         buf = bytearray(b"\n").join([*items, b""])
@@ -179,29 +180,18 @@ def _v4_tokens(items: list[Any]) -> tuple[np.ndarray, int, int, list[Any]] | Non
         return None
     try:
         b = np.frombuffer(buf, dtype=np.uint8)
-        nl = np.flatnonzero(b == 10)
-        if nl.size != len(items):
+        if int(np.count_nonzero(b == 10)) != len(items):
             return None
-        colon = np.flatnonzero(b == 58)
-        rows = np.unique(np.searchsorted(nl, colon)) if colon.size else colon
-        if rows.size:
-            # Tokens with a colon (IPv6, ::ffff:a.b.c.d, junk) go the slow way: blank them here,
-            # so the vectorized parser (which reads ::ffff:a.b.c.d itself) cannot count them too;
-            # each blanked row comes back as one empty line, taken off below.
-            starts = np.concatenate(([0], nl[:-1] + 1))
-            row_of = np.repeat(np.arange(nl.size), nl - starts + 1)
-            blank = np.isin(row_of, rows)
-            blank[nl] = False
-            b[blank] = 32
-            del row_of, blank
-        addr, _, empty, bad, _v6 = parse_ipv4(buf, "plain", 1 << 30)
+        addr, ok, _, empty, malformed, v6 = _address_lines(b, "plain", 1 << 30)
         del b
     finally:
         buf[:] = bytes(len(buf))
-    keys = addr.astype(_U64) | _U64(_V4_MAPPED)
+    v4 = addr[ok]
     addr.fill(0)
-    rest = [items[i] for i in rows.tolist()]
-    return keys, bad, empty - len(rest), rest
+    keys = AddressKeys(v4, np.array([k >> 64 for k in v6], dtype=_U64),
+                       np.array([k & _MASK64 for k in v6], dtype=_U64), malformed, empty)
+    v6.clear()
+    return keys
 
 
 def _hash_bytes(data: bytes, m: int) -> int:
@@ -402,13 +392,23 @@ class Universe:
                 cells.clear()
                 return IndexResult(out, outside=int(v4.size + hi.size - out.size))
             if self.kind == "hashed-ip":
-                khi = np.concatenate([np.zeros(v4.size, dtype=_U64), hi])
-                klo = np.concatenate([v4.astype(_U64) | _U64(_V4_MAPPED), lo])
-                return IndexResult(self._hash_keys(khi, klo))
+                khi = np.zeros(v4.size + hi.size, dtype=_U64)
+                khi[v4.size:] = hi
+                klo = np.empty(v4.size + lo.size, dtype=_U64)
+                klo[: v4.size] = v4
+                klo[: v4.size] |= _U64(_V4_MAPPED)
+                klo[v4.size:] = lo
+                return IndexResult(self._hash_keys(khi, klo))  # wipes khi, klo
         finally:
             keys.wipe()
         msg = f"universe {self.spec} does not read addresses"
         raise ConfigurationError(msg)
+
+    def token_cells(self, keys: AddressKeys) -> IndexResult:
+        """:meth:`address_cells` of ``keys``, with their malformed and blank tokens counted."""
+        malformed, empty = keys.malformed, keys.empty
+        r = self.address_cells(keys)
+        return IndexResult(r.indices, malformed=malformed, outside=r.outside, empty=empty)
 
     @property
     def is_hashed(self) -> bool:
@@ -470,6 +470,10 @@ class Universe:
                 ``memoryview`` (one item, not an iterable of items): pass a list.
         """
         refuse_bare_item(items, "indices")
+        if self.reads_addresses and isinstance(items, list) and len(items) >= 64:
+            keys = _token_keys(items)
+            if keys is not None:  # a batch of log tokens: read like the lines of a log
+                return self.token_cells(keys)
         if self.kind == "hashed-ip":
             return self._indices_addresses(items)
         if isinstance(items, np.ndarray) and items.dtype.kind in "iu":
@@ -546,13 +550,6 @@ class Universe:
         his: list[int] = []
         los: list[int] = []
         malformed = empty = 0
-        v4_hi = v4_lo = np.zeros(0, dtype=_U64)
-        if isinstance(items, list) and len(items) >= 64:
-            fast = _v4_tokens(items)
-            if fast is not None:  # the dotted quads parsed at once; the rest item by item below
-                v4_lo, bad, empty, items = fast
-                malformed += bad
-                v4_hi = np.zeros(v4_lo.size, dtype=_U64)
         for item in items:
             try:
                 k = _address_key(item)
@@ -568,10 +565,6 @@ class Universe:
         lo = np.fromiter(los, dtype=_U64, count=len(los))
         his.clear()
         los.clear()
-        if v4_lo.size:
-            hi, lo = np.concatenate([v4_hi, hi]), np.concatenate([v4_lo, lo])
-            v4_hi.fill(0)
-            v4_lo.fill(0)
         return IndexResult(self._hash_keys(hi, lo), malformed=malformed, empty=empty)
 
     def _hash_keys(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:

@@ -94,13 +94,17 @@ def cells(spec: str, fmt: str, tokens: list[str]) -> tuple[list[int], int, int]:
     if fmt == "api":
         r = u.indices(list(tokens))
         return r.indices.tolist(), r.outside, r.malformed
+    if fmt == "api-batch":  # 64 copies of each token as bytes: the vectorized batch path
+        r = u.indices([t.encode() for t in tokens] * 64)
+        assert r.outside % 64 == r.malformed % 64 == 0
+        return sorted(r.indices.tolist())[::64], r.outside // 64, r.malformed // 64
     data = "".join(LINES[fmt](t) + "\n" for t in tokens).encode()
     p = LineParser(u, fmt).parse(data)
     assert p.lines == len(tokens) and p.empty == 0
     return p.indices.tolist(), p.outside, p.malformed
 
 
-PATHS = ["api", *LINES]
+PATHS = ["api", "api-batch", *LINES]
 
 
 @pytest.mark.parametrize("fmt", PATHS)
