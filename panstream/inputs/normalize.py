@@ -85,7 +85,7 @@ def _v6(text: str) -> int | None:
         return None
 
 
-def address_key(token: bytes | str) -> int | None:
+def address_key(token: bytes | bytearray | memoryview | str) -> int | None:
     """The canonical item of one address token: the 128-bit address (IPv4 as ``::ffff:a.b.c.d``),
     or ``None`` if the token is no address in any accepted spelling (see the module docstring).
 
