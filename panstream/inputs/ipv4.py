@@ -364,7 +364,8 @@ def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, 
         ts, te = starts[cand], ends[cand]
         if fmt == "clf":
             # the first field ends within two windows (::ffff:a.b.c.d and a.b.c.d:port fit)
-            w2 = np.concatenate([_windows(b, ts), _windows(b, ts + _W)], axis=1)
+            w2 = np.concatenate([_windows(b, ts), _windows(b, np.minimum(ts + _W, b.size))],
+                                axis=1)  # (a start at the end reads zeros, as past it)
             blank = (w2 == 32) | (w2 == 9) | (w2 == 13)
             w2.fill(0)
             te = np.minimum(np.where(blank.any(axis=1), ts + np.argmax(blank, axis=1), te), te)
