@@ -59,7 +59,7 @@ JUNK = ["-", "unknown", "localhost", "::ffff:198.51.100.7:443", "198.51.100.7:65
         "010.0.0.1", "10.0.0.1:8o", ":80", "1::2::3", "::ffff:1.2.3", "-:22222"]
 
 UNIVERSES = ["ipv4:0.0.0.0/0", "ipv4:198.51.100.0/24", "ipv6:2001:db8::/96@128",
-             "hashed-ip:1048576", "sketch:4096x24:ip"]
+             "hashed-ip:1048576", "sketch:4096x24:ip", "sketch:4096x24:ip:xxhash64-varchar"]
 
 #: How each format carries a token (what its published shape looks like around the client).
 LINES = {
@@ -170,6 +170,23 @@ def test_the_vectorized_ipv4_hash_is_the_text_hash() -> None:
     assert (hash64_ipv4_text(a) == hash64_bytes(text)).all()
 
 
+def test_a_presto_sql_grid_hashes_the_same_text_with_xxh64() -> None:
+    """A grid hashed as Presto SQL's ``noisy_approx_set_sfm`` hashes (``xxhash64-varchar``): the
+    vectorized path gives each IPv4 client the cell of XXH64 of its dotted text, as the per-item
+    hash of the text does, for every text length (7 to 15) and with ports."""
+    from panstream.sketch.hashing import hash_blobs
+
+    g = SketchGrid(4096, 24, "ip", "xxhash64-varchar")
+    rng = np.random.default_rng(8)
+    a = rng.integers(0, 1 << 32, size=3000, dtype=np.uint64).astype(np.uint32)
+    a[:5] = [0, 0xFFFFFFFF, 0x01020304, 0x0A0A0A0A, 0x0102032D]  # 7, 15, 7, 11, 8 bytes
+    text = [b"%d.%d.%d.%d" % (x >> 24, x >> 16 & 255, x >> 8 & 255, x & 255) for x in a.tolist()]
+    assert {len(t) for t in text} == set(range(7, 16))
+    want = g.cells_of_hashes(hash_blobs(text, "xxhash64-varchar")[0]).tolist()
+    data = b"".join(LINES["alb"](t.decode() + ":443").encode() + b"\n" for t in text)
+    assert sorted(LineParser(g, "alb").parse(data).indices.tolist()) == sorted(want)
+
+
 # ------------------------------------------------------------------ logs in their published shapes
 REALLOGS = Path(__file__).resolve().parents[3] / "shared" / "reallogs"
 KINDS = ["ipv4:0.0.0.0/0", "hashed-ip:65536", "sketch:4096x24:ip"]
@@ -223,7 +240,8 @@ def test_generated_logs_with_ports_are_counted_in_every_universe_kind(spec: str,
         assert r.accepted == 2000
 
 
-@pytest.mark.parametrize("spec", ["ipv4:0.0.0.0/0", "hashed-ip:262144", "sketch:4096x24:ip"])
+@pytest.mark.parametrize("spec", ["ipv4:0.0.0.0/0", "hashed-ip:262144", "sketch:4096x24:ip",
+                                  "sketch:4096x24:ip:xxhash64-varchar"])
 @pytest.mark.parametrize("fmt", ["clf", "plain-port", "alb", "json:downstream_remote_address"])
 def test_ipv4_clients_never_take_the_per_token_path(spec: str, fmt: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
