@@ -25,7 +25,7 @@ import pytest
 
 from panstream.inputs.normalize import address_key, canonical_text, normalize_address
 from panstream.inputs.parser import LineParser
-from panstream.sfm import SketchGrid, hash64_bytes, hash64_ipv4_text
+from panstream.sketch.sfm import SketchGrid, hash64_bytes, hash64_ipv4_text
 from panstream.universe import Universe
 from tests.logsamples import generate
 
@@ -252,7 +252,7 @@ def test_ipv4_clients_never_take_the_per_token_path(spec: str, fmt: str,
     import panstream.inputs.ipv4 as ipv4_mod
     import panstream.inputs.normalize as norm
     import panstream.inputs.parser as parse_mod
-    import panstream.sfm as sfm_mod
+    import panstream.sketch.sfm as sfm_mod
 
     calls = []
 

@@ -17,9 +17,9 @@ from jsonschema import ValidationError
 from schema_check import validate, validate_lines
 
 import panstream as ps
-from panstream import sfm
 from panstream.cli.main import cli
 from panstream.series import Series, read, record
+from panstream.sketch import sfm
 
 
 def invoke(*args: str) -> Any:

@@ -25,13 +25,14 @@ from typing import Any
 import pytest
 from weeklog import DAY, HOUR, WEEK_START, Week, make_week
 
-from panstream import estimators, sfm
+from panstream import estimators
 from panstream.errors import StateError
 from panstream.estimators.base import Estimator
 from panstream.ingest import Input
 from panstream.parse import Format
 from panstream.series import Series, read, record
-from panstream.sfm import SketchGrid
+from panstream.sketch import sfm
+from panstream.sketch.sfm import SketchGrid
 from panstream.sources import ChunkReader
 from panstream.windows import WindowedIngestor, window_files
 

@@ -24,7 +24,7 @@ Presto's can be merged, counted and read by either side:
 * **interop** (:func:`to_presto`, :func:`from_presto`): Presto's serialized ``SfmSketch`` (format
   tag 7), byte for byte.
 
-Nothing here draws randomness or keeps state: :mod:`panstream.estimators.sketch` does.
+Nothing here draws randomness or keeps state: :mod:`panstream.sketch.estimator` does.
 
 >>> hex(hash64_ints(np.array([0], dtype=np.int64))[0])   # Murmur3Hash128.hash64(0L)
 '0x28df63b7cc57c3cb'
