@@ -19,6 +19,9 @@ MOVED = {
     "panstream.extract": "panstream.inputs.extractors",
     "panstream.parse_check": "panstream.inputs.check",
     "panstream.normalize": "panstream.inputs.normalize",
+    "panstream.sfm": "panstream.sketch.sfm",
+    "panstream.estimators.sketch": "panstream.sketch.estimator",
+    "panstream.release.sketch": "panstream.sketch.release",
 }
 
 

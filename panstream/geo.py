@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from panstream import sfm
 from panstream.errors import ConfigurationError, UniverseError
+from panstream.sketch import sfm
 from panstream.sketch.xxh64 import xxh64_bytes
 from panstream.universe import IndexResult, Universe, refuse_bare_item
 

@@ -35,7 +35,6 @@ drops them and reports how many it dropped.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import ipaddress
 import socket
@@ -46,6 +45,7 @@ from typing import Any, Literal
 import numpy as np
 
 from panstream.errors import ArgumentTypeError, ConfigurationError, ItemError, UniverseError
+from panstream.inputs.normalize import V4_MAPPED, AddressKeys, address_key
 
 UniverseKind = Literal["ipv4", "ipv6", "range", "hashed", "hashed-ip"]
 
@@ -53,7 +53,7 @@ UniverseKind = Literal["ipv4", "ipv6", "range", "hashed", "hashed-ip"]
 HASHED_KINDS = ("hashed", "hashed-ip")
 
 #: The key of an IPv4 address among IPv6 ones: its IPv4-mapped form ``::ffff:a.b.c.d``.
-_V4_MAPPED = 0xFFFF << 32
+_V4_MAPPED = V4_MAPPED
 #: Domain tag mixed into the high half of an address key before hashing (public, fixed).
 _ADDR_TAG = 0x7061_6E73_7472_6561  # "panstrea"
 
@@ -154,13 +154,10 @@ def _address_key(item: Any) -> int:
     if isinstance(item, ipaddress.IPv6Address):
         item = int(item)
     elif isinstance(item, bool) or not isinstance(item, (int, np.integer)):
-        text = _text(item)
-        if ":" not in text:
-            return _V4_MAPPED | int.from_bytes(socket.inet_pton(socket.AF_INET, text), "big")
-        addr, pct, zone = text.partition("%")
-        if pct and not zone:
+        key = address_key(_text(item))  # the one normalization of every address universe
+        if key is None:
             raise ValueError
-        return int.from_bytes(socket.inet_pton(socket.AF_INET6, addr), "big")
+        return key
     if isinstance(item, bool):
         raise TypeError
     v = int(item)
@@ -169,12 +166,13 @@ def _address_key(item: Any) -> int:
     return _V4_MAPPED | v if v <= 0xFFFFFFFF else v
 
 
-def _v4_tokens(items: list[Any]) -> tuple[np.ndarray, int, int, list[Any]] | None:
-    """The keys of the IPv4 addresses among ``bytes`` tokens (a log's client fields), parsed by
-    the vectorized parser in one pass: ``(keys, malformed, empty, rest)``, ``rest`` the tokens with
-    a ``:`` (IPv6, or junk) still to map one by one; ``None`` if the batch is not all ``bytes``
-    without newlines (then every item goes the slow way)."""
-    from panstream.inputs.ipv4 import parse_ipv4  # the vectorized core (imports no universe)
+def _token_keys(items: list[Any]) -> AddressKeys | None:
+    """The canonical items of a batch of ``bytes`` tokens (a log's client fields), read by the
+    vectorized line parser in one pass (dotted quads, ``:port``, ``::ffff:``; the rest by
+    :func:`panstream.inputs.normalize.address_key`), with the malformed and blank ones counted;
+    ``None`` if the batch is not all ``bytes`` without newlines (then every item goes the slow
+    way)."""
+    from panstream.inputs.ipv4 import _address_lines  # the vectorized core (imports no universe)
 
     try:
         buf = bytearray(b"\n").join([*items, b""])
@@ -182,43 +180,18 @@ def _v4_tokens(items: list[Any]) -> tuple[np.ndarray, int, int, list[Any]] | Non
         return None
     try:
         b = np.frombuffer(buf, dtype=np.uint8)
-        nl = np.flatnonzero(b == 10)
-        if nl.size != len(items):
+        if int(np.count_nonzero(b == 10)) != len(items):
             return None
-        colon = np.flatnonzero(b == 58)
-        rows = np.unique(np.searchsorted(nl, colon)) if colon.size else colon
-        if rows.size:
-            # Tokens with a colon (IPv6, ::ffff:a.b.c.d, junk) go the slow way: blank them here,
-            # so the vectorized parser (which reads ::ffff:a.b.c.d itself) cannot count them too;
-            # each blanked row comes back as one empty line, taken off below.
-            starts = np.concatenate(([0], nl[:-1] + 1))
-            row_of = np.repeat(np.arange(nl.size), nl - starts + 1)
-            blank = np.isin(row_of, rows)
-            blank[nl] = False
-            b[blank] = 32
-            del row_of, blank
-        addr, _, empty, bad, _v6 = parse_ipv4(buf, "plain", 1 << 30)
+        addr, ok, _, empty, malformed, v6 = _address_lines(b, "plain", 1 << 30)
         del b
     finally:
         buf[:] = bytes(len(buf))
-    keys = addr.astype(_U64) | _U64(_V4_MAPPED)
+    v4 = addr[ok]
     addr.fill(0)
-    rest = [items[i] for i in rows.tolist()]
-    return keys, bad, empty - len(rest), rest
-
-
-def _normalized(text: str, mapped: bool) -> str | None:
-    """The address of a log spelling (``a.b.c.d:port``, ``[v6]:port``, a zone id, and with
-    ``mapped`` ``::ffff:a.b.c.d``), or ``None`` if ``text`` is not such a spelling
-    (:func:`panstream.inputs.normalize.normalize_address`, the line formats' reference)."""
-    from panstream.inputs.normalize import normalize_address
-
-    try:
-        raw = text.encode("ascii")
-    except UnicodeError:
-        return None
-    out = normalize_address(raw, mapped)
-    return None if out == raw.strip() else out.decode("ascii")
+    keys = AddressKeys(v4, np.array([k >> 64 for k in v6], dtype=_U64),
+                       np.array([k & _MASK64 for k in v6], dtype=_U64), malformed, empty)
+    v6.clear()
+    return keys
 
 
 def _hash_bytes(data: bytes, m: int) -> int:
@@ -353,21 +326,25 @@ class Universe:
           ``inet_aton`` spellings), or an ``int`` 0..2**32-1 (as ``ipaddress.ip_address`` reads
           it), or an ``IPv4Address``;
         * IPv6: any valid spelling (upper or lower case, ``::`` anywhere, an embedded dotted quad),
-          a ``%zone`` suffix dropped, or an ``int`` 2**32..2**128-1, or an ``IPv6Address``;
+          a ``%zone`` suffix dropped, brackets and a ``:port``, or an ``int`` 2**32..2**128-1, or
+          an ``IPv6Address``;
+        * ``a.b.c.d:port`` (ALB, ELB, Envoy, HAProxy) is the IPv4 address;
         * an IPv4-mapped IPv6 address ``::ffff:a.b.c.d`` *is* the IPv4 address ``a.b.c.d`` (a
           dual-stack server logs its IPv4 clients that way): both are one bucket.
 
         The canonical form is the 128-bit address (IPv4 as ``::ffff:a.b.c.d``); its two 64-bit
         halves are hashed with the public SplitMix64 mixer, ``mix(mix(hi ^ tag) ^ lo)``, and
         reduced to ``m`` buckets by multiply-shift. No two IPv4 addresses share a hash before the
-        reduction (the mix is a bijection of ``lo``). Anything else (``-``, ``unknown``, a host
-        name, ``1.2.3.4:80``, a bracketed ``[::1]``) is *malformed*; nothing is *outside*.
+        reduction (the mix is a bijection of ``lo``). Text is read by the one normalization of
+        every address universe (:func:`panstream.inputs.normalize.address_key`), so ``1.2.3.4:80``,
+        ``[2001:db8::1]:443`` and ``fe80::1%eth0`` are their addresses; anything else (``-``,
+        ``unknown``, a host name, ``1.2.3.4:99999``) is *malformed*; nothing is *outside*.
 
         >>> u = Universe.hashed_ip(1 << 17)
         >>> a, b = u.index_of("192.0.2.1"), u.index_of("::FFFF:192.0.2.1")
         >>> a == b == u.index_of(3221225985), u.spec
         (True, 'hashed-ip:131072')
-        >>> r = u.indices(["2001:db8::1", "2001:DB8:0::1", "-", "unknown", "10.0.0.010"])
+        >>> r = u.indices(["2001:db8::1", "[2001:DB8:0::1]:443", "-", "unknown", "10.0.0.010"])
         >>> r.indices.size, r.malformed, bool(r.indices[0] == r.indices[1])
         (2, 3, True)
         """
@@ -375,6 +352,63 @@ class Universe:
             msg = f"hashed-ip universe size must be an integer from 2 to 2**32, got {m!r}"
             raise UniverseError(msg)
         return cls("hashed-ip", int(m), f"hashed-ip:{int(m)}")
+
+    @property
+    def reads_addresses(self) -> bool:
+        """Whether items are client addresses read in the one normalization of
+        :mod:`panstream.inputs.normalize` (``ipv4``, ``ipv6``, ``hashed-ip``; a sketch's ``:ip`` grid)."""
+        return self.kind in ("ipv4", "ipv6", "hashed-ip")
+
+    def address_cells(self, keys: AddressKeys) -> IndexResult:
+        """Cells of canonical address items (:func:`panstream.inputs.normalize.address_keys`, or the
+        vectorized parsers' IPv4 clients), with the items outside the universe counted; the keys
+        are wiped. An IPv4 client (``::ffff:a.b.c.d`` included) is outside an ``ipv6`` universe,
+        an IPv6 client outside an ``ipv4`` one.
+
+        >>> from panstream.inputs.normalize import address_keys
+        >>> u = Universe.ipv4("10.0.0.0/8")
+        >>> r = u.address_cells(address_keys([b"10.0.0.1:443", b"[::ffff:10.0.0.2]:80", b"::1", b"x"]))
+        >>> r.indices.tolist(), r.outside
+        ([1, 2], 1)
+        """
+        v4, hi, lo = keys.v4, keys.v6_hi, keys.v6_lo
+        try:
+            if self.kind == "ipv4":
+                idx = v4 - np.uint32(self._base)  # wraps: addresses below the prefix become large
+                if self.size >= MAX_CELLS:
+                    out = idx.astype(np.intp)
+                else:
+                    inside = idx < self.size
+                    out = idx[inside].astype(np.intp)
+                    inside.fill(False)
+                idx.fill(0)
+                return IndexResult(out, outside=int(v4.size - out.size + hi.size))
+            if self.kind == "ipv6":
+                shift, base, size = 128 - self._granularity, self._base, self.size
+                cells = [c for c in (((int(h) << 64 | int(x)) >> shift) - base
+                                     for h, x in zip(hi.tolist(), lo.tolist(), strict=True))
+                         if 0 <= c < size]
+                out = np.array(cells, dtype=np.intp)
+                cells.clear()
+                return IndexResult(out, outside=int(v4.size + hi.size - out.size))
+            if self.kind == "hashed-ip":
+                khi = np.zeros(v4.size + hi.size, dtype=_U64)
+                khi[v4.size:] = hi
+                klo = np.empty(v4.size + lo.size, dtype=_U64)
+                klo[: v4.size] = v4
+                klo[: v4.size] |= _U64(_V4_MAPPED)
+                klo[v4.size:] = lo
+                return IndexResult(self._hash_keys(khi, klo))  # wipes khi, klo
+        finally:
+            keys.wipe()
+        msg = f"universe {self.spec} does not read addresses"
+        raise ConfigurationError(msg)
+
+    def token_cells(self, keys: AddressKeys) -> IndexResult:
+        """:meth:`address_cells` of ``keys``, with their malformed and blank tokens counted."""
+        malformed, empty = keys.malformed, keys.empty
+        r = self.address_cells(keys)
+        return IndexResult(r.indices, malformed=malformed, outside=r.outside, empty=empty)
 
     @property
     def is_hashed(self) -> bool:
@@ -436,6 +470,10 @@ class Universe:
                 ``memoryview`` (one item, not an iterable of items): pass a list.
         """
         refuse_bare_item(items, "indices")
+        if self.reads_addresses and isinstance(items, list) and len(items) >= 64:
+            keys = _token_keys(items)
+            if keys is not None:  # a batch of log tokens: read like the lines of a log
+                return self.token_cells(keys)
         if self.kind == "hashed-ip":
             return self._indices_addresses(items)
         if isinstance(items, np.ndarray) and items.dtype.kind in "iu":
@@ -512,13 +550,6 @@ class Universe:
         his: list[int] = []
         los: list[int] = []
         malformed = empty = 0
-        v4_hi = v4_lo = np.zeros(0, dtype=_U64)
-        if isinstance(items, list) and len(items) >= 64:
-            fast = _v4_tokens(items)
-            if fast is not None:  # the dotted quads parsed at once; the rest item by item below
-                v4_lo, bad, empty, items = fast
-                malformed += bad
-                v4_hi = np.zeros(v4_lo.size, dtype=_U64)
         for item in items:
             try:
                 k = _address_key(item)
@@ -534,10 +565,6 @@ class Universe:
         lo = np.fromiter(los, dtype=_U64, count=len(los))
         his.clear()
         los.clear()
-        if v4_lo.size:
-            hi, lo = np.concatenate([v4_hi, hi]), np.concatenate([v4_lo, lo])
-            v4_hi.fill(0)
-            v4_lo.fill(0)
         return IndexResult(self._hash_keys(hi, lo), malformed=malformed, empty=empty)
 
     def _hash_keys(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
@@ -580,19 +607,12 @@ class Universe:
                     if not 0 <= int(item) <= 0xFFFFFFFF:
                         raise ValueError
                     return int(item) - base
-                text = _text(item)
-                try:
-                    return int.from_bytes(socket.inet_pton(socket.AF_INET, text), "big") - base
-                except OSError:
-                    norm = _normalized(text, mapped=True)  # a.b.c.d:port, ::ffff:a.b.c.d, ...
-                    if norm is not None:
-                        with contextlib.suppress(OSError):
-                            return (int.from_bytes(socket.inet_pton(socket.AF_INET, norm), "big")
-                                    - base)
-                    cand = norm or text
-                    if ":" in cand and _is_address(cand, socket.AF_INET6):
-                        return None  # a well-formed IPv6 address (dual-stack log): outside
-                    raise
+                key = address_key(_text(item))  # a.b.c.d:port, ::ffff:a.b.c.d, [v6]:port, ...
+                if key is None:
+                    raise ValueError
+                if key >> 32 != _V4_MAPPED >> 32:
+                    return None  # an IPv6 client (dual-stack log): outside
+                return (key & 0xFFFFFFFF) - base
             return ipv4
         if kind == "ipv6":
             shift = 128 - self._granularity
@@ -603,17 +623,12 @@ class Universe:
                         raise ValueError
                     a = int(item)
                 else:
-                    text = _text(item)
-                    try:
-                        a = int.from_bytes(socket.inet_pton(socket.AF_INET6, text), "big")
-                    except OSError:
-                        norm = _normalized(text, mapped=False)  # [v6]:port, zone ids, a.b.c.d:port
-                        if norm is not None and ":" in norm:
-                            a = int.from_bytes(socket.inet_pton(socket.AF_INET6, norm), "big")
-                        elif _is_address(norm or text, socket.AF_INET):
-                            return None  # a well-formed IPv4 address: outside
-                        else:
-                            raise
+                    key = address_key(_text(item))  # [v6]:port, zone ids, a.b.c.d:port, ...
+                    if key is None:
+                        raise ValueError
+                    if key >> 32 == _V4_MAPPED >> 32:
+                        return None  # an IPv4 client (also written ::ffff:a.b.c.d): outside
+                    a = key
                 return (a >> shift) - base
             return ipv6
         if kind == "range":

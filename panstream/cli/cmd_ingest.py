@@ -75,7 +75,7 @@ def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | 
             raise ConfigurationError(msg)
         return est, True
     if kind == "sketch" or (universe is not None and universe.kind == "sketch"):
-        from panstream.sfm import SketchGrid
+        from panstream.sketch.sfm import SketchGrid
 
         if kind != "sketch" and universe is not None:
             raise click.UsageError(f"--universe {universe.spec} is a sketch grid: add --estimator "

@@ -202,7 +202,7 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
 def _presto_file(path: str) -> dict[str, Any] | None:
     """What a Presto-format sketch file holds (a published object, so its count is shown), or
     ``None`` if ``path`` is not one (then it is read as a state file)."""
-    from panstream import sfm
+    from panstream.sketch import sfm
 
     try:
         with open(path, "rb") as f:
@@ -216,8 +216,8 @@ def _presto_file(path: str) -> dict[str, Any] | None:
     sk = sfm.from_presto(data)
     fit = sfm.mple(sk.ones_by_level(), sk.buckets, sk.flip)
     from panstream.release.schema import estimate_fields
-    from panstream.release.sketch import interval_halfwidth
     from panstream.release.stats import DEFAULT_CONFIDENCE
+    from panstream.sketch.release import interval_halfwidth
 
     # A published object: its count is an estimate in the common shape (no release noise; the
     # whole flip epsilon is the state's), with the Presto figures under extras and as aliases.

@@ -392,7 +392,7 @@ def _echo_plan(d: dict[str, Any], universe: Universe, epsilon: float,
 def _sketch_row(epsilon: float, n: int, release_epsilon: float | None,
                 buckets: int = 4096, levels: int = 24) -> dict[str, Any]:
     """The Sketch-Flip-Merge grid's errors at ``n`` (1 sd and 95 %) and its memory."""
-    from panstream.sfm import planned_error
+    from panstream.sketch.sfm import planned_error
 
     e = planned_error(n, epsilon, release_epsilon, buckets, levels)
     return {"grid": f"sketch:{buckets}x{levels}", "bytes": int(e["bytes"]),
@@ -469,7 +469,7 @@ def _compare_families(n: int, epsilon: float, release_epsilon: float | None, cal
 def _sketch_plan(universe: Universe | None, epsilon: float | None, n: int | None,
                  release_epsilon: float | None, as_json: bool) -> None:
     """``plan --estimator sketch``: the grid's error at -n."""
-    from panstream.sfm import SketchGrid
+    from panstream.sketch.sfm import SketchGrid
 
     if epsilon is None or n is None:
         raise click.UsageError("--estimator sketch plans with --epsilon and -n/--expected-distinct "

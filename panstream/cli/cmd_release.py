@@ -24,7 +24,7 @@ from panstream.release.frequency import FrequencyRelease, format_frequency_relea
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.release.maps import MapRelease, format_map
 from panstream.release.noise import MECHANISMS
-from panstream.release.sketch import SketchRelease, format_sketch_release
+from panstream.sketch.release import SketchRelease, format_sketch_release
 
 
 @click.command()

@@ -67,7 +67,7 @@ def UniverseParam() -> SpecParam:  # noqa: N802 - used like a click type class
 def parse_universe(spec: str) -> Universe:
     """:meth:`Universe.parse`, plus the grids of ``--estimator sketch`` (``sketch:4096x24:ip``)."""
     if spec.strip().lower().startswith("sketch:"):
-        from panstream.sfm import SketchGrid
+        from panstream.sketch.sfm import SketchGrid
 
         return SketchGrid.parse_spec(spec.strip().lower())
     return Universe.parse(spec)

@@ -38,7 +38,7 @@ def with_sketch_hash(ctx: click.Context, estimator: str, universe: Universe | No
         return universe
     if estimator != "sketch":
         raise click.UsageError("--sketch-hash concerns the sketch: add --estimator sketch")
-    from panstream.sfm import SketchGrid
+    from panstream.sketch.sfm import SketchGrid
 
     if universe is not None and not isinstance(universe, SketchGrid):
         return universe  # the caller refuses a sketch over a non-grid universe

@@ -231,7 +231,7 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
     if releases is not None:
         raise click.UsageError("--window releases each window once: drop --releases")
     if universe is None and estimator == "sketch":  # the sketch's default grid, as ingest
-        from panstream.sfm import SketchGrid
+        from panstream.sketch.sfm import SketchGrid
 
         universe = SketchGrid()
     if universe is None:

@@ -29,9 +29,9 @@ from panstream.errors import ConfigurationError
 from panstream.estimators.base import Estimator, UpdateResult
 from panstream.estimators.density import DensityEstimator, Estimate
 from panstream.estimators.frequency import FrequencyEstimate, FrequencyEstimator
-from panstream.estimators.sketch import SketchEstimator
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
-from panstream.sfm import SketchGrid
+from panstream.sketch.estimator import SketchEstimator
+from panstream.sketch.sfm import SketchGrid
 from panstream.state import files
 from panstream.state import format as fmt
 from panstream.universe import Universe
@@ -66,7 +66,7 @@ def new(kind: str, universe: Universe | str, epsilon: float, *,
         layout: str = "auto") -> Estimator:
     """A fresh estimator of family ``kind`` (``"density"`` uses ``calibration``, ``"frequency"``
     uses ``modulus``; the other family's setting is ignored). A ``"sketch"`` takes its grid as the
-    universe (a :class:`~panstream.sfm.SketchGrid` or a spec such as ``sketch:4096x24:ip``).
+    universe (a :class:`~panstream.sketch.sfm.SketchGrid` or a spec such as ``sketch:4096x24:ip``).
 
     >>> type(new("frequency", "range:64", 1.0, modulus=8)).__name__
     'FrequencyEstimator'

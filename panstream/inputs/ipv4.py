@@ -24,11 +24,10 @@ before returning.
 from __future__ import annotations
 
 import ipaddress  # noqa: F401 - the doctests use it
-import socket
 
 import numpy as np
 
-from panstream.inputs.normalize import normalize_address
+from panstream.inputs.normalize import address_key, is_ipv4_key
 
 _MOVEMASK = np.uint64(0x0102040810204080)
 
@@ -320,11 +319,34 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
     if fmt not in ("plain", "clf"):
         msg = f"parse_ipv4 handles plain and clf, not {fmt!r}"
         raise ValueError(msg)
+    addr, ok, nlines, empty, bad, v6 = _address_lines(data, fmt, max_line)
+    out = addr[ok] if not bool(ok.all()) else addr
+    if out is not addr:
+        addr.fill(0)
+    n6 = len(v6)
+    v6.clear()
+    return out, nlines, empty, bad, n6
+
+
+def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, max_line: int
+                   ) -> tuple[np.ndarray, np.ndarray, int, int, int, list[int]]:
+    """The address of every line of a ``plain`` or ``clf`` buffer, in the one normalization of
+    :mod:`panstream.inputs.normalize`.
+
+    The dotted quads (also as ``a.b.c.d:port`` in ``plain`` and ``::ffff:a.b.c.d``) are read
+    vectorized; the rare other lines get a second look, each token by
+    :func:`panstream.inputs.normalize.address_key`.
+
+    Returns:
+        ``(addr, ok, lines, empty, malformed, v6)``: ``uint32`` IPv4 address per line (garbage
+        where not ``ok``), the mask of lines whose client is IPv4, the counts of lines, empty and
+        malformed lines, and the 128-bit keys of the IPv6 clients.
+    """
     b = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
     starts, ends = _line_bounds(b)
     nlines = int(starts.size)
     if nlines == 0:
-        return np.zeros(0, dtype=np.uint32), 0, 0, 0, 0
+        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=bool), 0, 0, 0, []
     ends = _drop_cr(b, starts, ends)
     length = ends - starts
     w = _windows(b, starts)
@@ -332,82 +354,61 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
     w.fill(0)
     if fmt == "plain":
         ok &= length <= max_line  # (clf: the address ends within the first 16 bytes, see below)
-    empty = length == 0
     if bool(ok.all()):
-        return addr, nlines, 0, 0, 0
-    # Dual-stack servers log IPv4 clients as ::ffff:a.b.c.d: read those vectorized too.
+        return addr, ok, nlines, 0, 0, []
+    empty = length == 0
+    # Ports (a.b.c.d:port) and dual-stack servers' ::ffff:a.b.c.d: read those vectorized too,
+    # the token being the line (plain) or its first field (clf: up to a space, tab or CR).
     cand = np.flatnonzero(~ok & (length > 7))
     if cand.size:
-        moved = _skip_mapped_prefix(b, starts[cand], ends[cand])
-        m = moved != starts[cand]
-        if bool(m.any()):
-            rows, ms = cand[m], moved[m]
-            w2 = _windows(b, ms)
-            a2, ok2 = ipv4_from_windows(w2, ends[rows] - ms, fmt == "clf")
+        ts, te = starts[cand], ends[cand]
+        if fmt == "clf":
+            # the first field ends within two windows (::ffff:a.b.c.d and a.b.c.d:port fit)
+            w2 = np.concatenate([_windows(b, ts), _windows(b, np.minimum(ts + _W, b.size))],
+                                axis=1)  # (a start at the end reads zeros, as past it)
+            blank = (w2 == 32) | (w2 == 9) | (w2 == 13)
             w2.fill(0)
-            if fmt == "plain":
-                ok2 &= length[rows] <= max_line
-            addr[rows[ok2]] = a2[ok2]
-            ok[rows[ok2]] = True
-            a2.fill(0)
-    # Rejected lines: the rare ones go through Python (blank lines, IPv6, a clf head).
+            te = np.minimum(np.where(blank.any(axis=1), ts + np.argmax(blank, axis=1), te), te)
+            blank.fill(False)
+        a2, ok2 = _ipv4_spans(b, ts, te)
+        if fmt == "plain":
+            ok2 &= length[cand] <= max_line
+        addr[cand[ok2]] = a2[ok2]
+        ok[cand[ok2]] = True
+        a2.fill(0)
+    # Rejected lines: the rare ones go through Python (blank lines, ports, IPv6, a clf head).
     rej = np.flatnonzero(~ok & ~empty & ((length <= max_line) | (fmt == "clf")))
     n_empty = int(empty.sum())
-    extra: list[tuple[int, int]] = []
-    v6 = 0
-    if rej.size:
-        keep_ok = ok.copy()
-        for i in rej.tolist():
-            s, e = int(starts[i]), int(ends[i])
-            over = e - s > max_line
-            line = bytes(b[s:min(e, s + max_line + 1)])  # only the head of an over-long line
-            if not over and not line.strip():
-                n_empty += 1
+    malformed = int((~ok & ~empty & (length > max_line) & (fmt != "clf")).sum())
+    v6: list[int] = []
+    for i in rej.tolist():
+        s, e = int(starts[i]), int(ends[i])
+        over = e - s > max_line
+        line = bytes(b[s:min(e, s + max_line + 1)])  # only the head of an over-long line
+        if not over and not line.strip():
+            n_empty += 1
+            continue
+        if fmt == "plain":
+            fields = line.split()
+            if len(fields) != 1:
+                malformed += 1
                 continue
-            if fmt == "plain":
-                fields = line.split()
-                if len(fields) != 1:
-                    continue
-                token = fields[0]
-            else:
-                parts = line.split(b" ", 1)
-                if over and len(parts) < 2:
-                    continue  # the first field does not end within the first max_line bytes
-                token = parts[0]
-            got = _strict_ipv4(token)
-            if got is None and (b":" in token or b"[" in token):
-                token = normalize_address(token)  # a.b.c.d:port, ::ffff:a.b.c.d, [v6]:port
-                got = _strict_ipv4(token)
-            if got is not None:
-                extra.append((i, got))
-                keep_ok[i] = True
-            elif b":" in token and _is_ipv6(token):
-                v6 += 1
-        if extra:
-            for i, a in extra:
-                addr[i] = a
-        ok = keep_ok
-    out = addr[ok]
-    addr.fill(0)
-    malformed = nlines - int(out.size) - n_empty - v6
-    return out, nlines, n_empty, malformed, v6
-
-
-def _strict_ipv4(token: bytes) -> int | None:
-    """The address of a dotted quad exactly as :class:`ipaddress.IPv4Address` accepts it (glibc's
-    ``inet_pton`` rejects the same spellings: leading zeros, fewer octets, ``0x``), else None."""
-    try:
-        return int.from_bytes(socket.inet_pton(socket.AF_INET, token.decode("ascii")), "big")
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-
-
-def _is_ipv6(token: bytes) -> bool:
-    try:
-        socket.inet_pton(socket.AF_INET6, token.decode("ascii"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return False
-    return True
+            token = fields[0]
+        else:
+            parts = line.split(b" ", 1)
+            if over and len(parts) < 2:
+                malformed += 1
+                continue  # the first field does not end within the first max_line bytes
+            token = parts[0]
+        key = address_key(token)
+        if key is None:
+            malformed += 1
+        elif is_ipv4_key(key):
+            addr[i] = key & 0xFFFFFFFF
+            ok[i] = True
+        else:
+            v6.append(key)
+    return addr, ok, nlines, n_empty, malformed, v6
 
 
 def format_ipv4_lines(addresses: np.ndarray) -> bytes:
@@ -446,13 +447,17 @@ def _skip_mapped_prefix(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> np.nda
 
 
 def _ipv4_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Strictly parse the tokens ``b[ts:te]`` as IPv4 addresses, each optionally followed by
-    ``:port`` (1 to 5 digits, at most 65535), vectorized: the first ``:`` of each token's 16-byte
-    window ends the address, which :func:`ipv4_from_windows` checks; the port's digits are checked
-    from a second window. Rows not ``ok`` get a second look in Python (other spellings, IPv6)."""
+    """Strictly parse the tokens ``b[ts:te]`` as IPv4 addresses, each either optionally followed
+    by ``:port`` (1 to 5 digits, at most 65535) or written ``::ffff:a.b.c.d`` (without a port, as
+    :func:`panstream.inputs.normalize.address_key` reads them), vectorized: the first ``:`` of each
+    token's 16-byte window ends the address, which :func:`ipv4_from_windows` checks; the port's
+    digits are checked from a second window. Rows not ``ok`` get a second look in Python (other
+    spellings, IPv6)."""
     if ts.size == 0:
         return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=bool)
-    ts = _skip_mapped_prefix(b, ts, te)
+    moved = _skip_mapped_prefix(b, ts, te)
+    mapped = moved != ts
+    ts = moved
     length = te - ts
     w = _windows(b, ts)
     colon = _CTZ[_mask16(w == 58)]
@@ -460,6 +465,7 @@ def _ipv4_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple[np.ndarr
     alen = np.where(has_port, colon, length)
     addr, ok = ipv4_from_windows(w, alen)
     w.fill(0)
+    ok &= ~(mapped & has_port)  # ::ffff:a.b.c.d:port is no spelling (brackets hold a port's v6)
     rows = np.flatnonzero(ok & has_port)
     if rows.size:
         ps = ts[rows] + colon[rows] + 1

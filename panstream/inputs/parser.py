@@ -41,7 +41,6 @@ panstream.inputs.parser import Format, detect, parse_ipv4`` keeps working).
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,16 +68,15 @@ from panstream.inputs.formats import (
 )
 from panstream.inputs.ipv4 import (
     MAX_LINE,
+    _address_lines,
     _drop_cr,
     _ipv4_spans,
-    _is_ipv6,
     _line_bounds,
-    _strict_ipv4,
     format_ipv4_lines,
     ipv4_from_windows,
     parse_ipv4,
 )
-from panstream.inputs.normalize import normalize_address
+from panstream.inputs.normalize import AddressKeys, address_key, is_ipv4_key
 from panstream.universe import Universe
 
 __all__ = ["ADDRESS_COLUMNS", "ALIASES", "ARG_FORMATS", "FIELD_OF", "FORMATS", "FORMAT_HELP",
@@ -164,9 +162,10 @@ class LineParser:
             msg = "resolve the 'auto' format with detect_format() before building a LineParser"
             raise ConfigurationError(msg)
         self.max_line = int(max_line)
-        self._fast = universe.kind == "ipv4"
-        if self._fast:
-            self._base = int(ipaddress.IPv4Address(universe.item_of(0)))
+        # Address universes (ipv4, ipv6, hashed-ip, a sketch's :ip grid): the vectorized path
+        # reads the dotted quads, the one normalization (panstream.inputs.normalize) every other
+        # token.
+        self._fast = universe.reads_addresses
         self._extractor = None
         if self.format.kind not in ("plain", "clf"):
             self._extractor = extract.build(self.format.kind, self.format.arg,
@@ -177,22 +176,14 @@ class LineParser:
         if self._extractor is not None:
             return self._parse_spans(data)
         if self._fast:
-            addr, lines, empty, malformed, v6 = parse_ipv4(data, self.format.kind, self.max_line)
-            return self._to_cells(addr, lines, empty, malformed, v6)
+            addr, ok, lines, empty, malformed, v6 = _address_lines(data, self.format.kind,
+                                                                   self.max_line)
+            return self._to_cells(addr, ok, v6, lines, empty, malformed)
         tokens, lines, empty, malformed = self._tokens(data)
-        res = self.universe.indices(self._normalized(tokens))
+        res = self.universe.indices(tokens)
         tokens.clear()
         return ParseResult(res.indices, lines, empty + res.empty, malformed + res.malformed,
                            res.outside)
-
-    def _normalized(self, tokens: list[bytes]) -> list[bytes]:
-        """Address universes: one spelling per address (:func:`normalize_address`): ``hashed-ip``
-        too (its ALB, ELB, Envoy and HAProxy clients carry ``:port``)."""
-        kind = self.universe.kind
-        if kind not in ("ipv4", "ipv6", "hashed-ip"):
-            return tokens
-        mapped = kind != "ipv6"
-        return [normalize_address(t, mapped) if (b":" in t or b"[" in t) else t for t in tokens]
 
     def _parse_spans(self, data: bytes | bytearray | memoryview) -> ParseResult:
         assert self._extractor is not None
@@ -218,7 +209,7 @@ class LineParser:
             for i in np.flatnonzero(span | (sp.state == extract.PY)).tolist():
                 tokens.append(bytes(b[sp.ts[i]:sp.te[i]]) if span[i] else sp.py[i])
             sp.py.clear()
-            res = self.universe.indices(self._normalized(tokens))  # type: ignore[arg-type]
+            res = self.universe.indices(tokens)
             tokens.clear()
             return ParseResult(res.indices, n, empty + res.empty, malformed + res.malformed,
                                res.outside)
@@ -230,7 +221,7 @@ class LineParser:
         lineaddr[rows] = addr
         acc[rows] = ok
         addr.fill(0)
-        v6 = 0
+        v6: list[int] = []
         second = [(int(i), bytes(b[int(s):int(e)])) for i, s, e in
                   zip(rows[~ok].tolist(), ts[~ok].tolist(), te[~ok].tolist(), strict=True)]
         py = [(i, t) for i, t in sp.py.items() if t is not None]
@@ -248,41 +239,33 @@ class LineParser:
             del arr
             buf[:] = bytes(len(buf))
             py.clear()
-        for i, token in second:
-            t = token.strip()
-            if not t:
+        for i, token in second:  # the one normalization: ports, brackets, zone ids, IPv6
+            if not token.strip():
                 empty += 1
                 continue
-            got = _strict_ipv4(t)
-            if got is None:
-                t = normalize_address(t)
-                got = _strict_ipv4(t)
-            if got is not None:
-                lineaddr[i] = got
-                acc[i] = True
-            elif b":" in t and _is_ipv6(t):
-                v6 += 1
-            else:
+            key = address_key(token)
+            if key is None:
                 malformed += 1
+            elif is_ipv4_key(key):
+                lineaddr[i] = key & 0xFFFFFFFF
+                acc[i] = True
+            else:
+                v6.append(key)
         second.clear()
-        out = lineaddr[acc]
-        lineaddr.fill(0)
-        return self._to_cells(out, n, empty, malformed, v6)
+        return self._to_cells(lineaddr, acc, v6, n, empty, malformed)
 
-    def _to_cells(self, addr: np.ndarray, lines: int, empty: int, malformed: int, outside: int
-                  ) -> ParseResult:
-        size = self.universe.size
-        if self._base:
-            addr -= np.uint32(self._base)  # wraps: addresses below the prefix become large
-        if size >= 1 << 32:
-            idx = addr.astype(np.intp)
-        else:
-            inside = addr < size
-            idx = addr[inside].astype(np.intp)
-            outside += int(addr.size - idx.size)
-            inside.fill(False)
-        addr.fill(0)
-        return ParseResult(idx, lines, empty, malformed, outside)
+    def _to_cells(self, addr: np.ndarray, ok: np.ndarray, v6: list[int], lines: int, empty: int,
+                  malformed: int) -> ParseResult:
+        """Cells of the canonical items (the IPv4 clients of the lines where ``ok``, the IPv6
+        keys ``v6``) in the universe: :meth:`Universe.address_cells`. Wipes the addresses."""
+        v4 = addr if bool(ok.all()) else addr[ok]
+        if v4 is not addr:
+            addr.fill(0)
+        keys = AddressKeys(v4, np.array([k >> 64 for k in v6], dtype=np.uint64),
+                           np.array([k & 0xFFFFFFFFFFFFFFFF for k in v6], dtype=np.uint64))
+        v6.clear()
+        res = self.universe.address_cells(keys)  # wipes the keys
+        return ParseResult(res.indices, lines, empty, malformed, res.outside)
 
     def _tokens(self, data: bytes | bytearray | memoryview) -> tuple[list[bytes], int, int, int]:
         raw = bytes(data)

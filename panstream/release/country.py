@@ -7,7 +7,7 @@ bit, only that bit differs, so the vector of all slots' per-level counts of ones
 entry by at most 1 (L1 sensitivity 1). The release charges the ledger ``epsilon`` once, before any
 noise is drawn, adds independent exact noise of scale ``1/epsilon`` to **every** count of every
 slot (:func:`panstream.release.stats.noisy_count`), and only then estimates each country from its
-own noisy counts, as a one-sketch release does (:func:`panstream.release.sketch.release_sketch`):
+own noisy counts, as a one-sketch release does (:func:`panstream.sketch.release.release_sketch`):
 the maximum pseudo-likelihood estimate, its state standard error, the release part by the delta
 method, and the interval of a normal plus a Laplace. Every slot is published; ordering, the total
 and the "noise-dominated" flags are post-processing.
@@ -36,11 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from panstream import geo, sfm
+from panstream import geo
 from panstream.errors import ConfigurationError
 from panstream.release.honesty import noise_dominated
 from panstream.release.ledger import group_privacy
-from panstream.release.sketch import interval_halfwidth
 from panstream.release.stats import (
     DEFAULT_CONFIDENCE,
     debias,
@@ -51,6 +50,8 @@ from panstream.release.stats import (
     output_law,
     stderr_state,
 )
+from panstream.sketch import sfm
+from panstream.sketch.release import interval_halfwidth
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 
 __all__ = ["CountryRelease", "CountryRow", "format_country_release", "release_by_country",

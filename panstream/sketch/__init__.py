@@ -1,1 +1,20 @@
-"""The sketch family's parts (Sketch-Flip-Merge): hashes, and later the grid, estimator and format."""
+"""The sketch family (Sketch-Flip-Merge, ``--estimator sketch``) in one place.
+
+:mod:`panstream.sketch.sfm`
+    The pure core: Presto's Murmur3 ``hash64`` (and the IPv4 text hashed from the integers), the
+    grid (:class:`~panstream.sketch.sfm.SketchGrid`), the estimator, merge probabilities and
+    Presto's serialized format.
+:mod:`panstream.sketch.hashing`, :mod:`panstream.sketch.xxh64`
+    Which 64-bit hash a grid gives its items (Presto's Java ``add`` or Presto SQL's XXH64).
+:mod:`panstream.sketch.estimator`
+    The pan-private state (:class:`~panstream.sketch.estimator.SketchEstimator`), its export and
+    the randomized merge.
+:mod:`panstream.sketch.release`
+    The release: noise on the per-level counts, charged to the ledger.
+:mod:`panstream.sketch.country`
+    One grid per country.
+
+The core, state and release used to sit apart (``panstream.sfm``, ``panstream.estimators.sketch``,
+``panstream.release.sketch``); those names still import, as aliases, for one release
+(:mod:`panstream._moved`).
+"""

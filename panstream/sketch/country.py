@@ -37,11 +37,12 @@ from typing import Any
 
 import numpy as np
 
-from panstream import geo, sfm
+from panstream import geo
 from panstream.errors import ConfigurationError, StateError
 from panstream.estimators.bittable import BitTable
-from panstream.estimators.sketch import SketchEstimator
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
+from panstream.sketch import sfm
+from panstream.sketch.estimator import SketchEstimator
 from panstream.universe import IndexResult, Universe, refuse_bare_item
 
 __all__ = ["ITEMS", "CountryGrid", "CountrySketchEstimator"]
@@ -133,7 +134,7 @@ class CountrySketchEstimator(SketchEstimator):
 
     Args:
         epsilon, buckets, levels, budget, layout, hashing: as for
-            :class:`~panstream.estimators.sketch.SketchEstimator`; ``buckets`` is per country
+            :class:`~panstream.sketch.estimator.SketchEstimator`; ``buckets`` is per country
             (default 1024: 3 KiB per country, 759 KiB in all at 24 levels).
         items: must be ``"ip-country"``.
     """

@@ -33,7 +33,7 @@ def params_path(path: str | os.PathLike[str]) -> str:
 
 
 def export_params(est: Any) -> dict[str, Any]:
-    """The public parameters of ``est``'s export (a :class:`~panstream.estimators.sketch.SketchEstimator`)."""
+    """The public parameters of ``est``'s export (a :class:`~panstream.sketch.estimator.SketchEstimator`)."""
     from panstream.sketch.hashing import SQL_TYPE
 
     return {"format": FORMAT, "version": 1, "buckets": est.buckets, "levels": est.levels,
@@ -55,7 +55,7 @@ def write_export(path: str | os.PathLike[str], est: Any) -> None:
         StateError: a file could not be written (the sketch file is then not written, or left as
             it was).
     """
-    from panstream import sfm
+    from panstream.sketch import sfm
     from panstream.state.files import atomic_write
 
     data = sfm.to_presto(est.presto())  # refused before anything is written (a by-country state)

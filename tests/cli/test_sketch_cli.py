@@ -75,7 +75,8 @@ def test_sketch_mistakes_get_one_line(tmp_path: Path, run_cli: Callable[..., Any
 def test_rotate_exports_the_ending_epoch_in_prestos_format(tmp_path: Path,
                                                            run_cli: Callable[..., Any]) -> None:
     """The export is the state, byte for byte; the state file then holds a fresh epoch."""
-    from panstream import estimators, sfm
+    from panstream import estimators
+    from panstream.sketch import sfm
 
     log = tmp_path / "a.log"
     log.write_text("".join(f"10.0.{i // 256}.{i % 256}\n" for i in range(3000)))

@@ -41,7 +41,7 @@ def test_one_client_is_one_bucket_however_its_address_is_spelled() -> None:
 
 def test_junk_is_malformed_not_a_client() -> None:
     u = Universe.hashed_ip(1 << 17)
-    junk = ["-", "unknown", "localhost", "example.com", "1.2.3.4:80", "[::1]", "[::1]:443",
+    junk = ["-", "unknown", "localhost", "example.com", "1.2.3.4:99999", "[10.0.0.1]", "[::1]x",
             "010.1.1.1", "1.2.3", "0x7f.0.0.1", "256.1.1.1", "1::2::3", "fe80::1%", "::ffff:1.2.3",
             -1, 1 << 128, True, None, 1.5, b"\xff\xfe", "10.0.0.1 10.0.0.2"]
     r = u.indices(junk)
@@ -49,6 +49,10 @@ def test_junk_is_malformed_not_a_client() -> None:
     assert u.indices(["", "  ", b"\t"]).empty == 3
     with pytest.raises(ItemError, match="malformed"):
         u.index_of("unknown")
+    # Ports, brackets and zone ids are the client (issue 28): the same bucket as the address.
+    for spelling, addr in (("1.2.3.4:80", "1.2.3.4"), ("[::1]", "::1"), ("[::1]:443", "::1"),
+                           ("fe80::1%eth0", "fe80::1")):
+        assert u.index_of(spelling) == u.index_of(addr)
     # `hashed:M` on the same junk counts every token but None, True, 1.5 as a "client":
     assert Universe.hashed(1 << 17).indices(junk).indices.size > 10
 

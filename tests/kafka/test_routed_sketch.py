@@ -28,7 +28,7 @@ from test_broker import start
 from test_routed import clf, member_argv, release_json, send_round_robin
 
 from panstream.calibration import calibrate
-from panstream.estimators.sketch import SketchEstimator
+from panstream.sketch.estimator import SketchEstimator
 from panstream.state.stores import DirectoryStore, merge_store
 
 pytestmark = pytest.mark.kafka

@@ -17,8 +17,8 @@ from jsonschema import ValidationError
 from schema_check import validate, validate_lines
 
 import panstream as ps
-from panstream import sfm
 from panstream.cli.main import cli
+from panstream.sketch import sfm
 from panstream.windows.series import Series, read, record
 
 

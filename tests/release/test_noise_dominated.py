@@ -20,7 +20,7 @@ from panstream.cli.main import cli
 from panstream.release.density import format_release
 from panstream.release.frequency import format_frequency_release
 from panstream.release.honesty import NOISE_FLAG, advice, noise_dominated
-from panstream.release.sketch import format_sketch_release
+from panstream.sketch.release import format_sketch_release
 from panstream.windows.series import Series, plot_series, read, record
 
 U16 = "ipv4:10.0.0.0/16"

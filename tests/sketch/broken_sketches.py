@@ -23,7 +23,7 @@ from panstream import audit as A
 from panstream.estimators.bittable import BitTable
 from panstream.randomness import P_BITS
 from panstream.release.ledger import PrivacyLedger
-from panstream.sfm import SketchGrid
+from panstream.sketch.sfm import SketchGrid
 
 
 class NoD0Sketch(ps.SketchEstimator):

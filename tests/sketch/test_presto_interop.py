@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from panstream import sfm
 from panstream.errors import StateError
+from panstream.sketch import sfm
 
 JAVA_SKETCH = base64.b64decode(
     "BwgAAAAQAAAAw8JDHvpqkj//AQAA77//////////////v///////////3////7//"

@@ -8,7 +8,7 @@ its tests (``AbstractTestNoisySfmAggregation.createLongSketch`` adds ``xxHash64(
 ``createStringSketch`` adds ``VarcharOperators.xxHash64(utf8Slice(Long.toString(i)))``), hashing
 with the C ``xxhash`` library, not with panstream's XXH64, and setting bits as ``addHash`` does
 (bucket = top bits, level = trailing zeros with a 1 forced below the bucket bits, capped at
-precision - 1), written independently of :mod:`panstream.sfm`. Its ``enablePrivacy`` flips every
+precision - 1), written independently of :mod:`panstream.sketch.sfm`. Its ``enablePrivacy`` flips every
 bit with probability ``1/(e^eps + 1)``.
 """
 
@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 import panstream as ps
-from panstream import sfm
 from panstream.errors import ConfigurationError, StateError
-from panstream.estimators.sketch import merge
+from panstream.sketch import sfm
+from panstream.sketch.estimator import merge
 
 xxhash = pytest.importorskip("xxhash")
 

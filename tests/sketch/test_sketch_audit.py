@@ -29,7 +29,7 @@ import pytest
 
 import panstream as ps
 from panstream import audit as A
-from panstream.sfm import SketchGrid
+from panstream.sketch.sfm import SketchGrid
 from panstream.state import format as fmt
 
 from .broken_sketches import NoD0Sketch, NoRedrawSketch, factory

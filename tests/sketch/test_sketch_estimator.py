@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 import panstream as ps
-from panstream import sfm
 from panstream.errors import BudgetExhaustedError, StateError
 from panstream.estimators.bittable import BitTable
-from panstream.estimators.sketch import merge
+from panstream.sketch import sfm
+from panstream.sketch.estimator import merge
 
 
 def _binomial_tail_bound(n: int, p: float) -> float:

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import panstream as ps
-from panstream import estimators, sfm
+from panstream import estimators
 from panstream.estimators.bittable import BitTable
+from panstream.sketch import sfm
 from panstream.state import format as fmt
 
 GOLDEN = Path(__file__).parent / "golden"

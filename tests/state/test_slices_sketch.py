@@ -36,13 +36,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from panstream import estimators, sfm
+from panstream import estimators
 from panstream.errors import ConfigurationError, StateError
 from panstream.estimators.base import Estimator
 from panstream.estimators.density import DensityEstimator
-from panstream.estimators.sketch import SketchEstimator
-from panstream.release.sketch import SketchRelease
-from panstream.sfm import SketchGrid
+from panstream.sketch import sfm
+from panstream.sketch.estimator import SketchEstimator
+from panstream.sketch.release import SketchRelease
+from panstream.sketch.sfm import SketchGrid
 from panstream.state import format as fmt
 from panstream.state.merge import merge_slices
 from panstream.state.slices import SliceLayout, encode_slice, head_params, slice_family, slice_of

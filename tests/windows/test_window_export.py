@@ -25,12 +25,13 @@ from typing import Any
 import pytest
 from weeklog import DAY, WEEK_START, Week, make_week
 
-from panstream import estimators, sfm
+from panstream import estimators
 from panstream.errors import StateError
 from panstream.estimators.base import Estimator
 from panstream.ingest import Input
 from panstream.inputs.parser import Format
-from panstream.sfm import SketchGrid
+from panstream.sketch import sfm
+from panstream.sketch.sfm import SketchGrid
 from panstream.sources import ChunkReader
 from panstream.windows import WindowedIngestor, WindowSchedule, window_files
 from panstream.windows.series import Series, read, record

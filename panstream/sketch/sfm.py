@@ -24,7 +24,7 @@ Presto's can be merged, counted and read by either side:
 * **interop** (:func:`to_presto`, :func:`from_presto`): Presto's serialized ``SfmSketch`` (format
   tag 7), byte for byte.
 
-Nothing here draws randomness or keeps state: :mod:`panstream.estimators.sketch` does.
+Nothing here draws randomness or keeps state: :mod:`panstream.sketch.estimator` does.
 
 >>> hex(hash64_ints(np.array([0], dtype=np.int64))[0])   # Murmur3Hash128.hash64(0L)
 '0x28df63b7cc57c3cb'
@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import ipaddress
 import math
-import socket
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -46,7 +45,8 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import ConfigurationError, StateError, UniverseError
-from panstream.universe import IndexResult, Universe, refuse_bare_item
+from panstream.inputs.normalize import AddressKeys, address_key, canonical_text
+from panstream.universe import IndexResult, Universe, _token_keys, refuse_bare_item
 
 __all__ = ["DEFAULT_BUCKETS", "DEFAULT_LEVELS", "FORMAT_TAG", "ITEM_KINDS", "PrestoSketch",
            "SketchGrid", "Fit", "bucket_level", "canonical_item", "cardinality", "from_presto",
@@ -186,29 +186,131 @@ def hash64_bytes(items: list[bytes]) -> np.ndarray:
     return out
 
 
+def _hash_ipv4_text(addr: np.ndarray, hashing: str) -> np.ndarray:
+    """The ``hashing`` hash (:mod:`panstream.sketch.hashing`) of the dotted-decimal text of every
+    IPv4 address, vectorized: Murmur3 by :func:`hash64_ipv4_text`, XXH64 (``xxhash64-varchar``)
+    by :func:`panstream.sketch.xxh64.xxh64_rows` over the text rows of each length (7 to 15)."""
+    if hashing == "murmur3":
+        return hash64_ipv4_text(addr)
+    from panstream.sketch.xxh64 import xxh64_rows
+
+    lo, hi, n = ipv4_text_words(addr)
+    rows = np.empty((lo.size, 16), dtype=np.uint8)
+    words = rows.view("<u8")
+    words[:, 0] = lo
+    words[:, 1] = hi
+    out = np.empty(lo.size, dtype=_U)
+    for length in np.unique(n).tolist():
+        sel = np.flatnonzero(n == length)
+        part = np.ascontiguousarray(rows[sel, :length])
+        out[sel] = xxh64_rows(part)
+        part.fill(0)
+    for x in (lo, hi, n, rows):
+        x.fill(0)
+    return out
+
+
 # ---------------------------------------------------------------------- items
 def canonical_ip(text: str) -> str | None:
     """The one way an address is written before hashing, or ``None`` if ``text`` is no address.
 
-    IPv4: dotted decimal (``inet_ntop``); IPv6: RFC 5952 lowercase compressed text; an IPv4-mapped
-    IPv6 address (``::ffff:a.b.c.d``) is its IPv4 address. This is what Presto's ``CAST(ipaddress
-    AS varchar)`` prints, so ``noisy_approx_set_sfm(CAST(ip AS varchar), ...)`` hashes the same
-    bytes.
+    The token is read by the one normalization of every address universe
+    (:func:`panstream.inputs.normalize.address_key`: ports, brackets, zone ids, ``::ffff:a.b.c.d``) and
+    written by :func:`panstream.inputs.normalize.canonical_text`: dotted decimal for IPv4, RFC 5952
+    lowercase compressed text for IPv6. This is what Presto's ``CAST(ipaddress AS varchar)``
+    prints, so ``noisy_approx_set_sfm(CAST(ip AS varchar), ...)`` hashes the same bytes.
 
     >>> canonical_ip("2001:DB8:0:0::1"), canonical_ip("::ffff:10.0.0.1"), canonical_ip("x")
     ('2001:db8::1', '10.0.0.1', None)
+    >>> canonical_ip("10.0.0.1:51234"), canonical_ip("[2001:db8::1]:443"), canonical_ip("fe80::1%eth0")
+    ('10.0.0.1', '2001:db8::1', 'fe80::1')
     """
-    try:
-        if ":" not in text:
-            return socket.inet_ntop(socket.AF_INET, socket.inet_pton(socket.AF_INET, text))
-        raw = socket.inet_pton(socket.AF_INET6, text)
-    except (OSError, ValueError):
-        return None
-    if raw[:12] == b"\0" * 10 + b"\xff\xff":
-        return socket.inet_ntop(socket.AF_INET, raw[12:])
-    if raw[:12] == bytes(12):  # glibc writes ::a.b.c.d here; RFC 5952 (and Guava) write hex
-        return str(ipaddress.IPv6Address(raw))
-    return socket.inet_ntop(socket.AF_INET6, raw)  # RFC 5952 text, as ipaddress (and faster)
+    key = address_key(text)
+    return None if key is None else canonical_text(key).decode("ascii")
+
+
+# ---------------------------------------------------------------------- IPv4 text, vectorized
+def _half_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Text tables of the two 16-bit halves of an IPv4 address: for ``x`` in 0..65535, the text
+    ``"a.b."`` of a high half (``a = x >> 8``, ``b = x & 255``, 4 to 8 bytes) and ``"c.d"`` of a
+    low half (3 to 7 bytes), each packed little-endian into a ``uint64``; and the high half's text
+    length in bits (``uint64``) and the low half's in bytes (``uint8``)."""
+    digits = [str(o).encode("ascii") for o in range(256)]
+    high = np.zeros(65536, dtype=_U)
+    high_bits = np.zeros(65536, dtype=_U)
+    low = np.zeros(65536, dtype=_U)
+    low_len = np.zeros(65536, dtype=np.uint8)
+    for x in range(65536):
+        t = digits[x >> 8] + b"." + digits[x & 255]
+        high[x] = int.from_bytes(t + b".", "little")
+        high_bits[x] = 8 * len(t) + 8
+        low[x] = int.from_bytes(t, "little")
+        low_len[x] = len(t)
+    return high, high_bits, low, low_len
+
+
+_HIGH_TEXT, _HIGH_BITS, _LOW_TEXT, _LOW_LEN = _half_tables()
+
+
+def ipv4_text_words(addr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The dotted-decimal text of every IPv4 address (``uint32``), vectorized, as its first and
+    second 8 bytes (``uint64`` little-endian words, zero-padded) and its length in bytes (7 to
+    15). The text of each 16-bit half comes from a 65,536-entry table (``"a.b."`` at most 8
+    bytes, ``"c.d"`` at most 7), and the low half's is shifted in after the high half's, so no
+    Python runs per address.
+
+    >>> lo, hi, n = ipv4_text_words(np.array([0x0A000001, 0xC0A80A64], dtype=np.uint32))
+    >>> [(lo[i].tobytes() + hi[i].tobytes())[: n[i]] for i in range(2)]
+    [b'10.0.0.1', b'192.168.10.100']
+    """
+    a = np.asarray(addr, dtype=np.uint32)
+    top = (a >> np.uint32(16)).astype(np.intp)
+    bot = (a & np.uint32(0xFFFF)).astype(np.intp)
+    lo = np.take(_HIGH_TEXT, top)
+    at = np.take(_HIGH_BITS, top)        # 32 to 64 bits
+    w = np.take(_LOW_TEXT, bot)
+    n = np.take(_LOW_LEN, bot).astype(np.intp)
+    # text = lo | w << at, 128 bits as two words; NumPy gives 0 for a shift by 64 or more.
+    t = np.left_shift(w, at)
+    lo |= t
+    np.subtract(_U(64), at, out=at)
+    hi = np.right_shift(w, at, out=t)
+    np.subtract(_U(64), at, out=at)
+    n += (at >> _U(3)).astype(np.intp)
+    for x in (top, bot, w, at):
+        x.fill(0)
+    return lo, hi, n
+
+
+def hash64_ipv4_text(addr: np.ndarray) -> np.ndarray:
+    """Presto's ``hash64`` of the dotted-decimal text of every IPv4 address (``uint32``): what
+    :func:`hash64_bytes` gives for ``b"a.b.c.d"``, computed from the integers in one vectorized
+    pass (the text is at most 15 bytes, so Murmur3 has no full block, only the tail).
+
+    >>> a = np.array([0, 0x0A000001, 0xFFFFFFFF], dtype=np.uint32)
+    >>> bool((hash64_ipv4_text(a) == hash64_bytes([b"0.0.0.0", b"10.0.0.1", b"255.255.255.255"])).all())
+    True
+    """
+    lo, hi, n = ipv4_text_words(addr)
+    # Murmur3 x64 128, seed 0, length < 16: tail words k1 = bytes 0-7, k2 = bytes 8-15 (zero
+    # padding contributes nothing, so one formula covers every length).
+    hi *= _C2
+    h2 = _rotl(hi, 33)
+    h2 *= _C1
+    lo *= _C1
+    h1 = _rotl(lo, 31)
+    h1 *= _C2
+    length = n.astype(_U)
+    h1 ^= length
+    h2 ^= length
+    h1 += h2
+    h2 += h1
+    out = _fmix(h1)
+    m2 = _fmix(h2)
+    out += m2
+    for x in (lo, hi, h1, h2, m2, length, n):
+        x.fill(0)
+    return out
 
 
 class _Blank(Exception):
@@ -248,8 +350,8 @@ def canonical_item(item: Any, items: str) -> int | bytes | None:
             return None
     else:
         return None
-    canon = canonical_ip(text)
-    return None if canon is None else canon.encode("ascii")
+    key = address_key(text)
+    return None if key is None else canonical_text(key)
 
 
 def hash_items(items: Iterable[Any], kind: str, hashing: str = "murmur3"
@@ -319,15 +421,30 @@ def bucket_level(h: np.ndarray, bits: int, levels: int) -> tuple[np.ndarray, np.
 
 def trailing_zeros(h: np.ndarray, bits: int) -> np.ndarray:
     """Presto's ``numberOfTrailingZeros(hash, indexBitLength)``: the trailing zeros of ``h`` with a
-    1 placed at bit ``64 - bits`` (so at most ``64 - bits``), as ``intp``."""
+    1 placed at bit ``64 - bits`` (so at most ``64 - bits``), as ``intp``.
+
+    The lowest set bit ``2**k`` times a de Bruijn constant has ``k``'s own pattern in its top six
+    bits, which a 64-entry table names (vectorized, exact for every ``k``).
+
+    >>> trailing_zeros(np.array([1, 8, 0, 1 << 40], dtype=np.uint64), 12).tolist()
+    [0, 3, 52, 40]
+    """
     v = np.asarray(h, dtype=_U) | _U(1 << (64 - bits))
-    low = v & (~v + _U(1))  # the lowest set bit, a power of two
-    # log2 of a power of two, exactly: the float64 exponent of 2**k is k + 1 in frexp's convention.
-    _, exp = np.frexp(low.astype(np.float64))
-    out = exp.astype(np.intp) - 1
-    for a in (v, low, exp):
-        a.fill(0)
+    low = np.negative(v)
+    low &= v  # the lowest set bit, a power of two
+    low *= _DEBRUIJN
+    low >>= _U(58)
+    out = np.take(_DEBRUIJN_TABLE, low.view(np.int64))
+    v.fill(0)
+    low.fill(0)
     return out
+
+
+_DEBRUIJN = _U(0x022FDD63CC95386D)
+_DEBRUIJN_TABLE = np.zeros(64, dtype=np.intp)
+for _k in range(64):
+    _DEBRUIJN_TABLE[((1 << _k) * 0x022FDD63CC95386D & _M64) >> 58] = _k
+del _k
 
 
 class SketchGrid(Universe):
@@ -389,6 +506,40 @@ class SketchGrid(Universe):
             raise UniverseError(msg) from None
         return grid
 
+    @property
+    def reads_addresses(self) -> bool:
+        """An ``:ip`` grid reads client addresses in the one normalization of every address
+        universe (:mod:`panstream.inputs.normalize`); an ``:id`` grid reads any identifier."""
+        return self.items == "ip"
+
+    def address_cells(self, keys: AddressKeys) -> IndexResult:
+        """Cells of canonical address items: each is hashed as its canonical text (Presto's
+        ``varchar``) with the grid's hash, the IPv4 clients in one vectorized pass
+        (:func:`hash64_ipv4_text`, or XXH64 of the same text words), the IPv6 ones from their
+        text. The keys are wiped; nothing is outside a grid."""
+        try:
+            if self.items != "ip":
+                msg = f"sketch grid {self.spec} reads identifiers, not addresses"
+                raise ConfigurationError(msg)
+            h4 = _hash_ipv4_text(keys.v4, self.hashing)
+            if keys.v6_hi.size:
+                from panstream.sketch.hashing import hash_blobs
+
+                texts = [canonical_text(int(a) << 64 | int(b)) for a, b in
+                         zip(keys.v6_hi.tolist(), keys.v6_lo.tolist(), strict=True)]
+                h6, _ = hash_blobs(texts, self.hashing)
+                texts.clear()
+                h = np.concatenate([h4, h6])
+                h4.fill(0)
+                h6.fill(0)
+            else:
+                h = h4
+            cells = self.cells_of_hashes(h)
+            h.fill(0)
+            return IndexResult(cells)
+        finally:
+            keys.wipe()
+
     def cells_of_hashes(self, h: np.ndarray) -> np.ndarray:
         """The cell ``level * buckets + bucket`` of each hash (``intp``)."""
         bucket, level = bucket_level(h, self.bits, self.levels)
@@ -402,6 +553,10 @@ class SketchGrid(Universe):
         (``ip``); other items by :func:`canonical_item`. The cells of a mixed batch of integers
         and text come in no particular order (a sketch is a set: order does not matter)."""
         refuse_bare_item(items, "indices")
+        if self.items == "ip" and isinstance(items, list) and len(items) >= 64:
+            keys = _token_keys(items)
+            if keys is not None:  # a batch of log tokens: read like the lines of a log
+                return self.token_cells(keys)
         if isinstance(items, np.ndarray) and items.dtype.kind in "iu" and self.items == "id" \
                 and self.hashing != "xxhash64-varchar":
             h = hash64_ints(items) if self.hashing == "murmur3" else _xxh64_ints(items)
