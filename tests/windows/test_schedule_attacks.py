@@ -36,7 +36,8 @@ from panstream.windows.series import Series, read
 
 U = Universe.parse("ipv4:10.0.0.0/24")
 T10 = 1795514400  # 2026-11-24T10:00:00Z
-NOISY = {"estimate", "low", "high", "release", "stderr", "noise_dominated", "extras"}  # the common shape's noisy figures (docs/schema)
+#: the noisy figures of a record in the common shape (docs/schema): compared in law, not exactly
+NOISY = {"estimate", "low", "high", "release", "stderr", "noise_dominated", "extras"}
 TARGET = "10.0.0.99"
 
 
