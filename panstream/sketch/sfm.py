@@ -49,7 +49,8 @@ from panstream.inputs.normalize import AddressKeys, address_key, canonical_text
 from panstream.universe import IndexResult, Universe, _token_keys, refuse_bare_item
 
 __all__ = ["DEFAULT_BUCKETS", "DEFAULT_LEVELS", "FORMAT_TAG", "ITEM_KINDS", "PrestoSketch",
-           "SketchGrid", "Fit", "bucket_level", "canonical_item", "cardinality", "from_presto",
+           "SketchGrid", "Fit", "bucket_level", "canonical_item", "cardinality", "cells_of_tokens",
+           "distinct_canonical", "from_presto",
            "hash64_bytes", "hash64_ints", "hash_items", "merge_flip_probability",
            "merge_probabilities", "mple", "to_presto"]
 
@@ -573,21 +574,7 @@ class SketchGrid(Universe):
     def _indices_repeated(self, items: list[Any]) -> IndexResult:
         """Text items (a log's tokens): each distinct token is written canonically and hashed once,
         then every token takes its token's cell (logs repeat their clients many times)."""
-        distinct = list(dict.fromkeys(items))
-        cell: dict[Any, int] = {}
-        good: list[Any] = []
-        canon: list[bytes] = []
-        for t in distinct:
-            try:
-                c = canonical_item(t, self.items)
-            except _Blank:
-                cell[t] = -2
-                continue
-            if c is None:
-                cell[t] = -1
-            else:  # text items canonicalize to bytes
-                good.append(t)
-                canon.append(c)  # type: ignore[arg-type]
+        cell, good, canon = distinct_canonical(items, self.items)
         if self.hashing == "murmur3":
             h, ok = hash64_bytes(canon), None
         else:
@@ -600,17 +587,9 @@ class SketchGrid(Universe):
             cells[~ok] = -1
         cell.update(zip(good, cells.tolist(), strict=True))
         cells.fill(0)
-        allc = np.fromiter((cell[t] for t in items), dtype=np.intp, count=len(items))
-        cell.clear()
-        distinct.clear()
         good.clear()
         canon.clear()
-        malformed = int(np.count_nonzero(allc == -1))
-        empty = int(np.count_nonzero(allc == -2))
-        out = allc[allc >= 0] if malformed or empty else allc
-        if out is not allc:
-            allc.fill(0)
-        return IndexResult(out, malformed=malformed, empty=empty)
+        return cells_of_tokens(cell, items)
 
     def _indices_objects(self, items: Iterable[Any]) -> IndexResult:
         return self.indices(list(items))
@@ -618,6 +597,47 @@ class SketchGrid(Universe):
     def item_of(self, index: int) -> str:
         msg = "a sketch cell is a hash bucket and level: it cannot name its items"
         raise ConfigurationError(msg)
+
+
+def distinct_canonical(seq: list[Any], items: str) -> tuple[dict[Any, int], list[Any], list[bytes]]:
+    """Each distinct text token of ``seq`` written canonically (:func:`canonical_item`), once.
+
+    Returns:
+        ``(cell, good, canon)``: ``cell`` maps the tokens that take no cell to ``-1`` (malformed)
+        or ``-2`` (blank); ``good`` are the other tokens, ``canon`` their canonical bytes, in the
+        same order. The caller hashes ``canon``, adds ``good``'s cells to ``cell``, clears
+        ``good`` and ``canon``, and ends with :func:`cells_of_tokens`.
+    """
+    distinct = dict.fromkeys(seq)
+    cell: dict[Any, int] = {}
+    good: list[Any] = []
+    canon: list[bytes] = []
+    for t in distinct:
+        try:
+            c = canonical_item(t, items)
+        except _Blank:
+            cell[t] = -2
+            continue
+        if c is None:
+            cell[t] = -1
+        else:  # text items canonicalize to bytes
+            good.append(t)
+            canon.append(c)  # type: ignore[arg-type]
+    distinct.clear()
+    return cell, good, canon
+
+
+def cells_of_tokens(cell: dict[Any, int], seq: list[Any]) -> IndexResult:
+    """Every token of ``seq`` takes its token's cell from ``cell`` (then cleared); malformed
+    (``-1``) and blank (``-2``) tokens are counted and dropped."""
+    allc = np.fromiter((cell[t] for t in seq), dtype=np.intp, count=len(seq))
+    cell.clear()
+    malformed = int(np.count_nonzero(allc == -1))
+    empty = int(np.count_nonzero(allc == -2))
+    out = allc[allc >= 0] if malformed or empty else allc
+    if out is not allc:
+        allc.fill(0)
+    return IndexResult(out, malformed=malformed, empty=empty)
 
 
 def _xxh64_ints(values: np.ndarray) -> np.ndarray:
