@@ -46,6 +46,7 @@ import numpy as np
 
 from panstream.errors import ConfigurationError, StateError, UniverseError
 from panstream.inputs.normalize import AddressKeys, address_key, canonical_text
+from panstream.sketch.xxh64 import rotl64
 from panstream.universe import IndexResult, Universe, _token_keys, refuse_bare_item
 
 __all__ = ["DEFAULT_BUCKETS", "DEFAULT_LEVELS", "FORMAT_TAG", "ITEM_KINDS", "PrestoSketch",
@@ -74,10 +75,6 @@ _U = np.uint64
 
 
 # ---------------------------------------------------------------------- Murmur3 x64 128
-def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << _U(r)) | (x >> _U(64 - r))
-
-
 def _fmix(k: np.ndarray) -> np.ndarray:
     k = k ^ (k >> _U(33))
     k = k * _F1
@@ -95,7 +92,7 @@ def hash64_ints(values: np.ndarray) -> np.ndarray:
     arr = np.asarray(values)
     v = arr.astype(np.int64, copy=False).view(_U) if arr.dtype.kind == "i" \
         else arr.astype(_U, copy=False)
-    k1 = _rotl(v * _C1, 31) * _C2
+    k1 = rotl64(v * _C1, 31) * _C2
     h1 = _U(8) + (_U(8) ^ k1)  # h1 = k1; h1 ^= len; h2 = len; h1 += h2
     h2 = h1 + _U(8)             # h2 += h1
     out = _fmix(h1)
@@ -113,13 +110,13 @@ def _murmur_block_rows(rows: np.ndarray, length: int, seed: int = 0) -> tuple[np
     nblocks = length // 16
     for b in range(nblocks):
         blk = np.array(rows[:, 16 * b : 16 * b + 16], order="C").view("<u8")
-        k1 = _rotl(blk[:, 0] * _C1, 31) * _C2
+        k1 = rotl64(blk[:, 0] * _C1, 31) * _C2
         h1 ^= k1
-        h1 = _rotl(h1, 27) + h2
+        h1 = rotl64(h1, 27) + h2
         h1 = h1 * _U(5) + _U(0x52DCE729)
-        k2 = _rotl(blk[:, 1] * _C2, 33) * _C1
+        k2 = rotl64(blk[:, 1] * _C2, 33) * _C1
         h2 ^= k2
-        h2 = _rotl(h2, 31) + h1
+        h2 = rotl64(h2, 31) + h1
         h2 = h2 * _U(5) + _U(0x38495AB5)
         for a in (blk, k1, k2):  # item-derived: zeroed before they are freed
             a.fill(0)
@@ -129,10 +126,10 @@ def _murmur_block_rows(rows: np.ndarray, length: int, seed: int = 0) -> tuple[np
         pad[:, :tail] = rows[:, 16 * nblocks :]
         words = pad.view("<u8")
         if tail > 8:
-            k2 = _rotl(words[:, 1] * _C2, 33) * _C1
+            k2 = rotl64(words[:, 1] * _C2, 33) * _C1
             h2 ^= k2
             k2.fill(0)
-        k1 = _rotl(words[:, 0] * _C1, 31) * _C2
+        k1 = rotl64(words[:, 0] * _C1, 31) * _C2
         h1 ^= k1
         k1.fill(0)
         pad.fill(0)
@@ -296,10 +293,10 @@ def hash64_ipv4_text(addr: np.ndarray) -> np.ndarray:
     # Murmur3 x64 128, seed 0, length < 16: tail words k1 = bytes 0-7, k2 = bytes 8-15 (zero
     # padding contributes nothing, so one formula covers every length).
     hi *= _C2
-    h2 = _rotl(hi, 33)
+    h2 = rotl64(hi, 33)
     h2 *= _C1
     lo *= _C1
-    h1 = _rotl(lo, 31)
+    h1 = rotl64(lo, 31)
     h1 *= _C2
     length = n.astype(_U)
     h1 ^= length
