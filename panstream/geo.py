@@ -19,17 +19,19 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from panstream.errors import ConfigurationError, UniverseError
+from panstream.errors import ConfigurationError, StateError, UniverseError
 from panstream.sketch import sfm
 from panstream.sketch.xxh64 import xxh64_bytes
 from panstream.universe import IndexResult, Universe, refuse_bare_item
 
-__all__ = ["COUNTRIES", "HASHED_KIND", "UNKNOWN", "HashedCountryUniverse", "database",
-           "hashed_country", "parse_hashed_country", "slots"]
+__all__ = ["COUNTRIES", "HASHED_KIND", "UNKNOWN", "HashedCountryUniverse", "add_state_params",
+           "country_indices", "database", "hashed_country", "parse_hashed_country", "pin_table",
+           "slots", "stored_table"]
 
 _ISO = """AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ
 BR BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ EC
@@ -85,6 +87,67 @@ def slots(addresses: list[str]) -> np.ndarray:
     return out
 
 
+def pin_table(held: str | None, what: str, remedy: str) -> str:
+    """The installed country table, refused when it is not ``held``, the one a ``what`` (a state
+    or a table) was built with: an address could move to another country and count twice.
+
+    Raises:
+        ConfigurationError: another table is installed (``remedy`` ends the message), or iptocc
+            is missing.
+    """
+    installed = database()
+    if held is not None and held != installed:
+        msg = (f"this by-country {what} was built with {held}, and {installed} is installed: an "
+               f"address could move to another country and count twice; install "
+               f"{held.replace(' ', '==')} to add arrivals, or {remedy}")
+        raise ConfigurationError(msg)
+    return installed
+
+
+def country_indices(items: Any, block: int,
+                    cells_of: Callable[[list[bytes]], np.ndarray]) -> IndexResult:
+    """Cells ``slot * block + cells_of(address)`` of address items: each distinct token is written
+    canonically, looked up in the country table and hashed once; every token takes its token's
+    cell (the by-country sketch and ``hashed-ip-country`` differ only in ``cells_of``)."""
+    seq = items.tolist() if isinstance(items, np.ndarray) else list(items)
+    cell, good, canon = sfm.distinct_canonical(seq, "ip")
+    texts = [c.decode("ascii") for c in canon]
+    slot = slots(texts)
+    texts.clear()
+    cells = cells_of(canon)
+    cells += slot * block
+    slot.fill(0)
+    cell.update(zip(good, cells.tolist(), strict=True))
+    cells.fill(0)
+    good.clear()
+    canon.clear()
+    try:
+        return sfm.cells_of_tokens(cell, seq)
+    finally:
+        seq.clear()
+
+
+def add_state_params(out: dict[str, Any], held: str | None) -> dict[str, Any]:
+    """``out`` (a by-country state's public parameters) with its country table ``geo`` (``held``,
+    else the installed one) and the number of slots ``countries``."""
+    out["geo"] = held if held is not None else database()
+    out["countries"] = len(COUNTRIES)
+    return out
+
+
+def stored_table(params: Mapping[str, Any]) -> str | None:
+    """The country table a by-country snapshot's ``params`` name (``None``: none recorded yet).
+
+    Raises:
+        StateError: the snapshot has another number of slots than this panstream.
+    """
+    if params.get("countries") != len(COUNTRIES):
+        msg = (f"this by-country state has {params.get('countries')!r} country slots and this "
+               f"panstream has {len(COUNTRIES)}: read it with the version that wrote it")
+        raise StateError(msg)
+    return str(params["geo"]) if params.get("geo") else None
+
+
 # ---------------------------------------------------------------------- hashed-ip by country
 #: The spec prefix of a hashed address table with one block per country.
 HASHED_KIND = "hashed-ip-country"
@@ -130,49 +193,15 @@ class HashedCountryUniverse(Universe):
                 with, or iptocc is missing.
         """
         refuse_bare_item(items, "indices")
-        installed = database()
-        if self.geo is None:
-            self.geo = installed
-        elif self.geo != installed:
-            msg = (f"this by-country table was built with {self.geo}, and {installed} is "
-                   "installed: an address could move to another country and count twice; "
-                   f"install {self.geo.replace(' ', '==')} to add arrivals, or rotate")
-            raise ConfigurationError(msg)
-        seq = items.tolist() if isinstance(items, np.ndarray) else list(items)
-        distinct = list(dict.fromkeys(seq))
-        cell: dict[Any, int] = {}
-        good: list[Any] = []
-        canon: list[bytes] = []
-        for t in distinct:
-            try:
-                c = sfm.canonical_item(t, "ip")
-            except sfm._Blank:  # noqa: SLF001 - the family's marker for a blank item
-                cell[t] = -2
-                continue
-            if c is None:
-                cell[t] = -1
-            else:
-                good.append(t)
-                canon.append(c)  # type: ignore[arg-type]
-        texts = [c.decode("ascii") for c in canon]
-        slot = slots(texts)
-        texts.clear()
+        self.geo = pin_table(self.geo, "table", "rotate")
+        return country_indices(items, self.block, self._cells)
+
+    def _cells(self, canon: list[bytes]) -> np.ndarray:
+        """The cell within a country's block of each canonical address (XXH64, reduced)."""
         h = xxh64_bytes(canon)
         r = _reduce(h, self.block)
         h.fill(0)
-        r += slot * self.block
-        slot.fill(0)
-        cell.update(zip(good, r.tolist(), strict=True))
-        r.fill(0)
-        allc = np.fromiter((cell[t] for t in seq), dtype=np.intp, count=len(seq))
-        for a in (cell, distinct, good, canon, seq):
-            a.clear()
-        malformed = int(np.count_nonzero(allc == -1))
-        empty = int(np.count_nonzero(allc == -2))
-        out = allc[allc >= 0] if malformed or empty else allc
-        if out is not allc:
-            allc.fill(0)
-        return IndexResult(out, malformed=malformed, empty=empty)
+        return r
 
 
 def hashed_country(m: int) -> HashedCountryUniverse:

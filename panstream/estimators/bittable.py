@@ -22,10 +22,12 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
 
+from panstream.calibration import Calibrated, calibrate
 from panstream.errors import ConfigurationError
 from panstream.randomness import (
     bernoulli,
@@ -372,15 +374,32 @@ class RedrawnBits:
     """The state part of a family whose table is one :class:`BitTable` of D0 bits, each arrival
     redrawing its cell from D1 (the density family and the sketch): one copy of the delegations.
 
-    A family using it sets ``universe``, ``_table``, ``_numerator`` (p = 1 - q under rr, times
-    2**32) and ``_q_numerator`` (q times 2**32), and lists this class before
-    :class:`~panstream.estimators.base.Estimator` among its bases.
+    A family using it sets ``universe`` and ``_table``, takes its probabilities from
+    :meth:`_calibrate` (``_numerator``: p = 1 - q under rr, times 2**32; ``_q_numerator``: q times
+    2**32), and lists this class before :class:`~panstream.estimators.base.Estimator` among its
+    bases.
     """
 
     universe: Any
     _table: BitTable
     _numerator: int
     _q_numerator: int
+    epsilon: float
+    p: Fraction
+    q: Fraction
+    epsilon_state: float
+
+    def _calibrate(self, epsilon: float, calibration: str) -> Calibrated:
+        """Take the exact p and q that :func:`~panstream.calibration.calibrate` chooses for
+        ``epsilon`` (their numerators, the epsilon asked for and the realized state epsilon)."""
+        cal = calibrate(epsilon, calibration)
+        self.epsilon = cal.epsilon
+        self._numerator = cal.numerator
+        self._q_numerator = cal.q_numerator
+        self.p = cal.p
+        self.q = cal.q
+        self.epsilon_state = cal.epsilon_state
+        return cal
 
     @property
     def size(self) -> int:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from fractions import Fraction
 from typing import Any, ClassVar
 
 import numpy as np
@@ -108,14 +107,7 @@ class DensityEstimator(RedrawnBits, Estimator):
                  layout: str = "auto", *, _table: BitTable | None = None,
                  _ledger: PrivacyLedger | None = None) -> None:
         self.universe = as_universe(universe)
-        cal = calibrate(epsilon, calibration)
-        self.epsilon = cal.epsilon
-        self.calibration = cal.calibration
-        self._numerator = cal.numerator
-        self._q_numerator = cal.q_numerator
-        self.p: Fraction = cal.p
-        self.q: Fraction = cal.q
-        self.epsilon_state: float = cal.epsilon_state
+        self.calibration = self._calibrate(epsilon, calibration).calibration
         self.ledger = _ledger if _ledger is not None else PrivacyLedger(budget)
         try:
             self._table = _table if _table is not None else BitTable.random(

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from panstream import geo
-from panstream.errors import ConfigurationError, StateError
+from panstream.errors import ConfigurationError
 from panstream.estimators.density import DensityEstimator
 from panstream.release.ledger import PrivacyLedger
 
@@ -65,10 +65,7 @@ class CountryDensityEstimator(DensityEstimator):
         raise ConfigurationError(msg)
 
     def params(self) -> dict[str, Any]:
-        out = super().params()
-        out["geo"] = self.universe.geo if self.universe.geo is not None else geo.database()
-        out["countries"] = len(geo.COUNTRIES)
-        return out
+        return geo.add_state_params(super().params(), self.universe.geo)
 
     def rotate(self) -> PrivacyLedger:
         old = super().rotate()
@@ -78,11 +75,8 @@ class CountryDensityEstimator(DensityEstimator):
     @classmethod
     def _from_snapshot(cls, params: Mapping[str, Any], ledger: PrivacyLedger,
                        payload: np.ndarray, layout: str) -> CountryDensityEstimator:
-        if params.get("countries") != len(geo.COUNTRIES):
-            msg = (f"this by-country state has {params.get('countries')!r} country slots and this "
-                   f"panstream has {len(geo.COUNTRIES)}: read it with the version that wrote it")
-            raise StateError(msg)
+        held = geo.stored_table(params)
         est = super()._from_snapshot(params, ledger, payload, layout)
         assert isinstance(est, CountryDensityEstimator)
-        est.universe.geo = str(params["geo"]) if params.get("geo") else None
+        est.universe.geo = held
         return est

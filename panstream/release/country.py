@@ -50,8 +50,7 @@ from panstream.release.stats import (
     output_law,
     stderr_state,
 )
-from panstream.sketch import sfm
-from panstream.sketch.release import interval_halfwidth
+from panstream.sketch.release import fit_noisy_levels, interval_halfwidth
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 
 __all__ = ["CountryRelease", "CountryRow", "format_country_release", "release_by_country",
@@ -159,9 +158,7 @@ def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
     var_state = var_rel_total = 0.0
     raw: list[float] = []
     for code, counts in zip(est.countries, noisy, strict=True):
-        fit = sfm.mple(counts, buckets, r)
-        var_rel = law.variance * math.fsum(g * g for g in fit.gradient)
-        h = interval_halfwidth(fit.stderr, var_rel, confidence)
+        fit, var_rel, h = fit_noisy_levels(counts, buckets, r, law.variance, confidence)
         n = max(0.0, fit.n)
         low, high = max(0.0, fit.n - h), max(0.0, fit.n + h)
         rows.append(CountryRow(code, n, low, high, math.sqrt(fit.stderr**2 + var_rel),

@@ -94,6 +94,30 @@ class ChartPoint:
     noise_dominated: bool = False
 
 
+def _head(cls: str, width: int, height: int, title: str, desc: str, left: float,
+          title_y: int = 22) -> list[str]:
+    """The opening of every chart: the ``<svg>`` element (class ``cls``) with its accessible name,
+    ``<title>`` and ``<desc>``, and the title drawn at ``(left, title_y)``."""
+    return [f'<svg class="{cls}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            f'role="img" aria-label="{escape(title)}">',
+            f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>",
+            f'<text x="{left}" y="{title_y}" font-size="14" font-weight="bold" fill="#222">'
+            f"{escape(title)}</text>"]
+
+
+def _interval_desc(lead: str, points: Sequence[ChartPoint]) -> str:
+    """The ``<desc>`` of a chart of estimates with intervals, after its ``lead``."""
+    return (f"{lead}, each with its interval; {sum(p.noise_dominated for p in points)} "
+            "noise-dominated. The table below gives the same numbers.")
+
+
+def _tip(p: ChartPoint) -> str:
+    """The tooltip of one estimate: its value, interval and, if so, that noise dominates it."""
+    return (f"{p.label}: {_fmt(p.value)} [{_fmt(p.low)}, {_fmt(p.high)}]"
+            + (" (noise-dominated: the interval is wider than the value)"
+               if p.noise_dominated else ""))
+
+
 def interval_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str, ylabel: str,
                    xticks: Sequence[tuple[float, str]] | None = None, band: bool = False,
                    width: int = 760, height: int = 330) -> str:
@@ -119,14 +143,8 @@ def interval_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str, yla
     def sy(y: float) -> float:
         return top + (y1 - y) / (y1 - y0) * ph
 
-    desc = (f"{len(points)} estimate(s) of {ylabel}, each with its interval; "
-            f"{sum(p.noise_dominated for p in points)} noise-dominated. The table below gives "
-            "the same numbers.")
-    out = [f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-           f'role="img" aria-label="{escape(title)}">',
-           f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>",
-           f'<text x="{left}" y="22" font-size="14" font-weight="bold" fill="#222">'
-           f"{escape(title)}</text>"]
+    desc = _interval_desc(f"{len(points)} estimate(s) of {ylabel}", points)
+    out = _head("chart", width, height, title, desc, left)
     for t in ticks:
         y = sy(t)
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" '
@@ -156,10 +174,7 @@ def interval_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str, yla
     cap = max(3.0, min(10.0, pw / max(1, len(pts)) / 4))
     for p in pts:
         x, yv, yl, yh = sx(p.x), sy(p.value), sy(p.low), sy(p.high)
-        tip = (f"{p.label}: {_fmt(p.value)} [{_fmt(p.low)}, {_fmt(p.high)}]"
-               + (" (noise-dominated: the interval is wider than the value)"
-                  if p.noise_dominated else ""))
-        out.append(f'<g><title>{escape(tip)}</title>'
+        out.append(f'<g><title>{escape(_tip(p))}</title>'
                    f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{yl:.1f}" y2="{yh:.1f}" stroke="{INK}" '
                    f'stroke-width="2"/>'
                    f'<line x1="{x - cap:.1f}" x2="{x + cap:.1f}" y1="{yl:.1f}" y2="{yl:.1f}" '
@@ -207,11 +222,7 @@ def hilbert_map(labels: Sequence[str], values: Sequence[float], lows: Sequence[f
         marked = [False] * n
     desc = (f"{n} buckets on a Hilbert curve, coloured by noisy density from 0 (dark purple) to 1 "
             f"(yellow); {rule}. The table below gives the same numbers.")
-    out = [f'<svg class="map" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-           f'role="img" aria-label="{escape(title)}">',
-           f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>",
-           f'<text x="{left}" y="22" font-size="14" font-weight="bold" fill="#222">'
-           f"{escape(title)}</text>"]
+    out = _head("map", width, height, title, desc, left)
     for i in range(n):
         cx, cy = float(xy[i, 0]) * cell + left, float(xy[i, 1]) * cell + top
         fill = viridis(float(values[i])) if coloured[i] else EMPTY
@@ -267,14 +278,8 @@ def ranked_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str,
     def sx(x: float) -> float:
         return left + (x - x0) / (x1 - x0) * pw
 
-    desc = (f"{n} rows ranked by estimate, each with its interval; "
-            f"{sum(p.noise_dominated for p in points)} noise-dominated. The table below gives "
-            "the same numbers.")
-    out = [f'<svg class="ranked" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',
-           f"<title>{escape(title)}</title><desc>{escape(desc)}</desc>",
-           f'<text x="{left}" y="20" font-size="14" font-weight="bold" fill="#222">'
-           f"{escape(title)}</text>"]
+    desc = _interval_desc(f"{n} rows ranked by estimate", points)
+    out = _head("ranked", width, height, title, desc, left, title_y=20)
     y_end = top + row * n
     for t in ticks:
         x = sx(t)
@@ -286,10 +291,7 @@ def ranked_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str,
                f'text-anchor="middle" fill="#222">{escape(xlabel)}</text>')
     for i, p in enumerate(points):
         y = top + row * i + row / 2
-        tip = (f"{p.label}: {_fmt(p.value)} [{_fmt(p.low)}, {_fmt(p.high)}]"
-               + (" (noise-dominated: the interval is wider than the value)"
-                  if p.noise_dominated else ""))
-        out.append(f'<g><title>{escape(tip)}</title>'
+        out.append(f'<g><title>{escape(_tip(p))}</title>'
                    f'<text x="{left - 8}" y="{y + 4:.1f}" font-size="12" text-anchor="end" '
                    f'fill="#222">{escape(p.label)}</text>'
                    f'<line x1="{sx(p.low):.1f}" x2="{sx(p.high):.1f}" y1="{y:.1f}" y2="{y:.1f}" '

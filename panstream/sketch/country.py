@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from panstream import geo
-from panstream.errors import ConfigurationError, StateError
+from panstream.errors import ConfigurationError
 from panstream.estimators.bittable import BitTable
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
 from panstream.sketch import sfm
@@ -81,52 +81,18 @@ class CountryGrid(sfm.SketchGrid):
                 with (a person could land in two countries), or iptocc is missing.
         """
         refuse_bare_item(items, "indices")
-        installed = geo.database()
-        if self.geo is None:
-            self.geo = installed
-        elif self.geo != installed:
-            msg = (f"this by-country state was built with {self.geo}, and {installed} is "
-                   f"installed: an address could move to another country and count twice; "
-                   f"install {self.geo.replace(' ', '==')} to add arrivals, or rotate to start a "
-                   "new state (releases of this one still work)")
-            raise ConfigurationError(msg)
-        seq = items.tolist() if isinstance(items, np.ndarray) else list(items)
-        distinct = list(dict.fromkeys(seq))
-        cell: dict[Any, int] = {}
-        good: list[Any] = []
-        canon: list[bytes] = []
-        for t in distinct:
-            try:
-                c = sfm.canonical_item(t, "ip")
-            except sfm._Blank:  # noqa: SLF001 - the family's own marker for a blank item
-                cell[t] = -2
-                continue
-            if c is None:
-                cell[t] = -1
-            else:
-                good.append(t)
-                canon.append(c)  # type: ignore[arg-type]
-        texts = [c.decode("ascii") for c in canon]
-        slot = geo.slots(texts)
-        texts.clear()
+        self.geo = geo.pin_table(self.geo, "state", "rotate to start a new state (releases of "
+                                 "this one still work)")
+        return geo.country_indices(items, self.cells_per_country, self._cells)
+
+    def _cells(self, canon: list[bytes]) -> np.ndarray:
+        """The cell within a country's grid of each canonical address."""
         from panstream.sketch.hashing import hash_blobs
 
         h, _ = hash_blobs(canon, self.hashing)  # addresses are VARCHAR or murmur3 text: all ok
         cells = self.cells_of_hashes(h)
         h.fill(0)
-        cells += slot * self.cells_per_country
-        slot.fill(0)
-        cell.update(zip(good, cells.tolist(), strict=True))
-        cells.fill(0)
-        allc = np.fromiter((cell[t] for t in seq), dtype=np.intp, count=len(seq))
-        for a in (cell, distinct, good, canon, seq):
-            a.clear()
-        malformed = int(np.count_nonzero(allc == -1))
-        empty = int(np.count_nonzero(allc == -2))
-        out = allc[allc >= 0] if malformed or empty else allc
-        if out is not allc:
-            allc.fill(0)
-        return IndexResult(out, malformed=malformed, empty=empty)
+        return cells
 
 
 class CountrySketchEstimator(SketchEstimator):
@@ -204,10 +170,7 @@ class CountrySketchEstimator(SketchEstimator):
 
     def params(self) -> dict[str, Any]:
         """The public parameters, with the country table's version (``geo``)."""
-        out = super().params()
-        out["geo"] = self.universe.geo if self.universe.geo is not None else geo.database()
-        out["countries"] = len(geo.COUNTRIES)
-        return out
+        return geo.add_state_params(super().params(), self.universe.geo)
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
@@ -218,13 +181,10 @@ class CountrySketchEstimator(SketchEstimator):
     @classmethod
     def _from_snapshot(cls, params: Mapping[str, Any], ledger: PrivacyLedger,
                        payload: np.ndarray, layout: str) -> CountrySketchEstimator:
-        if params.get("countries") != len(geo.COUNTRIES):
-            msg = (f"this by-country state has {params.get('countries')!r} country slots and this "
-                   f"panstream has {len(geo.COUNTRIES)}: read it with the version that wrote it")
-            raise StateError(msg)
+        held = geo.stored_table(params)
         est = super()._from_snapshot(params, ledger, payload, layout)
         assert isinstance(est, CountrySketchEstimator)
-        est.universe.geo = str(params.get("geo")) if params.get("geo") else None
+        est.universe.geo = held
         return est
 
     def rotate(self) -> PrivacyLedger:

@@ -93,13 +93,7 @@ class SketchEstimator(RedrawnBits, Estimator):
                  layout: str = "auto", *, hashing: str | None = None,
                  _table: BitTable | None = None, _ledger: PrivacyLedger | None = None) -> None:
         self.universe = self._grid(buckets, levels, items, hashing)
-        cal = calibrate(epsilon, "rr")
-        self.epsilon = cal.epsilon
-        self._numerator = cal.numerator
-        self._q_numerator = cal.q_numerator
-        self.p: Fraction = cal.p
-        self.q: Fraction = cal.q
-        self.epsilon_state: float = cal.epsilon_state
+        self._calibrate(epsilon, "rr")
         self.ledger = _ledger if _ledger is not None else PrivacyLedger(budget)
         if _table is not None and _table.size != self.universe.size:
             msg = "the bit table does not match the sketch grid"

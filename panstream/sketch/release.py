@@ -47,8 +47,8 @@ from panstream.release.stats import (
 from panstream.sketch import sfm
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 
-__all__ = ["SketchRelease", "SketchTable", "format_sketch_release", "interval_halfwidth",
-           "release_sketch"]
+__all__ = ["SketchRelease", "SketchTable", "fit_noisy_levels", "format_sketch_release",
+           "interval_halfwidth", "release_sketch"]
 
 #: L1 sensitivity of the per-level counts of ones to one person.
 SENSITIVITY = 1
@@ -169,6 +169,16 @@ def interval_halfwidth(se_state: float, var_release: float,
     return hi
 
 
+def fit_noisy_levels(noisy: tuple[float, ...], buckets: int, r: float, var_release: float,
+                     confidence: float = DEFAULT_CONFIDENCE) -> tuple[sfm.Fit, float, float]:
+    """One grid's estimate from its noisy per-level counts of ones (noise of variance
+    ``var_release`` on each): the fit, the variance the release noise adds to it (delta method)
+    and the interval's half-width (:func:`interval_halfwidth`)."""
+    fit = sfm.mple(noisy, buckets, r)
+    var_rel = var_release * math.fsum(g * g for g in fit.gradient)
+    return fit, var_rel, interval_halfwidth(fit.stderr, var_rel, confidence)
+
+
 def release_sketch(est: SketchTable, epsilon: float, mechanism: str = "laplace", *,
                    confidence: float = DEFAULT_CONFIDENCE) -> SketchRelease:
     """Publish a noisy distinct count of ``est``, charged to ``est.ledger``.
@@ -189,10 +199,8 @@ def release_sketch(est: SketchTable, epsilon: float, mechanism: str = "laplace",
         noisy = tuple(noisy_count(int(k), law, mechanism, buckets) for k in ones.tolist())
     finally:
         ones.fill(0)
-    fit = sfm.mple(noisy, buckets, r)
-    var_rel = law.variance * math.fsum(g * g for g in fit.gradient)
+    fit, var_rel, h = fit_noisy_levels(noisy, buckets, r, law.variance, confidence)
     n = fit.n  # unbiased, unclamped: the one rule for every family (panstream.release.honesty)
-    h = interval_halfwidth(fit.stderr, var_rel, confidence)
     return SketchRelease(
         distinct=n, cardinality=fit.cardinality, low=n - h, high=n + h,
         stderr=math.sqrt(fit.stderr**2 + var_rel), stderr_state=fit.stderr,

@@ -46,10 +46,12 @@ import numpy as np
 
 from panstream.errors import ConfigurationError, StateError, UniverseError
 from panstream.inputs.normalize import AddressKeys, address_key, canonical_text
+from panstream.sketch.xxh64 import rotl64
 from panstream.universe import IndexResult, Universe, _token_keys, refuse_bare_item
 
 __all__ = ["DEFAULT_BUCKETS", "DEFAULT_LEVELS", "FORMAT_TAG", "ITEM_KINDS", "PrestoSketch",
-           "SketchGrid", "Fit", "bucket_level", "canonical_item", "cardinality", "from_presto",
+           "SketchGrid", "Fit", "bucket_level", "canonical_item", "cardinality", "cells_of_tokens",
+           "distinct_canonical", "from_presto",
            "hash64_bytes", "hash64_ints", "hash_items", "merge_flip_probability",
            "merge_probabilities", "mple", "to_presto"]
 
@@ -73,10 +75,6 @@ _U = np.uint64
 
 
 # ---------------------------------------------------------------------- Murmur3 x64 128
-def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << _U(r)) | (x >> _U(64 - r))
-
-
 def _fmix(k: np.ndarray) -> np.ndarray:
     k = k ^ (k >> _U(33))
     k = k * _F1
@@ -94,7 +92,7 @@ def hash64_ints(values: np.ndarray) -> np.ndarray:
     arr = np.asarray(values)
     v = arr.astype(np.int64, copy=False).view(_U) if arr.dtype.kind == "i" \
         else arr.astype(_U, copy=False)
-    k1 = _rotl(v * _C1, 31) * _C2
+    k1 = rotl64(v * _C1, 31) * _C2
     h1 = _U(8) + (_U(8) ^ k1)  # h1 = k1; h1 ^= len; h2 = len; h1 += h2
     h2 = h1 + _U(8)             # h2 += h1
     out = _fmix(h1)
@@ -112,13 +110,13 @@ def _murmur_block_rows(rows: np.ndarray, length: int, seed: int = 0) -> tuple[np
     nblocks = length // 16
     for b in range(nblocks):
         blk = np.array(rows[:, 16 * b : 16 * b + 16], order="C").view("<u8")
-        k1 = _rotl(blk[:, 0] * _C1, 31) * _C2
+        k1 = rotl64(blk[:, 0] * _C1, 31) * _C2
         h1 ^= k1
-        h1 = _rotl(h1, 27) + h2
+        h1 = rotl64(h1, 27) + h2
         h1 = h1 * _U(5) + _U(0x52DCE729)
-        k2 = _rotl(blk[:, 1] * _C2, 33) * _C1
+        k2 = rotl64(blk[:, 1] * _C2, 33) * _C1
         h2 ^= k2
-        h2 = _rotl(h2, 31) + h1
+        h2 = rotl64(h2, 31) + h1
         h2 = h2 * _U(5) + _U(0x38495AB5)
         for a in (blk, k1, k2):  # item-derived: zeroed before they are freed
             a.fill(0)
@@ -128,10 +126,10 @@ def _murmur_block_rows(rows: np.ndarray, length: int, seed: int = 0) -> tuple[np
         pad[:, :tail] = rows[:, 16 * nblocks :]
         words = pad.view("<u8")
         if tail > 8:
-            k2 = _rotl(words[:, 1] * _C2, 33) * _C1
+            k2 = rotl64(words[:, 1] * _C2, 33) * _C1
             h2 ^= k2
             k2.fill(0)
-        k1 = _rotl(words[:, 0] * _C1, 31) * _C2
+        k1 = rotl64(words[:, 0] * _C1, 31) * _C2
         h1 ^= k1
         k1.fill(0)
         pad.fill(0)
@@ -295,10 +293,10 @@ def hash64_ipv4_text(addr: np.ndarray) -> np.ndarray:
     # Murmur3 x64 128, seed 0, length < 16: tail words k1 = bytes 0-7, k2 = bytes 8-15 (zero
     # padding contributes nothing, so one formula covers every length).
     hi *= _C2
-    h2 = _rotl(hi, 33)
+    h2 = rotl64(hi, 33)
     h2 *= _C1
     lo *= _C1
-    h1 = _rotl(lo, 31)
+    h1 = rotl64(lo, 31)
     h1 *= _C2
     length = n.astype(_U)
     h1 ^= length
@@ -573,21 +571,7 @@ class SketchGrid(Universe):
     def _indices_repeated(self, items: list[Any]) -> IndexResult:
         """Text items (a log's tokens): each distinct token is written canonically and hashed once,
         then every token takes its token's cell (logs repeat their clients many times)."""
-        distinct = list(dict.fromkeys(items))
-        cell: dict[Any, int] = {}
-        good: list[Any] = []
-        canon: list[bytes] = []
-        for t in distinct:
-            try:
-                c = canonical_item(t, self.items)
-            except _Blank:
-                cell[t] = -2
-                continue
-            if c is None:
-                cell[t] = -1
-            else:  # text items canonicalize to bytes
-                good.append(t)
-                canon.append(c)  # type: ignore[arg-type]
+        cell, good, canon = distinct_canonical(items, self.items)
         if self.hashing == "murmur3":
             h, ok = hash64_bytes(canon), None
         else:
@@ -600,17 +584,9 @@ class SketchGrid(Universe):
             cells[~ok] = -1
         cell.update(zip(good, cells.tolist(), strict=True))
         cells.fill(0)
-        allc = np.fromiter((cell[t] for t in items), dtype=np.intp, count=len(items))
-        cell.clear()
-        distinct.clear()
         good.clear()
         canon.clear()
-        malformed = int(np.count_nonzero(allc == -1))
-        empty = int(np.count_nonzero(allc == -2))
-        out = allc[allc >= 0] if malformed or empty else allc
-        if out is not allc:
-            allc.fill(0)
-        return IndexResult(out, malformed=malformed, empty=empty)
+        return cells_of_tokens(cell, items)
 
     def _indices_objects(self, items: Iterable[Any]) -> IndexResult:
         return self.indices(list(items))
@@ -618,6 +594,47 @@ class SketchGrid(Universe):
     def item_of(self, index: int) -> str:
         msg = "a sketch cell is a hash bucket and level: it cannot name its items"
         raise ConfigurationError(msg)
+
+
+def distinct_canonical(seq: list[Any], items: str) -> tuple[dict[Any, int], list[Any], list[bytes]]:
+    """Each distinct text token of ``seq`` written canonically (:func:`canonical_item`), once.
+
+    Returns:
+        ``(cell, good, canon)``: ``cell`` maps the tokens that take no cell to ``-1`` (malformed)
+        or ``-2`` (blank); ``good`` are the other tokens, ``canon`` their canonical bytes, in the
+        same order. The caller hashes ``canon``, adds ``good``'s cells to ``cell``, clears
+        ``good`` and ``canon``, and ends with :func:`cells_of_tokens`.
+    """
+    distinct = dict.fromkeys(seq)
+    cell: dict[Any, int] = {}
+    good: list[Any] = []
+    canon: list[bytes] = []
+    for t in distinct:
+        try:
+            c = canonical_item(t, items)
+        except _Blank:
+            cell[t] = -2
+            continue
+        if c is None:
+            cell[t] = -1
+        else:  # text items canonicalize to bytes
+            good.append(t)
+            canon.append(c)  # type: ignore[arg-type]
+    distinct.clear()
+    return cell, good, canon
+
+
+def cells_of_tokens(cell: dict[Any, int], seq: list[Any]) -> IndexResult:
+    """Every token of ``seq`` takes its token's cell from ``cell`` (then cleared); malformed
+    (``-1``) and blank (``-2``) tokens are counted and dropped."""
+    allc = np.fromiter((cell[t] for t in seq), dtype=np.intp, count=len(seq))
+    cell.clear()
+    malformed = int(np.count_nonzero(allc == -1))
+    empty = int(np.count_nonzero(allc == -2))
+    out = allc[allc >= 0] if malformed or empty else allc
+    if out is not allc:
+        allc.fill(0)
+    return IndexResult(out, malformed=malformed, empty=empty)
 
 
 def _xxh64_ints(values: np.ndarray) -> np.ndarray:

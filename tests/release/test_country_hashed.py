@@ -6,26 +6,17 @@ The truth per country is the offline table's (:func:`panstream.geo.slots`).
 
 from __future__ import annotations
 
-import ipaddress
 import math
 
 import numpy as np
 import pytest
+from geo_samples import public_ipv4, truth_by_country
 
 from panstream import estimators, geo
 from panstream.errors import ConfigurationError
 from panstream.estimators.hashed_country import CountryDensityEstimator
 
 pytest.importorskip("iptocc")
-
-
-def _public_ipv4(rng: np.random.Generator, n: int) -> list[str]:
-    out: set[str] = set()
-    while len(out) < n:
-        a = ipaddress.IPv4Address(int(rng.integers(1 << 24, 224 << 24)))
-        if a.is_global:
-            out.add(str(a))
-    return sorted(out)
 
 
 def test_every_countrys_interval_covers_its_truth_at_the_stated_rate_for_one_charge() -> None:
@@ -36,8 +27,8 @@ def test_every_countrys_interval_covers_its_truth_at_the_stated_rate_for_one_cha
     rng = np.random.default_rng(29)
     misses = 0
     for _ in range(8):
-        items = _public_ipv4(rng, 20_000)
-        truth = np.bincount(geo.slots(items), minlength=len(geo.COUNTRIES))
+        items = public_ipv4(rng, 20_000)
+        truth = truth_by_country(items)
         est = estimators.new("density", "hashed-ip-country:8192", 1.0, budget=1.0)
         assert isinstance(est, CountryDensityEstimator)
         est.update(items + items[:3000])
@@ -53,11 +44,11 @@ def test_empty_countries_blocks_look_like_any_other() -> None:
     """A dump: an empty country's block is Binomial(M, q) ones (no block of zeros names an absent
     country), each within 6 standard deviations (false failure < 253 x 2e-9)."""
     rng = np.random.default_rng(5)
-    items = _public_ipv4(rng, 3000)
+    items = public_ipv4(rng, 3000)
     est = CountryDensityEstimator("hashed-ip-country:4096", epsilon=1.0)
     est.update(items)
     ones = est.ones_by_country()
-    truth = np.bincount(geo.slots(items), minlength=len(geo.COUNTRIES))
+    truth = truth_by_country(items)
     q = float(est.q)
     sd = math.sqrt(4096 * q * (1 - q))
     assert all(abs(int(k) - 4096 * q) < 6 * sd for k, t in zip(ones.tolist(), truth.tolist(),

@@ -77,17 +77,27 @@ def write_week(out: Path) -> tuple[Path, Path]:
     for name in ("week.jsonl", "map.json", "day.pst", "week.pst"):
         (out / name).unlink(missing_ok=True)
     logs = [p.name for p in write_logs(out)]
+    for cmd in COMMANDS:
+        stdout = _panstream(out, [a for c in cmd for a in (logs if c == "LOGS" else [c])])
+        if "--json" in cmd:
+            (out / "map.json").write_text(stdout)
+    return out / "week.jsonl", out / "map.json"
+
+
+def _panstream(cwd: Path, args: list[str]) -> str:
+    """Run this checkout's ``panstream *args`` in ``cwd`` (no ``PANSTREAM_*`` settings from the
+    environment); its stdout.
+
+    Raises:
+        RuntimeError: the command failed (its stderr).
+    """
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     env = {k: v for k, v in env.items() if not k.startswith("PANSTREAM_")}
-    for cmd in COMMANDS:
-        args = [a for c in cmd for a in (logs if c == "LOGS" else [c])]
-        res = subprocess.run([sys.executable, "-m", "panstream", *args], cwd=out, env=env,
-                             capture_output=True, text=True, timeout=300, check=False)
-        if res.returncode != 0:
-            raise RuntimeError(f"panstream {' '.join(cmd)}: {res.stderr}")
-        if "--json" in cmd:
-            (out / "map.json").write_text(res.stdout)
-    return out / "week.jsonl", out / "map.json"
+    res = subprocess.run([sys.executable, "-m", "panstream", *args], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=300, check=False)
+    if res.returncode != 0:
+        raise RuntimeError(f"panstream {' '.join(args)}: {res.stderr}")
+    return res.stdout
 
 
 #: Public client blocks of the country log (first octets) and their weights: a few large
@@ -126,15 +136,10 @@ def write_countries(out: Path, universe: str = "sketch:1024x24:ip-country") -> P
     out.mkdir(parents=True, exist_ok=True)
     (out / "geo.pst").unlink(missing_ok=True)
     write_public_log(out / "public.log")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    env = {k: v for k, v in env.items() if not k.startswith("PANSTREAM_")}
     for cmd in country_commands(universe):
-        res = subprocess.run([sys.executable, "-m", "panstream", *cmd], cwd=out, env=env,
-                             capture_output=True, text=True, timeout=300, check=False)
-        if res.returncode != 0:
-            raise RuntimeError(f"panstream {' '.join(cmd)}: {res.stderr}")
+        stdout = _panstream(out, cmd)
         if "--json" in cmd:
-            (out / "countries.json").write_text(res.stdout)
+            (out / "countries.json").write_text(stdout)
     return out / "countries.json"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -221,15 +222,21 @@ def test_text_from_a_file_is_shown_as_text_never_as_markup() -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
+def _in_unified_schema(old: dict[str, Any], family: str, statistic: str) -> dict[str, Any]:
+    """The release ``old`` (a family's own JSON) rewritten in the unified release schema: the
+    headline figure's fields, the epsilons in one object, the rest under ``extras``."""
+    f = figure(old)
+    return {"family": family, "universe": f.universe, "statistic": statistic,
+            "estimate": f.estimate, "low": f.low, "high": f.high, "stderr": f.stderr,
+            "confidence": f.confidence, "noise_dominated": f.noise_dominated,
+            "epsilon": {"state": f.epsilon_state, "release": f.epsilon_release,
+                        "total": f.epsilon_total},
+            "extras": {k: v for k, v in old.items() if not k.startswith("epsilon")}}
+
+
 def test_the_unified_schema_renders_the_same_numbers() -> None:
     one, _ = _release_pair()
-    f = figure(one)
-    new = {"family": "density", "universe": f.universe, "statistic": "distinct",
-           "estimate": f.estimate, "low": f.low, "high": f.high, "stderr": f.stderr,
-           "confidence": f.confidence, "noise_dominated": f.noise_dominated,
-           "epsilon": {"state": f.epsilon_state, "release": f.epsilon_release,
-                       "total": f.epsilon_total},
-           "extras": {k: v for k, v in one.items() if not k.startswith("epsilon")}}
+    new = _in_unified_schema(one, "density", "distinct")
     a = render([], [ReleaseInput("r.json", one)], generated=0)
     b = render([], [ReleaseInput("r.json", new)], generated=0)
     assert a == b
@@ -266,13 +273,7 @@ def test_a_frequency_release_shows_its_counts_in_either_schema() -> None:
     f.update_indices(np.arange(2000))
     f.update_indices(np.arange(1000))
     old = json_ready(f.release(2.0).to_dict())
-    head = figure(old)
-    new = {"family": "frequency", "universe": head.universe, "statistic": "present",
-           "estimate": head.estimate, "low": head.low, "high": head.high, "stderr": head.stderr,
-           "confidence": head.confidence, "noise_dominated": head.noise_dominated,
-           "epsilon": {"state": head.epsilon_state, "release": head.epsilon_release,
-                       "total": head.epsilon_total},
-           "extras": {k: v for k, v in old.items() if not k.startswith("epsilon")}}
+    new = _in_unified_schema(old, "frequency", "present")
     a = render([], [ReleaseInput("f.json", old)], generated=0)
     assert a == render([], [ReleaseInput("f.json", new)], generated=0)
     for name in ("present", "once", "returning"):

@@ -7,30 +7,17 @@ one output epsilon, charged once, whatever the number of countries.
 
 from __future__ import annotations
 
-import ipaddress
 import math
 
 import numpy as np
 import pytest
+from geo_samples import public_ipv4, truth_by_country
 
 from panstream import geo
 from panstream.errors import ConfigurationError
 from panstream.sketch.country import CountryGrid, CountrySketchEstimator
 
 pytest.importorskip("iptocc")
-
-
-def _public_ipv4(rng: np.random.Generator, n: int) -> list[str]:
-    out: set[str] = set()
-    while len(out) < n:
-        a = ipaddress.IPv4Address(int(rng.integers(1 << 24, 224 << 24)))
-        if a.is_global:
-            out.add(str(a))
-    return sorted(out)
-
-
-def _truth(addresses: list[str]) -> np.ndarray:
-    return np.bincount(geo.slots(addresses), minlength=len(geo.COUNTRIES))
 
 
 def test_every_countrys_interval_covers_its_truth_at_the_stated_rate_for_one_charge() -> None:
@@ -42,8 +29,8 @@ def test_every_countrys_interval_covers_its_truth_at_the_stated_rate_for_one_cha
     rng = np.random.default_rng(28)
     misses = 0
     for _ in range(8):
-        items = _public_ipv4(rng, 20_000)
-        truth = _truth(items)
+        items = public_ipv4(rng, 20_000)
+        truth = truth_by_country(items)
         est = CountrySketchEstimator(epsilon=1.0, buckets=256, levels=8, budget=1.0)
         est.update(items + items[:5000])  # repeat visits change nothing
         rel = est.release(1.0)
@@ -61,7 +48,7 @@ def test_the_state_has_the_sketch_law_in_every_countrys_grid() -> None:
     (so a dump shows no country as absent). Checked at 6 standard deviations per slot and overall
     (false failure < 253 x 2e-9 + 2 x 2e-9 < 1e-6)."""
     rng = np.random.default_rng(7)
-    items = _public_ipv4(rng, 5000)
+    items = public_ipv4(rng, 5000)
     est = CountrySketchEstimator(epsilon=1.0, buckets=256, levels=8)
     est.update(items)
     grid: CountryGrid = est.universe
@@ -74,7 +61,7 @@ def test_the_state_has_the_sketch_law_in_every_countrys_grid() -> None:
         n = int(mask.sum())
         assert abs(int(bits[mask].sum()) - n * p) < 6 * math.sqrt(n * p * (1 - p))
     per = grid.cells_per_country
-    empty = np.flatnonzero(_truth(items) == 0)
+    empty = np.flatnonzero(truth_by_country(items) == 0)
     assert empty.size > 50
     sd = math.sqrt(per * q * (1 - q))
     for s in empty.tolist():
@@ -86,14 +73,14 @@ def test_a_grid_that_skips_the_d0_draw_would_name_the_absent_countries() -> None
     country's grid is all zeros, so a dump lists every country nobody came from. The real state's
     empty grids hold about q x B x P ones (above): the same attack learns nothing."""
     rng = np.random.default_rng(8)
-    items = _public_ipv4(rng, 2000)
+    items = public_ipv4(rng, 2000)
     grid = CountryGrid(256, 8)
     broken = np.zeros(grid.size, dtype=bool)
     broken[grid.indices(items).indices] = True
     per = grid.cells_per_country
     guessed_absent = {s for s in range(len(geo.COUNTRIES))
                       if not broken[s * per:(s + 1) * per].any()}
-    assert guessed_absent == set(np.flatnonzero(_truth(items) == 0).tolist())
+    assert guessed_absent == set(np.flatnonzero(truth_by_country(items) == 0).tolist())
 
 
 def test_a_new_country_table_refuses_arrivals_but_not_releases() -> None:
