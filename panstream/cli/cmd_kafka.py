@@ -88,12 +88,14 @@ from panstream.universe import Universe
                    "[r|X|/R, (r+1)|X|/R) (of a sketch grid: buckets [rB/R, (r+1)B/R) at every "
                    "level). Public; fixed for the life of the group's state.",
               **env("KAFKA_SLICES"))
-@click.option("--cells-retention", type=FiniteFloatRange(min=1.0), default=600.0,
-              show_default=True, metavar="SECONDS",
-              help="retention.ms of a new GROUP-cells topic: it says which cells arrived, as "
-                   "sensitive as the raw topic. Records are also deleted once their slice "
-                   "checkpoint is durable (where the broker supports it). Routed records wait "
-                   "this long at most while the whole group is down.",
+@click.option("--cells-retention", type=FiniteFloatRange(min=0.0), default=0.0,
+              show_default="0: the source topics' longest retention", metavar="SECONDS",
+              help="Least retention.ms of GROUP-cells. Its records say which cells arrived, as "
+                   "sensitive as the raw lines, and one that expires before its slice applies it "
+                   "is an arrival lost: so it is never shorter than the source topics' retention "
+                   "(read from the broker; a shorter value is raised to it). Records are also "
+                   "deleted once their slice checkpoint is durable (where the broker supports "
+                   "DeleteRecords).",
               **env("KAFKA_CELLS_RETENTION"))
 @click.option("--checkpoint-interval", type=FiniteFloatRange(min=0.0), default=5.0,
               show_default=True, help="Seconds between checkpoints (snapshots durable, then commit).",
@@ -135,14 +137,14 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
 
     Each member parses its share of the source partitions (--value-format, -f as in 'panstream
     ingest') and routes every arrival by its cell to the internal topic GROUP-cells (--slices R
-    partitions, short retention); as a second consumer group it keeps the slices of its assigned
-    internal partitions (|X|/R cells each: a bit per cell, or with --estimator frequency a
-    counter mod --modulus; with --estimator sketch -u sketch:4096x24:ip, whole buckets of one
-    Sketch-Flip-Merge grid at every level), restored from the state store on assignment and checkpointed every
-    --checkpoint-interval seconds and before a rebalance takes them away: snapshots durable
-    first, then offsets committed (auto-commit is off; source offsets only after the routed
-    records are acknowledged). The slices laid end to end are one table: 'panstream release
-    --state-dir DIR' (or '--state-topic TOPIC -b ...') releases it with state epsilon x1.
+    partitions, kept as long as the source topics); as a second consumer group it keeps the slices
+    of its assigned internal partitions (|X|/R cells each: a bit per cell, or with --estimator
+    frequency a counter mod --modulus; with --estimator sketch -u sketch:4096x24:ip, whole buckets
+    of one Sketch-Flip-Merge grid at every level), restored from the state store on assignment and
+    checkpointed every --checkpoint-interval seconds and before a rebalance takes them away:
+    snapshots durable first, then offsets committed (auto-commit is off; source offsets only after
+    the routed records are acknowledged). The slices laid end to end are one table: 'panstream
+    release --state-dir DIR' (or '--state-topic TOPIC -b ...') releases it with state epsilon x1.
     SIGTERM/SIGINT make a final checkpoint and commit, leave the groups and exit 0.
     --layout partition keeps the old layout (one full table per source partition).
 
@@ -343,4 +345,4 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
 
     slices.on_assign = held
     slices.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
-    return Member(route, slices, client, int(cells_retention * 1000))
+    return Member(route, slices, client, int(cells_retention * 1000) or None)

@@ -14,7 +14,8 @@ committed), handed over on a rebalance. Slice snapshots carry the public ``slice
 After a checkpoint is durable and committed, the internal records it covers are no longer needed:
 the stage asks the broker to delete them (``DeleteRecords``), since they say which cells arrived.
 A broker without DeleteRecords (Tansu 0.6 drops the connection) is told once, and the records then
-expire with the topic's ``retention.ms``.
+expire with the topic's ``retention.ms`` (as long as the source topics keep the raw lines:
+:func:`~panstream.sources.kafka.route.internal_retention`).
 
 Counts: the routing stage already counted messages and items (telemetry windows); this stage
 counts nothing.
@@ -159,7 +160,7 @@ class SliceStage(KafkaTail):
             self.deletes = "unsupported"
             self.notice(f"the broker did not delete consumed internal records "
                         f"({type(exc).__name__}); they expire with the internal topic's "
-                        "retention.ms (--cells-retention) instead")
+                        "retention.ms instead (never shorter than the source topics')")
             self._close_admin()
 
     def _close_admin(self) -> None:
