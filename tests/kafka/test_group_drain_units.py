@@ -193,7 +193,7 @@ def test_a_twenty_minute_outage_loses_nothing(monkeypatch: pytest.MonkeyPatch) -
     # the outage: records routed at t0, the group down 20 minutes, back at t0 + 20 min
     for name in ("old-cells", "new-cells"):
         kept = int(admin.topics[name]["retention.ms"])
-        assert 20 * MINUTE < kept  # a record routed at t0 is still there when the group returns
+        assert kept > 20 * MINUTE  # a record routed at t0 is still there when the group returns
 
 
 # ------------------------------------------------------------------ a release of slices
