@@ -84,12 +84,16 @@ class Member:
         self._pending_since = 0.0
         self._last_check = 0.0
         self._failure: str | None = None  # why a bounded run stops with exit 1
+        self._waiting_since: float | None = None
+        self._said = False
         #: Where one-line notices go (the CLI prints them on stderr).
         self.notice = slices.notice
         self.summary = slices.summary
         self._lock = threading.Lock()
         self._route_stop = threading.Event()
         self._settle = threading.Event()  # asks the routing thread to decide and commit now
+        self._settled = threading.Event()  # ... which it has done
+        self._router: threading.Thread | None = None
         self._route_error: BaseException | None = None
         metrics = slices.metrics
 
@@ -129,8 +133,12 @@ class Member:
         if now - self._last_check < 1.0:
             return False
         self._last_check = now
-        # a short topic's first sample is held (nothing committed) until decided: decide it now
-        self._settle.set()
+        # a short topic's first sample is held (nothing committed) until decided: decide it, and
+        # commit what was routed, before asking
+        if self._router is not None and self._router.is_alive():
+            self._settled.clear()
+            self._settle.set()
+            self._settled.wait(timeout=10)
         pending = self.progress.pending()
         if not pending:
             if not self.slices._ever_assigned and self.route.assignments == 0:
@@ -140,11 +148,14 @@ class Member:
                        "work, or this member could not join (check -g and the broker)")
                 self._failure = msg
             return True
+        if self._waiting_since is None:
+            self._waiting_since = now
+        if not self._said and now - self._waiting_since > self.slices.config.checkpoint_interval + 2:
+            self._said = True  # not what the next slice checkpoint settles anyway: say it once
+            self.notice(f"idle, but the group has not drained: {pending.describe()}; waiting for "
+                        f"it (a rebalance may hand this member the slices; giving up after "
+                        f"{self.give_up_seconds:g} s without progress)")
         if self.pending is None or pending != self.pending:  # progress, or first sight
-            if self.pending is None:
-                self.notice(f"idle, but the group has not drained: {pending.describe()}; waiting "
-                            f"for it (a rebalance may hand this member the slices; giving up "
-                            f"after {self.give_up_seconds:g} s without progress)")
             self.pending, self._pending_since = pending, now
             return False
         if now - self._pending_since >= self.give_up_seconds:
@@ -170,6 +181,7 @@ class Member:
                     if self._settle.is_set():  # the member is quiet: decide and commit now
                         self._settle.clear()
                         r.settle()
+                        self._settled.set()
                         last_commit = time.monotonic()
                     elif time.monotonic() - last_commit >= interval:
                         r.commit()
@@ -178,6 +190,7 @@ class Member:
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, raised there
             self._route_error = exc
         finally:
+            self._settled.set()  # nobody waits for a settle that will not come
             r.close()
 
     # -------------------------------------------------------------- the main thread
@@ -195,6 +208,7 @@ class Member:
         t0 = time.monotonic()
         self._ensure_topic()
         router = threading.Thread(target=self._route_loop, name="panstream-route", daemon=True)
+        self._router = router
         try:
             with kafka_errors():
                 s.open()
