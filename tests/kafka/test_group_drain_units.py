@@ -190,8 +190,13 @@ def test_a_twenty_minute_outage_loses_nothing(monkeypatch: pytest.MonkeyPatch) -
     assert got.ms == day and admin.topics["old-cells"]["retention.ms"] == str(day)
     assert said and said[0].startswith("old-cells: retention.ms 600000 was shorter than the "
                                        "longest source retention (logs: 86400000 ms)")
+    assert admin.topics["old-cells"]["segment.ms"] == "3600000"  # its segments now roll
     ensure_internal_topic({}, "new-cells", lay, None, _Probe(), sources=["logs"])
     assert admin.topics["new-cells"]["retention.ms"] == str(day)
+    # a topic kept long enough but rolling weekly (the broker's default) gets its segments set
+    admin.topics["weekly-cells"] = {"retention.ms": str(day), "segment.ms": str(7 * day)}
+    ensure_internal_topic({}, "weekly-cells", lay, None, _Probe(), sources=["logs"])
+    assert admin.topics["weekly-cells"]["segment.ms"] == "3600000"
     # the outage: records routed at t0, the group down 20 minutes, back at t0 + 20 min
     for name in ("old-cells", "new-cells"):
         kept = int(admin.topics[name]["retention.ms"])

@@ -112,9 +112,10 @@ class Retention:
         return out
 
 
-def topic_retention(admin: Any, topics: list[str]) -> dict[str, int | None]:
-    """``retention.ms`` of each topic as the broker describes it (``None``: it did not say; Tansu
-    0.6 describes no configs)."""
+def topic_configs(admin: Any, topics: list[str], key: str = "retention.ms"
+                  ) -> dict[str, int | None]:
+    """An integer setting (``retention.ms`` by default) of each topic as the broker describes it
+    (``None``: it did not say; Tansu 0.6 describes no configs)."""
     from kafka.admin import ConfigResource, ConfigResourceType
 
     out: dict[str, int | None] = dict.fromkeys(topics)
@@ -125,11 +126,16 @@ def topic_retention(admin: Any, topics: list[str]) -> dict[str, int | None]:
         return out
     described = res.get("topic", {}) if isinstance(res, dict) else {}
     for t in topics:
-        entry = (described.get(t) or {}).get("retention.ms")
+        entry = (described.get(t) or {}).get(key)
         value = entry.get("value") if isinstance(entry, dict) else entry
         with contextlib.suppress(TypeError, ValueError):
             out[t] = int(value)  # type: ignore[arg-type]
     return out
+
+
+def topic_retention(admin: Any, topics: list[str]) -> dict[str, int | None]:
+    """``retention.ms`` of each topic (:func:`topic_configs`)."""
+    return topic_configs(admin, topics)
 
 
 def internal_retention(sources: Mapping[str, int | None], asked_ms: int | None) -> Retention:
@@ -204,15 +210,27 @@ def ensure_internal_topic(client: Mapping[str, Any], topic: str, layout: SliceLa
             have = topic_retention(admin, [topic])[topic]
             short = ret.ms is not None and have is not None and (
                 (ret.ms < 0 <= have) or (0 <= have < ret.ms))
-            if short:
+            rolls = {k: topic_configs(admin, [topic], k)[topic] for k in ("segment.ms",
+                                                                          "segment.bytes")}
+            slow = any(v is not None and v > int(cfg[k]) for k, v in rolls.items())
+            if short or slow:
                 try:
                     admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, cfg)])
-                    notice(f"{topic}: retention.ms {have} was shorter than {ret.why}: set to "
-                           f"{ret.ms}, so no routed record expires before its slice applies it")
+                    if short:
+                        notice(f"{topic}: retention.ms {have} was shorter than {ret.why}: set to "
+                               f"{ret.ms}, so no routed record expires before its slice applies "
+                               "it")
                 except Exception as exc:  # noqa: BLE001 - said loudly; the group still runs
-                    notice(f"warning: {topic} keeps routed records only {have} ms, shorter than "
-                           f"{ret.why}, and the broker refused to change it ({exc}): set "
-                           f"retention.ms={ret.ms} on it, or a long outage loses arrivals")
+                    if short:
+                        notice(f"warning: {topic} keeps routed records only {have} ms, shorter "
+                               f"than {ret.why}, and the broker refused to change it ({exc}): "
+                               f"set retention.ms={ret.ms} on it, or a long outage loses "
+                               "arrivals")
+                    else:
+                        notice(f"warning: {topic}'s segments roll later than "
+                               f"segment.ms={cfg['segment.ms']} / segment.bytes="
+                               f"{cfg['segment.bytes']} and the broker refused to change them "
+                               f"({exc}): routed records may outlive the retention by a segment")
     except KafkaError as exc:
         msg = (f"cannot create the internal topic {topic!r}: {exc}; create it with "
                f"{layout.count} partitions and {', '.join(f'{k}={v}' for k, v in cfg.items())} "
@@ -564,4 +582,4 @@ def suggest(layout: SliceLayout, values: list[bytes | None] | list[bytearray],
 
 __all__ = ["HEAD_BYTES", "RECORD_BYTES", "SAMPLE_LINES", "Retention", "RouteConfig", "RouteStage",
            "ensure_internal_topic", "internal_retention", "internal_topic", "suggest",
-           "topic_retention"]
+           "topic_configs", "topic_retention"]
