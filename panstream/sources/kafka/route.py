@@ -206,7 +206,11 @@ def ensure_internal_topic(client: Mapping[str, Any], topic: str, layout: SliceLa
         if topic not in admin.list_topics():
             with contextlib.suppress(TopicAlreadyExistsError):
                 admin.create_topics([NewTopic(topic, layout.count, -1, topic_configs=cfg)])
+                kept = "the broker's default" if ret.ms is None else f"{ret.ms} ms"
+                notice(f"created {topic}: it keeps routed records {kept} at most ({ret.why})")
         else:
+            if "raised" in ret.why:
+                notice(f"{topic}: {ret.why}")
             have = topic_retention(admin, [topic])[topic]
             short = ret.ms is not None and have is not None and (
                 (ret.ms < 0 <= have) or (0 <= have < ret.ms))
