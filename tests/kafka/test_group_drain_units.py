@@ -97,7 +97,7 @@ def test_a_quiet_member_waits_for_orphaned_slices_then_gives_up_with_one_line() 
     assert not m._may_stop(110.0)
     assert stage.notices == ["idle, but the group has not drained: 42 routed records unapplied in "
                              "g-cells (slices 8-9); waiting for it (a rebalance may hand this "
-                             "member the slices; giving up after 22 s without progress)"]
+                             "member their partitions; giving up after 22 s without progress)"]
     assert not m._may_stop(121.0)  # no progress, not yet 22 s
     assert len(stage.notices) == 1  # said once
     assert m._may_stop(122.5)  # stops (final checkpoint), then fails

@@ -153,7 +153,7 @@ class Member:
         if not self._said and now - self._waiting_since > self.slices.config.checkpoint_interval + 2:
             self._said = True  # not what the next slice checkpoint settles anyway: say it once
             self.notice(f"idle, but the group has not drained: {pending.describe()}; waiting for "
-                        f"it (a rebalance may hand this member the slices; giving up after "
+                        f"it (a rebalance may hand this member their partitions; giving up after "
                         f"{self.give_up_seconds:g} s without progress)")
         if self.pending is None or pending != self.pending:  # progress, or first sight
             self.pending, self._pending_since = pending, now
