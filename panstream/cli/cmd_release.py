@@ -176,8 +176,8 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
             out = rel.to_dict()
             if group_counters:
                 out["replay_note"] = GROUP_REPLAY_NOTE
-            if internal is not None:
-                out["internal_topic"] = {k: v for k, v in internal.items() if k != "pending_line"}
+            if internal is not None:  # whether drained; the lag itself stays an operator's line
+                out["internal_topic"] = {k: v for k, v in internal.items() if k in RELEASED}
             emit_json(out)
         else:
             click.echo(format_release(rel) if isinstance(rel, Release)
@@ -193,6 +193,13 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
             raise ConfigurationError(msg) from None
         click.echo(f"map picture written to {plot_out}", err=True)
 
+
+#: What a release's ``--json`` says of a routed group's internal topic: whether it was checked and
+#: drained, and the slices without a snapshot (the store's own files say that). Not the counts or
+#: the slices of what is pending, nor which slices never received a record: those follow the
+#: traffic, and a release is made to be published (stderr and ``inspect`` say them to the operator,
+#: as the lag metric and ``kafka-consumer-groups --describe`` do).
+RELEASED = ("name", "slices", "missing", "checked", "drained")
 
 #: What a release of a Kafka group's counters (frequency family) says about replays: delivery is
 #: at-least-once, and a counter counts a replayed arrival again (docs/kafka.md, "Replays after a
