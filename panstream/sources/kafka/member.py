@@ -216,8 +216,8 @@ class Member:
                 while not stop.is_set() and self._route_error is None:
                     applied = s.poll_once()
                     now = time.monotonic()
-                    if applied:
-                        self.pending = None
+                    if applied:  # work came: a later wait starts afresh
+                        self.pending = self._waiting_since = None
                     elif self._idle(now) and self._may_stop(now):
                         self.summary.stopped_by = "idle-timeout"
                         break
