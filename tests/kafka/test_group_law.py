@@ -4,7 +4,8 @@ work is pending.
 
 A log shipper's topic (whole CLF lines, 500 a message, no key, round robin over 8 partitions) is
 read by routed groups of 1, 2, 3 and 4 members started together; by two members killed with
-``kill -9`` at random moments and restarted; and by one member whose group holds slices that
+``kill -9`` at random moments and restarted; by two members, one stopped by SIGTERM mid-stream;
+and by one member whose group holds slices that
 nobody applies (a consumer squatting in ``<group>-slices`` without committing: a stuck member). In
 every case:
 
@@ -173,6 +174,32 @@ def test_members_killed_at_random_moments_and_restarted(
             p.kill()
         raise
     _finish(procs, logs)
+    assert_one_table(kafka_broker, admin, group, topic, hw, clients, state)
+
+
+def test_a_member_stopped_by_sigterm_mid_stream_hands_over_its_work(
+        kafka_broker: Broker, admin: Any, producer: Any, tmp_path: Path) -> None:
+    """SIGTERM on one of two members while the stream arrives: it drains its own slices, makes its
+    final checkpoint and exits 0; the other takes over its partitions and slices, applies what
+    was routed to them, and exits 0 once the group has drained."""
+    topic = _topic(admin, "law-term")
+    clients, msgs = _messages(29, 6_000, 30_000)
+    hw = send_round_robin(producer, topic, msgs[:20], 8, {})
+    group, state = "g-law-term", tmp_path / "state"
+    argv = _argv(kafka_broker, topic, group, state)
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    procs = [start(argv, log) for log in logs]
+    try:
+        wait_for(lambda: sum(committed_offsets(admin, group).values()) > 0, 90,
+                 "a first routed commit", procs)
+        procs[0].send_signal(signal.SIGTERM)
+        hw = send_round_robin(producer, topic, msgs[20:], 8, hw)
+    except BaseException:
+        for p in procs:
+            p.kill()
+        raise
+    _finish(procs, logs)
+    assert '"stopped_by": "signal"' in logs[0].read_text()
     assert_one_table(kafka_broker, admin, group, topic, hw, clients, state)
 
 
