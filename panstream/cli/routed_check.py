@@ -109,7 +109,11 @@ def require_releasable(info: dict[str, Any] | None) -> None:
                "until every slice is saved and the topic drained (panstream kafka "
                "--idle-timeout exits 0 only then)")
         raise StateError(msg)
-    if not info["drained"]:
+    if info.get("routed_records_expired"):
+        click.echo(f"panstream: warning: {info['pending_line']}: this table misses the expired "
+                   "arrivals for good (the whole group was down longer than the internal topic's "
+                   "retention.ms)", err=True)
+    elif not info["drained"]:
         click.echo(f"panstream: warning: {info['pending_line']}: this release does not include "
                    "them (run the group until it drains for a release of every arrival)",
                    err=True)

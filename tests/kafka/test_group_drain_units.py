@@ -246,3 +246,36 @@ def test_a_missing_slice_is_laid_fresh_only_if_it_never_received_a_record() -> N
     with pytest.raises(StateError, match="slices 2 have no snapshot, but g-cells has held "
                                          "records routed to them"):
         require_releasable({**base, "never_routed": []})
+
+
+# ------------------------------------------------------------------ records that expired unapplied
+class _Consumer:
+    """Committed offsets and log starts of the internal partitions, as a broker reports them."""
+
+    def __init__(self, committed: dict[int, int | None], start: dict[int, int]) -> None:
+        self._committed, self._start = committed, start
+
+    def beginning_offsets(self, tps: list[Any]) -> dict[Any, int]:
+        return {tp: self._start[tp.partition] for tp in tps}
+
+    def committed(self, tp: Any) -> int | None:
+        return self._committed[tp.partition]
+
+
+def test_records_that_expired_before_a_slice_applied_them_are_said_loudly() -> None:
+    """DeleteRecords never passes a committed offset; only a retention shorter than the group's
+    outage (or a hand-made deletion) moves the log start past it. Those arrivals are lost: the
+    member that takes the slice says so in one line, and a release -b says the same."""
+    from kafka import TopicPartition
+
+    from panstream.sources.kafka.slices import expired, expired_warning
+
+    tps = [TopicPartition("g-cells", r) for r in range(3)]
+    broker = _Consumer({0: 40, 1: 10, 2: None}, {0: 40, 1: 25, 2: 7})  # 2: never committed
+    assert expired(broker, tps) == {1: 15}
+    assert expired_warning("g-cells", {1: 15}).startswith(
+        "warning: 15 routed records of slices 1 expired from g-cells before a slice applied them")
+    line = Pending({}, {1: 3}, "g-cells", expired={1: 15}).describe()
+    assert line == ("3 routed records unapplied in g-cells (slices 1); 15 routed records of "
+                    "slices 1 expired from g-cells unapplied (lost)")
+    assert not Pending(internal_topic="g-cells", expired={1: 15})  # lost, not pending: drained

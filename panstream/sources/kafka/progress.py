@@ -55,12 +55,15 @@ class Pending:
         internal_topic: the internal topic's name (for messages).
         never_routed: internal partitions that never held a record (end offset 0): the slices
             that truly never received anything.
+        expired: internal partition -> routed records that left the topic (retention) before
+            any slice applied them: lost, not pending (:func:`~.slices.expired`).
     """
 
     source: dict[tuple[str, int], int] = field(default_factory=dict)
     cells: dict[int, int] = field(default_factory=dict)
     internal_topic: str = ""
     never_routed: frozenset[int] = frozenset()
+    expired: dict[int, int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.source or self.cells)
@@ -88,13 +91,18 @@ class Pending:
         if self.source:
             where = ", ".join(f"{t}/{p}" for t, p in sorted(self.source))
             parts.append(f"{self.messages:,} source messages not yet routed ({where})")
-        return " and ".join(parts) if parts else "nothing pending"
+        out = " and ".join(parts) if parts else "nothing pending"
+        if self.expired:
+            out += (f"; {sum(self.expired.values()):,} routed records of slices "
+                    f"{ranges(self.expired)} expired from {self.internal_topic} unapplied (lost)")
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """For ``--json``: counts by partition (offsets, which any client of the group sees)."""
         return {"drained": not self, "routed_records_unapplied": self.records,
                 "slices_pending": sorted(self.cells),
-                "source_messages_unrouted": self.messages}
+                "source_messages_unrouted": self.messages,
+                "routed_records_expired": sum(self.expired.values())}
 
 
 def ranges(xs: Iterable[int]) -> str:
@@ -217,15 +225,21 @@ class GroupProgress:
             tps = self.partitions(self.internal_topic)
             cells: dict[int, int] = {}
             never: set[int] = set()
-            for tp, end in self.ends(tps, applied).items():
+            lost: dict[int, int] = {}
+            ends = self.ends(tps, applied)
+            starts = self._probe.beginning_offsets(tps) if tps else {}
+            for tp, end in ends.items():
+                upto, start = applied.get(tp, 0), int(starts.get(tp) or 0)
                 if end == 0:
                     never.add(tp.partition)
-                if end > applied.get(tp, 0):
-                    cells[tp.partition] = end - applied.get(tp, 0)
+                if tp in applied and start > upto:  # left the topic before a slice applied them
+                    lost[tp.partition] = start - upto
+                if end > max(upto, start):
+                    cells[tp.partition] = end - max(upto, start)
         except KafkaError as exc:
             msg = f"cannot ask the broker what the group has pending: {exc}"
             raise SourceError(msg) from None
-        return Pending(source, cells, self.internal_topic, frozenset(never))
+        return Pending(source, cells, self.internal_topic, frozenset(never), lost)
 
     def close(self) -> None:
         for c in (self._probe, self._admin):
