@@ -27,7 +27,7 @@ asks the broker what the *group* still owes (:class:`~panstream.sources.kafka.pr
 GroupProgress`: source ends against ``<group>``'s commits, internal ends against
 ``<group>-slices``' commits) and stops with exit 0 only when nothing is pending. Otherwise it keeps
 polling, so that a rebalance can hand it the orphaned slices, and says once what it waits for. If
-nothing moves for :attr:`Member.give_up_seconds` it stops with :class:`~panstream.errors.
+nothing moves for :attr:`Member.give_up_seconds` it stops with :class:`~panstream.sources.kafka.progress.
 PendingWorkError` (exit 1, one line saying what is pending; the records wait in the internal topic
 for the next run). A member that never got a partition of either group stops the same way.
 """
