@@ -206,8 +206,13 @@ def ensure_internal_topic(client: Mapping[str, Any], topic: str, layout: SliceLa
         if topic not in admin.list_topics():
             with contextlib.suppress(TopicAlreadyExistsError):
                 admin.create_topics([NewTopic(topic, layout.count, -1, topic_configs=cfg)])
-                kept = "the broker's default" if ret.ms is None else f"{ret.ms} ms"
-                notice(f"created {topic}: it keeps routed records {kept} at most ({ret.why})")
+                if ret.ms is None:
+                    notice(f"created {topic} with the broker's default retention: the broker did "
+                           "not describe the source topics' retention.ms (give --cells-retention "
+                           "at least theirs if they set their own)")
+                else:
+                    notice(f"created {topic}: it keeps routed records at most retention.ms "
+                           f"{ret.ms} ({ret.why})")
         else:
             if "raised" in ret.why:
                 notice(f"{topic}: {ret.why}")
