@@ -102,7 +102,15 @@ from panstream.universe import Universe
               **env("KAFKA_CHECKPOINT_INTERVAL"))
 @click.option("--idle-timeout", type=FiniteFloatRange(min=0.0), default=None,
               help="Exit cleanly (final checkpoint and commit) after this many seconds without "
-                   "new messages. Default: run until SIGTERM/SIGINT.", **env("KAFKA_IDLE_TIMEOUT"))
+                   "new messages, once the whole group has drained (every source offset "
+                   "committed, every routed record applied). Default: run until SIGTERM/SIGINT.",
+              **env("KAFKA_IDLE_TIMEOUT"))
+@click.option("--drain-timeout", type=FiniteFloatRange(min=0.0), default=None, metavar="SECONDS",
+              show_default="120, or 2 x session_timeout_ms + 10 s if longer",
+              help="With --idle-timeout: how long a quiet member waits without progress for its "
+                   "group to drain (a dead member's partitions to move to it) before it stops "
+                   "with exit 1 and one line saying what is pending.",
+              **env("KAFKA_DRAIN_TIMEOUT"))
 @connection_options("kafka-python KafkaConsumer setting, e.g. -C session_timeout_ms=6000 "
                     "(repeat; unknown keys are an error; connection and security keys also reach "
                     "the state-topic clients).")
@@ -128,7 +136,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             state_chunk_bytes: int, value_format: str, fmt: Format, keep_going: bool,
             layout: str,
             slice_count: int | None, cells_retention: float, checkpoint_interval: float,
-            idle_timeout: float | None, overrides: tuple[str, ...], security: dict[str, Any],
+            idle_timeout: float | None, drain_timeout: float | None, overrides: tuple[str, ...],
+            security: dict[str, Any],
             metrics_port: int | None, metrics_host: str, log_level: str,
             telemetry: TelemetryPolicy, as_json: bool, window: int | None = None,
             lateness: int = 300, release_epsilon: float | None = None, series: str | None = None,
@@ -240,7 +249,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size
                                                                  // SliceLayout.unit_of(universe))
         runner = routed_member(tail_cfg, metrics, group, overrides, security, count,
-                               cells_retention, check=not keep_going)
+                               cells_retention, check=not keep_going,
+                               drain_timeout=drain_timeout)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -308,7 +318,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
 
 def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str, ...],
                   security: dict[str, Any], slice_count: int, cells_retention: float,
-                  check: bool = True) -> Any:
+                  check: bool = True, drain_timeout: float | None = None) -> Any:
     """The routed layout's member (routing and slice stages); prints what it will hold."""
     from panstream.sources import kafka as src
     from panstream.sources.kafka.member import Member
@@ -345,4 +355,5 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
 
     slices.on_assign = held
     slices.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
-    return Member(route, slices, client, int(cells_retention * 1000) or None)
+    return Member(route, slices, client, int(cells_retention * 1000) or None,
+                  drain_timeout=drain_timeout)

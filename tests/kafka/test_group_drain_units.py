@@ -77,7 +77,8 @@ class _Progress:
 
 def _member(answers: list[Pending]) -> tuple[Member, _Stage]:
     stage = _Stage()
-    m = Member(stage, stage, {}, progress=_Progress(answers))  # type: ignore[arg-type]
+    m = Member(stage, stage, {}, progress=_Progress(answers),  # type: ignore[arg-type]
+               drain_timeout=22)
     return m, stage
 
 
@@ -91,7 +92,7 @@ def test_a_quiet_member_stops_only_when_the_group_has_drained() -> None:
 
 def test_a_quiet_member_waits_for_orphaned_slices_then_gives_up_with_one_line() -> None:
     m, stage = _member([ORPHANS])
-    assert m.give_up_seconds == 22  # two 6 s sessions + 10 s: a dead member's slices move first
+    assert m.give_up_seconds == 22  # --drain-timeout 22
     assert not m._may_stop(100.0)
     assert stage.notices == []  # what the next checkpoint would settle is not worth a line
     assert not m._may_stop(110.0)
@@ -113,6 +114,16 @@ def test_progress_restarts_the_wait() -> None:
     assert not m._may_stop(100.0) and not m._may_stop(120.0)
     assert not m._may_stop(121.0)  # the slices moved: 22 s more from here
     assert not m._may_stop(142.0) and m._may_stop(143.5)
+
+
+def test_the_default_wait_outlasts_a_dead_members_session() -> None:
+    """Tansu moves a kill -9'd member's partitions about a minute after its death with
+    kafka-python's default 10 s session: the default wait is 2 minutes, or two sessions + 10 s."""
+    from panstream.sources.kafka.member import default_drain_timeout
+
+    stage = _Stage()
+    assert Member(stage, stage, {}, progress=_Progress([ORPHANS])).give_up_seconds == 120  # type: ignore[arg-type]
+    assert default_drain_timeout({"session_timeout_ms": 90_000}) == 190
 
 
 def test_a_member_that_never_got_a_partition_does_not_exit_0() -> None:

@@ -243,8 +243,8 @@ def test_a_member_whose_group_cannot_drain_exits_1_and_loses_nothing(
     squatter = _Squatter(kafka_broker, group, f"{group}-cells")
     try:
         wait_for(lambda: len(squatter.held()) == SLICES, 60, "the squatter's slices")
-        run = subprocess.run(_argv(kafka_broker, topic, group, state), capture_output=True,
-                             timeout=180)
+        run = subprocess.run(_argv(kafka_broker, topic, group, state) + ["--drain-timeout", "15"],
+                             capture_output=True, timeout=180)
         stuck = sorted(squatter.held())
         err = [ln for ln in run.stderr.decode().splitlines() if ln.startswith("panstream: error:")]
         assert run.returncode == 1, run.stderr.decode()[-3000:]

@@ -49,6 +49,22 @@ from panstream.sources.kafka.route import RouteStage, ensure_internal_topic
 from panstream.sources.kafka.slices import SliceStage
 from panstream.sources.kafka.tail import RunSummary, kafka_errors
 
+#: The least wait for a group to drain: Tansu evicts a member killed with ``kill -9`` about a
+#: minute after its death with kafka-python's default 10 s session (measured; 7 s with a 6 s one).
+MIN_DRAIN_TIMEOUT = 120.0
+
+
+def default_drain_timeout(consumer: Mapping[str, Any]) -> float:
+    """How long a quiet member waits without progress for its group to drain, by default: two
+    session timeouts and 10 s (a dead member's session expires, its partitions move), at least
+    :data:`MIN_DRAIN_TIMEOUT`.
+
+    >>> default_drain_timeout({"session_timeout_ms": 45000}), default_drain_timeout({})
+    (120.0, 120.0)
+    """
+    session = float(consumer.get("session_timeout_ms", 10_000)) / 1000
+    return max(MIN_DRAIN_TIMEOUT, 2 * session + 10)
+
 
 class Member:
     """Run a :class:`RouteStage` and a :class:`SliceStage` until stopped (module docstring).
@@ -62,11 +78,13 @@ class Member:
         drain_seconds: how long the slice stage may drain on stop.
         progress: asks the broker what the group has pending (built from ``client`` if
             ``None``; tests inject one).
+        drain_timeout: how long a quiet member waits without progress for its group to drain
+            (``--drain-timeout``; default :func:`default_drain_timeout`).
     """
 
     def __init__(self, route: RouteStage, slices: SliceStage, client: Mapping[str, Any],
                  retention_ms: int | None = None, drain_seconds: float = 10.0,
-                 progress: Any = None) -> None:
+                 progress: Any = None, drain_timeout: float | None = None) -> None:
         self.route = route
         self.slices = slices
         self.client = dict(client)
@@ -76,10 +94,10 @@ class Member:
         group = str(route.config.consumer.get("group_id") or "")
         self.progress = progress or GroupProgress(self.client, group, list(route.config.topics),
                                                   route.config.internal_topic)
-        session = float(slices.config.consumer.get("session_timeout_ms", 10_000)) / 1000
         #: A quiet member whose group has not drained stops (exit 1) after this long without
         #: progress: long enough for a dead member's session to expire and its slices to move.
-        self.give_up_seconds = max(float(slices.config.idle_timeout or 0), 2 * session + 10)
+        self.give_up_seconds = (float(drain_timeout) if drain_timeout is not None
+                                else default_drain_timeout(slices.config.consumer))
         self.pending: Pending | None = None
         self._pending_since = 0.0
         self._last_check = 0.0
