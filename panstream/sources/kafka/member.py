@@ -112,6 +112,12 @@ class Member:
         self._settle = threading.Event()  # asks the routing thread to decide and commit now
         self._settled = threading.Event()  # ... which it has done
         self._router: threading.Thread | None = None
+        #: The drain question, asked from its own thread during a run (:meth:`_ask`).
+        self._async = False
+        self._asking: threading.Thread | None = None
+        self._answer: tuple[float, Pending] | None = None
+        self._answer_error: BaseException | None = None
+        self._answer_lock = threading.Lock()
         self._route_error: BaseException | None = None
         metrics = slices.metrics
 
@@ -151,13 +157,9 @@ class Member:
         if now - self._last_check < 1.0:
             return False
         self._last_check = now
-        # a short topic's first sample is held (nothing committed) until decided: decide it, and
-        # commit what was routed, before asking
-        if self._router is not None and self._router.is_alive():
-            self._settled.clear()
-            self._settle.set()
-            self._settled.wait(timeout=10)
-        pending = self.progress.pending()
+        pending = self._ask()
+        if pending is None:  # no answer yet that postdates this member's last work
+            return False
         if not pending:
             if not self.slices._ever_assigned and self.route.assignments == 0:
                 msg = (f"stopped by --idle-timeout without ever getting a partition of "
@@ -184,6 +186,48 @@ class Member:
             self._failure = msg
             return True
         return False
+
+    def _ask(self) -> Pending | None:
+        """The group's pending work, asked after this member's last work; ``None`` while no such
+        answer has come. In a run the question is asked from a thread of its own: the slice
+        stage's thread must stay in ``poll()``, or kafka-python discards a JoinGroup completing
+        meanwhile and joins again (against Tansu's slow joins, a quiet member asking every second
+        would never get the slices it waits for)."""
+        if not self._async:
+            return self._ask_broker()
+        with self._answer_lock:
+            answer, self._answer = self._answer, None
+        if self._answer_error is not None:
+            raise self._answer_error
+        if self._asking is None or not self._asking.is_alive():
+            self._asking = threading.Thread(target=self._ask_in_thread, name="panstream-drain",
+                                            daemon=True)
+            self._asking.start()
+        if answer is None:
+            return None
+        started, pending = answer
+        if started < max(self.route.last_activity, self.slices._last_activity):
+            return None  # asked before this member's last work: ask again
+        return pending
+
+    def _ask_broker(self) -> Pending:
+        """Settle the routing stage (a short topic's first sample is held, nothing committed,
+        until decided: decide it and commit what was routed), then ask the broker."""
+        if self._router is not None and self._router.is_alive():
+            self._settled.clear()
+            self._settle.set()
+            self._settled.wait(timeout=10)
+        return self.progress.pending()
+
+    def _ask_in_thread(self) -> None:
+        started = time.monotonic()
+        try:
+            pending = self._ask_broker()
+        except BaseException as exc:  # noqa: BLE001 - raised in the main thread
+            self._answer_error = exc
+            return
+        with self._answer_lock:
+            self._answer = (started, pending)
 
     # -------------------------------------------------------------- the routing thread
     def _route_loop(self) -> None:
@@ -227,6 +271,7 @@ class Member:
         self._ensure_topic()
         router = threading.Thread(target=self._route_loop, name="panstream-route", daemon=True)
         self._router = router
+        self._async = True
         try:
             with kafka_errors():
                 s.open()
@@ -258,6 +303,8 @@ class Member:
             if router.is_alive():
                 router.join(timeout=30)
             s.close()
+            if self._asking is not None:
+                self._asking.join(timeout=30)
             self.progress.close()
             with self._lock:
                 s.metrics.close_window()
