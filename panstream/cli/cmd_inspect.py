@@ -69,7 +69,9 @@ def describe_store(directory: str) -> dict[str, Any]:
     return {"state_dir": directory, **_group(DirectoryStore(directory))}
 
 
-def describe_topic(topic: str, client: dict[str, Any]) -> dict[str, Any]:
+def describe_topic(topic: str, client: dict[str, Any],
+                   check: tuple[str, tuple[str, ...], dict[str, Any]] | None = None
+                   ) -> dict[str, Any]:
     """As :func:`describe_store`, for the state topic of ``panstream kafka --state-topic`` (read
     in full, never created, nothing appended).
 
@@ -77,11 +79,15 @@ def describe_topic(topic: str, client: dict[str, Any]) -> dict[str, Any]:
         SourceError: no broker answered; StateError: the topic does not exist or a record of it
             cannot be read.
     """
+    from panstream.cli.routed_check import check_routed
     from panstream.sources import kafka as src
 
     store = src.topic_store(topic, client, create=False)
     try:
-        return {"state_topic": topic, **_group(store)}
+        out = {"state_topic": topic, **_group(store)}
+        if check is not None:  # a routed group's internal topic, asked with the same -b
+            out["internal_topic"] = check_routed(store, *check)
+        return out
     finally:
         store.log.close()  # type: ignore[attr-defined]  # KafkaRecordLog
 
@@ -114,7 +120,8 @@ def _group(store: Any) -> dict[str, Any]:
               help="Instead of --state: the state topic of 'panstream kafka --state-topic' (needs "
                    "-b); says the same as --state-dir. The topic is never created.",
               **env("KAFKA_STATE_TOPIC"))
-@bootstrap_option(required=False, help="With --state-topic: Kafka bootstrap servers.")
+@bootstrap_option(required=False, help="With --state-topic: Kafka bootstrap servers. With "
+                  "--state-dir of a routed group: also ask the broker what GROUP-cells holds.")
 @connection_options("With --state-topic: kafka-python client setting, as for 'panstream kafka' "
                     "(e.g. -C request_timeout_ms=60000; repeat; unknown keys are an error).")
 @json_option()
@@ -138,7 +145,13 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
         raise click.UsageError("give exactly one of -s/--state FILE, --state-dir DIR or "
                                "--state-topic TOPIC")
     if state_dir is not None:
-        _store(describe_store(state_dir), as_json)
+        from panstream.cli.routed_check import check_routed
+        from panstream.state.stores import DirectoryStore
+
+        d = describe_store(state_dir)
+        d["internal_topic"] = check_routed(DirectoryStore(state_dir), bootstrap, overrides,
+                                           security)
+        _store(d, as_json)
         return
     if state_topic is not None:
         if not bootstrap:
@@ -150,7 +163,8 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
 
         client = src.state_client(bootstrap, src.parse_overrides(overrides), security)
         with notice_if_slow(f"still {src.connecting_notice(client)}"):
-            _store(describe_topic(state_topic, client), as_json)
+            _store(describe_topic(state_topic, client, (bootstrap, overrides, security)),
+                   as_json)
         return
     assert state is not None
     presto = _presto_file(state)
@@ -256,10 +270,12 @@ def _store(d: dict[str, Any], as_json: bool) -> None:
         click.echo(f"state directory  {d['state_dir']}")
     if d["layout"] == "slices":
         n = len(d["slices_present"])
+        rest = ("" if n == d["slices"] else "; a release lays fresh draws for the others only if "
+                "-b shows that they never received a record")
         click.echo(f"layout           routed slices: one {', '.join(d['estimator'])} table over "
                    f"{d['universe']} in {d['slices']} slices ({n} saved: "
-                   f"{_ranges(d['slices_present'])}; the others were never consumed and release "
-                   "as fresh draws)")
+                   f"{_ranges(d['slices_present'])}{rest})")
+        _internal(d.get("internal_topic"))
         click.echo("release          one table: sensitivity 1, state epsilon x1, whatever the "
                    "producers' keying")
     elif d["layout"] == "partitions":
@@ -288,6 +304,20 @@ def _store(d: dict[str, Any], as_json: bool) -> None:
     click.echo(f"output budget    {d['budget']:g}: spent {d['budget_spent']:g} in "
                f"{d['releases']} release(s), {d['budget_remaining']:g} left (replayed from the "
                f"ledger log, {d['ledger_where']}{refused})")
+
+
+def _internal(info: dict[str, Any] | None) -> None:
+    """The line on a routed group's internal topic (:mod:`panstream.cli.routed_check`)."""
+    if info is None:
+        return
+    if not info["checked"]:
+        click.echo(f"internal topic   {info['name']}: not checked (give -b HOST:PORT to ask the "
+                   "broker for routed records not yet applied)")
+    elif info["drained"]:
+        click.echo(f"internal topic   {info['name']}: drained (every routed record applied to a "
+                   "saved slice and committed)")
+    else:
+        click.echo(f"internal topic   {info['pending_line']}: not yet in the slices")
 
 
 def _ranges(xs: list[int]) -> str:

@@ -97,19 +97,29 @@ from panstream.windows.eventtime import label
                    "[r|X|/R, (r+1)|X|/R) (of a sketch grid: buckets [rB/R, (r+1)B/R) at every "
                    "level). Public; fixed for the life of the group's state.",
               **env("KAFKA_SLICES"))
-@click.option("--cells-retention", type=FiniteFloatRange(min=1.0), default=600.0,
-              show_default=True, metavar="SECONDS",
-              help="retention.ms of a new GROUP-cells topic: it says which cells arrived, as "
-                   "sensitive as the raw topic. Records are also deleted once their slice "
-                   "checkpoint is durable (where the broker supports it). Routed records wait "
-                   "this long at most while the whole group is down.",
+@click.option("--cells-retention", type=FiniteFloatRange(min=0.0), default=0.0,
+              show_default="0: the source topics' longest retention", metavar="SECONDS",
+              help="Least retention.ms of GROUP-cells. Its records say which cells arrived, as "
+                   "sensitive as the raw lines, and one that expires before its slice applies it "
+                   "is an arrival lost: so it is never shorter than the source topics' retention "
+                   "(read from the broker; a shorter value is raised to it). Records are also "
+                   "deleted once their slice checkpoint is durable (where the broker supports "
+                   "DeleteRecords).",
               **env("KAFKA_CELLS_RETENTION"))
 @click.option("--checkpoint-interval", type=FiniteFloatRange(min=0.0), default=5.0,
               show_default=True, help="Seconds between checkpoints (snapshots durable, then commit).",
               **env("KAFKA_CHECKPOINT_INTERVAL"))
 @click.option("--idle-timeout", type=FiniteFloatRange(min=0.0), default=None,
               help="Exit cleanly (final checkpoint and commit) after this many seconds without "
-                   "new messages. Default: run until SIGTERM/SIGINT.", **env("KAFKA_IDLE_TIMEOUT"))
+                   "new messages, once the whole group has drained (every source offset "
+                   "committed, every routed record applied). Default: run until SIGTERM/SIGINT.",
+              **env("KAFKA_IDLE_TIMEOUT"))
+@click.option("--drain-timeout", type=FiniteFloatRange(min=0.0), default=None, metavar="SECONDS",
+              show_default="120, or 2 x session_timeout_ms + 10 s if longer",
+              help="With --idle-timeout: how long a quiet member waits without progress for its "
+                   "group to drain (a dead member's partitions to move to it) before it stops "
+                   "with exit 1 and one line saying what is pending.",
+              **env("KAFKA_DRAIN_TIMEOUT"))
 @connection_options("kafka-python KafkaConsumer setting, e.g. -C session_timeout_ms=6000 "
                     "(repeat; unknown keys are an error; connection and security keys also reach "
                     "the state-topic clients).")
@@ -136,7 +146,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             source_client: str,
             layout: str,
             slice_count: int | None, cells_retention: float, checkpoint_interval: float,
-            idle_timeout: float | None, overrides: tuple[str, ...], security: dict[str, Any],
+            idle_timeout: float | None, drain_timeout: float | None, overrides: tuple[str, ...],
+            security: dict[str, Any],
             metrics_port: int | None, metrics_host: str, log_level: str,
             telemetry: TelemetryPolicy, as_json: bool, window: int | None = None,
             lateness: int = 300, release_epsilon: float | None = None, series: str | None = None,
@@ -146,14 +157,14 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
 
     Each member parses its share of the source partitions (--value-format, -f as in 'panstream
     ingest') and routes every arrival by its cell to the internal topic GROUP-cells (--slices R
-    partitions, short retention); as a second consumer group it keeps the slices of its assigned
-    internal partitions (|X|/R cells each: a bit per cell, or with --estimator frequency a
-    counter mod --modulus; with --estimator sketch -u sketch:4096x24:ip, whole buckets of one
-    Sketch-Flip-Merge grid at every level), restored from the state store on assignment and checkpointed every
-    --checkpoint-interval seconds and before a rebalance takes them away: snapshots durable
-    first, then offsets committed (auto-commit is off; source offsets only after the routed
-    records are acknowledged). The slices laid end to end are one table: 'panstream release
-    --state-dir DIR' (or '--state-topic TOPIC -b ...') releases it with state epsilon x1.
+    partitions, kept as long as the source topics); as a second consumer group it keeps the slices
+    of its assigned internal partitions (|X|/R cells each: a bit per cell, or with --estimator
+    frequency a counter mod --modulus; with --estimator sketch -u sketch:4096x24:ip, whole buckets
+    of one Sketch-Flip-Merge grid at every level), restored from the state store on assignment and
+    checkpointed every --checkpoint-interval seconds and before a rebalance takes them away:
+    snapshots durable first, then offsets committed (auto-commit is off; source offsets only after
+    the routed records are acknowledged). The slices laid end to end are one table: 'panstream
+    release --state-dir DIR' (or '--state-topic TOPIC -b ...') releases it with state epsilon x1.
     SIGTERM/SIGINT make a final checkpoint and commit, leave the groups and exit 0.
     --layout partition keeps the old layout (one full table per source partition).
 
@@ -259,7 +270,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                                                                  // SliceLayout.unit_of(universe))
         runner = routed_member(tail_cfg, metrics, group, overrides, security, count,
                                cells_retention, check=not keep_going,
-                               source_client=source_client)
+                               source_client=source_client,
+                               drain_timeout=drain_timeout)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -335,7 +347,8 @@ LARGE_TABLE_BYTES = 256 << 20
 
 def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str, ...],
                   security: dict[str, Any], slice_count: int, cells_retention: float,
-                  check: bool = True, source_client: str = "kafka-python") -> Any:
+                  check: bool = True, source_client: str = "kafka-python",
+                  drain_timeout: float | None = None) -> Any:
     """The routed layout's member (routing and slice stages); prints what it will hold.
     ``source_client`` is the routing stage's source consumer: ``kafka-python`` or ``librdkafka``
     (:mod:`panstream.sources.kafka.rdkafka`)."""
@@ -387,4 +400,5 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
 
     slices.on_assign = held
     slices.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
-    return Member(route, slices, client, int(cells_retention * 1000))
+    return Member(route, slices, client, int(cells_retention * 1000) or None,
+                  drain_timeout=drain_timeout)

@@ -40,8 +40,11 @@ from panstream.sketch.release import SketchRelease, format_sketch_release
                    "--state-topic' (needs -b); all shards are merged (see --merge) and the release "
                    "is recorded in the topic's release ledger record. The topic is never created.",
               **env("KAFKA_STATE_TOPIC"))
-@bootstrap_option(required=False, help="With --state-topic: Kafka bootstrap servers.")
-@connection_options("With --state-topic: kafka-python client setting, as for 'panstream kafka' "
+@bootstrap_option(required=False, help="With --state-topic: Kafka bootstrap servers. With "
+                  "--state-dir of a routed group: ask the broker whether GROUP-cells holds "
+                  "routed records not yet applied (without it, a store missing a slice is "
+                  "refused).")
+@connection_options("With --state-topic or -b: kafka-python client setting, as for 'panstream kafka' "
                     "(e.g. -C request_timeout_ms=60000; repeat; unknown keys are an error; "
                     "connection and security keys reach the state-topic clients).")
 @click.option("--merge", type=click.Choice(["auto", "partitioned", "sum"]), default="auto",
@@ -146,14 +149,20 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
         raise ConfigurationError(msg)
     new_budget = DEFAULT_BUDGET if budget is None else budget
     options = {} if crop is None else {"t": crop}
+    internal: dict[str, Any] | None = None
     if state_dir is not None:  # shards of 'panstream kafka' (panstream.state.stores)
-        from panstream.state.stores import release_state_dir
+        from panstream.cli.routed_check import check_routed, require_releasable
+        from panstream.state.stores import DirectoryStore, release_state_dir
 
+        # a routed group: what its internal topic still holds (refused before anything is spent)
+        internal = check_routed(DirectoryStore(state_dir), bootstrap, overrides, security)
+        require_releasable(internal)
         rel, _ = release_state_dir(state_dir, epsilon, mechanism, merge, partitions, keyed,
                                    new_ledger, by=by, budget=new_budget, **options)
     elif state_topic is not None:
-        rel = _release_topic(state_topic, bootstrap, overrides, security, epsilon, mechanism,
-                             merge, partitions, keyed, new_ledger, by, new_budget, options)
+        rel, internal = _release_topic(state_topic, bootstrap, overrides, security, epsilon,
+                                       mechanism, merge, partitions, keyed, new_ledger, by,
+                                       new_budget, options)
     else:
         assert state is not None
         # Under the state's lock (a running ingest would overwrite the charge); the ledger is
@@ -177,6 +186,8 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
             out = rel.to_dict()
             if group_counters:
                 out["replay_note"] = GROUP_REPLAY_NOTE
+            if internal is not None:  # whether drained; the lag itself stays an operator's line
+                out["internal_topic"] = {k: v for k, v in internal.items() if k in RELEASED}
             emit_json(out)
         else:
             click.echo(format_release(rel) if isinstance(rel, Release)
@@ -192,6 +203,13 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
             raise ConfigurationError(msg) from None
         click.echo(f"map picture written to {plot_out}", err=True)
 
+
+#: What a release's ``--json`` says of a routed group's internal topic: whether it was checked and
+#: drained, and the slices without a snapshot (the store's own files say that). Not the counts or
+#: the slices of what is pending, nor which slices never received a record: those follow the
+#: traffic, and a release is made to be published (stderr and ``inspect`` say them to the operator,
+#: as the lag metric and ``kafka-consumer-groups --describe`` do).
+RELEASED = ("name", "slices", "missing", "checked", "drained")
 
 #: What a release of a Kafka group's counters (frequency family) says about replays: delivery is
 #: at-least-once, and a counter counts a replayed arrival again (docs/kafka.md, "Replays after a
@@ -301,12 +319,15 @@ def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...]
                    security: dict[str, Any], epsilon: float, mechanism: str, merge: str,
                    partitions: int | None, keyed: bool, new_ledger: bool,
                    by: str | None = None, budget: float = DEFAULT_BUDGET,
-                   options: dict[str, Any] | None = None) -> Any:
-    """Release the shards of a state topic, charged to the topic's release ledger record."""
+                   options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any] | None]:
+    """Release the shards of a state topic, charged to the topic's release ledger record; for a
+    routed group's slices, after asking the broker what its internal topic still holds
+    (:mod:`panstream.cli.routed_check`). Returns the release and that answer."""
     if not bootstrap:
         msg = "--state-topic needs -b/--bootstrap-server HOST:PORT (or PANSTREAM_KAFKA_BOOTSTRAP)"
         raise ConfigurationError(msg)
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # reconnect chatter; errors raise
+    from panstream.cli.routed_check import check_routed, require_releasable
     from panstream.sources import kafka as src
     from panstream.state.stores import release_store
 
@@ -314,8 +335,10 @@ def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...]
     with notice_if_slow(f"still {src.connecting_notice(client)}"):
         store = src.topic_store(topic, client, create=False)
     try:
+        internal = check_routed(store, bootstrap, overrides, security)
+        require_releasable(internal)
         rel, _ = release_store(store, epsilon, mechanism, merge, partitions, keyed, new_ledger,
                                by=by, budget=budget, **(options or {}))
     finally:
         store.log.close()  # type: ignore[attr-defined]  # KafkaRecordLog: flushes, then closes
-    return rel
+    return rel, internal

@@ -237,7 +237,8 @@ def test_an_item_topic_keyed_by_anything_in_a_state_topic(
                                         state_topic), capture_output=True, timeout=60)
     out = text.stdout.decode()
     assert text.returncode == 0 and f"state topic      {state_topic}" in out, out
-    assert "in 16 slices (16 saved: 0-15;" in out and "output budget    1: spent 0.5 in 1" in out
+    assert "in 16 slices (16 saved: 0-15)" in out and "output budget    1: spent 0.5 in 1" in out
+    assert "internal topic   g-anykey-cells: drained (every routed record applied" in out, out
     missing = subprocess.run(panstream_cmd("inspect", "-b", kafka_broker.bootstrap,
                                            "--state-topic", f"{state_topic}-typo"),
                              capture_output=True, timeout=60)

@@ -13,11 +13,23 @@ thread rejoined forever). Each consumer's rebalance listener runs on that consum
 while its owner thread waits in ``poll()``, so a stage's state is never touched by two threads.
 The only shared object is the telemetry window, behind a lock.
 
-Stopping (SIGTERM/SIGINT, or both stages idle for ``idle_timeout``): the routing thread decides
-a still-open sample, flushes and commits, and leaves its group; the slice stage then drains what
-was routed to its partitions (at most ``drain_seconds``), makes its final checkpoint and leaves.
-Records routed to partitions this member does not own stay in the internal topic for their owner:
-while the whole group is down they wait there for at most the topic's ``retention.ms``.
+Stopping on SIGTERM/SIGINT: the routing thread decides a still-open sample, flushes and commits,
+and leaves its group; the slice stage then drains what was routed to its partitions (at most
+``drain_seconds``), makes its final checkpoint and leaves. Records routed to partitions this
+member does not own stay in the internal topic for their owner (whose retention is never shorter
+than the source topics': :func:`~panstream.sources.kafka.route.internal_retention`).
+
+**A bounded run (``idle_timeout``) ends only when the group has drained.** Both stages quiet for
+``idle_timeout`` is not enough: records routed to slices another member holds (or that nobody
+holds yet: a member killed with ``kill -9`` keeps its partitions until its session expires) would
+sit unapplied, their source offsets committed, and a release would miss them. So a quiet member
+asks the broker what the *group* still owes (:class:`~panstream.sources.kafka.progress.
+GroupProgress`: source ends against ``<group>``'s commits, internal ends against
+``<group>-slices``' commits) and stops with exit 0 only when nothing is pending. Otherwise it keeps
+polling, so that a rebalance can hand it the orphaned slices, and says once what it waits for. If
+nothing moves for :attr:`Member.give_up_seconds` it stops with :class:`~panstream.sources.kafka.progress.
+PendingWorkError` (exit 1, one line saying what is pending; the records wait in the internal topic
+for the next run). A member that never got a partition of either group stops the same way.
 """
 
 from __future__ import annotations
@@ -32,9 +44,26 @@ from kafka.errors import KafkaError
 
 from panstream.errors import SourceError
 from panstream.sources.kafka.config import unreachable_message
+from panstream.sources.kafka.progress import GroupProgress, Pending, PendingWorkError
 from panstream.sources.kafka.route import RouteStage, ensure_internal_topic
 from panstream.sources.kafka.slices import SliceStage
 from panstream.sources.kafka.tail import RunSummary, kafka_errors
+
+#: The least wait for a group to drain: Tansu evicts a member killed with ``kill -9`` about a
+#: minute after its death with kafka-python's default 10 s session (measured; 7 s with a 6 s one).
+MIN_DRAIN_TIMEOUT = 120.0
+
+
+def default_drain_timeout(consumer: Mapping[str, Any]) -> float:
+    """How long a quiet member waits without progress for its group to drain, by default: two
+    session timeouts and 10 s (a dead member's session expires, its partitions move), at least
+    :data:`MIN_DRAIN_TIMEOUT`.
+
+    >>> default_drain_timeout({"session_timeout_ms": 45000}), default_drain_timeout({})
+    (120.0, 120.0)
+    """
+    session = float(consumer.get("session_timeout_ms", 10_000)) / 1000
+    return max(MIN_DRAIN_TIMEOUT, 2 * session + 10)
 
 
 class Member:
@@ -43,20 +72,52 @@ class Member:
     Args:
         route, slices: the two stages (sharing one :class:`~panstream.sources.kafka.Metrics`).
         client: connection settings for creating the internal topic.
-        retention_ms: ``retention.ms`` of a newly created internal topic.
+        retention_ms: the least ``retention.ms`` of the internal topic (``None`` or 0: the
+            source topics' longest, read from the broker; a shorter one is raised to that:
+            :func:`~.route.internal_retention`).
         drain_seconds: how long the slice stage may drain on stop.
+        progress: asks the broker what the group has pending (built from ``client`` if
+            ``None``; tests inject one).
+        drain_timeout: how long a quiet member waits without progress for its group to drain
+            (``--drain-timeout``; default :func:`default_drain_timeout`).
     """
 
     def __init__(self, route: RouteStage, slices: SliceStage, client: Mapping[str, Any],
-                 retention_ms: int, drain_seconds: float = 10.0) -> None:
+                 retention_ms: int | None = None, drain_seconds: float = 10.0,
+                 progress: Any = None, drain_timeout: float | None = None) -> None:
         self.route = route
         self.slices = slices
         self.client = dict(client)
-        self.retention_ms = retention_ms
+        self.retention_ms = retention_ms or None
+        self.retention: Any = None
         self.drain_seconds = drain_seconds
+        group = str(route.config.consumer.get("group_id") or "")
+        self.progress = progress or GroupProgress(self.client, group, list(route.config.topics),
+                                                  route.config.internal_topic)
+        #: A quiet member whose group has not drained stops (exit 1) after this long without
+        #: progress: long enough for a dead member's session to expire and its slices to move.
+        self.give_up_seconds = (float(drain_timeout) if drain_timeout is not None
+                                else default_drain_timeout(slices.config.consumer))
+        self.pending: Pending | None = None
+        self._pending_since = 0.0
+        self._last_check = 0.0
+        self._failure: str | None = None  # why a bounded run stops with exit 1
+        self._waiting_since: float | None = None
+        self._said = False
+        #: Where one-line notices go (the CLI prints them on stderr).
+        self.notice = slices.notice
         self.summary = slices.summary
         self._lock = threading.Lock()
         self._route_stop = threading.Event()
+        self._settle = threading.Event()  # asks the routing thread to decide and commit now
+        self._settled = threading.Event()  # ... which it has done
+        self._router: threading.Thread | None = None
+        #: The drain question, asked from its own thread during a run (:meth:`_ask`).
+        self._async = False
+        self._asking: threading.Thread | None = None
+        self._answer: tuple[float, Pending] | None = None
+        self._answer_error: BaseException | None = None
+        self._answer_lock = threading.Lock()
         self._route_error: BaseException | None = None
         metrics = slices.metrics
 
@@ -72,18 +133,101 @@ class Member:
         except KafkaError as exc:
             raise SourceError(unreachable_message(self.client, exc)) from None
         try:
-            ensure_internal_topic(self.client, self.route.config.internal_topic,
-                                  self.route.config.layout, self.retention_ms, probe)
+            self.retention = ensure_internal_topic(
+                self.client, self.route.config.internal_topic, self.route.config.layout,
+                self.retention_ms, probe, sources=list(self.route.config.topics),
+                notice=self.notice)
         finally:
             probe.close()
 
     def _idle(self, now: float) -> bool:
+        """Both stages quiet for ``idle_timeout`` (30 s more before the first assignments)."""
         s = self.slices
         if s.config.idle_timeout is None:
             return False
-        ready = s._ever_assigned and self.route.assignments > 0
+        ready = s._ever_assigned or self.route.assignments > 0
         last = max(self.route.last_activity, s._last_activity)
         return now - last >= s.config.idle_timeout + (0.0 if ready else 30.0)
+
+    def _may_stop(self, now: float) -> bool:
+        """Quiet: stop if the group has drained; else wait (a rebalance may hand this member the
+        orphaned slices); after :attr:`give_up_seconds` without progress stop all the same, to
+        fail (:class:`PendingWorkError`) once the final checkpoint is made. Asks the broker at
+        most once a second."""
+        if now - self._last_check < 1.0:
+            return False
+        self._last_check = now
+        pending = self._ask()
+        if pending is None:  # no answer yet that postdates this member's last work
+            return False
+        if not pending:
+            if not self.slices._ever_assigned and self.route.assignments == 0:
+                msg = (f"stopped by --idle-timeout without ever getting a partition of "
+                       f"{', '.join(self.route.config.topics)} or "
+                       f"{self.route.config.internal_topic}: the group's other members did the "
+                       "work, or this member could not join (check -g and the broker)")
+                self._failure = msg
+            return True
+        if self._waiting_since is None:
+            self._waiting_since = now
+        if not self._said and now - self._waiting_since > self.slices.config.checkpoint_interval + 2:
+            self._said = True  # not what the next slice checkpoint settles anyway: say it once
+            self.notice(f"idle, but the group has not drained: {pending.describe()}; waiting for "
+                        f"it (a rebalance may hand this member their partitions; giving up after "
+                        f"{self.give_up_seconds:g} s without progress)")
+        if self.pending is None or pending != self.pending:  # progress, or first sight
+            self.pending, self._pending_since = pending, now
+            return False
+        if now - self._pending_since >= self.give_up_seconds:
+            msg = (f"stopped by --idle-timeout with work pending for the group: "
+                   f"{pending.describe()}; nothing is lost (the records wait in "
+                   f"{self.route.config.internal_topic}): run the group's members until it "
+                   "drains, then release")
+            self._failure = msg
+            return True
+        return False
+
+    def _ask(self) -> Pending | None:
+        """The group's pending work, asked after this member's last work; ``None`` while no such
+        answer has come. In a run the question is asked from a thread of its own: the slice
+        stage's thread must stay in ``poll()``, or kafka-python discards a JoinGroup completing
+        meanwhile and joins again (against Tansu's slow joins, a quiet member asking every second
+        would never get the slices it waits for)."""
+        if not self._async:
+            return self._ask_broker()
+        with self._answer_lock:
+            answer, self._answer = self._answer, None
+        if self._answer_error is not None:
+            raise self._answer_error
+        if self._asking is None or not self._asking.is_alive():
+            self._asking = threading.Thread(target=self._ask_in_thread, name="panstream-drain",
+                                            daemon=True)
+            self._asking.start()
+        if answer is None:
+            return None
+        started, pending = answer
+        if started < max(self.route.last_activity, self.slices._last_activity):
+            return None  # asked before this member's last work: ask again
+        return pending
+
+    def _ask_broker(self) -> Pending:
+        """Settle the routing stage (a short topic's first sample is held, nothing committed,
+        until decided: decide it and commit what was routed), then ask the broker."""
+        if self._router is not None and self._router.is_alive():
+            self._settled.clear()
+            self._settle.set()
+            self._settled.wait(timeout=10)
+        return self.progress.pending()
+
+    def _ask_in_thread(self) -> None:
+        started = time.monotonic()
+        try:
+            pending = self._ask_broker()
+        except BaseException as exc:  # noqa: BLE001 - raised in the main thread
+            self._answer_error = exc
+            return
+        with self._answer_lock:
+            self._answer = (started, pending)
 
     # -------------------------------------------------------------- the routing thread
     def _route_loop(self) -> None:
@@ -96,13 +240,19 @@ class Member:
                 last_commit = time.monotonic()
                 while not self._route_stop.is_set():
                     r.poll_once(timeout)
-                    if time.monotonic() - last_commit >= interval:
+                    if self._settle.is_set():  # the member is quiet: decide and commit now
+                        self._settle.clear()
+                        r.settle()
+                        self._settled.set()
+                        last_commit = time.monotonic()
+                    elif time.monotonic() - last_commit >= interval:
                         r.commit()
                         last_commit = time.monotonic()
                 r.finish()
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, raised there
             self._route_error = exc
         finally:
+            self._settled.set()  # nobody waits for a settle that will not come
             r.close()
 
     # -------------------------------------------------------------- the main thread
@@ -120,6 +270,8 @@ class Member:
         t0 = time.monotonic()
         self._ensure_topic()
         router = threading.Thread(target=self._route_loop, name="panstream-route", daemon=True)
+        self._router = router
+        self._async = True
         try:
             with kafka_errors():
                 s.open()
@@ -127,7 +279,9 @@ class Member:
                 while not stop.is_set() and self._route_error is None:
                     applied = s.poll_once()
                     now = time.monotonic()
-                    if not applied and self._idle(now):
+                    if applied:  # work came: a later wait starts afresh
+                        self.pending = self._waiting_since = None
+                    elif self._idle(now) and self._may_stop(now):
                         self.summary.stopped_by = "idle-timeout"
                         break
                     with self._lock:
@@ -142,11 +296,16 @@ class Member:
                 s.final_checkpoint()
             if self._route_error is not None:
                 raise self._route_error
+            if self._failure is not None:  # after the final checkpoint: nothing of ours is lost
+                raise PendingWorkError(self._failure)
         finally:
             self._route_stop.set()
             if router.is_alive():
                 router.join(timeout=30)
             s.close()
+            if self._asking is not None:
+                self._asking.join(timeout=30)
+            self.progress.close()
             with self._lock:
                 s.metrics.close_window()
             s._summarize_counts()

@@ -32,9 +32,13 @@ forgotten. A member that stops before its sample is complete is judged on what i
 notice` with the explicit ``-f`` spelling to pin it with.
 
 **The internal topic** (:func:`ensure_internal_topic`) is as sensitive as the raw topic: a
-record says which cells arrived in one batch. panstream creates it with ``R`` partitions and
-``retention.ms`` short (10 minutes by default); the slice stage deletes consumed records once
-the slice checkpoint covering them is durable, where the broker supports DeleteRecords.
+record says which cells arrived in one batch. panstream creates it with ``R`` partitions, a
+``retention.ms`` never shorter than the source topics' (:func:`internal_retention`: a record
+that expired unapplied would be an arrival lost, and the source already keeps the raw lines that
+long) and segments that roll (``segment.ms``, ``segment.bytes``: Kafka deletes closed segments
+only); the slice stage deletes consumed records once the slice checkpoint covering them is
+durable, where the broker supports DeleteRecords. (Until issue 26 the retention was 10 minutes:
+any group outage longer than that lost the routed-but-unapplied arrivals.)
 """
 
 from __future__ import annotations
@@ -71,8 +75,6 @@ HEAD_BYTES = 1 << 18
 SUGGEST_SHARE = 0.5
 #: Largest routed record (bytes; below the brokers' default 1 MiB message limit).
 RECORD_BYTES = 512 << 10
-#: Default retention of the internal topic (ms): it is as sensitive as the raw topic.
-DEFAULT_RETENTION_MS = 600_000
 
 
 def internal_topic(group: str) -> str:
@@ -80,27 +82,169 @@ def internal_topic(group: str) -> str:
     return f"{group}-cells"
 
 
+#: Largest segment of the internal topic (bytes): Kafka deletes whole closed segments only, so
+#: segments must roll for retention to apply (the broker's default is 1 GiB).
+SEGMENT_BYTES = 64 << 20
+#: Longest segment age (ms) of the internal topic, for the same reason (the default is 7 days).
+SEGMENT_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long the internal topic keeps routed records, and why (public settings only).
+
+    Attributes:
+        ms: ``retention.ms`` to set (-1: forever), or ``None``: leave the broker's default (what
+            source topics without their own setting use too).
+        why: one phrase for notices and docs.
+    """
+
+    ms: int | None
+    why: str
+
+    def configs(self) -> dict[str, str]:
+        """The internal topic's settings: delete policy, retention, and segments that roll
+        (``segment.ms`` at most the retention, so a record outlives it by at most that much)."""
+        seg = SEGMENT_MS if self.ms is None or self.ms < 0 else max(1000, min(self.ms, SEGMENT_MS))
+        out = {"cleanup.policy": "delete", "segment.ms": str(seg),
+               "segment.bytes": str(SEGMENT_BYTES)}
+        if self.ms is not None:
+            out["retention.ms"] = str(self.ms)
+        return out
+
+
+def topic_configs(admin: Any, topics: list[str], key: str = "retention.ms"
+                  ) -> dict[str, int | None]:
+    """An integer setting (``retention.ms`` by default) of each topic as the broker describes it
+    (``None``: it did not say; Tansu 0.6 describes no configs)."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    out: dict[str, int | None] = dict.fromkeys(topics)
+    try:
+        res = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics],
+                                     config_filter="all")
+    except Exception:  # noqa: BLE001 - a broker without DescribeConfigs: unknown
+        return out
+    described = res.get("topic", {}) if isinstance(res, dict) else {}
+    for t in topics:
+        entry = (described.get(t) or {}).get(key)
+        value = entry.get("value") if isinstance(entry, dict) else entry
+        with contextlib.suppress(TypeError, ValueError):
+            out[t] = int(value)  # type: ignore[arg-type]
+    return out
+
+
+def topic_retention(admin: Any, topics: list[str]) -> dict[str, int | None]:
+    """``retention.ms`` of each topic (:func:`topic_configs`)."""
+    return topic_configs(admin, topics)
+
+
+def internal_retention(sources: Mapping[str, int | None], asked_ms: int | None) -> Retention:
+    """The internal topic's retention: never shorter than any source topic's.
+
+    A routed record is as sensitive as the raw lines it came from, which the source topic keeps
+    for its own retention; and a record that expires before its slice applies it is an arrival
+    lost for good. So the internal topic keeps its records as long as the longest-lived source
+    (forever if one keeps forever); ``asked_ms`` (``--cells-retention``) may only lengthen that.
+    Where the broker does not describe a source's retention, the internal topic takes the broker's
+    default (as a source without a setting of its own does) unless ``asked_ms`` is given.
+
+    >>> internal_retention({"logs": 604800000}, None).ms
+    604800000
+    >>> internal_retention({"logs": 604800000, "old": -1}, None).ms
+    -1
+    >>> r = internal_retention({"logs": 604800000}, 600000)
+    >>> r.ms, r.why.endswith("--cells-retention 600000 ms is shorter and was raised")
+    (604800000, True)
+    >>> internal_retention({"logs": None}, None)
+    Retention(ms=None, why="the broker's default (it did not describe the source topics' retention)")
+    """
+    known = {t: v for t, v in sources.items() if v is not None}
+    if len(known) < len(sources) or not sources:
+        if asked_ms is not None:
+            return Retention(asked_ms, f"--cells-retention {asked_ms} ms (the broker did not "
+                                       "describe the source topics' retention: keep it at least "
+                                       "theirs)")
+        return Retention(None, "the broker's default (it did not describe the source topics' "
+                               "retention)")
+    top_t = max(known, key=lambda t: (known[t] < 0, known[t]))
+    top = -1 if known[top_t] < 0 else known[top_t]
+    why = f"the longest source retention ({top_t}: {top} ms)"
+    if asked_ms is None:
+        return Retention(top, why)
+    if top >= 0 and asked_ms > top:
+        return Retention(asked_ms, f"--cells-retention {asked_ms} ms")
+    if asked_ms < 0 or asked_ms == top:
+        return Retention(asked_ms, f"--cells-retention {asked_ms} ms")
+    return Retention(top, f"{why}; --cells-retention {asked_ms} ms is shorter and was raised")
+
+
 def ensure_internal_topic(client: Mapping[str, Any], topic: str, layout: SliceLayout,
-                          retention_ms: int, consumer: Any) -> None:
-    """Create ``topic`` with ``layout.count`` partitions and ``retention.ms`` if missing; check the
-    partition count of an existing one.
+                          retention_ms: int | None, consumer: Any,
+                          sources: list[str] | None = None,
+                          notice: Callable[[str], None] = log.info) -> Retention:
+    """Create ``topic`` with ``layout.count`` partitions if missing, its retention never shorter
+    than the source topics' (:func:`internal_retention`), segments that roll, and delete policy;
+    on an existing topic check the partition count and lengthen a shorter retention (an older
+    panstream created it with 10 minutes).
+
+    Returns:
+        The retention the topic was given (or should have).
 
     Raises:
         SourceError: the topic cannot be created.
         ConfigurationError: it exists with another partition count.
     """
+    from kafka.admin import ConfigResource, ConfigResourceType
+
     try:
         admin = KafkaAdminClient(**client)
     except KafkaError as exc:
         raise SourceError(unreachable_message(dict(client), exc, f" (for topic {topic!r})")) from None
     try:
+        ret = internal_retention(topic_retention(admin, list(sources or [])), retention_ms)
+        cfg = ret.configs()
         if topic not in admin.list_topics():
-            cfg = {"retention.ms": str(retention_ms), "cleanup.policy": "delete"}
             with contextlib.suppress(TopicAlreadyExistsError):
                 admin.create_topics([NewTopic(topic, layout.count, -1, topic_configs=cfg)])
+                if ret.ms is None:
+                    notice(f"created {topic} with the broker's default retention: the broker did "
+                           "not describe the source topics' retention.ms (give --cells-retention "
+                           "at least theirs if they set their own)")
+                else:
+                    notice(f"created {topic}: it keeps routed records at most retention.ms "
+                           f"{ret.ms} ({ret.why})")
+        else:
+            if "raised" in ret.why:
+                notice(f"{topic}: {ret.why}")
+            have = topic_retention(admin, [topic])[topic]
+            short = ret.ms is not None and have is not None and (
+                (ret.ms < 0 <= have) or (0 <= have < ret.ms))
+            rolls = {k: topic_configs(admin, [topic], k)[topic] for k in ("segment.ms",
+                                                                          "segment.bytes")}
+            slow = any(v is not None and v > int(cfg[k]) for k, v in rolls.items())
+            if short or slow:
+                try:
+                    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, cfg)])
+                    if short:
+                        notice(f"{topic}: retention.ms {have} was shorter than {ret.why}: set to "
+                               f"{ret.ms}, so no routed record expires before its slice applies "
+                               "it")
+                except Exception as exc:  # noqa: BLE001 - said loudly; the group still runs
+                    if short:
+                        notice(f"warning: {topic} keeps routed records only {have} ms, shorter "
+                               f"than {ret.why}, and the broker refused to change it ({exc}): "
+                               f"set retention.ms={ret.ms} on it, or a long outage loses "
+                               "arrivals")
+                    else:
+                        notice(f"warning: {topic}'s segments roll later than "
+                               f"segment.ms={cfg['segment.ms']} / segment.bytes="
+                               f"{cfg['segment.bytes']} and the broker refused to change them "
+                               f"({exc}): routed records may outlive the retention by a segment")
     except KafkaError as exc:
         msg = (f"cannot create the internal topic {topic!r}: {exc}; create it with "
-               f"{layout.count} partitions and retention.ms={retention_ms} yourself")
+               f"{layout.count} partitions and {', '.join(f'{k}={v}' for k, v in cfg.items())} "
+               "yourself")
         raise SourceError(msg) from None
     finally:
         admin.close()
@@ -116,6 +260,7 @@ def ensure_internal_topic(client: Mapping[str, Any], topic: str, layout: SliceLa
                f"{layout.count}: run the group with --slices {len(parts)} (its state was written "
                "that way), or delete the topic and the group's state to start over")
         raise ConfigurationError(msg)
+    return ret
 
 
 @dataclass
@@ -256,7 +401,12 @@ class RouteStage:
             raise SourceError(msg) from None
 
     def finish(self) -> None:
-        """Decide a short stream's sample, commit, leave the group, close the producer."""
+        """Before leaving: :meth:`settle` (the member then closes the consumer and producer)."""
+        self.settle()
+
+    def settle(self) -> None:
+        """Decide a still-open first sample on what it holds, then commit: a quiet member leaves
+        nothing routed-but-uncommitted or held behind (its group can then drain)."""
         if self._sample is not None and any(self._sample.values()):
             self._decide()
         self.commit()
@@ -455,5 +605,6 @@ def suggest(layout: SliceLayout, values: list[bytes | None] | list[bytearray],
         out += f", but most lie outside {layout.universe.spec}: check --universe too"
     return out + ")"
 
-__all__ = ["DEFAULT_RETENTION_MS", "HEAD_BYTES", "RECORD_BYTES", "SAMPLE_LINES", "RouteConfig",
-           "RouteStage", "ensure_internal_topic", "internal_topic", "suggest"]
+__all__ = ["HEAD_BYTES", "RECORD_BYTES", "SAMPLE_LINES", "Retention", "RouteConfig", "RouteStage",
+           "ensure_internal_topic", "internal_retention", "internal_topic", "suggest",
+           "topic_configs", "topic_retention"]

@@ -14,7 +14,8 @@ committed), handed over on a rebalance. Slice snapshots carry the public ``slice
 After a checkpoint is durable and committed, the internal records it covers are no longer needed:
 the stage asks the broker to delete them (``DeleteRecords``), since they say which cells arrived.
 A broker without DeleteRecords (Tansu 0.6 drops the connection) is told once, and the records then
-expire with the topic's ``retention.ms``.
+expire with the topic's ``retention.ms`` (as long as the source topics keep the raw lines:
+:func:`~panstream.sources.kafka.route.internal_retention`).
 
 Counts: the routing stage already counted messages and items (telemetry windows); this stage
 counts nothing.
@@ -47,6 +48,38 @@ from panstream.state.slices import (
 )
 
 log = logging.getLogger("panstream.kafka")
+
+
+def expired(consumer: Any, tps: list[TopicPartition]) -> dict[int, int]:
+    """Routed records that left the internal topic before any slice applied them: for each
+    partition whose committed offset lies below its log start, how many (``{slice: records}``).
+
+    That happens only when the whole group was down longer than the topic's ``retention.ms`` (or
+    someone deleted records by hand): DeleteRecords never goes past a committed offset. The
+    consumer then resumes at the log start (``auto_offset_reset=earliest``) and those arrivals are
+    lost; nothing can bring them back, but a member must say so instead of going on silently.
+    """
+    try:
+        start = consumer.beginning_offsets(list(tps))
+        done = {tp: consumer.committed(tp) for tp in tps}
+    except Exception:  # noqa: BLE001 - a broker that cannot say: nothing to report
+        return {}
+    return {tp.partition: int(start[tp]) - int(done[tp]) for tp in tps
+            if done.get(tp) is not None and start.get(tp) is not None
+            and int(start[tp]) > int(done[tp])}
+
+
+def expired_warning(topic: str, lost: Mapping[int, int]) -> str:
+    """The one line a member prints for :func:`expired` records.
+
+    >>> expired_warning("g-cells", {3: 12, 4: 1})[:66]
+    'warning: 13 routed records of slices 3-4 expired from g-cells befo'
+    """
+    from panstream.sources.kafka.progress import ranges
+
+    return (f"warning: {sum(lost.values()):,} routed records of slices {ranges(lost)} expired "
+            f"from {topic} before a slice applied them (the group was down longer than its "
+            "retention.ms): those arrivals are lost, and releases of this table miss them")
 
 
 class SliceStage(KafkaTail):
@@ -111,9 +144,13 @@ class SliceStage(KafkaTail):
         return Shard(key, tp, est)
 
     def _restore_pending(self) -> None:
-        new = sorted(tp.partition for tp in self._pending)
+        fresh = sorted(self._pending)
         super()._restore_pending()
-        if new and self.on_assign is not None:
+        if fresh:
+            lost = expired(self.consumer, fresh)
+            if lost:
+                self.notice(expired_warning(self.config.topics[0], lost))
+        if fresh and self.on_assign is not None:
             self.on_assign(sorted(tp.partition for tp in self.shards))
 
     def _release(self, tps: set[TopicPartition], save: bool) -> Any:
@@ -159,7 +196,7 @@ class SliceStage(KafkaTail):
             self.deletes = "unsupported"
             self.notice(f"the broker did not delete consumed internal records "
                         f"({type(exc).__name__}); they expire with the internal topic's "
-                        "retention.ms (--cells-retention) instead")
+                        "retention.ms instead (never shorter than the source topics')")
             self._close_admin()
 
     def _close_admin(self) -> None:
