@@ -47,7 +47,7 @@ from panstream.release.stats import DEFAULT_CONFIDENCE, noise_quantile, stderr_d
 from panstream.universe import MAX_CELLS, Universe
 
 __all__ = ["NO_PRIVACY_EPSILON", "SCALE_WARNING", "Split", "SplitPlan", "accuracy_warning",
-           "best_table_size", "distinct_halfwidth", "epsilon_warning",
+           "best_table_size", "country_plan", "distinct_halfwidth", "epsilon_warning",
            "expressible_distinct", "hashed_error", "noise_warning", "plan_split",
            "planned_halfwidth", "release_error",
            "smallest_table_size", "suggest_universe"]
@@ -306,6 +306,61 @@ def hashed_error(n: float, m: int, p: float, q: float, release_epsilon: float | 
     return {"density": f, "table_noise": table, "release_noise": rel,
             "occupancy_sd": math.sqrt(var_occ) if math.isfinite(var_occ) else math.inf,
             "bias": bias, "rmse": rmse, "uncorrected_bias": n - m * f}
+
+
+def country_plan(block: int, blocks: int, epsilon: float, expected: int | None = None,
+                 release_epsilon: float | None = None) -> dict[str, Any]:
+    """Plan of a ``hashed-ip-country:M`` table: ``blocks`` blocks (one per country slot) of
+    ``block`` hashed cells each, released per country.
+
+    Each block is a hashed table of its own (:func:`hashed_error` with ``m = block``): a country's
+    distinct count has the error of a ``hashed-ip:M`` table holding that country's clients, and the
+    release by country puts noise of scale ``1/release_epsilon`` on every block's count of ones
+    (parallel composition: one person is in one country). Without knowing how clients spread
+    over countries, the plan gives two per-country errors: a country with no clients (the floor,
+    every calibration) and, with ``expected``, a country holding all ``expected`` clients (the
+    largest a country can be; a smaller country has a smaller error). The total over all
+    countries sums independent blocks: its sd is ``sqrt((blocks - 1) e0**2 + eN**2)``.
+
+    Memory: ``blocks x block`` bits.
+
+    >>> d = country_plan(4096, 253, 1.0, expected=1000)
+    >>> d["bits"], d["bytes"]
+    (1036288, 129536)
+    >>> rr = d["calibrations"][0]
+    >>> 0 < rr["empty_country"]["stderr"] < rr["largest_country"]["stderr"] < rr["total"]["stderr"]
+    True
+    """
+    rows: list[dict[str, Any]] = []
+    for cal in CALIBRATIONS:
+        try:
+            c = calibrate(epsilon, cal)
+        except ConfigurationError as exc:
+            rows.append({"calibration": cal, "error": str(exc)})
+            continue
+        p, q = float(c.p), float(c.q)
+
+        def one(n: float, p: float = p, q: float = q) -> dict[str, Any]:
+            e = hashed_error(n, block, p, q, release_epsilon)
+            sd = e["rmse"] if math.isfinite(e["rmse"]) and e["rmse"] <= block * math.log(block) \
+                else None  # more than a block can express: it says nothing
+            return {"clients": n, "stderr": sd, "stderr_95": None if sd is None else Z95 * sd}
+
+        empty = one(0)
+        big = one(expected) if expected is not None else None
+        tot = None
+        if empty["stderr"] is not None and (big is None or big["stderr"] is not None):
+            last = big["stderr"] if big is not None else empty["stderr"]
+            tot = math.sqrt((blocks - 1) * empty["stderr"] ** 2 + last ** 2)
+        rows.append({"calibration": cal, "p": str(c.p), "q": str(c.q),
+                     "epsilon_state": c.epsilon_state, "empty_country": empty,
+                     "largest_country": big,
+                     "total": {"stderr": tot, "stderr_95": None if tot is None else Z95 * tot}})
+    return {"universe": f"hashed-ip-country:{block}", "per": "country", "blocks": blocks,
+            "cells_per_country": block, "bits": blocks * block, "bytes": -(-blocks * block // 8),
+            "epsilon": epsilon, "expected_distinct": expected,
+            "release_epsilon": release_epsilon,
+            "error_level": "1 sd (the *_95 fields: 95 % half-width)", "calibrations": rows}
 
 
 def best_table_size(n: float, p: float, q: float, release_epsilon: float | None = None

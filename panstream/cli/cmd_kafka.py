@@ -40,6 +40,27 @@ from panstream.universe import Universe
 from panstream.windows.eventtime import label
 
 
+def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
+    """The universe a ``kafka`` run routes: ``-u``, or for ``--estimator sketch`` without it the
+    sketch's default grid (:class:`panstream.sketch.sfm.SketchGrid`, ``sketch:4096x24:ip``), as
+    ``ingest --estimator sketch`` picks it. Every other family needs ``-u``.
+
+    >>> kafka_universe("sketch", None).spec
+    'sketch:4096x24:ip'
+
+    Raises:
+        click.UsageError: no ``-u`` for a family without a default universe.
+    """
+    if universe is not None:
+        return universe
+    if estimator == "sketch":
+        from panstream.sketch.sfm import SketchGrid
+
+        return SketchGrid()
+    raise click.UsageError(f"--estimator {estimator} needs -u/--universe (or set "
+                           "PANSTREAM_UNIVERSE); only --estimator sketch has a default grid")
+
+
 @click.command()
 @bootstrap_option()
 @click.option("-t", "--topic", "topics", required=True, multiple=True,
@@ -47,7 +68,7 @@ from panstream.windows.eventtime import label
               **env("KAFKA_TOPIC"))
 @click.option("-g", "--group", required=True, help="Consumer group id: members split partitions.",
               **env("KAFKA_GROUP"))
-@universe_option()
+@universe_option(required=False)
 @epsilon_option(required=False, help="State epsilon: privacy of a leaked table (or give "
                 "--total-epsilon instead).")
 @total_epsilon_options()
@@ -139,7 +160,7 @@ from panstream.windows.eventtime import label
 @click.pass_context
 @handle_errors
 def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: str,
-            universe: Universe, epsilon: float | None, total_epsilon: float | None,
+            universe: Universe | None, epsilon: float | None, total_epsilon: float | None,
             releases: int | None, estimator: str, modulus: int, sketch_hash: str | None,
             calibration: str, state_dir: str | None, state_topic: str | None,
             state_chunk_bytes: int, value_format: str, fmt: Format, keep_going: bool,
@@ -159,8 +180,9 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     ingest') and routes every arrival by its cell to the internal topic GROUP-cells (--slices R
     partitions, kept as long as the source topics); as a second consumer group it keeps the slices
     of its assigned internal partitions (|X|/R cells each: a bit per cell, or with --estimator
-    frequency a counter mod --modulus; with --estimator sketch -u sketch:4096x24:ip, whole buckets
-    of one Sketch-Flip-Merge grid at every level), restored from the state store on assignment and
+    frequency a counter mod --modulus; with --estimator sketch, whole buckets of one
+    Sketch-Flip-Merge grid at every level: -u sketch:BxP:ip|id, by default the grid 'ingest
+    --estimator sketch' uses, sketch:4096x24:ip), restored from the state store on assignment and
     checkpointed every --checkpoint-interval seconds and before a rebalance takes them away:
     snapshots durable first, then offsets committed (auto-commit is off; source offsets only after
     the routed records are acknowledged). The slices laid end to end are one table: 'panstream
@@ -197,7 +219,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     from panstream.state.stores import DirectoryStore, ensure_ledger
 
     check_family_options(ctx, estimator)
-    universe = with_sketch_hash(ctx, estimator, universe, sketch_hash) or universe
+    universe = kafka_universe(estimator, with_sketch_hash(ctx, estimator, universe, sketch_hash)
+                              or universe)
     if getattr(universe, "items", None) == "ip-country" or \
             universe.spec.startswith("hashed-ip-country:"):
         raise click.UsageError(f"a by-country table ({universe.spec}) is not routed on Kafka "

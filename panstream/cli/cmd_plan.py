@@ -47,6 +47,7 @@ from panstream.planning import (
     SplitPlan,
     accuracy_warning,
     best_table_size,
+    country_plan,
     expressible_distinct,
     hashed_error,
     plan_split,
@@ -245,6 +246,13 @@ def command(ctx: click.Context, universe: Universe | None, epsilon: float | None
         _sketch_plan(universe, epsilon, expected_distinct, release_epsilon, as_json)
         return
     assert universe is not None  # refused above for every family but the sketch
+    if getattr(universe, "country_blocks", None):  # hashed-ip-country:M: one block per country
+        if estimator != "density" or epsilon is None or any(x is not None for x in (
+                total_epsilon, by, window, horizon, crop, releases, density)):
+            raise click.UsageError(f"-u {universe.spec} plans with --epsilon, -n and "
+                                   "--release-epsilon (one table of blocks per country)")
+        _country_plan(universe, epsilon, expected_distinct, release_epsilon, as_json)
+        return
     if estimator == "frequency":
         if epsilon is None or by is not None:
             raise click.UsageError("--estimator frequency plans with --epsilon (no --by maps)")
@@ -310,6 +318,47 @@ def command(ctx: click.Context, universe: Universe | None, epsilon: float | None
             _echo_comparison(d, universe)
     if mp is not None:
         _echo_map_plan(mp)
+
+
+def _country_plan(universe: Universe, epsilon: float, n: int | None,
+                  release_epsilon: float | None, as_json: bool) -> None:
+    """``plan -u hashed-ip-country:M``: one block of M hashed cells per country, errors per
+    country (:func:`panstream.planning.country_plan`)."""
+    from panstream.geo import COUNTRIES
+
+    block = int(universe.country_blocks)  # type: ignore[attr-defined]
+    d = country_plan(block, len(COUNTRIES), epsilon, n, release_epsilon)
+    d["telemetry"] = "nothing counted by default (0 per person)"
+    if as_json:
+        emit_json(d)
+        return
+
+    def err(e: dict[str, Any] | None) -> str:
+        if e is None or e["stderr"] is None:
+            return "more than a block can express"
+        return f"+- {e['stderr']:,.1f} [{e['stderr_95']:,.1f}]"
+
+    rel = f", one release at {release_epsilon:g}" if release_epsilon else ""
+    click.echo(f"plan: {universe.spec}: {d['blocks']} blocks of {block:,} hashed cells, one per "
+               f"country = {d['bits']:,} bits ({d['bytes']:,} bytes), epsilon {epsilon:g}{rel}")
+    click.echo("  errors per country (each block is a hashed-ip:"
+               f"{block} table of its own): +- 1 standard deviation [95 % half-width]")
+    click.echo(f"  pan-private total per person: epsilon_state + the release's epsilon, once for "
+               f"all countries (one person is in one country) {TOTAL_TELEMETRY_NOTE}")
+    for r in d["calibrations"]:
+        if "error" in r:
+            click.echo(f"  {r['calibration']:<6} {r['error']}")
+            continue
+        line = (f"  {r['calibration']:<6} epsilon_state = {r['epsilon_state']:.4f}  "
+                f"a country with no clients {err(r['empty_country'])}")
+        if r["largest_country"] is not None:
+            line += f"; the largest, with {n:,} (all of -n) {err(r['largest_country'])}"
+        click.echo(line)
+        click.echo(f"         total over all {d['blocks']} countries {err(r['total'])}")
+    if n is None:
+        click.echo("  give -n N (clients expected) for the error of the largest country")
+    else:
+        click.echo(f"  a country with fewer than {n:,} clients has an error between these two")
 
 
 def _window_plan(total_epsilon: float | None, releases: int | None, window: str | None,

@@ -18,7 +18,7 @@ import click
 from panstream import estimators
 from panstream.cli.common import emit_json, env, given, stop_on_signals
 from panstream.cli.window_export import check_export_dir, presto_exporter
-from panstream.errors import ConfigurationError, SourceError, StateError
+from panstream.errors import ConfigurationError, InputFormatError, SourceError, StateError
 from panstream.ingest import Input
 from panstream.inputs.parser import Format, tune_allocator
 from panstream.planning import plan_split
@@ -384,6 +384,10 @@ def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ..
     with stop_on_signals(ing):
         try:
             return ing.run(inputs())
+        except InputFormatError as exc:  # -f auto found no format: the line plain ingest gives
+            kept = (f"; the open windows are saved in {window_stem(state)}.*.pst, nothing of "
+                    "this input in them" if state else "")
+            raise InputFormatError(f"{exc}{kept}") from None
         except SourceError as exc:
             kept = (f"the open windows are saved in {window_stem(state)}.*.pst"
                     if state else "no --state: the open windows were lost")

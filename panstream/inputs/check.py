@@ -153,8 +153,7 @@ def verdict(counts: Mapping[str, Any] | Any, detected_format: str, universe: Any
     uspec = getattr(universe, "spec", str(universe))
     tail = "; or --keep-going to go on anyway"
     if kind == NO_FORMAT:
-        return (f"no known log format fits the first lines (-f auto found none): name the format, "
-                f"{_ALL_FORMATS}{tail}")
+        return no_format_line()
     lines = "the lines counted so far" if released else "the first lines"
     how = "detected" if auto else "given"
     head = (f"under {_pct(share)} of {lines} gave an address in {uspec} when read as "
@@ -166,6 +165,21 @@ def verdict(counts: Mapping[str, Any] | Any, detected_format: str, universe: Any
     if _can_be_outside(uspec):
         fix += f"; if the addresses lie outside {uspec}, {_universe_fix(uspec)}"
     return fix + tail
+
+
+def no_format_line(keep_going: bool = True) -> str:
+    """The loud-failure line when ``-f auto`` found no known format: name the format with ``-f``.
+
+    One line for every path that meets such an input (plain ``ingest``, ``ingest --window``):
+    a function of the verdict alone. ``keep_going`` adds the ``--keep-going`` way out, where the
+    run has one (a windowed run has none: its lines would go into no window).
+
+    >>> no_format_line(keep_going=False).startswith("no known log format fits the first lines")
+    True
+    """
+    tail = "; or --keep-going to go on anyway" if keep_going else ""
+    return (f"no known log format fits the first lines (-f auto found none): name the format, "
+            f"{_ALL_FORMATS}{tail}")
 
 
 def _can_be_outside(uspec: str) -> bool:

@@ -64,10 +64,12 @@ from typing import Any
 import numpy as np
 
 from panstream import estimators
-from panstream.errors import BudgetExhaustedError, ConfigurationError
+from panstream.errors import BudgetExhaustedError, ConfigurationError, InputFormatError
 from panstream.estimators.base import Estimator
 from panstream.ingest import IDLE_TICK, Input
-from panstream.inputs.parser import Format, LineParser, detect_format, parse_format
+from panstream.inputs.check import no_format_line
+from panstream.inputs.detection import detect
+from panstream.inputs.parser import Format, LineParser, parse_format
 from panstream.schedule import Schedule, wait_before
 from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
@@ -295,6 +297,17 @@ class WindowedIngestor:
         except ValueError:
             msg = f"the series holds a window id {window!r} that is not an ISO 8601 UTC time"
             raise ConfigurationError(msg) from None
+
+    def _detect(self, name: str, chunk: memoryview, announce: bool) -> str:
+        """``auto``: the input's format from its first chunk (recorded for a file); stop the run
+        when no known format fits, as plain ``ingest`` does, before any line is read (in event
+        time it would otherwise blame the format ``'none'`` for carrying no time)."""
+        det = detect(chunk)
+        if not det.known:
+            raise _no_format(name, det.note, announce, self._notice)
+        if announce:
+            self.stats.formats.append(f"{name}: {det.spec}")
+        return det.spec
 
     def _notice(self, msg: str) -> None:
         if self.on_notice:
@@ -591,9 +604,7 @@ class WindowedIngestor:
                 for chunk in inp.reader:
                     if len(chunk):
                         if kind is None:
-                            kind = detect_format(chunk)
-                            if inp.position is not None:
-                                stats.formats.append(f"{inp.name}: {kind}")
+                            kind = self._detect(inp.name, chunk, announce=inp.position is not None)
                             if self.time_mode == "event" and not has_time(kind):
                                 raise _untimed_format(kind, inp.name)
                         if self.time_mode == "event":
@@ -648,6 +659,16 @@ class WindowedIngestor:
             self._open.clear()
             stats.seconds = self.clock() - t0
         return stats
+
+
+def _no_format(name: str, note: str, announce: bool,
+               notice: Callable[[str], None]) -> InputFormatError:
+    """``-f auto`` found no known format: the notice plain ``ingest`` gives (files only: a stream's
+    detection is not announced) and its loud-failure line, without ``--keep-going`` (no window
+    could place the lines)."""
+    if announce:
+        notice(f"{name}: no known log format fits its first lines: {note}")
+    return InputFormatError(no_format_line(keep_going=False))
 
 
 def _no_time_in(name: str, kind: str) -> ConfigurationError:

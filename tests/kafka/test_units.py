@@ -165,3 +165,35 @@ def test_cli_rejects_unknown_consumer_setting_with_one_line(tmp_path) -> None:
     assert res.exit_code == 2 and "exactly one of --state-dir" in res.output
     res = CliRunner().invoke(cli, ["kafka", "--help"])
     assert "PANSTREAM_KAFKA_CONFIG" in res.output and "PANSTREAM_METRICS_PORT" in res.output
+
+
+def test_kafka_sketch_without_universe_uses_the_default_grid_as_ingest_does(tmp_path) -> None:
+    """``kafka --estimator sketch`` without ``-u`` routes the grid ``ingest --estimator sketch``
+    uses (``sketch:4096x24:ip``); every other family still needs ``-u``, in one line. No broker:
+    the run stops at a later check (an unknown -C setting, a partition layout), after the
+    universe was resolved."""
+    import click
+    from click.testing import CliRunner
+
+    from panstream.cli.cmd_kafka import kafka_universe
+    from panstream.cli.main import cli
+    from panstream.sketch.sfm import SketchGrid
+
+    assert kafka_universe("sketch", None).spec == SketchGrid().spec == "sketch:4096x24:ip"
+    given = SketchGrid.parse_spec("sketch:1024x24:id")
+    assert kafka_universe("sketch", given) is given
+    for family in ("density", "frequency"):
+        with pytest.raises(click.UsageError, match=f"--estimator {family} needs -u/--universe"):
+            kafka_universe(family, None)
+    base = ["kafka", "-b", "127.0.0.1:1", "-t", "t", "-g", "g", "--epsilon", "1",
+            "--state-dir", str(tmp_path)]
+    env = {"PANSTREAM_UNIVERSE": None}
+    res = CliRunner().invoke(cli, [*base, "--estimator", "sketch", "-C", "fetch_max_byte=10"],
+                             env=env)
+    assert res.exit_code == 2 and "unknown Kafka consumer setting" in res.output, res.output
+    res = CliRunner().invoke(cli, [*base, "--estimator", "sketch", "--layout", "partition"],
+                             env=env)
+    assert res.exit_code == 2 and "needs --layout slices" in res.output, res.output
+    res = CliRunner().invoke(cli, base, env=env)
+    assert res.exit_code == 2 and "--estimator density needs -u/--universe" in res.output
+    assert "Traceback" not in res.output

@@ -66,3 +66,36 @@ def test_the_table_version_is_kept_and_checked_and_maps_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="by country"):
         back.release_map(1.0, "/24")
     assert len(back.release(1.0).rows) == len(geo.COUNTRIES)
+
+
+def test_plan_describes_one_block_of_m_cells_per_country() -> None:
+    """``plan -u hashed-ip-country:M`` plans what ingest builds: 253 blocks of M hashed cells
+    (253 x M bits), errors per country. An empty country's planned sd is the one the release by
+    country reports for a country estimated at 0 (the same formula, not a hashed table of 253 x M
+    cells), and the largest country's, with all of -n in it, is that of ``hashed-ip:M`` at -n."""
+    import json
+
+    from click.testing import CliRunner
+
+    from panstream.cli.main import cli
+    from panstream.planning import country_plan
+
+    run = CliRunner().invoke
+    r = run(cli, ["plan", "-u", "hashed-ip-country:4096", "--epsilon", "1", "-n", "1000"])
+    assert r.exit_code == 0, r.output
+    assert "253 blocks of 4,096 hashed cells, one per country = 1,036,288 bits" in r.output
+    assert "errors per country" in r.output and "1,036,288 cells" not in r.output
+    j = json.loads(run(cli, ["plan", "-u", "hashed-ip-country:4096", "--epsilon", "1", "-n",
+                             "1000", "--release-epsilon", "1", "--json"]).output)
+    assert (j["per"], j["blocks"], j["bits"]) == ("country", len(geo.COUNTRIES), 253 * 4096)
+    plain = json.loads(run(cli, ["plan", "-u", "hashed-ip:4096", "--epsilon", "1", "-n", "1000",
+                                 "--release-epsilon", "1", "--json"]).output)
+    for mine, theirs in zip(j["calibrations"], plain["calibrations"], strict=True):
+        assert mine["largest_country"]["stderr"] == pytest.approx(theirs["stderr_distinct"])
+    est = CountryDensityEstimator("hashed-ip-country:1024", epsilon=1.0, budget=1.0)
+    rel = est.release(1.0)
+    planned = country_plan(1024, 253, 1.0, None, 1.0)["calibrations"][0]["empty_country"]
+    at_zero = [row.stderr for row in rel.rows if row.distinct == 0.0]
+    assert at_zero and all(s == pytest.approx(planned["stderr"], rel=1e-9) for s in at_zero)
+    bad = run(cli, ["plan", "-u", "hashed-ip-country:4096", "--total-epsilon", "2"])
+    assert bad.exit_code == 2 and "plans with --epsilon, -n and --release-epsilon" in bad.output

@@ -265,6 +265,33 @@ def test_mistakes_get_one_line(args: list[str], message: str, tmp_path: Path) ->
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("time_mode", ["event", "processing"])
+def test_no_known_format_gets_the_line_plain_ingest_gives(time_mode: str, tmp_path: Path) -> None:
+    """``-f auto`` on lines no known format fits: a windowed run says so as plain ``ingest``
+    does (the same notice, the same loud-failure line, exit 1), instead of blaming the format
+    ``'none'`` for carrying no time, or (processing time) exiting 0 with nothing counted. There is
+    no ``--keep-going`` way out here: no window could place the lines."""
+    log = tmp_path / "prose.log"
+    log.write_text("hello world foo\nbar baz qux\nzip zap\n")
+    plain = _panstream("ingest", "-u", UNIVERSE, "-f", "auto", str(log))
+    windowed = _panstream("ingest", "-u", UNIVERSE, "--window", "1d", "--release-epsilon", "1",
+                          "--time", time_mode, "--from", "2026-11-16", "--to", "2026-11-17",
+                          "-f", "auto", str(log)) if time_mode == "event" else \
+        _panstream("ingest", "-u", UNIVERSE, "--window", "1d", "--release-epsilon", "1",
+                   "--time", time_mode, "-f", "auto", str(log))
+    assert plain.returncode == windowed.returncode == 1, windowed.stderr
+    assert "carry no time" not in windowed.stderr and "'none'" not in windowed.stderr
+    notice = f"panstream: {log}: no known log format fits its first lines: "
+    said = [ln for ln in windowed.stderr.splitlines() if ln.startswith(notice)]
+    assert said and said == [ln for ln in plain.stderr.splitlines() if ln.startswith(notice)]
+    error = windowed.stderr.strip().splitlines()[-1]
+    assert error.startswith("panstream: error: no known log format fits the first lines "
+                            "(-f auto found none): name the format, -f field:N")
+    assert "--keep-going" not in error
+    assert plain.stderr.strip().splitlines()[-1].startswith(error)  # plain's adds --keep-going
+    assert "Traceback" not in windowed.stderr
+
+
 def test_processing_time_on_stdin_and_a_signal_keep_the_open_window(tmp_path: Path) -> None:
     """stdin defaults to processing time; SIGTERM checkpoints the open window and exits 0 without
     releasing it; the next run resumes it and, with --close-at-end, releases it once."""
