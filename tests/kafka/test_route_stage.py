@@ -95,6 +95,28 @@ def test_offsets_are_committed_after_the_routed_records_are_acknowledged() -> No
     assert np.array_equal(got, cells)
 
 
+def test_a_commit_that_meets_a_rebalance_is_retried_not_fatal() -> None:
+    """A group that rebalances under a commit (librdkafka rebalances on its own thread, so its
+    commit can meet a newer generation: ILLEGAL_GENERATION) neither stops the member nor loses
+    the offsets: they stay pending and the next checkpoint commits them."""
+    from kafka.errors import CommitFailedError
+
+    cells = np.arange(0, 65536, 40)
+    r, events = stage([{TP: [Rec(0, clf_lines(cells))]}])
+    assert r.poll_once(0)
+    real = r.consumer.commit
+
+    def refuse(offsets: dict[Any, Any]) -> None:
+        raise CommitFailedError("librdkafka commit: ILLEGAL_GENERATION")
+
+    r.consumer.commit = refuse  # type: ignore[method-assign]
+    r.commit()
+    assert any(e[0] == "notice" and "rebalance" in e[1] for e in events if isinstance(e, tuple))
+    r.consumer.commit = real  # type: ignore[method-assign]
+    r.commit()
+    assert events[-1] == ("commit", {0: 1})
+
+
 def test_a_refused_record_stops_the_member_with_nothing_committed() -> None:
     r, events = stage([{TP: [Rec(0, clf_lines(np.arange(2000)))]}], ok=False)
     r.poll_once(0)

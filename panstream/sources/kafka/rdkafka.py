@@ -34,7 +34,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from kafka import TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import CommitFailedError, KafkaError
 
 from panstream.errors import ConfigurationError
 
@@ -246,6 +246,13 @@ class RdKafkaConsumer:
         try:
             done = self._consumer.commit(offsets=parts, asynchronous=False)
         except self._ck.KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            code = err.code() if hasattr(err, "code") else None
+            if code in (self._ck.KafkaError.ILLEGAL_GENERATION, self._ck.KafkaError.UNKNOWN_MEMBER_ID,
+                        self._ck.KafkaError.REBALANCE_IN_PROGRESS):
+                # librdkafka rebalances on its own thread, so a commit can meet a newer generation:
+                # what kafka-python raises for the same case (the routing stage retries or hands over)
+                raise CommitFailedError(f"librdkafka commit: {exc}") from None
             raise KafkaError(f"librdkafka commit: {exc}") from None
         bad = [p for p in done or () if p.error is not None]
         if bad:

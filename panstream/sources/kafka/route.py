@@ -53,7 +53,7 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.errors import CommitFailedError, KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
 from panstream.errors import ConfigurationError, SourceError
@@ -395,6 +395,15 @@ class RouteStage:
             return
         try:
             self.consumer.commit(offsets)
+        except CommitFailedError:
+            # The group rebalanced under this commit (a member joined, left or was killed): the
+            # offsets stay pending here and are committed at the next checkpoint if this member
+            # still owns the partitions; otherwise their new owner routes those messages again
+            # from the last commit (the routed records are durable, a replay is harmless), and a
+            # bounded member still exits 0 only once the group has committed every source end.
+            self.notice("a source offset commit met a rebalance; it is retried at the next "
+                        "checkpoint (or the partition's new owner routes those messages again)")
+            return
         except KafkaError as exc:
             msg = (f"source offset commit failed: {exc}; the routed records are durable, so a "
                    "restart routes a few messages again, which is harmless")
