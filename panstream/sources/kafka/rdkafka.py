@@ -246,8 +246,8 @@ class RdKafkaConsumer:
         try:
             done = self._consumer.commit(offsets=parts, asynchronous=False)
         except self._ck.KafkaException as exc:
-            err = exc.args[0] if exc.args else None
-            code = err.code() if hasattr(err, "code") else None
+            err: Any = exc.args[0] if exc.args else None
+            code = err.code() if err is not None and hasattr(err, "code") else None
             if code in (self._ck.KafkaError.ILLEGAL_GENERATION, self._ck.KafkaError.UNKNOWN_MEMBER_ID,
                         self._ck.KafkaError.REBALANCE_IN_PROGRESS):
                 # librdkafka rebalances on its own thread, so a commit can meet a newer generation:
