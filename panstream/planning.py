@@ -31,6 +31,7 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -308,6 +309,17 @@ def hashed_error(n: float, m: int, p: float, q: float, release_epsilon: float | 
             "bias": bias, "rmse": rmse, "uncorrected_bias": n - m * f}
 
 
+def calibrations(epsilon: float) -> Iterator[tuple[str, Calibrated | None, dict[str, Any]]]:
+    """Every calibration of ``epsilon`` for a plan's rows: ``(name, calibrated, row)`` where
+    ``row`` already says the calibration's error (``calibrated`` is then ``None``) or is empty
+    for the plan to fill."""
+    for cal in CALIBRATIONS:
+        try:
+            yield cal, calibrate(epsilon, cal), {"calibration": cal}
+        except ConfigurationError as exc:
+            yield cal, None, {"calibration": cal, "error": str(exc)}
+
+
 def country_plan(block: int, blocks: int, epsilon: float, expected: int | None = None,
                  release_epsilon: float | None = None) -> dict[str, Any]:
     """Plan of a ``hashed-ip-country:M`` table: ``blocks`` blocks (one per country slot) of
@@ -332,11 +344,9 @@ def country_plan(block: int, blocks: int, epsilon: float, expected: int | None =
     True
     """
     rows: list[dict[str, Any]] = []
-    for cal in CALIBRATIONS:
-        try:
-            c = calibrate(epsilon, cal)
-        except ConfigurationError as exc:
-            rows.append({"calibration": cal, "error": str(exc)})
+    for cal, c, err in calibrations(epsilon):
+        if c is None:
+            rows.append(err)
             continue
         p, q = float(c.p), float(c.q)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import click
 
-from panstream.calibration import CALIBRATIONS, calibrate
+from panstream.calibration import calibrate
 from panstream.cli.common import (
     FiniteFloatRange,
     calibration_option,
@@ -47,6 +47,7 @@ from panstream.planning import (
     SplitPlan,
     accuracy_warning,
     best_table_size,
+    calibrations,
     country_plan,
     expressible_distinct,
     hashed_error,
@@ -90,11 +91,9 @@ def plan(universe: Universe, epsilon: float, expected: int | None,
         msg = f"--expected-distinct {expected} exceeds the universe's {m} cells"
         raise ConfigurationError(msg)
     rows = []
-    for cal in CALIBRATIONS:
-        try:
-            c = calibrate(epsilon, cal)
-        except ConfigurationError as exc:
-            rows.append({"calibration": cal, "error": str(exc)})
+    for cal, c, err in calibrations(epsilon):
+        if c is None:
+            rows.append(err)
             continue
         p, q = float(c.p), float(c.q)
         row: dict[str, Any] = {"calibration": cal, "p": str(c.p), "p_float": p, "q": str(c.q),

@@ -400,15 +400,22 @@ def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, 
                 malformed += 1
                 continue  # the first field does not end within the first max_line bytes
             token = parts[0]
-        key = address_key(token)
-        if key is None:
-            malformed += 1
-        elif is_ipv4_key(key):
-            addr[i] = key & 0xFFFFFFFF
-            ok[i] = True
-        else:
-            v6.append(key)
+        malformed += not place_address(token, i, addr, ok, v6)
     return addr, ok, nlines, n_empty, malformed, v6
+
+
+def place_address(token: bytes, i: int, addr: np.ndarray, ok: np.ndarray, v6: list[int]) -> bool:
+    """Line ``i``'s client ``token`` through the one normalization: an IPv4 client into
+    ``addr[i]``/``ok[i]``, any other address appended to ``v6``; False when it is no address."""
+    key = address_key(token)
+    if key is None:
+        return False
+    if is_ipv4_key(key):
+        addr[i] = key & 0xFFFFFFFF
+        ok[i] = True
+    else:
+        v6.append(key)
+    return True
 
 
 def format_ipv4_lines(addresses: np.ndarray) -> bytes:

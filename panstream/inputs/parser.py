@@ -75,8 +75,9 @@ from panstream.inputs.ipv4 import (
     format_ipv4_lines,
     ipv4_from_windows,
     parse_ipv4,
+    place_address,
 )
-from panstream.inputs.normalize import AddressKeys, address_key, is_ipv4_key
+from panstream.inputs.normalize import AddressKeys
 from panstream.universe import Universe
 
 __all__ = ["ADDRESS_COLUMNS", "ALIASES", "ARG_FORMATS", "FIELD_OF", "FORMATS", "FORMAT_HELP",
@@ -243,14 +244,7 @@ class LineParser:
             if not token.strip():
                 empty += 1
                 continue
-            key = address_key(token)
-            if key is None:
-                malformed += 1
-            elif is_ipv4_key(key):
-                lineaddr[i] = key & 0xFFFFFFFF
-                acc[i] = True
-            else:
-                v6.append(key)
+            malformed += not place_address(token, i, lineaddr, acc, v6)
         second.clear()
         return self._to_cells(lineaddr, acc, v6, n, empty, malformed)
 

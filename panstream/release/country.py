@@ -45,12 +45,11 @@ from panstream.release.stats import (
     debias,
     distinct_from_density,
     noise_quantile,
-    noisy_count,
     occupancy_stderr,
     output_law,
     stderr_state,
 )
-from panstream.sketch.release import fit_noisy_levels, interval_halfwidth
+from panstream.sketch.release import fit_noisy_levels, interval_halfwidth, noisy_ones
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 
 __all__ = ["CountryRelease", "CountryRow", "format_country_release", "release_by_country",
@@ -148,12 +147,7 @@ def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
     law, eps_out = output_law(epsilon, mechanism, confidence, SENSITIVITY, 1)
     entry = est.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
     buckets, r = est.buckets, float(est.q)
-    ones = est.ones_by_country_level()
-    try:
-        noisy = tuple(tuple(noisy_count(int(k), law, mechanism, buckets) for k in row)
-                      for row in ones.tolist())
-    finally:
-        ones.fill(0)
+    noisy = noisy_ones(est.ones_by_country_level(), law, mechanism, buckets)
     rows = []
     var_state = var_rel_total = 0.0
     raw: list[float] = []
@@ -215,11 +209,7 @@ def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplac
         bound()
     entry = est.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
     m, p, q = est.universe.block, est.p, est.q
-    ones = est.ones_by_country()
-    try:
-        noisy = tuple(noisy_count(int(k), law, mechanism, m) for k in ones.tolist())
-    finally:
-        ones.fill(0)
+    noisy = noisy_ones(est.ones_by_country(), law, mechanism, m)
     scale = m * (float(p) - float(q))
     rows = []
     raw: list[float] = []

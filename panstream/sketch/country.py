@@ -138,11 +138,7 @@ class CountrySketchEstimator(SketchEstimator):
     def estimate(self) -> sfm.Fit:
         """The noiseless total over countries (diagnostics and tests): ``n`` is the sum of the
         countries' estimates, ``stderr`` their root sum of squares."""
-        ones = self.ones_by_country_level()
-        try:
-            fits = [sfm.mple(row, self.buckets, float(self.q)) for row in ones]
-        finally:
-            ones.fill(0)
+        fits = self.estimate_by_country()
         n = float(sum(f.n for f in fits))
         se = float(np.sqrt(sum(f.stderr**2 for f in fits)))
         return sfm.Fit(n, max(0, int(n + 0.5)), se, ())

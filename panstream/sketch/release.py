@@ -47,7 +47,7 @@ from panstream.release.stats import (
 from panstream.sketch import sfm
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 
-__all__ = ["SketchRelease", "SketchTable", "fit_noisy_levels", "format_sketch_release",
+__all__ = ["SketchRelease", "SketchTable", "fit_noisy_levels", "format_sketch_release", "noisy_ones",
            "interval_halfwidth", "release_sketch"]
 
 #: L1 sensitivity of the per-level counts of ones to one person.
@@ -169,6 +169,26 @@ def interval_halfwidth(se_state: float, var_release: float,
     return hi
 
 
+def noisy_ones(ones: np.ndarray, law: Any, mechanism: str, bound: int) -> tuple[Any, ...]:
+    """Exact noise on every count of ones (a row per level, or rows of rows), then the exact
+    counts wiped in place: they never outlive the draw, whatever it raised.
+
+    >>> from panstream.release.stats import output_law
+    >>> law, _ = output_law(1.0, "geometric", 0.95, 1, 1)
+    >>> ones = np.array([3, 1])
+    >>> noisy = noisy_ones(ones, law, "geometric", 64)
+    >>> len(noisy), ones.tolist()
+    (2, [0, 0])
+    """
+    try:
+        rows = ones.tolist()
+        if ones.ndim == 1:
+            return tuple(noisy_count(int(k), law, mechanism, bound) for k in rows)
+        return tuple(tuple(noisy_count(int(k), law, mechanism, bound) for k in row) for row in rows)
+    finally:
+        ones.fill(0)
+
+
 def fit_noisy_levels(noisy: tuple[float, ...], buckets: int, r: float, var_release: float,
                      confidence: float = DEFAULT_CONFIDENCE) -> tuple[sfm.Fit, float, float]:
     """One grid's estimate from its noisy per-level counts of ones (noise of variance
@@ -194,11 +214,7 @@ def release_sketch(est: SketchTable, epsilon: float, mechanism: str = "laplace",
     law, eps_out = output_law(epsilon, mechanism, confidence, SENSITIVITY, 1)
     entry = est.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
     buckets, r = est.buckets, float(est.q)
-    ones = est.ones_by_level()
-    try:
-        noisy = tuple(noisy_count(int(k), law, mechanism, buckets) for k in ones.tolist())
-    finally:
-        ones.fill(0)
+    noisy = noisy_ones(est.ones_by_level(), law, mechanism, buckets)
     fit, var_rel, h = fit_noisy_levels(noisy, buckets, r, law.variance, confidence)
     n = fit.n  # unbiased, unclamped: the one rule for every family (panstream.release.honesty)
     return SketchRelease(
