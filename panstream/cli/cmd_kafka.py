@@ -22,6 +22,7 @@ from panstream.cli.common import (
     env,
     epsilon_option,
     estimator_options,
+    expected_option,
     handle_errors,
     json_option,
     total_epsilon_options,
@@ -75,6 +76,7 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
 @estimator_options()
 @sketch_hash_option()
 @calibration_option()
+@expected_option()
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
               help="Directory of the shard snapshots (one file per partition; shared or "
                    "persistent volume for several hosts).", **env("STATE_DIR"))
@@ -162,7 +164,8 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
 def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: str,
             universe: Universe | None, epsilon: float | None, total_epsilon: float | None,
             releases: int | None, estimator: str, modulus: int, sketch_hash: str | None,
-            calibration: str, state_dir: str | None, state_topic: str | None,
+            calibration: str, expected_distinct: int | None, state_dir: str | None,
+            state_topic: str | None,
             state_chunk_bytes: int, value_format: str, fmt: Format, keep_going: bool,
             source_client: str,
             layout: str,
@@ -248,7 +251,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         epsilon, budget, _ = apply_split(ctx, total_epsilon, releases, universe, calibration,
                                          telemetry=telemetry)
     assert epsilon is not None
-    warn_settings(universe, epsilon, calibration, estimator, modulus)
+    warn_settings(universe, epsilon, calibration, estimator, modulus, expected_distinct)
     if (state_dir is None) == (state_topic is None):
         msg = "give exactly one of --state-dir DIR or --state-topic TOPIC (where shards are kept)"
         raise ConfigurationError(msg)

@@ -156,3 +156,17 @@ def test_kafka_warns_like_ingest_before_it_connects(run_cli) -> None:
     err = r.stderr.decode().splitlines()
     assert r.returncode == 2 and len(err) == 2, err
     assert "--epsilon 1000 cannot be realized" in err[0] and err[1].startswith("panstream: error:")
+
+
+def test_kafka_takes_the_expected_distinct_count_and_warns_like_ingest(run_cli) -> None:
+    # The same -n as ingest: the plan's 95 % error against N, and the universe that would count
+    # them, before any broker is reached (no --state-dir: refused right after the warning).
+    r = run_cli(["kafka", "-b", "127.0.0.1:1", "-t", "t", "-g", "g", "-u", "ipv4:16.0.0.0/4",
+                 "--epsilon", "1", "-n", "5000"])
+    err = r.stderr.decode().splitlines()
+    assert r.returncode == 2 and len(err) == 2, err
+    assert "exceeds the 5,000 distinct expected" in err[0] and "use hashed-ip:8192" in err[0]
+    assert err[1].startswith("panstream: error:")
+    r = run_cli(["kafka", "-b", "127.0.0.1:1", "-t", "t", "-g", "g", "-u", "ipv4:10.0.0.0/16",
+                 "--epsilon", "1", "-n", "5000"])
+    assert b"warning" not in r.stderr and r.returncode == 2
