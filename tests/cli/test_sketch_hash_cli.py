@@ -87,7 +87,7 @@ def test_release_by_country_from_the_command_line(tmp_path: Path,
     assert len(d["rows"]) == 253 and abs(d["distinct"] - 5000) < 6 * d["stderr"]
     zz = next(row for row in d["rows"] if row["country"] == "ZZ")
     assert abs(zz["distinct"] - 3000) < 6 * zz["stderr"]  # private addresses have no country
-    assert d["epsilon"] == 1 and d["budget_remaining"] == 0  # one charge for all 253
+    assert d["epsilon"]["release"] == 1 and d["budget_remaining"] == 0  # one charge for all 253
     r = run_cli(["release", "-s", str(st), "--epsilon", "1", "--by", "country"])
     assert r.returncode != 0 and b"budget" in r.stderr  # the budget of 1 is spent: once
     plain = tmp_path / "p.pst"
