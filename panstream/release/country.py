@@ -44,7 +44,7 @@ import numpy as np
 
 from panstream import geo
 from panstream.errors import ConfigurationError
-from panstream.release.honesty import BELOW_ZERO, noise_dominated, shown
+from panstream.release.honesty import BELOW_ZERO, flag_line, noise_dominated, shown
 from panstream.release.ledger import group_privacy
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
@@ -292,7 +292,11 @@ def format_country_release(r: CountryRelease, top: int = 20) -> str:
     """
     pct = f"{100 * r.confidence:g}%"
     rows = r.top(top)
-    clamped = any(v < 0 for x in (r, *rows) for v in (x.distinct, x.low, x.high))
+    figures = [(r.distinct, r.low, r.high), *((x.distinct, x.low, x.high) for x in rows)]
+    clamped = any(v < 0 for f in figures for v in f)
+    flag = flag_line(r.distinct, r.low, r.high, r.confidence,
+                     f"every one of the {len(r.rows)} slots adds its noise to the total; a larger "
+                     "epsilon (release or state) narrows it")
     lines = [
         f"panstream release: {r.mechanism} mechanism, epsilon {r.epsilon:g} once for "
         f"{len(r.rows)} country slots ({r.universe}, countries from {r.geo or 'no arrivals yet'}: "
@@ -300,6 +304,7 @@ def format_country_release(r: CountryRelease, top: int = 20) -> str:
         f"  distinct (all countries) {shown(r.distinct, 0):>12,.0f}   {pct} CI "
         f"[{shown(r.low, 0):,.0f}, {shown(r.high, 0):,.0f}]"
         + (f" ({BELOW_ZERO})" if r.high < 0 else ""),
+        *([flag] if flag else []),
         f"  top {min(top, len(r.rows))} countries by estimate ({pct} intervals; * = noise-dominated, "
         "the interval is wider than the value):",
     ]
