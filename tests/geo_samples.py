@@ -1,4 +1,5 @@
-"""Public IPv4 clients and their true count per country slot (for the by-country tests and bench).
+"""Public IPv4 clients and their true count per country slot (for the by-country tests and bench),
+and the check every by-country release passes (:func:`check_the_negative_rule`).
 
 Synthetic data only, so it lives in the test tree: NumPy's PCG64 draws the addresses (never used
 for privacy). ``bench/bench_country.py`` imports it from here too (it puts ``tests/`` on its path).
@@ -6,11 +7,17 @@ for privacy). ``bench/bench_country.py`` imports it from here too (it puts ``tes
 
 from __future__ import annotations
 
+import csv
+import io
 import ipaddress
+import re
+from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 
 from panstream import geo
+from panstream.release.country import format_country_release
 
 
 def public_ipv4(rng: np.random.Generator, n: int) -> list[str]:
@@ -27,3 +34,34 @@ def truth_by_country(addresses: list[str]) -> np.ndarray:
     """The true number of (distinct) ``addresses`` in each slot of :data:`panstream.geo.COUNTRIES`
     by the offline table (:func:`panstream.geo.slots`)."""
     return np.bincount(geo.slots(addresses), minlength=len(geo.COUNTRIES))
+
+
+def check_the_negative_rule(rel: Any, empty: np.ndarray) -> int:
+    """Check one by-country release against the rule for negative estimates (docs/release.md,
+    "Negative estimates: one rule for every family") and return how many of the ``empty`` slots
+    (true count 0) were released below 0.
+
+    Released (the API's rows, ``to_dict()`` for ``--json``, ``csv_text()`` for ``--csv``): the
+    unbiased values as computed, never clamped. Shown (the printout, every row listed): each value
+    at ``max(0, value)``, no negative number anywhere, and the line that says so exactly when a
+    value listed was below 0.
+    """
+    rows = {r.country: r for r in rel.rows}
+    d = rel.to_dict()
+    assert d["extras"]["rows"] == d["rows"] == [asdict(r) for r in rel.rows]
+    assert (d["estimate"], d["low"], d["high"]) == (rel.distinct, rel.low, rel.high)
+    for line in list(csv.DictReader(io.StringIO(rel.csv_text()))):
+        r = rows[line["country"]]
+        assert abs(float(line["distinct"]) - r.distinct) <= 0.051  # written to 0.1
+        assert abs(float(line["low"]) - r.low) <= 0.051
+    text = format_country_release(rel, top=len(rel.rows))
+    shown_rows = {m[1]: m.groups()[1:] for m in re.finditer(
+        r"^    ([A-Z]{2})\s+([\d,]+)\s+\[([\d,]+), ([\d,]+)\]", text, re.M)}
+    assert len(shown_rows) == len(rel.rows)
+    for code, (v, lo, hi) in shown_rows.items():
+        r = rows[code]
+        assert (v, lo, hi) == tuple(f"{max(x, 0.0):,.0f}" for x in (r.distinct, r.low, r.high))
+    assert re.findall(r"(?<![\w.])-\d", text) == []
+    below = any(x < 0 for r in (rel, *rel.rows) for x in (r.distinct, r.low, r.high))
+    assert ("shown clamped at 0" in text) == below
+    return sum(rows[geo.COUNTRIES[s]].distinct < 0 for s in empty.tolist())

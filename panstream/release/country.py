@@ -12,11 +12,17 @@ the maximum pseudo-likelihood estimate, its state standard error, the release pa
 method, and the interval of a normal plus a Laplace. Every slot is published; ordering, the total
 and the "noise-dominated" flags are post-processing.
 
-The total is the sum of the countries' unclamped estimates (a person is in one country; an
-empty country's estimate is centred on 0, so clamping each at 0 first would bias the sum up by
-about 250 x 21 at 1024 x 24 and epsilon 1); its variance is
-the sum of theirs (the slots' bits and noise are independent), and its interval is the normal plus
-Laplace interval of those summed variances.
+Negative estimates (docs/release.md, "one rule for every family"). What is released -- every
+row's ``distinct``, ``low`` and ``high``, the total's, ``to_dict()`` (``--json``) and
+``csv_text()`` (``--csv``) -- is the unbiased estimate and its interval, **unclamped**: an empty
+country's estimate is centred on 0, so about half of them fall below 0. Only the printout
+(:func:`format_country_release`) and the report show them clamped at 0, and say so. Until this
+change the rows and the total were clamped at 0 in the release itself, unlike every other family.
+
+The total is the sum of the countries' unclamped estimates (a person is in one country; clamping
+each at 0 first would bias the sum up by about 250 x 21 at 1024 x 24 and epsilon 1); its variance
+is the sum of theirs (the slots' bits and noise are independent), and its interval is the normal
+plus Laplace interval of those summed variances.
 
 >>> from panstream.sketch.country import CountrySketchEstimator
 >>> est = CountrySketchEstimator(epsilon=2.0, buckets=256, levels=8, budget=1.0)
@@ -38,12 +44,12 @@ import numpy as np
 
 from panstream import geo
 from panstream.errors import ConfigurationError
-from panstream.release.honesty import noise_dominated
+from panstream.release.honesty import BELOW_ZERO, flag_line, noise_dominated, shown
 from panstream.release.ledger import group_privacy
+from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
     DEFAULT_CONFIDENCE,
     debias,
-    distinct_from_density,
     noise_quantile,
     occupancy_stderr,
     output_law,
@@ -61,7 +67,11 @@ SENSITIVITY = 1
 
 @dataclass(frozen=True)
 class CountryRow:
-    """One country's published distinct count (from noisy counts and public parameters only)."""
+    """One country's published distinct count (from noisy counts and public parameters only).
+
+    ``distinct``, ``low`` and ``high`` are released unclamped (an empty country's estimate is
+    below 0 about half the time); ``noise_dominated`` is the shared rule on them.
+    """
 
     country: str
     distinct: float
@@ -79,7 +89,9 @@ class CountryRelease:
         rows: every slot of :data:`panstream.geo.COUNTRIES`, in that order.
         buckets, levels: the grid per country (a ``hashed-ip-country:M`` table: ``M`` cells, 1
             level; its ``noisy_ones`` hold one count per slot).
-        distinct, low, high, stderr, cardinality: the total over slots.
+        distinct, low, high, stderr: the total over slots: the sum of the rows' unclamped
+            estimates and its interval (unclamped too); cardinality: the total rounded, at
+            least 0 (Presto's style).
         noisy_ones: the released noisy per-level counts, one tuple per slot.
         epsilon, epsilon_state, epsilon_total, mechanism, confidence, buckets, levels, universe,
         geo, budget, budget_remaining, time: as for a sketch release.
@@ -109,19 +121,36 @@ class CountryRelease:
         """Pan-private guarantee for a group of ``k`` people: ``k * epsilon_total``."""
         return group_privacy(k, self.epsilon_total)
 
+    @property
+    def family(self) -> str:
+        """The estimator family: ``"sketch"`` (``sketch:BxP:ip-country``) or ``"density"``
+        (``hashed-ip-country:M``)."""
+        return "sketch" if self.universe.startswith("sketch:") else "density"
+
     def to_dict(self) -> dict[str, Any]:
-        """All fields as a JSON-serializable dict (``rows`` as a list of dicts)."""
-        d = asdict(self)
-        d["rows"] = [asdict(r) for r in self.rows]
-        d["noisy_ones"] = [list(x) for x in self.noisy_ones]
-        return d
+        """The common JSON shape (:mod:`panstream.release.schema`): the total as ``estimate``,
+        ``low``, ``high`` (unclamped), every slot's row under ``extras.rows`` (unclamped), and
+        the old top-level names (``rows``, ``distinct``, ``epsilon_state``, ...) beside them."""
+        old = asdict(self)
+        old["rows"] = [asdict(r) for r in self.rows]
+        old["noisy_ones"] = [list(x) for x in self.noisy_ones]
+        extras = {k: old[k] for k in ("rows", "cardinality", "noisy_ones", "buckets", "levels",
+                                      "geo", "mechanism")}
+        extras["by"] = "country"
+        return estimate_fields(
+            family=self.family, universe=self.universe, statistic="distinct",
+            estimate=self.distinct, low=self.low, high=self.high, stderr=self.stderr,
+            confidence=self.confidence, epsilon_state=self.epsilon_state,
+            epsilon_release=self.epsilon, epsilon_total=self.epsilon_total, extras=extras,
+            aliases=old)
 
     def top(self, k: int = 20) -> list[CountryRow]:
         """The ``k`` rows of largest estimate (post-processing of the release)."""
         return sorted(self.rows, key=lambda r: -r.distinct)[:k]
 
     def csv_text(self) -> str:
-        """One CSV line per slot: country, distinct, low, high, stderr, noise_dominated."""
+        """One CSV line per slot: country, distinct, low, high, stderr, noise_dominated (the
+        released values: unclamped)."""
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
         w.writerow(["country", "distinct", "low", "high", "stderr", "noise_dominated"])
@@ -153,24 +182,35 @@ def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
     raw: list[float] = []
     for code, counts in zip(est.countries, noisy, strict=True):
         fit, var_rel, h = fit_noisy_levels(counts, buckets, r, law.variance, confidence)
-        n = max(0.0, fit.n)
-        low, high = max(0.0, fit.n - h), max(0.0, fit.n + h)
-        rows.append(CountryRow(code, n, low, high, math.sqrt(fit.stderr**2 + var_rel),
-                               noise_dominated(n, low, high)))
+        n = fit.n  # unbiased, unclamped: the one rule for every family (panstream.release.honesty)
+        rows.append(CountryRow(code, n, n - h, n + h, math.sqrt(fit.stderr**2 + var_rel),
+                               noise_dominated(n, n - h, n + h)))
         var_state += fit.stderr**2
         var_rel_total += var_rel
-        raw.append(fit.n)
+        raw.append(n)
     table = _table_name(est)
     total = math.fsum(raw)  # unclamped: clamping 253 near-zero estimates at 0 would bias the sum
     h = interval_halfwidth(math.sqrt(var_state), var_rel_total, confidence)
     return CountryRelease(
-        rows=tuple(rows), distinct=max(0.0, total), cardinality=max(0, int(np.floor(total + 0.5))),
-        low=max(0.0, total - h), high=max(0.0, total + h), stderr=math.sqrt(var_state + var_rel_total),
+        rows=tuple(rows), distinct=total, cardinality=max(0, int(np.floor(total + 0.5))),
+        low=total - h, high=total + h, stderr=math.sqrt(var_state + var_rel_total),
         noisy_ones=noisy, epsilon=eps_out, epsilon_state=est.epsilon_state,
         epsilon_total=est.ledger.epsilon_total(est.epsilon_state), mechanism=mechanism,
         confidence=float(confidence), buckets=buckets, levels=est.levels,
         universe=est.universe.spec, geo=table, budget=est.ledger.budget,
         budget_remaining=est.ledger.remaining, time=entry.time)
+
+
+def _linear_count(density: float, m: int) -> float:
+    """Linear counting of a block of ``m`` hashed cells, ``-m ln(1 - density)``, **unclamped**
+    below density 0 (a negative count near 0, as the density's noise gave it; near 0 it is
+    ``m * density``, the unbiased scale), capped where the block saturates (density
+    ``1 - 1/m``).
+
+    >>> [round(_linear_count(d, 1024), 2) for d in (-0.01, 0.0, 0.01)]
+    [-10.19, 0.0, 10.29]
+    """
+    return -m * math.log1p(-min(density, 1.0 - 1.0 / m))
 
 
 def _table_name(est: Any) -> str | None:
@@ -194,7 +234,8 @@ def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplac
     and noise of scale ``1/epsilon`` on each count costs ``epsilon`` once. Each block is then
     released as a ``hashed-ip`` table is (:func:`panstream.release.density.release`): debiased
     density, linear counting, an interval with the randomized response's and the hash
-    collisions' (occupancy) errors and the release noise. The total sums the blocks' unclamped
+    collisions' (occupancy) errors and the release noise; each block's count and interval are
+    released unclamped below 0 (:func:`_linear_count`). The total sums the blocks' unclamped
     linear counts; its interval is a normal of the summed state variances plus a Laplace of the
     summed release variances.
 
@@ -219,23 +260,22 @@ def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplac
         se_state = stderr_state(density, m, p, q)
         se_occ = occupancy_stderr(density, m)
         h = noise_quantile(math.hypot(se_state, se_occ) * scale, law, confidence) / scale
-        n = distinct_from_density(density, m, True)
-        low = distinct_from_density(density - h, m, True)
-        high = distinct_from_density(density + h, m, True)
+        n = _linear_count(density, m)  # unclamped below 0: an empty block is centred on 0
+        low, high = _linear_count(density - h, m), _linear_count(density + h, m)
         f = min(density, 1.0 - 1.0 / m)
         slope = m / (1.0 - max(f, 0.0))  # d(linear count)/d(density)
         var_s = (math.hypot(se_state, se_occ) * slope) ** 2
         var_r = law.variance * (slope / scale) ** 2
         rows.append(CountryRow(code, n, low, high, math.sqrt(var_s + var_r),
                                noise_dominated(n, low, high)))
-        raw.append(-m * math.log1p(-f))  # unclamped below 0: an empty block is centred on 0
+        raw.append(n)
         var_state += var_s
         var_rel_total += var_r
-    total = math.fsum(raw)
+    total = math.fsum(raw)  # unclamped, as the rows
     h = interval_halfwidth(math.sqrt(var_state), var_rel_total, confidence)
     return CountryRelease(
-        rows=tuple(rows), distinct=max(0.0, total), cardinality=max(0, int(np.floor(total + 0.5))),
-        low=max(0.0, total - h), high=max(0.0, total + h),
+        rows=tuple(rows), distinct=total, cardinality=max(0, int(np.floor(total + 0.5))),
+        low=total - h, high=total + h,
         stderr=math.sqrt(var_state + var_rel_total), noisy_ones=tuple((k,) for k in noisy),
         epsilon=eps_out, epsilon_state=eps_state,
         epsilon_total=est.ledger.epsilon_total(eps_state), mechanism=mechanism,
@@ -245,20 +285,37 @@ def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplac
 
 
 def format_country_release(r: CountryRelease, top: int = 20) -> str:
-    """A human summary: the total, then the ``top`` countries by estimate (no trailing newline)."""
+    """A human summary: the total, then the ``top`` countries by estimate (no trailing newline).
+
+    Figures are shown clamped at 0 (a count is never negative), and a line says so whenever a
+    figure shown was clamped; ``--json`` and ``--csv`` keep the released, unbiased values.
+    """
     pct = f"{100 * r.confidence:g}%"
+    rows = r.top(top)
+    figures = [(r.distinct, r.low, r.high), *((x.distinct, x.low, x.high) for x in rows)]
+    clamped = any(v < 0 for f in figures for v in f)
+    flag = flag_line(r.distinct, r.low, r.high, r.confidence,
+                     f"every one of the {len(r.rows)} slots adds its noise to the total; a larger "
+                     "epsilon (release or state) narrows it")
     lines = [
         f"panstream release: {r.mechanism} mechanism, epsilon {r.epsilon:g} once for "
         f"{len(r.rows)} country slots ({r.universe}, countries from {r.geo or 'no arrivals yet'}: "
         "the registries' assignment)",
-        f"  distinct (all countries) {r.distinct:>12,.0f}   {pct} CI [{r.low:,.0f}, {r.high:,.0f}]",
+        f"  distinct (all countries) {shown(r.distinct, 0):>12,.0f}   {pct} CI "
+        f"[{shown(r.low, 0):,.0f}, {shown(r.high, 0):,.0f}]"
+        + (f" ({BELOW_ZERO})" if r.high < 0 else ""),
+        *([flag] if flag else []),
         f"  top {min(top, len(r.rows))} countries by estimate ({pct} intervals; * = noise-dominated, "
         "the interval is wider than the value):",
     ]
-    for row in r.top(top):
+    for row in rows:
         flag = " *" if row.noise_dominated else ""
-        lines.append(f"    {row.country}  {row.distinct:>12,.0f}   [{row.low:,.0f}, "
-                     f"{row.high:,.0f}]{flag}")
+        lines.append(f"    {row.country}  {shown(row.distinct, 0):>12,.0f}   "
+                     f"[{shown(row.low, 0):,.0f}, {shown(row.high, 0):,.0f}]{flag}"
+                     + (f" ({BELOW_ZERO})" if row.high < 0 else ""))
+    if clamped:
+        lines.append("  shown clamped at 0 (a count is never negative); --json and --csv keep the "
+                     "released, unbiased values, which may be below 0")
     lines += [
         f"  privacy               output epsilon {r.epsilon:g} (all countries: one person is in "
         f"one) + state epsilon {r.epsilon_state:.6g} -> pan-private epsilon_total "

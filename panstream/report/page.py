@@ -153,6 +153,16 @@ def _cell(v: float, hi: float = math.inf, fmt: Any = number_text) -> str:
             f'file); shown at the edge of the possible range">{fmt(s)}*</td>')
 
 
+def _inline(v: float, hi: float = math.inf) -> str:
+    """A released value in running text, shown clamped as in a table cell (:func:`_cell`): a
+    clamped one is marked ``*`` and its tooltip gives the released (unbiased) value."""
+    s = _shown(v, hi)
+    if s == v:
+        return number_text(v)
+    return (f'<span class="cl" title="released {escape(number_text(v))} (unbiased, kept in the '
+            f'published file); shown at the edge of the possible range">{number_text(s)}*</span>')
+
+
 _CLAMP_NOTE = ("* shown at the edge of the possible range (never below 0): the released value, "
                "unbiased and kept as it is in the published file, lies outside it (hover the "
                "cell for it).")
@@ -568,6 +578,7 @@ def _country_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
     chart = ranked_chart(pts, title=f"distinct clients by country: {universe or r.name}",
                          xlabel=f"distinct clients (noisy), {pct} interval")
     clamped = any(_shown(v) != v for b in buckets for v in (b.value, b.low, b.high))
+    total_clamped = any(_shown(v) != v for v in (head.estimate, head.low, head.high))
     rows = "".join(
         f"{_tr(b.noise_dominated)}<td>{i}</td><td>{escape(b.label)}</td>"
         f"{_cell(b.value)}{_cell(b.low)}{_cell(b.high)}{_nd_cell(b.noise_dominated)}</tr>"
@@ -586,12 +597,12 @@ def _country_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
         "one person is one address in one country, so the slots are disjoint and one charge "
         f"covers them all (parallel composition). {len(clear)} of {n} are above 0 and not "
         "noise-dominated. "
-        f"All countries: <strong>{escape(head.statistic)} {number_text(_shown(head.estimate))}"
-        f"</strong>, {pct} interval [{number_text(_shown(head.low))}, "
-        f"{number_text(_shown(head.high))}]"
+        f"All countries: <strong>{escape(head.statistic)} {_inline(head.estimate)}"
+        f"</strong>, {pct} interval [{_inline(head.low)}, {_inline(head.high)}]"
         + (" \u2014 <span class=\"ndtag\">noise-dominated</span>" if head.noise_dominated else "")
         + ".</p>"
-        f"<figure>{chart}<figcaption>Ranked: {escape(which)}. Each dot is a country's noisy "
+        + (f'<p class="note">{escape(_CLAMP_NOTE)}</p>' if total_clamped else "")
+        + f"<figure>{chart}<figcaption>Ranked: {escape(which)}. Each dot is a country's noisy "
         f"estimate, the bar its {pct} interval (never below 0); a ring marks a noise-dominated "
         "one. Every slot is in the table.</figcaption></figure>"
         f"<details><summary>Table: all {n} country slots, largest first</summary>"
@@ -698,7 +709,7 @@ _CSS = (
     "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}"
     "th:first-child,td:first-child,th.t,td.t{text-align:left}th{background:#f2f4f7}"
     "td.nd{color:#8a3a00;font-weight:600}tr.ndrow{background:#fff3e8}"
-    ".ndtag{color:#8a3a00;font-weight:600}td.cl{color:#555}.note{font-size:13px;color:#444}"
+    ".ndtag{color:#8a3a00;font-weight:600}.cl{color:#555}.note{font-size:13px;color:#444}"
     "code{font-size:13px;background:#f4f4f4;padding:0 3px}"
     "details summary{cursor:pointer;font-weight:600;margin:6px 0}"
     "footer{margin-top:32px;font-size:12px;color:#555}")

@@ -4,9 +4,14 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
+from schema_check import validate
 
 
 def _log(path: Path, start: int, n: int) -> Path:
@@ -85,9 +90,10 @@ def test_release_by_country_from_the_command_line(tmp_path: Path,
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert len(d["rows"]) == 253 and abs(d["distinct"] - 5000) < 6 * d["stderr"]
+    _released_unclamped(d)
     zz = next(row for row in d["rows"] if row["country"] == "ZZ")
     assert abs(zz["distinct"] - 3000) < 6 * zz["stderr"]  # private addresses have no country
-    assert d["epsilon"] == 1 and d["budget_remaining"] == 0  # one charge for all 253
+    assert d["epsilon"]["release"] == 1 and d["budget_remaining"] == 0  # one charge for all 253
     r = run_cli(["release", "-s", str(st), "--epsilon", "1", "--by", "country"])
     assert r.returncode != 0 and b"budget" in r.stderr  # the budget of 1 is spent: once
     plain = tmp_path / "p.pst"
@@ -109,8 +115,22 @@ def test_release_by_country_of_a_hashed_ip_table(tmp_path: Path,
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert len(d["rows"]) == 253 and abs(d["distinct"] - 4000) < 6 * d["stderr"]
+    _released_unclamped(d)
     assert d["budget_remaining"] == 0.5
     r = run_cli(["release", "-s", str(st), "--epsilon", "0.5", "--by", "/24"])
     assert r.returncode == 2 and b"by country" in r.stderr
     r = run_cli(["release", "-s", str(st), "--epsilon", "0.5"])
     assert r.returncode == 0 and b"country slots" in r.stdout
+    assert re.findall(rb"(?<![\w.])-\d", r.stdout) == []  # shown clamped at 0
+
+
+def _released_unclamped(d: dict[str, Any]) -> None:
+    """A by-country ``--json``: the common shape (schema), the rows under ``extras`` unclamped
+    (about half of the ~248 empty slots below 0: none is below 0 with probability ~2^-248), and
+    the total the sum of the rows (JSON keeps 12 significant digits)."""
+    validate(d, "estimate")
+    assert d["extras"]["rows"] == d["rows"] and d["extras"]["by"] == "country"
+    assert any(row["distinct"] < 0 for row in d["rows"])
+    assert d["estimate"] == d["distinct"]
+    assert d["estimate"] == pytest.approx(math.fsum(row["distinct"] for row in d["rows"]),
+                                          rel=1e-9, abs=1e-6)

@@ -48,11 +48,32 @@ def test_a_country_release_is_ranked_tabulated_and_charged_once(countries: Path,
     assert table.count("<tr") == 253 + 1
     for r in d["rows"]:
         assert f"<td>{r['country']}</td>{shown_cell(r['distinct'])}" in table, r["country"]
+    # the file keeps the released, unclamped rows: an empty country is below 0 about half the
+    # time (~230 empty slots: none below 0 has probability 2^-230); the page shows them at 0,
+    # marked '*', the released value one hover away, and says so
+    below = [r for r in d["rows"] if r["distinct"] < 0]
+    assert below and d["extras"]["rows"] == d["rows"]
+    assert '<td class="cl" title="released -' in table
+    assert "* shown at the edge" in html[html.index("Table: all 253 country slots"):]
     # one charge: the release's epsilon once for all slots, its ledger's total the whole cost
-    assert f"{d['epsilon']:g} once for 253 countries" in html
+    assert f"{d['epsilon']['release']:g} once for 253 countries" in html
     assert "parallel composition" in html
     grand = re.search(r"is covered at <strong>epsilon ([0-9.]+)</strong>", html)
-    assert grand and float(grand.group(1)) == pytest.approx(d["epsilon_total"], abs=1e-5)
+    assert grand and float(grand.group(1)) == pytest.approx(d["epsilon"]["total"], abs=1e-5)
+    assert re.findall(r"(?<![\w.])[-\u2212]\d", visible_text(html)) == []
+
+
+def test_a_total_below_zero_is_shown_at_zero_and_marked(countries: Path) -> None:
+    """The total over countries is released unclamped too; when noise puts it (or its low end)
+    below 0, the page shows 0 marked '*', with the released value in the tooltip and the note,
+    and never a negative number."""
+    d = json.loads(countries.read_text())
+    d.update(estimate=-12.5, low=-410.0, high=385.0)
+    html = render([], [ReleaseInput("c.json", d)])
+    section = html[html.index("All countries:"):html.index("<figure>", html.index("All countries:"))]
+    assert 'title="released -12.50 (unbiased, kept in the published file)' in section
+    assert 'title="released -410 (unbiased' in section and "0*" in visible_text(section)
+    assert "* shown at the edge of the possible range" in section
     assert re.findall(r"(?<![\w.])[-\u2212]\d", visible_text(html)) == []
 
 

@@ -72,7 +72,7 @@ def shown_cell(v: float, hi: float = float("inf"), fmt=number_text) -> str:  # n
     s = min(max(v, 0.0), hi)
     if s == v:
         return f"<td>{fmt(v)}</td>"
-    return f'title="released {fmt(v)} (unbiased, kept in the published file)'
+    return f'<td class="cl" title="released {fmt(v)} (unbiased, kept in the published file)'
 
 
 def visible_text(html: str) -> str:
