@@ -695,7 +695,11 @@ def _syslog(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
         zoned = np.zeros(n, dtype=bool)
         r = np.flatnonzero(iso)
         if r.size:
-            s_, g_, z_ = _iso_parts(v[r])
+            vi = v[r]
+            blank = np.cumsum(vi[:, 19:] == ord(" "), axis=1) > 0  # the stamp ends at a blank
+            vi[:, 19:][blank] = 0
+            s_, g_, z_ = _iso_parts(vi)
+            vi.fill(0)
             secs[r], good[r], zoned[r] = s_, g_, z_
             s_.fill(0)
         out["iso"], out["secs"], out["zoned"] = good, secs, zoned
