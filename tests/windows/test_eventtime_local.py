@@ -360,3 +360,44 @@ def test_each_real_log_replayed_every_line_placed(case: tuple, tmp_path: Path) -
 def time_tuple(day: str) -> tuple[int, int, int, int, int, int]:
     y, m, d = (int(x) for x in day.split("-"))
     return (y, m, d, 0, 0, 0)
+
+
+# ------------------------------------------------------------------- the Kafka windowed member
+def test_the_kafka_router_places_sshd_lines_by_the_zone_and_the_clock_year() -> None:
+    """``kafka --window --time-zone Europe/Berlin``: a syslog line's local ``Nov 24 11:30:00`` is
+    10:30 UTC, placed in the 10:00 window the clock (10:40, lateness 10 min) has open; a line of
+    09:20 local (08:20 UTC, closed) is dropped. The year is the clock's (live)."""
+    from kafka import TopicPartition
+
+    from panstream.sources.kafka.metrics import Metrics
+    from panstream.sources.kafka.route import RouteConfig
+    from panstream.sources.kafka.windows import WindowRouteStage, WindowSpec, decode_record
+    from panstream.state.slices import SliceLayout
+    from panstream.universe import Universe
+
+    layout = SliceLayout(Universe.parse("ipv4:10.9.0.0/24"), 2)
+    spec = WindowSpec(3600, 600, 1.0, time_zone="Europe/Berlin")
+    ten = _at(2026, 11, 24, 10, 0, 0)
+    router = WindowRouteStage(RouteConfig({}, {}, ["logs"], layout, "g-wcells", "lines", "sshd"),
+                              Metrics(), spec, wall_clock=lambda: float(ten + 2400))
+    buf = bytearray(_bsd(["Nov 24 11:30:00", "Nov 24 09:20:00"]).replace(b"10.0.0.1", b"10.9.0.7"))
+    out: list[tuple[int, bytes]] = []
+    router._partition(TopicPartition("logs", 0), buf, "sshd", out)
+    assert [decode_record(v)[:2] for _, v in out] == [("D", ten)]
+
+
+def test_kafka_window_refuses_a_local_format_without_time_zone(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from panstream.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["kafka", "-b", "127.0.0.1:1", "-t", "logs", "-g", "g", "-u",
+                                   "ipv4:10.9.0.0/24", "--epsilon", "1", "-f", "haproxy",
+                                   "--window", "1h", "--release-epsilon", "1", "--state-dir",
+                                   str(tmp_path)])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "has no zone: give --time-zone UTC" in res.output
+    res = CliRunner().invoke(cli, ["kafka", "-b", "127.0.0.1:1", "-t", "logs", "-g", "g", "-u",
+                                   "ipv4:10.9.0.0/24", "--epsilon", "1", "--time-zone", "UTC",
+                                   "--state-dir", str(tmp_path)])
+    assert res.exit_code == 2 and "--time-zone go(es) with --window" in res.output
