@@ -17,7 +17,20 @@ and knows nothing of tables, files or clocks.
   ``w3c:FIELD``   the ``date`` and ``time`` fields (UTC: CloudFront, IIS)
   ``zeek:FIELD``  the ``ts`` field (epoch seconds)
   ``alb``         field 2, ``elb`` field 1 (ISO 8601, UTC)
+  ``vhost``,      the CLF ``[...]`` (the first ``[`` of the line)
+  ``xff``
+  ``squid``       field 1, epoch seconds (UTC); through syslog, the value after ``: ``
+  ``haproxy``     the accept date ``[30/Jul/2018:09:03:52.726]``: local, needs a zone
+  ``apache-       ``[Thu Nov 26 10:00:00.123456 2026]``: local, needs a zone
+  error``
+  ``nginx-error`` ``2026/11/26 10:00:00``: local, needs a zone
+  ``sshd``,       syslog's ``Dec 10 06:55:46`` (local, no year: the declared range's year,
+  ``pam``         or the one nearest the clock) or an RFC 5424 / ISO 8601 stamp
   ==============  ========================================================================
+
+  A local time without a zone (:data:`LOCAL_FORMATS`) is refused without ``--time-zone``
+  (:func:`check_time`); :mod:`panstream.windows.zones` makes it UTC (fixed offsets, IANA zones
+  with their daylight saving changes) and gives a syslog time its year.
 
   ISO 8601 is ``YYYY-MM-DDTHH:MM:SS`` with an optional fraction and ``Z``, ``+hh:mm``,
   ``+hhmm`` or ``+hh`` (no zone: UTC); epochs are 1 to 12 digits of seconds with an optional
