@@ -554,8 +554,8 @@ def _haproxy(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
         rows, k = _first_per_line(line, ok)
         local[rows] = secs[k]
         good[rows] = True
-        secs.fill(0)
-        sod.fill(0)
+        for a in (secs, sod, day, year, month, line, k):
+            a.fill(0)
     finally:
         w.fill(0)
     return local, good
@@ -600,9 +600,8 @@ def _apache_error(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
         ok &= _WEEKDAY_CODES[np.floor_divide(secs, 86400) % 7] == wd
         local[ok] = secs[ok]
         good[ok] = True
-        yw.fill(0)
-        secs.fill(0)
-        sod.fill(0)
+        for a in (yw, secs, sod, day, year, month, wd):
+            a.fill(0)
     finally:
         w.fill(0)
     return local, good
@@ -631,8 +630,8 @@ def _nginx_error(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
         ok &= okc
         local[ok] = secs[ok]
         good[ok] = True
-        secs.fill(0)
-        sod.fill(0)
+        for a in (secs, sod, day, year, month):
+            a.fill(0)
     finally:
         w.fill(0)
     return local, good
@@ -829,7 +828,7 @@ class TimeReader:
                 out[zoned] = sl["secs"][zoned].astype("datetime64[s]")
                 parts = [(sl["secs"], local_iso)]
             finally:
-                for a in ("month", "day", "sod"):
+                for a in ("month", "day", "sod", "bsd", "iso", "zoned"):
                     sl[a].fill(0)
         for local, good in parts:
             r = np.flatnonzero(good)
@@ -851,8 +850,8 @@ class TimeReader:
         else:
             utc = years_by_clock(m, d, sod, zone, now)
         out[r] = utc.astype("datetime64[s]")
-        utc.fill(0)
-        sod.fill(0)
+        for a in (utc, m, d, sod):
+            a.fill(0)
 
     def _w3c(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         date = self._cols[0].locate(b, starts, ends)

@@ -228,8 +228,10 @@ def years_by_range(month: np.ndarray, day: np.ndarray, sod: np.ndarray, zone: Zo
         out = utc[pick, np.arange(month.size)]
         out[~inside.any(axis=0)] = first - 1
         pick.fill(0)
+        inside.fill(False)
     finally:
         utc.fill(0)
+        valid.fill(False)
     return out
 
 
@@ -253,4 +255,5 @@ def years_by_clock(month: np.ndarray, day: np.ndarray, sod: np.ndarray, zone: Zo
         pick.fill(0)
     finally:
         utc.fill(0)
+        valid.fill(False)
     return out

@@ -401,3 +401,34 @@ def test_kafka_window_refuses_a_local_format_without_time_zone(tmp_path: Path) -
                                    "ipv4:10.9.0.0/24", "--epsilon", "1", "--time-zone", "UTC",
                                    "--state-dir", str(tmp_path)])
     assert res.exit_code == 2 and "--time-zone go(es) with --window" in res.output
+
+
+# ---------------------------------------------------------------------- what the reader keeps
+def test_the_zone_tables_follow_the_public_span_never_the_lines() -> None:
+    """The attack: feed a reader lines stamped in unusual years (1999, 2040) and look at what it
+    keeps. It keeps the zone's offset table of the declared range's years (public), the same with
+    or without those lines; the odd lines are placed nowhere (outside the range), not made exact
+    by a table computed for them."""
+    span = (_at(2026, 11, 16, 0, 0, 0), _at(2026, 11, 23, 0, 0, 0))
+    target = (b"1999/07/01 10:00:00 [error] x, client: 10.0.0.66, server: a\n"
+              b"2040/07/01 10:00:00 [error] x, client: 10.0.0.66, server: a\n")
+    crowd = b"2026/11/17 10:00:00 [error] x, client: 10.0.0.1, server: a\n"
+    kept = []
+    for data in (crowd, crowd + target):
+        zone = parse_zone("Europe/Berlin")
+        got = seconds(times(data, "nginx-error", TimeReader("nginx-error", zone, span)))[0]
+        assert got[0] == _at(2026, 11, 17, 9, 0, 0)
+        assert all(not span[0] <= t < span[1] for t in got[1:].tolist())
+        kept.append(sorted(zone._tables))
+    assert kept[0] == kept[1] == [(2025, 2027)]
+
+
+def test_a_time_zone_a_format_does_not_use_gets_a_notice() -> None:
+    from panstream.cli.window_options import zone_notice
+
+    utc = parse_zone("UTC")
+    assert zone_notice("clf", utc) == ("--time-zone UTC is not used: clf lines carry their own "
+                                       "zone (or are UTC)")
+    assert zone_notice("haproxy", utc) is None and zone_notice("auto", utc) is None
+    assert zone_notice("clf", None) is None
+    assert "processing time" in (zone_notice("haproxy", utc, "processing") or "")
