@@ -432,3 +432,46 @@ def test_a_time_zone_a_format_does_not_use_gets_a_notice() -> None:
     assert zone_notice("haproxy", utc) is None and zone_notice("auto", utc) is None
     assert zone_notice("clf", None) is None
     assert "processing time" in (zone_notice("haproxy", utc, "processing") or "")
+
+
+def test_live_sshd_windows_across_new_year() -> None:
+    """``tail -F /var/log/auth.log | panstream ingest -f sshd --window 1h --lateness 10m
+    --time-zone UTC --from 2026-12-31T23:00Z``: read at 00:00:30 on 1 January, three clients'
+    ``Dec 31 23:59:58`` lines are last year's and go into the 23:00 window (open until 00:10);
+    ``Jan  1 00:00:10`` goes into the new year's first hour. Had the year been the clock's, the
+    three lines would sit a year ahead, in no open window."""
+    from panstream import estimators
+    from panstream.ingest import Input
+    from panstream.inputs.parser import Format
+    from panstream.universe import Universe
+    from panstream.windows import WindowedIngestor, WindowSchedule
+
+    new_year = _at(2027, 1, 1, 0, 0, 0)
+    now = [float(new_year + 30)]
+    lines = b"".join(f"{stamp} host sshd[1]: Failed password for x from 10.0.0.{k} port 22 "
+                     f"ssh2\n".encode() for k, stamp in ((1, "Dec 31 23:59:58"),
+                                                        (2, "Dec 31 23:59:58"),
+                                                        (3, "Dec 31 23:59:59"),
+                                                        (4, "Jan  1 00:00:10")))
+    chunks = [(0, lines), (660, b"")]  # then the clock passes 00:10: the 23:00 window closes
+
+    def feed() -> object:
+        for step, d in chunks:
+            now[0] += step
+            yield memoryview(d)
+
+    class Reader:
+        def __iter__(self) -> object:
+            return feed()
+
+    small = Universe.parse("ipv4:10.0.0.0/28")  # 16 cells at epsilon 16: errors far below 1
+    recs: list[dict] = []  # type: ignore[type-arg]
+    ing = WindowedIngestor(lambda: estimators.new("density", small, 16.0, budget=16.0), small,
+                           Format("sshd"), 3600, release_epsilon=16.0, time_mode="event",
+                           schedule=WindowSchedule.live(3600, 600, first=new_year - 3600),
+                           close_at_end=True, on_close=recs.append, time_zone="UTC",
+                           wall_clock=lambda: now[0])
+    ing.run([Input("stdin", Reader())])  # type: ignore[list-item]
+    assert [r["window"] for r in recs] == ["2026-12-31T23:00:00Z", "2027-01-01T00:00:00Z"]
+    # |error| > 1 needs Laplace(1/16) noise beyond 1 (e^-16) or a flipped bit (q ~ 1e-7)
+    assert np.allclose([r["estimate"] for r in recs], [3, 1], atol=1.0)
