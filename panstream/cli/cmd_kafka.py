@@ -176,7 +176,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             telemetry: TelemetryPolicy, as_json: bool, window: int | None = None,
             lateness: int = 300, release_epsilon: float | None = None, series: str | None = None,
             series_topic: str | None = None, horizon: int | None = None,
-            range_from: int | None = None, range_to: int | None = None) -> None:
+            range_from: int | None = None, range_to: int | None = None,
+            time_zone: Any = None) -> None:
     """Tail Kafka topics in a consumer group into one pan-private table, any keying.
 
     Each member parses its share of the source partitions (--value-format, -f as in 'panstream
@@ -290,7 +291,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                                  release_epsilon=release_epsilon, series=series,
                                  series_topic=series_topic, horizon=horizon,
                                  state_dir=state_dir, as_json=as_json, range_from=range_from,
-                                 range_to=range_to)
+                                 range_to=range_to, time_zone=time_zone)
     else:
         count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size
                                                                  // SliceLayout.unit_of(universe))

@@ -17,16 +17,25 @@ import click
 
 from panstream import estimators
 from panstream.cli.common import FiniteFloatRange, emit_json, env
-from panstream.cli.window_options import DEFAULT_LATENESS, _duration, range_options, window_line
+from panstream.cli.window_options import (
+    DEFAULT_LATENESS,
+    _duration,
+    range_options,
+    time_zone_option,
+    window_line,
+    zone_notice,
+)
 from panstream.errors import ConfigurationError
 from panstream.state.slices import mib
 from panstream.windows import duration_text, horizon_line
+from panstream.windows.eventtime import check_time, has_time
+from panstream.windows.zones import Zone
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options only ``kafka --window`` takes.
 WINDOW_ONLY = ("lateness", "release_epsilon", "series", "series_topic", "horizon", "range_from",
-               "range_to")
+               "range_to", "time_zone")
 
 
 def kafka_window_options() -> Callable[[F], F]:
@@ -37,8 +46,9 @@ def kafka_window_options() -> Callable[[F], F]:
                           "window keeps a fresh table (as slices), open on the wall clock from "
                           "its start to its end + --lateness, then released ONCE at "
                           "--release-epsilon, empty or not, appended to --series, then deleted. "
-                          "Needs -f clf (lines with a time) and --state-dir. See "
-                          "docs/windows.md.",
+                          "Needs a format whose lines carry a time (-f clf, ...; haproxy, "
+                          "apache-error, nginx-error, sshd, pam with --time-zone) and "
+                          "--state-dir. See docs/windows.md.",
                      **env("KAFKA_WINDOW")),
         click.option("--lateness", default=DEFAULT_LATENESS, show_default=True,
                      metavar="DURATION", callback=_duration("--lateness", zero_ok=True),
@@ -63,6 +73,7 @@ def kafka_window_options() -> Callable[[F], F]:
                           "window's epsilon).",
                      **env("KAFKA_HORIZON")),
         *range_options("KAFKA_"),
+        time_zone_option("KAFKA_"),
     ]
 
     def deco(f: F) -> F:
@@ -103,7 +114,8 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
                     window: int, lateness: int, release_epsilon: float, series: str | None,
                     series_topic: str | None,
                     horizon: int | None, state_dir: str, as_json: bool,
-                    range_from: int | None = None, range_to: int | None = None) -> Any:
+                    range_from: int | None = None, range_to: int | None = None,
+                    time_zone: Zone | None = None) -> Any:
     """The windowed member: routing and slice stages over ``<group>-wcells``; prints the
     per-window accounting and, as each window is released, its record."""
     from panstream.sources import kafka as src
@@ -125,8 +137,14 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
     if topic in c.topics:
         raise ConfigurationError(f"-t {topic} is the group's own internal topic: tail the source "
                                  "topics instead")
-    spec = WindowSpec(window, lateness, float(release_epsilon), first=range_from, stop=range_to)
+    spec = WindowSpec(window, lateness, float(release_epsilon), first=range_from, stop=range_to,
+                      time_zone=time_zone.name if time_zone is not None else None)
     spec.schedule  # noqa: B018  (refuses a --from/--to off the window grid, before connecting)
+    if c.fmt != "auto" and has_time(c.fmt):  # a local time without --time-zone: refused now
+        check_time(c.fmt, spec.zone)
+    unused = zone_notice(c.fmt, time_zone)
+    if unused:
+        click.echo(f"panstream: {unused}", err=True)
     ser = series or os.path.join(state_dir, f"{group}-series.jsonl")
     parsed = src.parse_overrides(overrides)
     slice_consumer = src.consumer_config(",".join(c.consumer["bootstrap_servers"]),

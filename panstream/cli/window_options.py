@@ -35,15 +35,16 @@ from panstream.windows import (
     window_stem,
     windows_met,
 )
-from panstream.windows.eventtime import label, parse_duration
+from panstream.windows.eventtime import check_time, has_time, label, needs_zone, parse_duration
 from panstream.windows.schedule import parse_instant
 from panstream.windows.series import Series, SeriesMetrics, read
+from panstream.windows.zones import Zone, parse_zone
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options only a windowed run takes (checked when --window is missing).
 WINDOW_ONLY = ("time", "lateness", "series", "horizon", "close_at_end", "metrics_port",
-               "metrics_host", "export_presto_dir", "range_from", "range_to")
+               "metrics_host", "export_presto_dir", "range_from", "range_to", "time_zone")
 
 #: Default allowed lateness of event-time windows.
 DEFAULT_LATENESS = "5m"
@@ -76,6 +77,39 @@ def _instant(what: str) -> Callable[..., int | None]:
     return convert
 
 
+def _zone(ctx: click.Context, param: click.Parameter, value: Any) -> Zone | None:
+    if value is None:
+        return None
+    try:
+        return parse_zone(value)
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def time_zone_option(prefix: str = "") -> Callable[[F], F]:
+    """``--time-zone``: the zone of the formats that write a local time without one."""
+    return click.option(
+        "--time-zone", "time_zone", default=None, metavar="ZONE", callback=_zone,
+        help="With --window, event time: the zone of logs that write the local time without "
+             "one: haproxy (accept date), apache-error, nginx-error, sshd and pam (syslog's "
+             "'Dec 10 06:55:46', whose year comes from --from/--to, or live from the clock). "
+             "UTC, an offset (+02:00) or an IANA name (Europe/Berlin: daylight saving handled; "
+             "a repeated hour takes the earlier instant, a skipped one shifts forward). "
+             "Required by those formats; the others carry their zone.",
+        **env(f"{prefix}TIME_ZONE"))
+
+
+def zone_notice(fmt_spec: str, zone: Zone | None, mode: str = "event") -> str | None:
+    """The one-line notice for a ``--time-zone`` that a format does not use (``None``: it does)."""
+    kind = fmt_spec.partition(":")[0]
+    if zone is None or kind == "auto" or (mode == "event" and needs_zone(fmt_spec)):
+        return None
+    if mode != "event":
+        return "--time-zone is not used with processing time (lines take the clock's time)"
+    return (f"--time-zone {zone.name} is not used: {kind} lines carry their own zone (or are "
+            "UTC)")
+
+
 def range_options(prefix: str = "") -> list[Callable[[F], F]]:
     """``--from`` and ``--to``: the declared range of windows (public, never read off the data)."""
     return [
@@ -104,8 +138,9 @@ def window_options() -> Callable[[F], F]:
         click.option("--time", "time_mode", type=click.Choice(["auto", "event", "processing"]),
                      default="auto", show_default=True,
                      help="With --window: event = the time written in each line (clf, "
-                          "json ts/timestamp/start_time, w3c date+time, zeek ts, alb, elb), "
-                          "processing = the clock when a line is "
+                          "json ts/timestamp/start_time, w3c date+time, zeek ts, alb, elb, vhost, "
+                          "xff, squid; with --time-zone: haproxy, apache-error, nginx-error, "
+                          "sshd, pam), processing = the clock when a line is "
                           "read; auto = event for FILES, processing for standard input.",
                      **env("TIME")),
         click.option("--lateness", default=DEFAULT_LATENESS, show_default=True, metavar="DURATION",
@@ -115,6 +150,7 @@ def window_options() -> Callable[[F], F]:
                           "is dropped. Not used by a replay of FILES (released at their end).",
                      **env("LATENESS")),
         *range_options(),
+        time_zone_option(),
         click.option("--series", type=click.Path(dir_okay=False), default=None, metavar="FILE",
                      help="With --window: append one record per closed window (JSON lines, or CSV "
                           "if FILE ends in .csv), durably; a window already in FILE is never "
@@ -220,7 +256,8 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
                  lateness: int, series: str | None, horizon: int | None,
                  close_at_end: bool | None, metrics_port: int | None, metrics_host: str,
                  export_presto_dir: str | None = None, range_from: int | None = None,
-                 range_to: int | None = None, **_: Any) -> None:
+                 range_to: int | None = None, time_zone: Zone | None = None,
+                 **_: Any) -> None:
     """``ingest --window``: check the options, plan the window's epsilons, run, summarize."""
     if release_every is not None:
         raise click.UsageError("--window releases each window once, when it closes: drop "
@@ -269,6 +306,13 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
                                        range_to)
     if close_at_end is None:  # a replay ends with its input; live windows end on the clock
         close_at_end = schedule.finite
+    if mode == "event" and has_time(fmt.spec):  # a local time without its zone: refused now
+        first, stop = schedule.first, schedule.stop
+        check_time(fmt.spec, time_zone, (first, stop) if first is not None and stop is not None
+                   and schedule.finite else None)
+    unused = zone_notice(fmt.spec, time_zone, mode)
+    if unused:
+        click.echo(f"panstream: {unused}", err=True)
     if not files and sys.stdin.isatty():
         raise click.UsageError("no FILE given and standard input is a terminal: pipe a log in, "
                                "e.g. tail -F access.log | panstream ingest --window 1h ...")
@@ -327,7 +371,8 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
                      close_at_end=close_at_end, epsilon=epsilon, estimator=estimator,
                      calibration=calibration, modulus=modulus, telemetry=telemetry,
                      as_json=as_json, progress=progress, metrics_port=metrics_port,
-                     metrics_host=metrics_host, export_presto_dir=export_presto_dir)
+                     metrics_host=metrics_host, export_presto_dir=export_presto_dir,
+                     time_zone=time_zone)
     _summary(stats, as_json, ser, state, eps_state, eps_out, eps_window, size, horizon)
 
 
@@ -337,7 +382,7 @@ def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ..
          checkpoint_every: float, close_at_end: bool, epsilon: float, estimator: str,
          calibration: str, modulus: int, telemetry: TelemetryPolicy, as_json: bool,
          progress: bool | None, metrics_port: int | None, metrics_host: str,
-         export_presto_dir: str | None = None) -> WindowStats:
+         export_presto_dir: str | None = None, time_zone: Zone | None = None) -> WindowStats:
     """Serve the metrics, run the windows over the inputs (under the locks in ``held``)."""
     metrics = SeriesMetrics(metrics_port, metrics_host) if metrics_port is not None else None
     if metrics is not None:
@@ -369,7 +414,7 @@ def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ..
                            on_export=(presto_exporter(export_presto_dir, notice)
                                       if export_presto_dir is not None else None),
                            on_progress=_progress_printer() if show_progress else None,
-                           telemetry=telemetry)
+                           telemetry=telemetry, time_zone=time_zone)
 
     def inputs() -> Iterator[Input]:
         if not files:

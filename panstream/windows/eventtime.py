@@ -17,7 +17,20 @@ and knows nothing of tables, files or clocks.
   ``w3c:FIELD``   the ``date`` and ``time`` fields (UTC: CloudFront, IIS)
   ``zeek:FIELD``  the ``ts`` field (epoch seconds)
   ``alb``         field 2, ``elb`` field 1 (ISO 8601, UTC)
+  ``vhost``,      the CLF ``[...]`` (the first ``[`` of the line)
+  ``xff``
+  ``squid``       field 1, epoch seconds (UTC); through syslog, the value after ``: ``
+  ``haproxy``     the accept date ``[30/Jul/2018:09:03:52.726]``: local, needs a zone
+  ``apache-       ``[Thu Nov 26 10:00:00.123456 2026]``: local, needs a zone
+  error``
+  ``nginx-error`` ``2026/11/26 10:00:00``: local, needs a zone
+  ``sshd``,       syslog's ``Dec 10 06:55:46`` (local, no year: the declared range's year,
+  ``pam``         or the one nearest the clock) or an RFC 5424 / ISO 8601 stamp
   ==============  ========================================================================
+
+  A local time without a zone (:data:`LOCAL_FORMATS`) is refused without ``--time-zone``
+  (:func:`check_time`); :mod:`panstream.windows.zones` makes it UTC (fixed offsets, IANA zones
+  with their daylight saving changes) and gives a syslog time its year.
 
   ISO 8601 is ``YYYY-MM-DDTHH:MM:SS`` with an optional fraction and ``Z``, ``+hh:mm``,
   ``+hhmm`` or ``+hh`` (no zone: UTC); epochs are 1 to 12 digits of seconds with an optional
@@ -54,21 +67,50 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import time as _time
 from collections.abc import Callable
 
 import numpy as np
 
 from panstream.errors import ConfigurationError
 from panstream.inputs import extractors as _extract
+from panstream.windows.zones import (
+    MAX_YEARLESS_RANGE,
+    Zone,
+    days_in_month,
+    parse_zone,
+    utc_year,
+    years_by_clock,
+    years_by_range,
+)
+from panstream.windows.zones import days_from_civil as _days_from_civil
 
-__all__ = ["JSON_TIME_KEYS", "NAT", "TIMED_FORMATS", "TimeReader", "has_time", "label",
-           "line_bounds", "lines_and_times", "parse_duration", "seconds", "times", "window_start"]
+__all__ = ["JSON_TIME_KEYS", "LOCAL_FORMATS", "NAT", "TIMED_FORMATS", "YEARLESS_FORMATS",
+           "TimeReader", "check_time", "has_time", "label", "line_bounds", "lines_and_times",
+           "needs_zone", "parse_duration", "seconds", "times", "window_start"]
 
 #: Not-a-time, the value of a line without a time.
 NAT = np.datetime64("NaT", "s")
 
 #: Formats whose lines carry a time :func:`times` can read.
-TIMED_FORMATS = ("clf", "json", "w3c", "zeek", "alb", "elb")
+TIMED_FORMATS = ("clf", "json", "w3c", "zeek", "alb", "elb", "vhost", "xff", "squid", "haproxy",
+                 "apache-error", "nginx-error", "sshd", "pam")
+
+#: Formats whose time is the writer's local wall clock, with no zone: they need ``--time-zone``.
+LOCAL_FORMATS = ("haproxy", "apache-error", "nginx-error", "sshd", "pam")
+
+#: Formats whose time (syslog's ``Dec 10 06:55:46``) has no year either.
+YEARLESS_FORMATS = ("sshd", "pam")
+
+#: What each local format's time looks like, and whose zone it is (for the refusal).
+_LOCAL_WHAT = {
+    "haproxy": ("haproxy's accept date ([30/Jul/2018:09:03:52.726])", "the proxy host's zone"),
+    "apache-error": ("the Apache error log's time ([Thu Nov 26 10:00:00.123456 2026])",
+                     "the web server's zone"),
+    "nginx-error": ("the nginx error log's time (2026/11/26 10:00:00)", "the web server's zone"),
+    "sshd": ("sshd's syslog time (Dec 10 06:55:46)", "the zone of the host that wrote it"),
+    "pam": ("pam's syslog time (Dec 10 06:55:46)", "the zone of the host that wrote it"),
+}
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.IGNORECASE)
@@ -127,6 +169,42 @@ def label(start: int | float) -> str:
 def has_time(fmt: str) -> bool:
     """Whether lines of format ``fmt`` (a ``--format`` spec) carry a time :func:`times` reads."""
     return _kind(fmt) in _KINDS
+
+
+def needs_zone(fmt: str) -> bool:
+    """Whether the time of format ``fmt`` is a local time without a zone (``--time-zone``)."""
+    return _kind(fmt) in LOCAL_FORMATS
+
+
+def check_time(fmt: str, zone: Zone | str | None = None,
+               span: tuple[int, int] | None = None) -> None:
+    """Refuse, with one line saying what to give, a format whose times cannot be placed: no time
+    at all, a local time without ``zone``, or a year-less time with a declared range ``span``
+    longer than 365 days (a time would fit two years).
+
+    >>> try:
+    ...     check_time("haproxy")
+    ... except ConfigurationError as exc:
+    ...     print(str(exc)[:80])
+    haproxy's accept date ([30/Jul/2018:09:03:52.726]) has no zone: give --time-zone
+    """
+    kind = _kind(fmt)
+    if kind not in _KINDS:
+        msg = (f"lines of format {fmt!r} carry no time this panstream can read (timed "
+               f"formats: {', '.join(TIMED_FORMATS)}): use --time processing")
+        raise ConfigurationError(msg)
+    if kind not in LOCAL_FORMATS:
+        return
+    what, whose = _LOCAL_WHAT[kind]
+    if zone is None:
+        msg = (f"{what} has no zone: give --time-zone UTC, or {whose} such as Europe/Berlin "
+               "(or an offset such as +02:00)")
+        raise ConfigurationError(msg)
+    if kind in YEARLESS_FORMATS and span is not None and span[1] - span[0] > MAX_YEARLESS_RANGE:
+        msg = (f"{what} has no year, and the declared range {label(span[0])} .. "
+               f"{label(span[1])} spans more than 365 days, so such a time could fall in two "
+               "years: replay at most 365 days a run (split --from/--to over runs)")
+        raise ConfigurationError(msg)
 
 
 def times(chunk: bytes | bytearray | memoryview | np.ndarray, fmt: str,
@@ -188,17 +266,6 @@ def line_bounds(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         starts[0] = 0
         starts[1:] = ends[:-1] + 1
     return starts, ends
-
-
-def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """Days since 1970-01-01 of the proleptic Gregorian date (H. Hinnant's algorithm), vectorized."""
-    y = y - (m <= 2)
-    era = np.floor_divide(y, 400)
-    yoe = y - era * 400
-    mp = (m + 9) % 12
-    doy = (153 * mp + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
 
 
 def _clf(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -281,6 +348,14 @@ def _iso(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ``YYYY-MM-DDTHH:MM:SS`` (``T`` or a blank), an optional fraction (dropped: windows are whole
     seconds), then ``Z``, ``+hh:mm``, ``+hhmm`` or ``+hh``; no zone at all is read as UTC (W3C
     and most JSON writers log UTC). Anything else is not good."""
+    secs, good, zoned = _iso_parts(w)
+    zoned.fill(False)
+    return secs, good
+
+
+def _iso_parts(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(seconds, good, zoned)`` of :func:`_iso`: ``zoned`` says which values carried a zone
+    (their seconds are UTC); the others' seconds are the local reading (as if UTC)."""
     d8 = w[:, _ISO_DIGITS] - np.uint8(48)
     good = (d8 <= 9).all(axis=1)
     good &= (w[:, _ISO_SEPS] == _ISO_SEP_VALUES).all(axis=1)
@@ -321,7 +396,7 @@ def _iso(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     good &= utc | signed | bare
     d.fill(0)
     d8.fill(0)
-    return secs - offset, good
+    return secs - offset, good, (utc | signed) & good
 
 
 def _epoch(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -373,6 +448,281 @@ def _spans_times(b: np.ndarray, starts: np.ndarray, sp: _extract.Spans,
     return out
 
 
+# ------------------------------------------------------- local times: no zone (and no year)
+def _month_of(w: np.ndarray, col: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(month 1..12, good)`` of the English month abbreviation at column ``col`` of ``w``."""
+    code = (w[:, col].astype(np.int64) << 16) | (w[:, col + 1].astype(np.int64) << 8) | w[:, col + 2]
+    mi = np.minimum(np.searchsorted(_MONTH_SORTED, code), 11)
+    good = _MONTH_SORTED[mi] == code
+    month = _MONTH_ORDER[mi] + 1
+    code.fill(0)
+    return month, good
+
+
+def _two(d: np.ndarray, j: int) -> np.ndarray:
+    return d[:, j] * 10 + d[:, j + 1]
+
+
+def _hms(w: np.ndarray, col: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(second of the day, good)`` of ``HH:MM:SS`` at column ``col``."""
+    d8 = w[:, [col, col + 1, col + 3, col + 4, col + 6, col + 7]] - np.uint8(48)
+    good = (d8 <= 9).all(axis=1) & (w[:, col + 2] == ord(":")) & (w[:, col + 5] == ord(":"))
+    d = d8.astype(np.int64)
+    hh, mm, ss = _two(d, 0), _two(d, 2), _two(d, 4)
+    good &= (hh < 24) & (mm < 60) & (ss <= 60)
+    sod = hh * 3600 + mm * 60 + ss
+    d.fill(0)
+    d8.fill(0)
+    return sod, good
+
+
+def _digits(w: np.ndarray, cols: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """``(value, good)`` of the decimal digits at ``cols`` of each row."""
+    d8 = w[:, cols] - np.uint8(48)
+    good = (d8 <= 9).all(axis=1)
+    v = np.zeros(w.shape[0], dtype=np.int64)
+    for j in range(len(cols)):
+        v = v * 10 + d8[:, j]
+    d8.fill(0)
+    return v, good
+
+
+def _date(year: np.ndarray, month: np.ndarray, day: np.ndarray, sod: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """``(local seconds, good)`` of a civil date and second of the day (the day checked)."""
+    good = (day >= 1) & (day <= days_in_month(year, month))
+    return _days_from_civil(year, month, day) * 86400 + sod, good
+
+
+def _end_fraction(w: np.ndarray, col: int, closing: int) -> np.ndarray:
+    """Whether column ``col`` holds ``closing``, or a ``.`` and digits then ``closing``."""
+    at = w[:, col]
+    ok = at == closing
+    frac = at == ord(".")
+    if bool(frac.any()):
+        r = np.flatnonzero(frac)
+        stop = _stop_at(w[r], col + 1)
+        ok[r] = (stop > col + 1) & (stop < w.shape[1]) & (w[r, np.minimum(stop, w.shape[1] - 1)]
+                                                            == closing)
+    return ok
+
+
+def _in_line(pos: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The line of each position (``ends``: the lines' exclusive ends, sorted)."""
+    return np.searchsorted(ends, pos, side="left")
+
+
+def _first_per_line(line: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(lines, index into the candidates)`` of the first good candidate of each line
+    (candidates in position order)."""
+    idx = np.flatnonzero(ok)
+    rows, first = np.unique(line[idx], return_index=True)
+    return rows, idx[first]
+
+
+#: ``[30/Jul/2018:09:03:52.726]``: 21 bytes to the seconds, room for a fraction and the ``]``.
+_HAPROXY_WIDTH = 32
+
+
+def _haproxy(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """HAProxy's accept date ``CLIENT:PORT [dd/Mmm/yyyy:HH:MM:SS.mmm]`` (the first ``[`` of the
+    line, after a blank, that opens such a date: a syslog tag ``haproxy[PID]:`` comes before it):
+    ``(local seconds, good)`` per line."""
+    n = starts.size
+    local = np.zeros(n, dtype=np.int64)
+    good = np.zeros(n, dtype=bool)
+    br = np.flatnonzero(b == ord("["))
+    br = br[br > 0]
+    if n == 0 or br.size == 0:
+        return local, good
+    line = _in_line(br, ends)
+    ok = (line < n) & (b[br - 1] == ord(" "))
+    w = _extract.windows(b, br, _HAPROXY_WIDTH)
+    try:
+        inside = (br[:, None] + np.arange(_HAPROXY_WIDTH)[None, :]) >= ends[np.minimum(line, n - 1)][:, None]
+        w[inside] = 0
+        day, okd = _digits(w, [1, 2])
+        year, oky = _digits(w, [8, 9, 10, 11])
+        month, okm = _month_of(w, 4)
+        sod, okt = _hms(w, 13)
+        ok &= okd & oky & okm & okt
+        ok &= (w[:, 3] == ord("/")) & (w[:, 7] == ord("/")) & (w[:, 12] == ord(":"))
+        ok &= _end_fraction(w, 21, ord("]"))
+        secs, okc = _date(year, month, day, sod)
+        ok &= okc
+        rows, k = _first_per_line(line, ok)
+        local[rows] = secs[k]
+        good[rows] = True
+        for a in (secs, sod, day, year, month, line, k):
+            a.fill(0)
+    finally:
+        w.fill(0)
+    return local, good
+
+
+_WEEKDAYS = (b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed")  # 1970-01-01 was a Thursday
+_WEEKDAY_CODES = np.array([(d[0] << 16) | (d[1] << 8) | d[2] for d in _WEEKDAYS], dtype=np.int64)
+_APACHE_WIDTH = 40
+
+
+def _apache_error(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Apache's error log, ``[Www Mmm dd HH:MM:SS(.ffffff) yyyy]`` opening the line (the weekday
+    must agree with the date): ``(local seconds, good)`` per line."""
+    n = starts.size
+    local = np.zeros(n, dtype=np.int64)
+    good = np.zeros(n, dtype=bool)
+    if n == 0:
+        return local, good
+    w = _extract.windows(b, starts, _APACHE_WIDTH)
+    try:
+        w[(starts[:, None] + np.arange(_APACHE_WIDTH)[None, :]) >= ends[:, None]] = 0
+        ok = (w[:, 0] == ord("[")) & (w[:, 4] == ord(" ")) & (w[:, 8] == ord(" "))
+        ok &= w[:, 11] == ord(" ")
+        month, okm = _month_of(w, 5)
+        day, okd = _digits(w, [9, 10])
+        sod, okt = _hms(w, 12)
+        ok &= okm & okd & okt
+        # the year after the seconds' optional fraction: " yyyy]"
+        y0 = np.full(n, 20)
+        frac = w[:, 20] == ord(".")
+        if bool(frac.any()):
+            y0[frac] = _stop_at(w[frac], 21)
+        ok &= (y0 + 6 <= _APACHE_WIDTH) & ((y0 > 21) | ~frac)
+        c = np.minimum(y0, _APACHE_WIDTH - 6)[:, None] + np.arange(6)[None, :]
+        yw = w[np.arange(n)[:, None], c]
+        year, oky = _digits(yw, [1, 2, 3, 4])
+        ok &= oky & (yw[:, 0] == ord(" ")) & (yw[:, 5] == ord("]"))
+        secs, okc = _date(year, month, day, sod)
+        ok &= okc
+        wd = (w[:, 1].astype(np.int64) << 16) | (w[:, 2].astype(np.int64) << 8) | w[:, 3]
+        ok &= _WEEKDAY_CODES[np.floor_divide(secs, 86400) % 7] == wd
+        local[ok] = secs[ok]
+        good[ok] = True
+        for a in (yw, secs, sod, day, year, month, wd):
+            a.fill(0)
+    finally:
+        w.fill(0)
+    return local, good
+
+
+def _nginx_error(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """nginx's error log, ``yyyy/mm/dd HH:MM:SS [level]`` opening the line: ``(local seconds,
+    good)`` per line."""
+    n = starts.size
+    local = np.zeros(n, dtype=np.int64)
+    good = np.zeros(n, dtype=bool)
+    if n == 0:
+        return local, good
+    w = _extract.windows(b, starts, 20)
+    try:
+        w[(starts[:, None] + np.arange(20)[None, :]) >= ends[:, None]] = 0
+        year, ok = _digits(w, [0, 1, 2, 3])
+        month, okm = _digits(w, [5, 6])
+        day, okd = _digits(w, [8, 9])
+        sod, okt = _hms(w, 11)
+        ok &= okm & okd & okt & (month >= 1) & (month <= 12)
+        ok &= (w[:, 4] == ord("/")) & (w[:, 7] == ord("/")) & (w[:, 10] == ord(" "))
+        ok &= (w[:, 19] == ord(" ")) | (w[:, 19] == 0)
+        secs, okc = _date(year, np.clip(month, 1, 12), day, sod)
+        ok &= okc
+        local[ok] = secs[ok]
+        good[ok] = True
+        for a in (secs, sod, day, year, month):
+            a.fill(0)
+    finally:
+        w.fill(0)
+    return local, good
+
+
+def _squid(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Squid's native access.log: field 1, epoch seconds with milliseconds (UTC); through syslog
+    (``... squid[PID]: 1795514400.123 ...``) the value after the first ``: ``."""
+    n = starts.size
+    out = np.full(n, NAT)
+    if n == 0:
+        return out
+    vs = starts.copy()
+    head = b[np.minimum(starts, max(b.size - 1, 0))]
+    wrapped = ((head - np.uint8(48)) > 9) & (ends > starts)
+    if bool(wrapped.any()):
+        colon = np.flatnonzero(b[:-1] == ord(":")) if b.size > 1 else np.zeros(0, dtype=np.intp)
+        colon = colon[b[colon + 1] == ord(" ")]
+        r = np.flatnonzero(wrapped)
+        k = np.searchsorted(colon, starts[r])
+        has = k < colon.size
+        pos = colon[np.minimum(k, max(colon.size - 1, 0))] if colon.size else starts[r]
+        has &= pos < ends[r]
+        vs[r] = np.where(has, pos + 2, ends[r])
+    sp = _extract.Spans.new(n)
+    rows = np.flatnonzero(vs < ends)
+    sp.state[rows] = _extract.SPAN
+    sp.ts[rows], sp.te[rows] = vs[rows], ends[rows]
+    return _spans_times(b, starts, sp, _epoch, _EPOCH_WIDTH)
+
+
+def _syslog(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
+            ) -> dict[str, np.ndarray]:
+    """The syslog time opening each line (after an optional ``<PRI>`` and RFC 5424's version
+    ``1 ``): RFC 3164's ``Mmm dd HH:MM:SS`` (the day blank-padded or not; no year, no zone), or
+    an RFC 5424 / ISO 8601 time (``2026-11-26T10:00:00.123+01:00``; one without a zone is local).
+
+    Returns arrays per line: ``bsd`` (an RFC 3164 time: ``month``, ``day``, ``sod``), ``iso``
+    (an ISO time: ``secs``, already UTC where ``zoned``, else local)."""
+    n = starts.size
+    w = _extract.windows(b, starts, _ISO_WIDTH + 8)
+    width = w.shape[1]
+    try:
+        w[(starts[:, None] + np.arange(width)[None, :]) >= ends[:, None]] = 0
+        skip = np.zeros(n, dtype=np.int64)
+        pri = w[:, 0] == ord("<")
+        if bool(pri.any()):  # "<34>" or "<34>1 "
+            r = np.flatnonzero(pri)
+            gt = np.argmax(w[r, :6] == ord(">"), axis=1)
+            okp = (gt >= 2) & (w[r, gt] == ord(">"))
+            after = gt + 1
+            v1 = (w[r, np.minimum(after, width - 1)] == ord("1")) & \
+                 (w[r, np.minimum(after + 1, width - 1)] == ord(" "))
+            skip[r] = np.where(okp, after + 2 * v1, 0)
+        c = skip[:, None] + np.arange(_ISO_WIDTH)[None, :]
+        v = w[np.arange(n)[:, None], np.minimum(c, width - 1)]
+        iso = v[:, 4] == ord("-")
+        out: dict[str, np.ndarray] = {}
+        month, ok = _month_of(v, 0)
+        ok &= ~iso & (v[:, 3] == ord(" ")) & (v[:, 6] == ord(" ")) & (v[:, 15] == ord(" "))
+        d1 = v[:, 4]
+        pad = d1 == ord(" ")
+        day, okd = _digits(v, [4, 5])
+        d2, okd2 = _digits(v, [5])
+        day = np.where(pad, d2, day)
+        ok &= np.where(pad, okd2, okd) & (day >= 1) & (day <= days_in_month(
+            np.full(n, 2000, dtype=np.int64), month))  # Feb 29 exists in some year
+        sod, okt = _hms(v, 7)
+        ok &= okt
+        out["bsd"], out["month"], out["day"], out["sod"] = ok, month, day, sod
+        secs = np.zeros(n, dtype=np.int64)
+        good = np.zeros(n, dtype=bool)
+        zoned = np.zeros(n, dtype=bool)
+        r = np.flatnonzero(iso)
+        if r.size:
+            vi = v[r]
+            blank = np.cumsum(vi[:, 19:] == ord(" "), axis=1) > 0  # the stamp ends at a blank
+            vi[:, 19:][blank] = 0
+            s_, g_, z_ = _iso_parts(vi)
+            vi.fill(0)
+            secs[r], good[r], zoned[r] = s_, g_, z_
+            s_.fill(0)
+        out["iso"], out["secs"], out["zoned"] = good, secs, zoned
+        v.fill(0)
+        d2.fill(0)
+    finally:
+        w.fill(0)
+    return out
+
+
+
 class TimeReader:
     """The time of every line of one input stream in format ``fmt`` (a ``--format`` spec).
 
@@ -381,25 +731,43 @@ class TimeReader:
     Before any header, the published layouts are assumed (CloudFront: ``date`` and ``time`` are
     columns 1 and 2; Zeek: ``ts`` is column 1), so a Kafka topic of header-less lines still reads.
 
-    * ``clf``: ``[24/Nov/2026:10:00:00 +0000]``;
+    * ``clf`` (and ``vhost``, ``xff``: the same ``[...]``): ``[24/Nov/2026:10:00:00 +0000]``;
     * ``json:PATH``: the first of the top-level keys ``ts``, ``timestamp``, ``start_time``,
       ``time``, ``@timestamp`` in the line: epoch seconds (Caddy's ``"ts":1795600000.123``, as a
       number or a string) or ISO 8601 (GCP's ``timestamp``, Envoy's ``start_time``);
     * ``w3c:FIELD``: the ``date`` and ``time`` fields (UTC, CloudFront and IIS);
     * ``zeek:FIELD``: the ``ts`` field (epoch seconds);
-    * ``alb``: field 2, ``elb``: field 1 (ISO 8601, UTC).
+    * ``alb``: field 2, ``elb``: field 1 (ISO 8601, UTC);
+    * ``squid``: field 1, epoch seconds (UTC);
+    * local times, which need ``zone`` (:data:`LOCAL_FORMATS`): ``haproxy``'s accept date
+      ``[30/Jul/2018:09:03:52.726]``, ``apache-error``'s ``[Thu Nov 26 10:00:00.123456 2026]``,
+      ``nginx-error``'s ``2026/11/26 10:00:00``, and the syslog time of ``sshd`` and ``pam``
+      lines: ``Dec 10 06:55:46`` (no year either: :data:`YEARLESS_FORMATS`) or an RFC 5424 /
+      ISO 8601 stamp (with a zone it is exact; without one it is local).
+
+    Args:
+        fmt: the format.
+        zone: the zone of the local times (:func:`panstream.windows.zones.parse_zone` or its
+            text); required by :data:`LOCAL_FORMATS`, not used by the others.
+        span: a replay's declared range ``[first, stop)``: a year-less time takes the year that
+            puts it inside (at most 365 days); the public years of the zone's offsets.
+        clock: without ``span``: the wall clock; a year-less time takes the year that puts it
+            nearest to the clock when its chunk is read (default :func:`time.time`).
 
     Raises:
-        ConfigurationError: ``fmt`` carries no time.
+        ConfigurationError: ``fmt`` carries no time; a local time without ``zone``; a year-less
+            time with a ``span`` longer than 365 days.
     """
 
-    def __init__(self, fmt: str) -> None:
+    def __init__(self, fmt: str, zone: Zone | str | None = None,
+                 span: tuple[int, int] | None = None,
+                 clock: Callable[[], float] | None = None) -> None:
         self.fmt = fmt
         self.kind = _kind(fmt)
-        if self.kind not in _KINDS:
-            msg = (f"lines of format {fmt!r} carry no time this panstream can read (timed "
-                   f"formats: {', '.join(TIMED_FORMATS)}): use --time processing")
-            raise ConfigurationError(msg)
+        check_time(fmt, zone, span)
+        self.zone = parse_zone(zone) if isinstance(zone, str) else zone
+        self.span = span
+        self.clock = clock
         big = 1 << 30
         if self.kind == "w3c":
             self._cols = [_extract.Columns("w3c", "date", big), _extract.Columns("w3c", "time", big)]
@@ -409,12 +777,16 @@ class TimeReader:
             self._field = _extract.WhitespaceField(2 if self.kind == "alb" else 1, big)
 
     def __call__(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-        if self.kind == "clf":
+        if self.kind in ("clf", "vhost", "xff"):
             return _clf(b, starts, ends)
         if self.kind == "json":
             return _json(b, starts, ends)
         if self.kind in ("alb", "elb"):
             return _spans_times(b, starts, self._field.locate(b, starts, ends), _iso, _ISO_WIDTH)
+        if self.kind == "squid":
+            return _squid(b, starts, ends)
+        if self.kind in LOCAL_FORMATS:
+            return self._local(b, starts, ends)
         for c, default in zip(self._cols, (1, 2), strict=False):
             if c.col is None and not c.seen_first:
                 c.col = default  # no header yet: the published layout
@@ -425,6 +797,61 @@ class TimeReader:
             return _spans_times(b, starts, self._cols[0].locate(b, starts, ends), _epoch,
                                 _EPOCH_WIDTH)
         return self._w3c(b, starts, ends)
+
+    def _years(self, now: float) -> tuple[int, int]:
+        """The public years whose zone offsets are looked up: the range's, or the clock's +- 1."""
+        if self.span is not None:
+            return utc_year(self.span[0]) - 1, utc_year(self.span[1]) + 1
+        y = utc_year(now)
+        return y - 1, y + 1
+
+    def _local(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        """A local time per line, made UTC with the zone (and, for syslog, given its year)."""
+        zone = self.zone
+        assert zone is not None
+        n = starts.size
+        out = np.full(n, NAT)
+        now = float(self.clock() if self.clock is not None else _time.time())
+        lo, hi = self._years(now)
+        if self.kind == "haproxy":
+            parts = [_haproxy(b, starts, ends)]
+        elif self.kind == "apache-error":
+            parts = [_apache_error(b, starts, ends)]
+        elif self.kind == "nginx-error":
+            parts = [_nginx_error(b, starts, ends)]
+        else:
+            sl = _syslog(b, starts, ends)
+            try:
+                self._syslog_years(sl, zone, now, out)
+                local_iso = sl["iso"] & ~sl["zoned"]
+                zoned = np.flatnonzero(sl["iso"] & sl["zoned"])
+                out[zoned] = sl["secs"][zoned].astype("datetime64[s]")
+                parts = [(sl["secs"], local_iso)]
+            finally:
+                for a in ("month", "day", "sod", "bsd", "iso", "zoned"):
+                    sl[a].fill(0)
+        for local, good in parts:
+            r = np.flatnonzero(good)
+            if r.size:
+                utc = zone.to_utc(local[r], lo, hi)
+                out[r] = utc.astype("datetime64[s]")
+                utc.fill(0)
+            local.fill(0)
+        return out
+
+    def _syslog_years(self, sl: dict[str, np.ndarray], zone: Zone, now: float,
+                      out: np.ndarray) -> None:
+        r = np.flatnonzero(sl["bsd"])
+        if r.size == 0:
+            return
+        m, d, sod = sl["month"][r], sl["day"][r], sl["sod"][r]
+        if self.span is not None:
+            utc = years_by_range(m, d, sod, zone, self.span[0], self.span[1])
+        else:
+            utc = years_by_clock(m, d, sod, zone, now)
+        out[r] = utc.astype("datetime64[s]")
+        for a in (utc, m, d, sod):
+            a.fill(0)
 
     def _w3c(self, b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         date = self._cols[0].locate(b, starts, ends)

@@ -74,7 +74,14 @@ from panstream.schedule import Schedule, wait_before
 from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
-from panstream.windows.eventtime import TimeReader, has_time, label, lines_and_times, seconds
+from panstream.windows.eventtime import (
+    TIMED_FORMATS,
+    TimeReader,
+    has_time,
+    label,
+    lines_and_times,
+    seconds,
+)
 from panstream.windows.schedule import (
     WindowSchedule,
     duration_text,
@@ -83,6 +90,7 @@ from panstream.windows.schedule import (
     windows_met,
 )
 from panstream.windows.series import Series, record
+from panstream.windows.zones import Zone, parse_zone
 
 #: A live window is released this long after its instant: the moment the idle wake-up is set for
 #: (a wake-up rounded down to the millisecond by ``poll`` still lands after the instant).
@@ -195,6 +203,10 @@ class WindowedIngestor:
         on_notice: one-line operational messages.
         on_progress: called every ``progress_every`` seconds (fixed clock) with the stats.
         telemetry: whether late/untimed lines are counted (default: nothing counted).
+        time_zone: the zone of formats that write a local time without one (``haproxy``,
+            ``apache-error``, ``nginx-error``, ``sshd``, ``pam``: ``--time-zone``); event time over
+            such a format is refused without it. A year-less syslog time takes the year that puts
+            it in the replay's declared range, or live, nearest to the wall clock.
         clock, wall_clock: monotonic and wall clocks (for tests).
     """
 
@@ -212,6 +224,7 @@ class WindowedIngestor:
                  on_progress: Callable[[WindowStats], None] | None = None,
                  progress_every: float = 1.0,
                  telemetry: TelemetryPolicy | None = None,
+                 time_zone: Zone | str | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], float] = time.time) -> None:
         if not (isinstance(size, int) and size > 0):
@@ -253,6 +266,7 @@ class WindowedIngestor:
         self.on_progress = on_progress
         self.progress_every = progress_every
         self.telemetry = telemetry or TelemetryPolicy()
+        self.time_zone = parse_zone(time_zone) if isinstance(time_zone, str) else time_zone
         self.clock = clock
         self.wall_clock = wall_clock
         self.stats = WindowStats()
@@ -485,9 +499,7 @@ class WindowedIngestor:
         now; drop it otherwise (no watermark: one line's time never moves another's fate)."""
         self._tick(self.wall_clock())
         b = np.frombuffer(chunk, dtype=np.uint8)
-        reader = self._clocks.get(kind)
-        if reader is None:
-            reader = self._clocks[kind] = TimeReader(kind)
+        reader = self._reader(kind)
         starts, ends, t = lines_and_times(b, kind, reader)
         secs, valid = seconds(t)
         t.view(np.int64).fill(0)
@@ -512,6 +524,19 @@ class WindowedIngestor:
         finally:
             secs.fill(0)
             ws.fill(0)
+
+    def _reader(self, kind: str) -> TimeReader:
+        """The event-time reader of format ``kind`` (one per format: it keeps W3C/Zeek headers):
+        the zone of local times, and the public rule of a year-less time's year (the declared
+        range of a replay, else the wall clock). Raises the one-line refusal of a format whose
+        times cannot be placed."""
+        reader = self._clocks.get(kind)
+        if reader is None:
+            sch = self.schedule
+            span = (sch.first, sch.stop) if sch.finite and sch.first is not None \
+                and sch.stop is not None else None
+            reader = self._clocks[kind] = TimeReader(kind, self.time_zone, span, self.wall_clock)
+        return reader
 
     def _in_open(self, ws: np.ndarray, valid: np.ndarray) -> np.ndarray:
         """Which lines (window starts ``ws``) fall in an open window: one table lookup a line
@@ -599,14 +624,18 @@ class WindowedIngestor:
                 where = inp.position() if inp.position else None
                 stats.position, stats.size = where if where else (None, None)
                 kind = None if self.format.kind == "auto" else self.format.spec
-                if kind is not None and self.time_mode == "event" and not has_time(kind):
-                    raise _untimed_format(kind, inp.name)
+                if kind is not None and self.time_mode == "event":
+                    if not has_time(kind):
+                        raise _untimed_format(kind, inp.name)
+                    self._reader(kind)  # a local time without --time-zone: refused now
                 for chunk in inp.reader:
                     if len(chunk):
                         if kind is None:
                             kind = self._detect(inp.name, chunk, announce=inp.position is not None)
-                            if self.time_mode == "event" and not has_time(kind):
-                                raise _untimed_format(kind, inp.name)
+                            if self.time_mode == "event":
+                                if not has_time(kind):
+                                    raise _untimed_format(kind, inp.name)
+                                self._reader(kind)
                         if self.time_mode == "event":
                             self._event_chunk(kind, chunk)
                         else:
@@ -675,12 +704,13 @@ def _no_time_in(name: str, kind: str) -> ConfigurationError:
     return ConfigurationError(
         f"{name}: not one line carries a time this panstream reads as {kind!r} (CLF: "
         "[24/Nov/2026:10:00:00 +0000]; JSON: a ts/timestamp/start_time key; W3C: date and time; "
-        "Zeek: ts; ALB/ELB: the ISO 8601 field), so nothing of it went into any window: "
-        "check --format, or use --time processing (windows by the clock)")
+        "Zeek: ts; ALB/ELB: the ISO 8601 field; squid: epoch seconds; haproxy: the accept date; "
+        "sshd/pam: the syslog time; docs/windows.md has the table), so nothing of it went into "
+        "any window: check --format, or use --time processing (windows by the clock)")
 
 
 def _untimed_format(kind: str, name: str) -> ConfigurationError:
     return ConfigurationError(
         f"{name}: lines of format {kind!r} carry no time, so event-time windows cannot place "
-        "them: use a timed format (clf, json, w3c, zeek, alb, elb), or --time processing "
+        f"them: use a timed format ({', '.join(TIMED_FORMATS)}), or --time processing "
         "(windows by the clock when lines are read)")

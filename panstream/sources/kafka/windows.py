@@ -71,9 +71,18 @@ from panstream.state.checkpoint import Shard
 from panstream.state.files import state_lock
 from panstream.state.slices import SliceLayout, encode_slice, head_params, slice_of
 from panstream.state.stores import DirectoryStore, group_ledger
-from panstream.windows.eventtime import TIMED_FORMATS, has_time, label, lines_and_times, seconds
+from panstream.windows.eventtime import (
+    TIMED_FORMATS,
+    TimeReader,
+    check_time,
+    has_time,
+    label,
+    lines_and_times,
+    seconds,
+)
 from panstream.windows.schedule import WindowSchedule
 from panstream.windows.series import Series, record
+from panstream.windows.zones import Zone, parse_zone
 
 log = logging.getLogger("panstream.kafka")
 
@@ -89,8 +98,10 @@ _HEAD = struct.Struct("<cq")
 @dataclass(frozen=True)
 class WindowSpec:
     """The public window settings of a group: ``size`` and ``lateness`` in seconds, the one
-    release of each window (``release_epsilon``, ``mechanism``), and an optional declared range
-    ``[first, stop)`` (``--from``/``--to``, on the window grid)."""
+    release of each window (``release_epsilon``, ``mechanism``), an optional declared range
+    ``[first, stop)`` (``--from``/``--to``, on the window grid), and the zone of formats that
+    write a local time (``time_zone``: ``--time-zone``; a year-less syslog time takes the year
+    nearest to the wall clock)."""
 
     size: int
     lateness: int
@@ -98,11 +109,17 @@ class WindowSpec:
     mechanism: str = "laplace"
     first: int | None = None
     stop: int | None = None
+    time_zone: str | None = None
 
     def __post_init__(self) -> None:
         if self.size <= 0 or self.lateness < 0:
             msg = f"a window must last > 0 s and lateness >= 0 s (got {self.size}, {self.lateness})"
             raise ConfigurationError(msg)
+
+    @functools.cached_property
+    def zone(self) -> Zone | None:
+        """The parsed ``time_zone`` (one object: its offset tables are computed once)."""
+        return parse_zone(self.time_zone) if self.time_zone is not None else None
 
     @functools.cached_property
     def schedule(self) -> WindowSchedule:
@@ -280,7 +297,14 @@ class WindowRouteStage(RouteStage):
                    f"clf's [24/Nov/2026:10:00:00 +0000]; docs/windows.md); the topic's lines are "
                    f"{kind!r}")
             raise ConfigurationError(msg)
+        if d._parser is not None:
+            check_time(kind, self.spec.zone)  # a local time needs --time-zone
         return kind
+
+    def _reader(self, kind: str) -> TimeReader:
+        """A time reader for one poll of one partition (nothing kept across polls): the group's
+        zone; a year-less time takes the year nearest to the wall clock."""
+        return TimeReader(kind, self.spec.zone, None, self.wall_clock)
 
     def _route(self, records: Mapping[TopicPartition, list[Any]]) -> None:
         offsets: dict[TopicPartition, int] = {}
@@ -325,7 +349,7 @@ class WindowRouteStage(RouteStage):
         """Route one source partition's lines by window: only the windows the schedule has open
         at the wall clock now take lines; nothing is kept about the partition."""
         b = np.frombuffer(buf, dtype=np.uint8)
-        starts, ends, t = lines_and_times(b, kind)
+        starts, ends, t = lines_and_times(b, kind, self._reader(kind))
         secs, valid = seconds(t)
         t.view(np.int64).fill(0)
         sch = self.spec.schedule
