@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import CommitFailedError, KafkaError, TopicAlreadyExistsError
@@ -61,6 +61,7 @@ from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
 from panstream.inputs.check import verdict
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoded, Decoder
+from panstream.sources.kafka.joins import group_consumer
 from panstream.sources.kafka.metrics import Metrics
 from panstream.state.slices import SliceLayout
 
@@ -312,7 +313,7 @@ class RouteStage:
     """
 
     def __init__(self, config: RouteConfig, metrics: Metrics,
-                 consumer_factory: Callable[..., Any] = KafkaConsumer,
+                 consumer_factory: Callable[..., Any] = group_consumer,
                  producer_factory: Callable[..., Any] = KafkaProducer) -> None:
         self.config = config
         self.metrics = metrics

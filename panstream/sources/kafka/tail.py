@@ -10,7 +10,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import KafkaError, UnsupportedCodecError
 from kafka.structs import OffsetAndMetadata
@@ -22,6 +22,7 @@ from panstream.estimators.base import Estimator
 from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoder
+from panstream.sources.kafka.joins import group_consumer
 from panstream.sources.kafka.metrics import Metrics
 from panstream.state.checkpoint import Checkpointer, Shard, ShardStore, restore_shard, shard_key
 from panstream.state.stores import decode_shard
@@ -153,7 +154,7 @@ class KafkaTail:
     """
 
     def __init__(self, config: TailConfig, metrics: Metrics | None = None,
-                 consumer_factory: Callable[..., Any] = KafkaConsumer) -> None:
+                 consumer_factory: Callable[..., Any] = group_consumer) -> None:
         self.config = config
         self.metrics = metrics or Metrics()
         self.decoder = Decoder(config.universe, config.value_format, config.fmt)
