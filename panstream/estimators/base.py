@@ -247,6 +247,11 @@ class Estimator(ABC):
                 wipe_buffer(idx)
         return int(n)
 
+    def nbytes(self) -> int:
+        """Memory the process holds for the table (its cells in their in-memory layout)."""
+        table = getattr(self, "_table", None)
+        return int(table.nbytes()) if table is not None else 0
+
     # ------------------------------------------------------------------ snapshots
     def snapshot_parts(self, *, as_shard: bool = False, extra: Mapping[str, Any] | None = None
                        ) -> tuple[bytes, memoryview, bytes]:

@@ -106,6 +106,19 @@ def _stamp(start: int) -> str:
     return label(start).replace("-", "").replace(":", "")
 
 
+def memory_available() -> int | None:
+    """Bytes of memory this machine can give a process without swapping (Linux's
+    ``MemAvailable``), ``None`` where it cannot be read (the check is then skipped)."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def window_stem(state_path: str) -> str:
     """The common stem of the open windows' state files (``web.pst`` -> ``web``)."""
     return state_path[:-4] if state_path.endswith(".pst") else state_path
@@ -288,6 +301,8 @@ class WindowedIngestor:
         self._stop = False
         self._t0 = 0.0
         self._wall0 = 0.0
+        #: A table made by :meth:`_check_memory` to measure, handed to the first window opened.
+        self._spare: Estimator | None = None
 
     # ------------------------------------------------------------------ control
     def request_stop(self) -> None:
@@ -338,7 +353,36 @@ class WindowedIngestor:
         if start in self._open or start in self._released:
             return
         lock = self._lock(start)
-        self._open[start] = _Open(start, self.make(), lock)
+        est, self._spare = (self._spare, None) if self._spare is not None else (self.make(), None)
+        self._open[start] = _Open(start, est, lock)
+
+    def _check_memory(self) -> None:
+        """Refuse, before any line is read, a schedule whose windows held open at once need more
+        memory than the machine has available: a replay holds every window of its declared range
+        (which windows exist must not depend on the lines), a live run those of one window's
+        life plus its lateness. One table is made to measure (it becomes the first window's).
+
+        Raises:
+            ConfigurationError: the tables would not fit (:func:`memory_available`).
+        """
+        sch = self.schedule
+        live = -(-(self.size + sch.lateness) // self.size) + 1  # a window's life + lateness
+        count = (len(sch.starts()) if sch.finite else live) - len(self._open)
+        available = memory_available()
+        if count <= 1 or available is None:
+            return
+        self._spare = self.make()
+        each = self._spare.nbytes()
+        need = each * (count + len(self._open))
+        if need > available:
+            self._spare.wipe()
+            self._spare = None
+            msg = (f"{count:,} windows of {self.universe.spec} held open at once need "
+                   f"{need / 2**30:,.1f} GiB ({each / 2**20:,.1f} MiB each), more than the "
+                   f"{available / 2**30:,.1f} GiB this machine has available: declare a shorter "
+                   "range per run (--from/--to, --keep-open between runs), longer windows, or a "
+                   "smaller universe (hashed-ip:M for public clients; 'panstream plan' sizes it)")
+            raise ConfigurationError(msg)
 
     def restore(self) -> None:
         """Read back the open windows' state files; remove those already in the series."""
@@ -613,6 +657,7 @@ class WindowedIngestor:
             # its lateness was not read by this run: it is not released as empty)
             self.schedule = dataclasses.replace(self.schedule,
                                                 first=window_of(self._wall0, self.size))
+        self._check_memory()
         self._tick(self._wall0)  # opens the schedule's windows; releases restored ones now due
         try:
             for inp in inputs:

@@ -340,3 +340,26 @@ def test_two_runs_never_write_one_series_at_once(week: Week, tmp_path: Path) -> 
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "is being written by another 'panstream ingest --window'" in r.stderr
     assert not series.exists()
+
+
+def test_a_range_whose_tables_do_not_fit_in_memory_is_refused_before_any_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A replay holds every window of its declared range at once (which windows exist must not
+    # depend on the lines), so 3 years of weekly tables of the whole IPv4 space (76 GiB) once
+    # swapped a 23 GiB machine to a halt. Now: one line, exit 2, nothing released. The
+    # machine's available memory is pinned here so the test means the same everywhere.
+    import panstream.windows.ingestor as ingestor
+
+    monkeypatch.setattr(ingestor, "memory_available", lambda: 3 * 2**20)  # 3 MiB
+    log = tmp_path / "access.log"
+    log.write_bytes(b'10.0.0.1 - - [17/Nov/2026:10:00:00 +0000] "GET / HTTP/1.1" 200 5\n')
+    r = CliRunner().invoke(cli, [*WINDOW, str(log)])  # 7 tables of 64 KiB: they fit
+    assert r.exit_code == 0, r.output
+    args = ["ingest", "-u", "ipv4:10.0.0.0/8", "--window", "1d", "-f", "clf", "--release-epsilon",
+            "0.5", "--from", "2026-11-16", "--to", "2026-11-23", str(log)]
+    r = CliRunner().invoke(cli, args)  # 7 tables of 16 MiB (2**24 cells, one byte each)
+    err = r.output.splitlines()
+    assert r.exit_code == 2 and err[-1].startswith("panstream: error: 7 windows of ipv4:10.0.0.0/8 "
+                                                   "held open at once need 0.1 GiB"), r.output
+    assert "more than the 0.0 GiB this machine has available" in err[-1] and "hashed-ip:M" in err[-1]
+    assert "window 2026-11" not in r.output  # nothing released
