@@ -494,7 +494,7 @@ class TopicStore:
         # can tombstone them without replaying the whole log each time.
         self._live: dict[str, set[str]] | None = None  # by stem ('K' or 'K@e')
         self._cache: tuple[dict[str, _Manifest], dict[str, bytes]] | None = None
-        self._heads: dict[str, tuple[int, str]] = {}  # key -> (highest epoch, its stem)
+        self._heads: dict[str, tuple[int, str, int]] = {}  # key -> (highest epoch, stem, base)
         self._stems: dict[str, set[str]] = {}  # key -> every stem seen with a manifest
         self._claims: dict[str, Fence] = {}  # this owner's claims
         self._stale: dict[str, list[str]] = {}  # key -> older epochs' records to tombstone once
@@ -550,13 +550,13 @@ class TopicStore:
         if shards:
             for k in chunks:
                 live.setdefault(k.split("#", 1)[0], set()).add(k)
-            heads: dict[str, tuple[int, str]] = {}
+            heads: dict[str, tuple[int, str, int]] = {}
             stems: dict[str, set[str]] = {}
-            for stem in manifests:
+            for stem, man in manifests.items():
                 key, epoch = split_stem(stem)
                 stems.setdefault(key, set()).add(stem)
                 if key not in heads or epoch > heads[key][0]:
-                    heads[key] = (epoch, stem)
+                    heads[key] = (epoch, stem, man.base)
             self._live, self._heads, self._stems = live, heads, stems
             self._cache = (manifests, chunks)
         return manifests, chunks
@@ -570,10 +570,7 @@ class TopicStore:
         """
         if self._live is None:
             self._scan()
-        epoch, stem = self._heads.get(key, (0, key))
-        base = 0
-        if epoch and self._cache is not None and stem in self._cache[0]:
-            base = self._cache[0][stem].base
+        _, stem, base = self._heads.get(key, (0, key, 0))
         self._write(stem, data, base, [])
 
     def claim(self, key: str, generation: int, current: Callable[[], bool]) -> int:
@@ -586,7 +583,7 @@ class TopicStore:
         """
         manifests, _ = self._cache or self._scan()
         head = self._heads.get(key)
-        stored = None if head is None else Fence(head[0], manifests[head[1]].base)
+        stored = None if head is None else Fence(head[0], head[2])
         fence = claim_epoch(stored, generation, current, key)
         self._claims[key] = fence
         live = self._live or {}
@@ -644,8 +641,8 @@ class TopicStore:
             if gone != stem:
                 live.pop(gone, None)
                 self._stems.get(key, set()).discard(gone)
-        if epoch >= self._heads.get(key, (0, key))[0]:
-            self._heads[key] = (epoch, stem)
+        if epoch >= self._heads.get(key, (0, key, 0))[0]:
+            self._heads[key] = (epoch, stem, base)
 
     def load(self, key: str) -> bytearray | None:
         """The newest complete snapshot of ``key``'s highest epoch, or ``None`` (a ``bytearray``

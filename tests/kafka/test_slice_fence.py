@@ -284,6 +284,10 @@ def test_a_recreated_group_whose_generations_restart_takes_its_slices_back(
     c = member(stores(), new)                            # generation 2: epoch 7 + 2
     assert ones(c) == set(A) | set(B)
     assert b._epochs[KEY] == 8 and c._epochs[KEY] == 9
+    c.close()                                            # the base survives a rotation too
+    rotate_slice_store(stores())
+    new.rebalance()
+    assert member(stores(), new)._epochs[KEY] == 10     # 7 + 3, no second rebase
 
 
 def test_a_store_written_before_fencing_restores_and_is_taken_over(stores: Stores) -> None:
