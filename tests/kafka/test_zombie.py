@@ -71,18 +71,13 @@ def test_a_zombie_woken_after_a_rebalance_loses_nothing(
     if code != 0:
         assert code == 1, text[-3000:]
         last = text.strip().splitlines()[-1]
-        assert last.startswith("panstream: error:") or "error" in last, text[-3000:]
+        assert last.startswith("panstream: error: "), text[-3000:]  # one line, no traceback
+        assert "Traceback" not in text, text[-3000:]
     # A fresh member drains whatever is left (A's slices were replayed, not lost).
     log = tmp_path / "c.log"
     c = start(_argv(kafka_broker, topic, group, state, idle="3"), log)
     try:
-        try:
-            rc = c.wait(timeout=150)
-        except Exception:
-            c.send_signal(signal.SIGABRT)
-            c.wait(timeout=30)
-            raise AssertionError(log.read_text()[-12000:]) from None
-        assert rc == 0, log.read_text()[-3000:]
+        assert c.wait(timeout=240) == 0, log.read_text()[-3000:]
     finally:
         if c.poll() is None:
             c.kill()
