@@ -47,6 +47,12 @@ class StateError(PanstreamError):
     the parameters asked for on resume."""
 
 
+class FencedError(StateError):
+    """A member's snapshot of a slice was refused because another member claimed the slice after
+    it (the member was evicted from its group but went on running: a "zombie";
+    :mod:`panstream.state.fence`). The member stops (exit 1) without committing anything."""
+
+
 class SourceError(PanstreamError):
     """An input source (stdin, file, Kafka) failed in a way the operator must fix."""
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from panstream import estimators
-from panstream.errors import ConfigurationError, StateError
+from panstream.errors import ConfigurationError, FencedError, StateError
 from panstream.estimators.base import Estimator
 from panstream.estimators.density import DensityEstimator
 from panstream.release.frequency import MergedHistograms
@@ -56,6 +56,7 @@ from panstream.release.ledger import (
     ShardLedger,
 )
 from panstream.release.ledger_log import Opening, Replay, Reservation, replay
+from panstream.state.fence import Fence, claim_epoch, fenced_message
 from panstream.state.files import (
     LedgerHistory,
     atomic_write,
@@ -74,6 +75,12 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_CHUNK_BYTES = 900_000
 
 _SUFFIX = ".shard"
+
+#: Suffix of a slice's claim file in a state directory (``.<name>.shard.panstream-fence``).
+FENCE_SUFFIX = ".panstream-fence"
+
+#: How long a slice's claim or save waits for another member's claim or save of the same slice.
+FENCE_LOCK_WAIT = 30.0
 
 
 # ---------------------------------------------------------------------- snapshot codec
@@ -166,6 +173,67 @@ class DirectoryStore:
             if topic and part.isdigit():
                 out.append(f"{topic}/{part}")
         return sorted(out, key=_key_order)
+
+    # Fencing (panstream.state.fence): a slice's claim in a file beside its snapshot, every fenced
+    # save checked against it under the slice's flock.
+    def _fence_path(self, key: str) -> Path:
+        """``.<topic>@<partition>.shard.panstream-fence``: the slice's claimed epoch (JSON)."""
+        p = self._path(key)
+        return p.with_name(f".{p.name}{FENCE_SUFFIX}")
+
+    def fence(self, key: str) -> Fence | None:
+        """The slice's claim (``None``: never claimed, e.g. a directory written before fencing).
+
+        Raises:
+            StateError: the claim file is unreadable or corrupt.
+        """
+        path = self._fence_path(key)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            msg = f"cannot read slice claim {path}: {exc.strerror}; check the permissions"
+            raise StateError(msg) from None
+        try:
+            d = json.loads(raw)
+            return Fence(int(d["epoch"]), int(d.get("base", 0)))
+        except (ValueError, KeyError, TypeError):
+            msg = (f"slice claim {path} is corrupt: stop the group's members, remove the file "
+                   "(the next owner claims the slice again) and restart them")
+            raise StateError(msg) from None
+
+    def _slice_lock(self, key: str) -> AbstractContextManager[None]:
+        return state_lock(self._path(key), f"the claim or save of {key}", wait=FENCE_LOCK_WAIT)
+
+    def claim(self, key: str, generation: int, current: Callable[[], bool]) -> int:
+        """Claim slice ``key`` for its new owner (:func:`panstream.state.fence.claim_epoch`), under
+        the slice's ``flock``; the claim file is written durably (as a snapshot is) before this
+        returns. Returns the owner's epoch.
+
+        Raises:
+            FencedError: a newer owner claimed the slice and this member is not current.
+            StateError: the claim cannot be read or written.
+        """
+        with self._slice_lock(key):
+            fence = claim_epoch(self.fence(key), generation, current, key)
+            body = json.dumps({"epoch": fence.epoch, "base": fence.base}, sort_keys=True)
+            atomic_write(self._fence_path(key), body.encode())
+        return fence.epoch
+
+    def save_fenced(self, key: str, data: bytes | bytearray, epoch: int) -> None:
+        """:meth:`save`, only while the slice's claim is still ``epoch`` (checked and written
+        under the slice's ``flock``, which every claim takes too: no claim can slip in between).
+
+        Raises:
+            FencedError: another member claimed the slice since (nothing is written).
+            StateError: the snapshot cannot be written.
+        """
+        with self._slice_lock(key):
+            stored = self.fence(key)
+            if stored is None or stored.epoch != epoch:
+                raise FencedError(fenced_message(key, epoch, stored))
+            self.save(key, data)
 
     def delete(self, key: str) -> None:
         """Remove the snapshot of ``key`` (none is fine); durable on return (the directory is
@@ -342,10 +410,13 @@ class _Manifest:
     chunks: int
     length: int
     sha256: str
+    base: int = 0  # a fenced snapshot's fence base (panstream.state.fence); the epoch is in the key
 
     def encode(self) -> bytes:
-        body = {"version": self.version, "chunks": self.chunks, "length": self.length,
-                "sha256": self.sha256}
+        body: dict[str, Any] = {"version": self.version, "chunks": self.chunks,
+                                "length": self.length, "sha256": self.sha256}
+        if self.base:
+            body["base"] = self.base
         return _MANIFEST + json.dumps(body, sort_keys=True).encode()
 
     @classmethod
@@ -355,7 +426,8 @@ class _Manifest:
             raise StateError(msg)
         try:
             d = json.loads(raw[len(_MANIFEST):])
-            return cls(str(d["version"]), int(d["chunks"]), int(d["length"]), str(d["sha256"]))
+            return cls(str(d["version"]), int(d["chunks"]), int(d["length"]), str(d["sha256"]),
+                       int(d.get("base", 0)))
         except (ValueError, KeyError, TypeError):
             msg = f"state topic manifest {key!r} is corrupt: delete the state topic to start over"
             raise StateError(msg) from None
@@ -389,6 +461,19 @@ class TopicStore:
     state topic with ``cleanup.policy=compact`` and a short ``segment.ms`` and
     ``min.cleanable.dirty.ratio`` so they go soon (docs/kafka.md, threat model).
 
+    **Fenced slices** (:mod:`panstream.state.fence`). A slice saved by its owner under epoch
+    ``e`` is written under the *stem* ``K@e`` instead of ``K`` (chunks ``K@e#<version>#<i>``,
+    manifest ``K@e``; '@' never occurs in a topic name); a snapshot without an epoch (the stem
+    ``K``: per-partition shards, and stores written before fencing) has epoch 0. Every reader
+    (restore, release, inspect) takes the newest manifest of the *highest* epoch of ``K``, so a
+    zombie's snapshot of an older epoch is ignored wherever it lands in the log. Compaction keeps
+    the newest record of each key: one manifest per epoch, and the highest epoch's is its owner's
+    newest, which no zombie can supersede (its records have other keys). A fenced save
+    tombstones only chunks of its own epoch, and its owner's first save also tombstones every
+    older epoch's records it saw at the claim (a zombie's tombstones never reach a newer owner's
+    chunks). The epoch in a key counts rebalances: public, as the module docstring of
+    :mod:`panstream.state.fence` says.
+
     The group's release ledger is an append-only log of records in the same topic
     (:mod:`panstream.release.ledger_log`), each under a key of its own
     (:data:`LEDGER_RECORD_PREFIX` and 32 random hex digits) that never gets a tombstone, so
@@ -407,8 +492,12 @@ class TopicStore:
         self.chunk_bytes = chunk_bytes
         # Live chunk keys of each shard as last seen by load() or written by save(), so save()
         # can tombstone them without replaying the whole log each time.
-        self._live: dict[str, set[str]] | None = None
+        self._live: dict[str, set[str]] | None = None  # by stem ('K' or 'K@e')
         self._cache: tuple[dict[str, _Manifest], dict[str, bytes]] | None = None
+        self._heads: dict[str, tuple[int, str, int]] = {}  # key -> (highest epoch, stem, base)
+        self._stems: dict[str, set[str]] = {}  # key -> every stem seen with a manifest
+        self._claims: dict[str, Fence] = {}  # this owner's claims
+        self._stale: dict[str, list[str]] = {}  # key -> older epochs' records to tombstone once
         self._legacy: PrivacyLedger | None = None
         self._records: list[bytes | PrivacyLedger] = []
         self._ledger_stale = True  # whether _legacy and _records must be read (again) from the log
@@ -461,14 +550,73 @@ class TopicStore:
         if shards:
             for k in chunks:
                 live.setdefault(k.split("#", 1)[0], set()).add(k)
-            self._live = live
+            heads: dict[str, tuple[int, str, int]] = {}
+            stems: dict[str, set[str]] = {}
+            for stem, man in manifests.items():
+                key, epoch = split_stem(stem)
+                stems.setdefault(key, set()).add(stem)
+                if key not in heads or epoch > heads[key][0]:
+                    heads[key] = (epoch, stem, man.base)
+            self._live, self._heads, self._stems = live, heads, stems
             self._cache = (manifests, chunks)
         return manifests, chunks
 
     def save(self, key: str, data: bytes | bytearray) -> None:
-        """Write a new version of ``key``'s snapshot; durable on return. Old chunks get tombstones."""
+        """Write a new version of ``key``'s snapshot; durable on return. Old chunks get tombstones.
+
+        Unfenced (per-partition shards, rotations): written under the highest epoch the last
+        read of the log saw for ``key`` (0 if none), so a rotation of a stopped group's fenced
+        slices replaces what a restore reads.
+        """
         if self._live is None:
             self._scan()
+        _, stem, base = self._heads.get(key, (0, key, 0))
+        self._write(stem, data, base, [])
+
+    def claim(self, key: str, generation: int, current: Callable[[], bool]) -> int:
+        """Claim slice ``key`` for its new owner (:func:`panstream.state.fence.claim_epoch`)
+        against the highest epoch in the log (read once per :meth:`refresh`). Nothing is written:
+        the owner's saves carry the epoch, and readers order by it. Returns the epoch.
+
+        Raises:
+            FencedError: a newer owner claimed the slice and this member is not current.
+        """
+        manifests, _ = self._cache or self._scan()
+        head = self._heads.get(key)
+        stored = None if head is None else Fence(head[0], head[2])
+        fence = claim_epoch(stored, generation, current, key)
+        self._claims[key] = fence
+        live = self._live or {}
+        stale: list[str] = []
+        for stem in sorted(self._stems.get(key, set()) | {s for s in live
+                                                           if split_stem(s)[0] == key}):
+            if split_stem(stem)[1] < fence.epoch:
+                stale.extend(sorted(live.get(stem, set())))
+                if stem in manifests:
+                    stale.append(stem)
+        self._stale[key] = stale
+        return fence.epoch
+
+    def save_fenced(self, key: str, data: bytes | bytearray, epoch: int) -> None:
+        """Write ``key``'s snapshot under ``epoch`` (stem ``K@epoch``); durable on return. Its
+        own epoch's older chunks get tombstones, and with the first save after the claim every
+        older epoch's records seen at the claim (they are superseded once this one is durable).
+
+        A topic cannot refuse a zombie's write: readers ignore it (lower epoch).
+
+        Raises:
+            FencedError: this store never claimed ``key`` under ``epoch``.
+        """
+        fence = self._claims.get(key)
+        if fence is None or fence.epoch != epoch:
+            raise FencedError(fenced_message(key, epoch, fence))
+        if self._live is None:
+            self._scan()
+        self._write(f"{key}@{epoch}", data, fence.base, self._stale.pop(key, []))
+
+    def _write(self, stem: str, data: bytes | bytearray, base: int, extra: list[str]) -> None:
+        """Chunks, then the manifest ``stem`` (each durable), then tombstones of the stem's
+        previous chunks and of ``extra``."""
         self._cache = None
         live = self._live if self._live is not None else {}
         version = secrets.token_hex(8)
@@ -476,20 +624,29 @@ class TopicStore:
         n = max(1, -(-len(view) // self.chunk_bytes))
         for i in range(n):
             part = view[i * self.chunk_bytes:(i + 1) * self.chunk_bytes]
-            self.log.append(f"{key}#{version}#{i}".encode(), bytes(part))
+            self.log.append(f"{stem}#{version}#{i}".encode(), bytes(part))
         self.log.flush()
-        man = _Manifest(version, n, len(view), hashlib.sha256(view).hexdigest())
-        self.log.append(key.encode(), man.encode())
+        man = _Manifest(version, n, len(view), hashlib.sha256(view).hexdigest(), base)
+        self.log.append(stem.encode(), man.encode())
         self.log.flush()
-        stale = sorted(live.get(key, set()))
+        stale = sorted(live.get(stem, set())) + extra
         for k in stale:
             self.log.append(k.encode(), None)
         if stale:
             self.log.flush()
-        live[key] = {f"{key}#{version}#{i}" for i in range(n)}
+        live[stem] = {f"{stem}#{version}#{i}" for i in range(n)}
+        key, epoch = split_stem(stem)
+        for k in extra:  # an older epoch's chunk or manifest: gone once compacted
+            gone = k.split("#", 1)[0]
+            if gone != stem:
+                live.pop(gone, None)
+                self._stems.get(key, set()).discard(gone)
+        if epoch >= self._heads.get(key, (0, key, 0))[0]:
+            self._heads[key] = (epoch, stem, base)
 
     def load(self, key: str) -> bytearray | None:
-        """The newest complete snapshot of ``key``, or ``None`` (a ``bytearray`` the caller wipes).
+        """The newest complete snapshot of ``key``'s highest epoch, or ``None`` (a ``bytearray``
+        the caller wipes).
 
         The chunk records themselves are immutable ``bytes`` held by kafka-python and this store's
         cache until :meth:`refresh`: they cannot be wiped (see docs/threat-model.md).
@@ -498,12 +655,14 @@ class TopicStore:
             StateError: a chunk is missing or the snapshot does not match its checksum.
         """
         manifests, chunks = self._cache or self._scan()
-        man = manifests.get(key)
-        if man is None:
+        head = self._heads.get(key)
+        if head is None:
             return None
+        stem = head[1]
+        man = manifests[stem]
         parts = []
         for i in range(man.chunks):
-            part = chunks.get(f"{key}#{man.version}#{i}")
+            part = chunks.get(f"{stem}#{man.version}#{i}")
             if part is None:
                 msg = (f"state topic is missing chunk {i} of {man.chunks} of shard {key!r}: the "
                        "topic was truncated or compacted wrongly; delete it to start over")
@@ -517,7 +676,8 @@ class TopicStore:
 
     def keys(self) -> list[str]:
         """Keys of all stored shards, sorted."""
-        return sorted(self._scan()[0], key=_key_order)
+        self._scan()
+        return sorted(self._heads, key=_key_order)
 
     # Release ledger hooks (see :func:`release_store`): records under LEDGER_RECORD_PREFIX.
     def ledger_where(self) -> str:
@@ -579,6 +739,19 @@ class TopicStore:
 
     def __repr__(self) -> str:
         return f"TopicStore({self.log!r}, chunk_bytes={self.chunk_bytes})"
+
+
+def split_stem(stem: str) -> tuple[str, int]:
+    """A state topic record stem's shard key and epoch: ``'K@e'`` -> ``('K', e)``, ``'K'`` ->
+    ``('K', 0)`` (a snapshot without an epoch).
+
+    >>> split_stem("g-cells/3@12"), split_stem("events/0")
+    (('g-cells/3', 12), ('events/0', 0))
+    """
+    key, at, epoch = stem.rpartition("@")
+    if at and key and epoch.isdigit():
+        return key, int(epoch)
+    return stem, 0
 
 
 def _unite(records: list[bytes], where: str) -> bytes:

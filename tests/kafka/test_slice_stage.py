@@ -54,6 +54,12 @@ class Consumer:
     def commit(self, offsets: dict[Any, Any]) -> None:
         self.log.events.append(("commit", {tp.partition: om.offset for tp, om in offsets.items()}))
 
+    def committed(self, tp: Any) -> int | None:  # asked by a claim lower than the stored one
+        return None
+
+    def beginning_offsets(self, tps: list[Any]) -> dict[Any, int]:
+        return dict.fromkeys(tps, 0)
+
 
 class Admin:
     def __init__(self, log: Log, fail: bool = False) -> None:

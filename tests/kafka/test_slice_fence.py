@@ -1,0 +1,318 @@
+"""Fenced slice snapshots: a zombie's late snapshot is never the one restored or released.
+
+The interleaving that used to lose arrivals (issue 26), played here with two slice stages on one
+store and a fake group coordinator that, like Kafka, accepts commits only from the current
+generation:
+
+1. member Z owns slice 0, checkpoints arrivals A (commits offset 5), applies B (through offset 9)
+   and stops (a stop-the-world pause longer than its session);
+2. the group rebalances (generation 2): N restores the slice (A), replays from offset 5 (B) and
+   applies C, checkpoints (through offset 14) and commits 15;
+3. Z wakes and checkpoints its table (A and B, not C);
+4. N dies with ``kill -9`` before its next checkpoint; M restores the slice and replays from 15.
+
+Without the fence Z's snapshot replaced N's and M's table lacked C (the first test shows it).
+With it, the directory store refuses Z's save and the state topic's readers ignore it: M's table,
+and a release of the store, hold A, B and C.
+
+Tables are density bit tables at epsilon 30: an arrived cell reads 1 and an unseen cell 0, each
+wrong with probability 1/(1 + e^30) < 1e-13, so a test reading 500 cells a few times fails falsely
+with probability below 1e-9.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+from fakes import MemoryLog
+from kafka import TopicPartition
+from kafka.errors import CommitFailedError
+
+from panstream import estimators
+from panstream.errors import FencedError, SourceError
+from panstream.sources.kafka import Metrics, TailConfig
+from panstream.sources.kafka.slices import SliceStage
+from panstream.state.checkpoint import ShardStore
+from panstream.state.slices import SliceLayout
+from panstream.state.stores import (
+    DirectoryStore,
+    TopicStore,
+    encode_slice,
+    merge_store,
+    rotate_slice_store,
+)
+from panstream.universe import Universe
+
+U = Universe.parse("range:1000")
+LAYOUT = SliceLayout(U, 2)  # slice 0: cells 0..499
+TP = TopicPartition("g-cells", 0)
+KEY = "g-cells/0"
+A, B, C = range(0, 50), range(100, 150), range(200, 250)  # arrivals, 10 cells a record
+
+
+@dataclass
+class Rec:
+    offset: int
+    value: bytes
+
+
+class Group:
+    """The broker's side of ``g-slices``: its generation and committed offsets. A commit from a
+    member of an older generation fails, as Kafka's (``ILLEGAL_GENERATION``)."""
+
+    def __init__(self) -> None:
+        self.generation = 1
+        self.committed: dict[TopicPartition, int] = {}
+
+    def rebalance(self) -> None:
+        self.generation += 1
+
+
+class Consumer:
+    """A member's consumer in ``group`` at its current generation (kafka-python's attributes the
+    stage reads: ``_coordinator._generation.generation_id``)."""
+
+    def __init__(self, group: Group) -> None:
+        self.group = group
+        self.generation = group.generation
+        self._coordinator = SimpleNamespace(_generation=SimpleNamespace(
+            generation_id=self.generation))
+
+    def commit(self, offsets: dict[TopicPartition, Any]) -> None:
+        if self.generation != self.group.generation:
+            raise CommitFailedError("the group has already rebalanced")
+        self.group.committed.update({tp: om.offset for tp, om in offsets.items()})
+
+    def committed(self, tp: TopicPartition) -> int | None:
+        return self.group.committed.get(tp)
+
+    def beginning_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict.fromkeys(tps, 0)
+
+    def pause(self, *tps: TopicPartition) -> None:
+        pass
+
+    def resume(self, *tps: TopicPartition) -> None:
+        pass
+
+
+def records(cells: range, first_offset: int) -> list[Rec]:
+    """The routed records of ``cells``, 10 cells a record, from ``first_offset`` on."""
+    out = []
+    for i, lo in enumerate(range(cells.start, cells.stop, 10)):
+        ((r, data),) = LAYOUT.route(np.arange(lo, lo + 10, dtype=np.intp))
+        assert r == 0
+        out.append(Rec(first_offset + i, bytes(data)))
+    return out
+
+
+def member(store: ShardStore, group: Group) -> SliceStage:
+    """A slice stage assigned slice 0 in the group's current generation (claim, then restore)."""
+    s = SliceStage(TailConfig({}, ["g-cells"], U, 30.0, "rr", store), LAYOUT, Metrics())
+    s.consumer = Consumer(group)
+    s._assigned({TP})
+    s._restore_pending()
+    return s
+
+
+def replay(s: SliceStage, stream: list[Rec], group: Group) -> None:
+    """What the member's consumer reads: the records from the committed offset on."""
+    start = group.committed.get(TP, 0)
+    todo = [r for r in stream if r.offset >= start]
+    if todo:
+        s._apply({TP: todo})
+
+
+def ones(s: SliceStage) -> set[int]:
+    return set(np.flatnonzero(s.shards[TP].estimator.bits()).tolist())
+
+
+def released_ones(store: ShardStore) -> set[int]:
+    """The cells a release of the store reads as 1 (its merge of the stored slices)."""
+    assert isinstance(store, DirectoryStore | TopicStore)
+    group = merge_store(store)
+    try:
+        return set(np.flatnonzero(group.estimator.bits()).tolist())
+    finally:
+        group.estimator.wipe()
+
+
+class Unfenced:
+    """A store without claims: the stage saves as before fencing (the attack's setting)."""
+
+    def __init__(self, store: DirectoryStore | TopicStore) -> None:
+        self.inner = store
+
+    def save(self, key: str, data: bytes | bytearray) -> None:
+        self.inner.save(key, data)
+
+    def load(self, key: str) -> bytes | bytearray | None:
+        if isinstance(self.inner, TopicStore):
+            self.inner.refresh()
+        return self.inner.load(key)
+
+    def keys(self) -> list[str]:
+        return self.inner.keys()
+
+
+Stores = Callable[[], DirectoryStore | TopicStore]
+
+
+@pytest.fixture(params=["directory", "topic"])
+def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
+    """A factory of store handles on one store: each member opens its own, as processes do."""
+    if request.param == "directory":
+        yield lambda: DirectoryStore(tmp_path / "state")
+    else:
+        log = MemoryLog()
+        yield lambda: TopicStore(log, chunk_bytes=40)
+
+
+STREAM = records(A, 0) + records(B, 5) + records(C, 10)
+
+
+def zombie_interleaving(open_store: Callable[[], ShardStore]) -> tuple[SliceStage, Group]:
+    """Steps 1-3 of the module docstring; returns the woken zombie's stage (not yet checkpointed
+    again) and the group. N is dropped without a checkpoint (``kill -9``)."""
+    group = Group()
+    z = member(open_store(), group)                      # 1. Z owns slice 0
+    z._apply({TP: STREAM[:5]})                           #    A
+    z.checkpoint()                                       #    durable, commit 5
+    assert group.committed[TP] == 5
+    z._apply({TP: STREAM[5:10]})                         #    B (through offset 9): Z pauses here
+    group.rebalance()                                    # 2. Z evicted, N assigned
+    n = member(open_store(), group)
+    assert ones(n) == set(A)                             #    restored from Z's checkpoint
+    replay(n, STREAM, group)                             #    B again, then C
+    n.checkpoint()                                       #    through offset 14, commit 15
+    assert group.committed[TP] == 15
+    return z, group                                      # 4. N killed: no close, no checkpoint
+
+
+def test_without_the_fence_a_zombie_loses_the_new_owners_arrivals(tmp_path: Path) -> None:
+    """The attack, before issue 26's fence: Z's late save replaces N's snapshot; its commit
+    fails, but M restores Z's table and replays from N's commit: C is gone."""
+    for store in (DirectoryStore(tmp_path / "d"), TopicStore(MemoryLog(), chunk_bytes=40)):
+        z, group = zombie_interleaving(lambda s=store: Unfenced(s))  # type: ignore[misc]
+        with pytest.raises(SourceError, match="offset commit failed"):
+            z.checkpoint()                               # 3. the save lands, the commit fails
+        group.rebalance()
+        m = member(Unfenced(store), group)
+        replay(m, STREAM, group)
+        assert ones(m) == set(A) | set(B)                # C lost
+        assert released_ones(store) == set(A) | set(B)
+
+
+def test_a_zombies_late_snapshot_is_never_restored_nor_released(stores: Stores) -> None:
+    z, group = zombie_interleaving(stores)
+    fenced = isinstance(stores(), DirectoryStore)
+    # 3. Z wakes. The directory refuses its save (one line, exit 1 for the member); the topic
+    # takes it, but under Z's older epoch, and Kafka refuses Z's commit: Z stops either way.
+    with pytest.raises(FencedError if fenced else SourceError) as err:
+        z.checkpoint()
+    assert "\n" not in str(err.value)
+    assert group.committed[TP] == 15                     # nothing of Z's was committed
+    # A release meanwhile reads N's table, not Z's
+    assert released_ones(stores()) == set(A) | set(B) | set(C)
+    # 4. M takes the slice and replays from N's commit: it holds (Pz, C'] = C too
+    group.rebalance()
+    m = member(stores(), group)
+    replay(m, STREAM, group)
+    assert ones(m) == set(A) | set(B) | set(C)
+
+
+def test_the_topic_store_stays_right_through_compaction_and_forgets_the_zombie() -> None:
+    """Compaction keeps the newest record of each key: Z's manifest has a key of its own epoch,
+    so it cannot supersede N's; M's first save then tombstones every older epoch's records."""
+    log = MemoryLog()
+    z, group = zombie_interleaving(lambda: TopicStore(log, chunk_bytes=40))
+    with pytest.raises(SourceError):
+        z.checkpoint()
+    log.compact()
+    assert released_ones(TopicStore(log)) == set(A) | set(B) | set(C)
+    stems = {k.decode().split("#", 1)[0] for k, _ in log.records if not k.startswith(b"#")}
+    assert stems == {f"{KEY}@1", f"{KEY}@2"}             # Z's (ignored) and N's
+    group.rebalance()
+    m = member(TopicStore(log, chunk_bytes=40), group)
+    m.checkpoint()
+    log.compact()
+    stems = {k.decode().split("#", 1)[0] for k, _ in log.records if not k.startswith(b"#")}
+    assert stems == {f"{KEY}@3"}                          # one snapshot left: M's
+    assert released_ones(TopicStore(log)) == set(A) | set(B) | set(C)
+
+
+def test_a_member_that_claims_late_is_refused(stores: Stores) -> None:
+    """Z is assigned in generation 1 but claims only after N (generation 2) claimed and saved:
+    its claim is lower than the store's, and the commit that would prove it current fails."""
+    group = Group()
+    late = SliceStage(TailConfig({}, ["g-cells"], U, 30.0, "rr", stores()), LAYOUT, Metrics())
+    late.consumer = Consumer(group)
+    late._assigned({TP})                                 # generation 1, then a pause
+    group.rebalance()
+    n = member(stores(), group)
+    n._apply({TP: STREAM[:5]})
+    n.checkpoint()
+    with pytest.raises(FencedError, match="claimed at epoch 2 by a newer owner"):
+        late._restore_pending()
+    assert not late.shards
+    n.checkpoint()                                       # the owner goes on saving
+    assert released_ones(stores()) == set(A)
+
+
+def test_a_recreated_group_whose_generations_restart_takes_its_slices_back(
+        stores: Stores) -> None:
+    """Kafka forgets a group a week after its last member left; the next incarnation counts
+    generations from 1 again. Its member's claim is lower than the stored epoch, but a commit
+    proves it current: it rebases above the stored epoch and its saves win."""
+    old = Group()
+    old.generation = 7
+    a = member(stores(), old)
+    a._apply({TP: STREAM[:5]})
+    a.checkpoint()
+    new = Group()                                        # generation 1, nothing committed
+    b = member(stores(), new)
+    assert ones(b) == set(A)
+    b._apply({TP: STREAM[5:10]})
+    b.checkpoint()
+    new.rebalance()
+    c = member(stores(), new)                            # generation 2: epoch 7 + 2
+    assert ones(c) == set(A) | set(B)
+    assert b._epochs[KEY] == 8 and c._epochs[KEY] == 9
+    c.close()                                            # the base survives a rotation too
+    rotate_slice_store(stores())
+    new.rebalance()
+    assert member(stores(), new)._epochs[KEY] == 10     # 7 + 3, no second rebase
+
+
+def test_a_store_written_before_fencing_restores_and_is_taken_over(stores: Stores) -> None:
+    """A slice saved without an epoch (panstream before the fence) has epoch 0: it restores, and
+    the first fenced save replaces it."""
+    est = estimators.new("density", LAYOUT.slice_universe(0), 30.0,
+                         layout=LAYOUT.table_layout)
+    est.update_indices(np.arange(300, 310, dtype=np.intp))
+    stores().save(KEY, encode_slice(est, LAYOUT, 0))     # the old way: no claim, no epoch
+    group = Group()
+    s = member(stores(), group)
+    assert ones(s) == set(range(300, 310))
+    s._apply({TP: STREAM[:5]})
+    s.checkpoint()
+    assert released_ones(stores()) == set(range(300, 310)) | set(A)
+
+
+def test_a_rotation_replaces_the_fenced_slices(stores: Stores) -> None:
+    """``rotate`` (members stopped) writes fresh slices without a claim: under the highest epoch,
+    so the next owner restores the fresh table, not the rotated-away one."""
+    group = Group()
+    s = member(stores(), group)
+    s._apply({TP: STREAM[:5]})
+    s.checkpoint()
+    s.close()
+    rotate_slice_store(stores())
+    group.rebalance()
+    assert not ones(member(stores(), group))

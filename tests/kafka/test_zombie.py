@@ -1,0 +1,86 @@
+"""A zombie member on a real broker: stopped past its session, woken after the group moved on.
+
+Two members of a routed group read a log shipper's topic. Member A is stopped with SIGSTOP (a
+stop-the-world pause) once the group has committed work; the broker evicts it after its session,
+B takes all partitions and slices, and the rest of the stream arrives and is applied and
+checkpointed by B. Then A gets SIGCONT and B is killed with ``kill -9`` at once: if A's stale
+snapshot of a slice could replace B's, the arrivals B applied after A's last checkpoint would be
+gone, since a restore replays only from B's commit. Then:
+
+* A never exits 0 having written a stale snapshot: it either stops with exit 1 and one line (the
+  fence refused its save, or Kafka its commit) or it noticed the eviction first, dropped its
+  slices unsaved, rejoined and drained the group like any member;
+* a fresh bounded member drains what is left, and the store is then exactly one table of every
+  client (``assert_one_table`` of ``test_group_law.py``: at epsilon 30 every client's cell reads 1
+  and no other, up to 2 flips each way, false-failure rate below 1e-16; the release's distinct
+  count within ln(1e7)/0.5 of the truth, 1e-7).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _kafka_helpers import Broker, committed_offsets
+from test_broker import start, wait_for
+from test_group_law import _argv, _messages, _topic, assert_one_table
+from test_routed import send_round_robin
+
+pytestmark = pytest.mark.kafka
+
+#: Longer than the members' 6 s session, with Tansu's slack (it evicts about 7 s after).
+PAUSE = 20.0
+
+
+def test_a_zombie_woken_after_a_rebalance_loses_nothing(
+        kafka_broker: Broker, admin: Any, producer: Any, tmp_path: Path) -> None:
+    topic = _topic(admin, "zombie")
+    clients, msgs = _messages(31, 6_000, 30_000)
+    hw = send_round_robin(producer, topic, msgs[:20], 8, {})
+    group, state = "g-zombie", tmp_path / "state"
+    argv = _argv(kafka_broker, topic, group, state, idle="30")
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    procs = [start(argv, log) for log in logs]
+    a, b = procs
+    try:
+        wait_for(lambda: all("now holds 4 of 8" in log.read_text() for log in logs), 120,
+                 "both members holding slices", procs)
+        wait_for(lambda: len(committed_offsets(admin, f"{group}-slices")) == 8, 120,
+                 "a checkpoint of every slice", procs)
+        a.send_signal(signal.SIGSTOP)                    # the pause
+        hw = send_round_robin(producer, topic, msgs[20:], 8, hw)
+        time.sleep(PAUSE)                                # evicted; B takes everything over
+        wait_for(lambda: committed_offsets(admin, group) == hw, 120, "B routing everything",
+                 [b])
+        time.sleep(3.0)                                  # B's checkpoints cover the rest
+        a.send_signal(signal.SIGCONT)                    # the zombie wakes
+        os.kill(b.pid, signal.SIGKILL)                   # and the owner dies
+        b.wait(timeout=10)
+        code = a.wait(timeout=180)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.wait()
+    text = logs[0].read_text()
+    if code != 0:
+        assert code == 1, text[-3000:]
+        last = text.strip().splitlines()[-1]
+        assert last.startswith("panstream: error: "), text[-3000:]  # one line, no traceback
+        assert "Traceback" not in text, text[-3000:]
+    # A fresh member drains whatever is left (A's slices were replayed, not lost).
+    log = tmp_path / "c.log"
+    c = start(_argv(kafka_broker, topic, group, state, idle="3"), log)
+    try:
+        assert c.wait(timeout=240) == 0, log.read_text()[-3000:]
+    finally:
+        if c.poll() is None:
+            c.kill()
+            c.wait()
+    print(f"zombie exit {code}: {text.strip().splitlines()[-1] if text.strip() else ''}")
+    assert_one_table(kafka_broker, admin, group, topic, hw, clients, state)
