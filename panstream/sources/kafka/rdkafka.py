@@ -141,8 +141,9 @@ class RdKafkaConsumer:
         try:
             import confluent_kafka
         except ImportError:  # pragma: no cover - a dependency
-            msg = ("--source-client librdkafka needs the confluent-kafka package: pip install "
-                   "'panstream[librdkafka]' (or confluent-kafka), or use --source-client kafka-python")
+            msg = ("--source-client librdkafka (the default) needs the confluent-kafka package, a "
+                   "dependency of panstream: pip install confluent-kafka, or use --source-client "
+                   "kafka-python")
             raise ConfigurationError(msg) from None
         self._ck = confluent_kafka
         conf, self._batch = rdkafka_config(cfg)
@@ -152,6 +153,7 @@ class RdKafkaConsumer:
         except confluent_kafka.KafkaException as exc:
             raise KafkaError(f"librdkafka consumer: {exc}") from None
         self._listener: Any = None
+        self._paused: set[TopicPartition] = set()
 
     # ------------------------------------------------------------- group
     def subscribe(self, topics: list[str], listener: Any = None) -> None:
@@ -161,17 +163,22 @@ class RdKafkaConsumer:
         def tps(parts: list[Any]) -> set[TopicPartition]:
             return {TopicPartition(p.topic, p.partition) for p in parts}
 
-        def on_assign(_: Any, parts: list[Any]) -> None:
+        def on_assign(consumer: Any, parts: list[Any]) -> None:
+            # assign first (confluent-kafka would after the callback), so that a listener's
+            # pause() acts on assigned partitions: the slice stage pauses new ones until restored
+            consumer.assign(parts)
             if self._listener is not None:
                 _finish(self._listener.on_partitions_assigned(tps(parts)))
 
         def on_revoke(_: Any, parts: list[Any]) -> None:
             if self._listener is not None:
                 _finish(self._listener.on_partitions_revoked(tps(parts)))
+            self._paused.difference_update(tps(parts))
 
         def on_lost(_: Any, parts: list[Any]) -> None:
             if self._listener is not None:
                 _finish(self._listener.on_partitions_lost(tps(parts)))
+            self._paused.difference_update(tps(parts))
 
         self._consumer.subscribe(list(topics), on_assign=on_assign, on_revoke=on_revoke,
                                  on_lost=on_lost)
@@ -188,6 +195,7 @@ class RdKafkaConsumer:
         except self._ck.KafkaException as exc:
             raise KafkaError(f"librdkafka consumer: {exc}") from None
         out: dict[TopicPartition, list[_Record]] = {}
+        rewind: dict[TopicPartition, int] = {}
         last: Any = None
         bucket: list[_Record] = []
         for m in msgs:
@@ -198,10 +206,17 @@ class RdKafkaConsumer:
                 raise KafkaError(f"librdkafka consumer: {err.str()}")
             key = (m.topic(), m.partition())
             if key != last:
-                bucket = out.setdefault(TopicPartition(*key), [])
+                tp = TopicPartition(*key)
+                if tp in self._paused:  # fetched before the pause took effect: not handed out
+                    bucket = []
+                    rewind.setdefault(tp, m.offset() or 0)
+                else:
+                    bucket = out.setdefault(tp, [])
                 last = key
             bucket.append(_Record(m.value(), m.offset() or 0))  # set on every message
         msgs.clear()
+        for tp, offset in rewind.items():  # read again from there once resumed
+            self._consumer.seek(self._ck.TopicPartition(tp.topic, tp.partition, offset))
         return out
 
     # ------------------------------------------------------------- positions
@@ -226,10 +241,32 @@ class RdKafkaConsumer:
         return high if high is not None and high >= 0 else None
 
     def pause(self, *tps: TopicPartition) -> None:
+        """Stop handing out records of ``tps`` until :meth:`resume` (a record librdkafka had
+        already fetched is not handed out either: :meth:`poll` seeks back to it)."""
+        self._paused.update(tps)
         self._consumer.pause([self._ck.TopicPartition(t.topic, t.partition) for t in tps])
 
     def resume(self, *tps: TopicPartition) -> None:
         self._consumer.resume([self._ck.TopicPartition(t.topic, t.partition) for t in tps])
+        self._paused.difference_update(tps)
+
+    def committed(self, tp: TopicPartition, timeout_ms: int = 10_000) -> int | None:
+        """The group's committed offset of ``tp`` (``None``: none)."""
+        got = self._consumer.committed([self._ck.TopicPartition(tp.topic, tp.partition)],
+                                       timeout=timeout_ms / 1000)
+        off = got[0].offset if got else -1
+        return off if off >= 0 else None
+
+    def beginning_offsets(self, tps: list[TopicPartition], timeout_ms: int = 10_000
+                          ) -> dict[TopicPartition, int]:
+        """The log-start offset of each of ``tps`` (asked from the broker)."""
+        out: dict[TopicPartition, int] = {}
+        for tp in tps:
+            low, _ = self._consumer.get_watermark_offsets(
+                self._ck.TopicPartition(tp.topic, tp.partition), timeout=timeout_ms / 1000,
+                cached=False)
+            out[tp] = int(low)
+        return out
 
     # ------------------------------------------------------------- offsets
     def commit(self, offsets: Mapping[TopicPartition, Any]) -> None:
