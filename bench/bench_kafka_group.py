@@ -144,7 +144,8 @@ def held(errs: list[Path]) -> int:
 
 
 def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes], work: Path,
-              args: argparse.Namespace, client: str = "librdkafka") -> dict[str, Any]:
+              args: argparse.Namespace, client: str = "librdkafka", tree: str | None = None
+              ) -> dict[str, Any]:
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
     from kafka.admin import NewTopic
 
@@ -160,7 +161,9 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
            "--log-level", args.log_level]
     errs = [work / f"{group}.{i}.err" for i in range(n)]
     t_start = time.monotonic()
-    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=e.open("w")) for e in errs]
+    env = dict(os.environ, PYTHONPATH=tree) if tree else None  # --baseline: another tree's code
+    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=e.open("w"), env=env)
+             for e in errs]
     startup = None
     settled_at = None
     while time.monotonic() - t_start < 120:
@@ -179,7 +182,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
         time.sleep(0.05)
     profiler = None
     if args.profile and n == 1 and shutil.which("py-spy"):
-        out = Path(args.profile) / f"member-{group}.txt"
+        out = Path(args.profile) / f"member-{group}-{'base' if tree else client}.txt"
         profiler = subprocess.Popen(["py-spy", "record", "--pid", str(procs[0].pid), "--rate", "250",
                                      "--threads", "--format", "raw", "--output", str(out)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -231,7 +234,8 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
         for e in errs:
             shutil.copy(e, Path(args.keep) / e.name)
     lines = len(msgs) * PER_MSG
-    out = {"what": "group", "members": n, "source_client": client, "startup_s": startup and round(startup, 2),
+    out = {"what": "group", "members": n, "source_client": client,
+           "code": "baseline" if tree else "this tree", "startup_s": startup and round(startup, 2),
            "produce_s": round(t_produced, 2), "routed_committed_s": routed_at and round(routed_at, 2),
            "slices_committed_s": sliced_at and round(sliced_at, 2),
            "lines_per_s": sliced_at and round(lines / sliced_at),
@@ -326,7 +330,11 @@ def main() -> None:
     ap.add_argument("--members", default="1,2,1",
                     help="group sizes, in order (default 1,2,1), with the default client "
                          "(librdkafka); a size ending in k runs --source-client kafka-python, "
-                         "one ending in r names librdkafka (e.g. 1,1k,2,2k)")
+                         "one ending in r names librdkafka (e.g. 1,1k,2,2k); one ending in b "
+                         "runs the --baseline tree's code (librdkafka)")
+    ap.add_argument("--baseline", default=None,
+                    help="a source tree (e.g. git archive of an earlier commit) whose panstream "
+                         "the members of sizes ending in b run: before/after in one run")
     ap.add_argument("--producer", choices=["kafka-python", "librdkafka"], default="kafka-python",
                     help="the bench's producer of the source lines (librdkafka: confluent-kafka's "
                          "defaults, as log shippers run it)")
@@ -350,8 +358,10 @@ def main() -> None:
         client, bs, topic, total = args.bare_read
         bare_read_child(client, bs, topic, int(total))
         return
-    sizes = [(int(x.rstrip("rk")), "kafka-python" if x.endswith("k") else "librdkafka")
-             for x in args.members.split(",")]
+    sizes = [(int(x.rstrip("rkb")), "kafka-python" if x.endswith("k") else "librdkafka",
+              args.baseline if x.endswith("b") else None) for x in args.members.split(",")]
+    if any(t for _, _, t in sizes) and not args.baseline:
+        ap.error("a size ending in b needs --baseline DIR")
     msgs = messages(args.lines)
     work = Path(tempfile.mkdtemp(prefix="panstream-group-"))
     proc, bootstrap = start_tansu()
@@ -381,8 +391,8 @@ def main() -> None:
         ing, ing_cpu = ingest(msgs, work)
         for client in ("kafka-python", "confluent-kafka"):
             bare_read(client, bootstrap, "nobody", len(msgs))
-        runs = [group_run(bootstrap, proc.pid, n, k, msgs, work, args, client)
-                for k, (n, client) in enumerate(sizes)]
+        runs = [group_run(bootstrap, proc.pid, n, k, msgs, work, args, client, tree)
+                for k, (n, client, tree) in enumerate(sizes)]
         ing2, ing2_cpu = ingest(msgs, work)
         summary: dict[str, Any] = {"what": "summary",
                                    "ingest_lines_per_s": [round(ing), round(ing2)],
@@ -391,7 +401,7 @@ def main() -> None:
         for client in ("librdkafka", "kafka-python"):
             by: dict[int, list[float]] = {}
             for r in runs:
-                if r["lines_per_s"] and r["source_client"] == client:
+                if r["lines_per_s"] and r["source_client"] == client and r["code"] == "this tree":
                     by.setdefault(r["members"], []).append(r["lines_per_s"])
             if not by:
                 continue
@@ -406,7 +416,8 @@ def main() -> None:
             # members on N cores route N x the N-member group's figure.
             cpu: dict[int, list[int]] = {}
             for r in runs:
-                if r["source_client"] == client and r["lines_per_member_cpu_s"]:
+                if (r["source_client"] == client and r["lines_per_member_cpu_s"]
+                        and r["code"] == "this tree"):
                     cpu.setdefault(r["members"], []).append(r["lines_per_member_cpu_s"])
             if cpu:
                 cbest = {n: max(v) for n, v in cpu.items()}

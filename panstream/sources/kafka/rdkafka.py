@@ -1,4 +1,5 @@
-"""The routing stage's source consumer on librdkafka (confluent-kafka): ``--source-client librdkafka``.
+"""A routed member's consumers on librdkafka (confluent-kafka): ``--source-client librdkafka``, the
+default.
 
 Why: a routed member spends most of its CPU in kafka-python moving the source topic's bytes
 (socket reads of 4 KiB into Python buffers, fetch-response and record-batch decoding in Python):
@@ -6,14 +7,25 @@ Why: a routed member spends most of its CPU in kafka-python moving the source to
 consumer reading the same topic (docs/kafka.md, Throughput). librdkafka fetches, decompresses and
 decodes in C threads of its own, outside the GIL.
 
-:class:`RdKafkaConsumer` offers exactly the part of kafka-python's ``KafkaConsumer`` that
-:class:`~panstream.sources.kafka.route.RouteStage` uses (``subscribe`` with an
-``AsyncConsumerRebalanceListener``, ``poll``, ``commit``, ``commit_async``, ``close``; also
-``assignment``, ``position``, ``highwater``, ``pause`` and ``resume``), so the
-routing stage, its commit order (routed records acknowledged, then source offsets committed) and
-its rebalance handling are unchanged. Only the source consumer changes: the internal topic is still
-produced and consumed with kafka-python, and a group may mix members of both clients (both use the
-``range`` assignor, the consumer protocol being the same).
+:class:`RdKafkaConsumer` offers exactly the part of kafka-python's ``KafkaConsumer`` that the
+routing stage (:class:`~panstream.sources.kafka.route.RouteStage`) and the slice stage
+(:class:`~panstream.sources.kafka.slices.SliceStage`, through
+:class:`~panstream.sources.kafka.tail.KafkaTail` and the member's drain check) use: ``subscribe``
+with an ``AsyncConsumerRebalanceListener``, ``poll``, ``commit``, ``commit_async``, ``close``,
+``assignment``, ``position``, ``highwater``, ``committed``, ``beginning_offsets``, ``pause`` and
+``resume``. So both stages, the commit orders (routed records acknowledged, then source offsets
+committed; slices durable, then internal offsets committed) and the rebalance handling are the
+same code for both clients. The routed records are still produced with kafka-python, and the
+admin, drain-check and state-topic clients are kafka-python's; a group may mix members of both
+clients (both use the ``range`` assignor, the consumer protocol being the same). (Until issue 26's
+third round only the routing stage's source consumer could be librdkafka, and kafka-python was
+the default.)
+
+Pausing: the slice stage pauses a newly assigned partition inside the assignment callback and
+resumes it once the slice is restored. The adapter assigns the partitions itself before calling
+the listener (confluent-kafka would only after it), so the pause acts on assigned partitions; and
+a record of a paused partition that librdkafka hands out all the same is kept back and the
+partition sought back to it, so nothing is skipped.
 
 Threading: librdkafka calls the rebalance callbacks from inside ``consume()``, on the thread that
 polls (the routing thread), not on an IO thread as kafka-python does. The listener's coroutines are
