@@ -397,15 +397,16 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
                                          f"{group}-slices", parsed, security)
     client = src.client_config(c.consumer)
     factory: Any = None
+    clients: dict[str, Any] = {}
     if source_client == "librdkafka":
-        from panstream.sources.kafka.rdkafka import RdKafkaConsumer, rdkafka_config
+        from panstream.sources.kafka.rdkafka import RdKafkaConsumer, RdKafkaProducer, rdkafka_config
 
         rdkafka_config(c.consumer)  # an untranslatable -C key is an error now, not in a thread
         rdkafka_config(slice_consumer)
         factory = RdKafkaConsumer
+        clients = {"consumer_factory": RdKafkaConsumer, "producer_factory": RdKafkaProducer}
     route = RouteStage(RouteConfig(c.consumer, client, c.topics, lay, topic, c.value_format,
-                                   c.fmt, check), metrics,
-                       **({"consumer_factory": factory} if factory is not None else {}))
+                                   c.fmt, check), metrics, **clients)
     route.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
     scfg = dataclasses.replace(c, consumer=slice_consumer, topics=[topic], value_format="item",
                                fmt="plain")

@@ -235,6 +235,26 @@ def test_the_librdkafka_consumer_answers_as_kafka_python_does(
 
 
 @pytest.mark.kafka
+def test_the_librdkafka_producer_answers_as_kafka_pythons_futures_do(
+        kafka_broker: Broker, topic_factory: Any) -> None:
+    """The routing stage produces its routed records with librdkafka by default and commits the
+    source offsets only once every record's future says acknowledged: after ``flush`` each future
+    is done, and a record the broker refused (a partition the topic does not have) is done *and*
+    failed, with its error, so the stage commits nothing."""
+    from panstream.sources.kafka.rdkafka import RdKafkaProducer
+
+    topic = topic_factory(2)
+    p = RdKafkaProducer(bootstrap_servers=[kafka_broker.bootstrap], acks="all", linger_ms=5,
+                        batch_size=1 << 20, max_request_size=1 << 20)
+    good = [p.send(topic, value=bytes([i]) * 100, partition=i % 2) for i in range(50)]
+    bad = p.send(topic, value=b"x", partition=7)
+    p.flush(timeout=30)
+    assert all(f.is_done and not f.failed() for f in good)
+    assert bad.is_done and bad.failed() and "librdkafka producer" in str(bad.exception)
+    p.close(timeout=5)
+
+
+@pytest.mark.kafka
 def test_a_paused_partition_hands_out_nothing_until_resumed(
         kafka_broker: Broker, librdkafka_topics: dict[str, Any]) -> None:
     """The slice stage pauses a newly assigned partition inside the assignment callback and

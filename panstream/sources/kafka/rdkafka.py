@@ -315,3 +315,97 @@ class RdKafkaConsumer:
     def close(self, autocommit: bool = False) -> None:
         """Leave the group (revoking first, so the listener commits) and free the client."""
         self._consumer.close()
+
+
+#: kafka-python producer setting -> librdkafka property, for the routed records' producer (the
+#: connection and security keys are the consumer's, :data:`SETTINGS`).
+PRODUCER_SETTINGS: dict[str, str | None] = {
+    **{k: v for k, v in SETTINGS.items() if k in (
+        "bootstrap_servers", "client_id", "request_timeout_ms", "retry_backoff_ms",
+        "reconnect_backoff_ms", "reconnect_backoff_max_ms", "send_buffer_bytes",
+        "receive_buffer_bytes", "security_protocol", "sasl_mechanism", "sasl_plain_username",
+        "sasl_plain_password", "sasl_kerberos_service_name", "ssl_cafile", "ssl_certfile",
+        "ssl_keyfile", "ssl_password", "ssl_crlfile")},
+    "acks": "acks", "linger_ms": "linger.ms", "batch_size": "batch.size",
+    "max_request_size": "message.max.bytes",
+    "bootstrap_timeout_ms": None, "api_version": None,
+}
+
+
+class _Sent:
+    """One routed record's acknowledgement, as the routing stage reads kafka-python's futures:
+    ``is_done``, ``failed()``, ``exception``."""
+
+    __slots__ = ("exception", "is_done")
+
+    def __init__(self) -> None:
+        self.is_done = False
+        self.exception: Any = None
+
+    def __call__(self, err: Any, _msg: Any) -> None:  # librdkafka's delivery report
+        self.exception = KafkaError(f"librdkafka producer: {err.str()}") if err is not None else None
+        self.is_done = True
+
+    def failed(self) -> bool:
+        return self.is_done and self.exception is not None
+
+
+class RdKafkaProducer:
+    """A confluent-kafka ``Producer`` that looks like the part of kafka-python's ``KafkaProducer``
+    the routing stage uses: ``send`` (returning a future), ``flush``, ``close``.
+
+    Why: kafka-python's producer keeps a sender thread of its own in Python, which wakes for every
+    send and competes for the member's GIL (a fifth of a librdkafka member's busy samples in
+    ``bench/bench_kafka_group.py --profile``), and its construction waits for a broker on the
+    routing thread. librdkafka's sender runs in C. Delivery reports are served on the routing
+    thread (by :meth:`send` and :meth:`flush`), so the routing stage's check "every routed record
+    acknowledged, then commit" reads the same futures.
+
+    Args:
+        **cfg: kafka-python producer settings (connection and security, ``acks``, ``linger_ms``,
+            ``batch_size``, ``max_request_size``).
+
+    Raises:
+        ConfigurationError: a setting without a librdkafka equivalent here.
+    """
+
+    def __init__(self, **cfg: Any) -> None:
+        import confluent_kafka
+
+        self._ck = confluent_kafka
+        conf: dict[str, Any] = {"logger": log}
+        for key, value in cfg.items():
+            if key not in PRODUCER_SETTINGS:
+                msg = (f"the routed records' producer has no librdkafka equivalent of {key}: use "
+                       "--source-client kafka-python")
+                raise ConfigurationError(msg)
+            name = PRODUCER_SETTINGS[key]
+            if name is not None and value is not None:
+                conf[name] = ",".join(value) if key == "bootstrap_servers" and not isinstance(
+                    value, str) else value
+        try:
+            self._producer = confluent_kafka.Producer(conf)
+        except confluent_kafka.KafkaException as exc:
+            raise KafkaError(f"librdkafka producer: {exc}") from None
+
+    def send(self, topic: str, value: bytes, partition: int) -> _Sent:
+        """Queue one record for ``partition`` of ``topic``; its future completes on a later
+        :meth:`send` or :meth:`flush` of this thread."""
+        sent = _Sent()
+        while True:
+            try:
+                self._producer.produce(topic, value=value, partition=partition, on_delivery=sent)
+                break
+            except BufferError:  # librdkafka's queue is full: serve acknowledgements, then again
+                self._producer.poll(0.1)
+        self._producer.poll(0)
+        return sent
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for every queued record's acknowledgement (at most ``timeout`` seconds; a record
+        still unacknowledged then has a future that is not done)."""
+        self._producer.flush(-1 if timeout is None else timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (at most ``timeout`` seconds); librdkafka frees the client with the object."""
+        self.flush(timeout)
