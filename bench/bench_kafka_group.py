@@ -8,7 +8,8 @@ every topic, so one size is measured on both sides of the other):
    empty 16-partition topic; timed from their start until their ``this member now holds`` lines
    add up to all slices and stay so for ``--settle`` seconds (the settle time is not counted).
 2. **Steady state.** Then ``--lines`` whole CLF lines (500 a message, unkeyed, round robin, 30,000
-   clients of a /16) are produced by one kafka-python producer in this process; timed from the
+   clients of a /16) are produced by one producer in this process (``--producer``: kafka-python,
+   or librdkafka with its defaults as log shippers run it; ``--compression`` its codec); timed from the
    first send until **both** consumer groups have committed their ends: ``GROUP`` the source ends
    (from the producer's acknowledgements) and ``GROUP-slices`` the internal topic's ends (from the
    high-water marks of fetch responses; Tansu's ListOffsets LATEST is wrong for multi-record
@@ -29,7 +30,15 @@ model's input (docs/kafka.md, Throughput).
 
 Prints one JSON line per measurement, then a summary with the ratios the issue asks for:
 ``two_over_one`` (best 2-member rate / best 1-member rate) and ``one_over_ingest`` (best 1-member
-rate / the better ingest rate).
+rate / the better ingest rate), from wall-clock rates; and the same ratios from CPU alone, with the
+broker's and the producer's costs set apart: each group's ``lines_per_member_cpu_s`` (lines / the
+members' CPU seconds: what a member routes a second on a core of its own), ``two_over_one_cpu``
+(2 x the 2-member figure / the 1-member figure: two members on two free cores against one on
+one) and ``one_over_ingest_cpu`` (against ``ingest``'s lines per CPU-second).
+``--codecs none,lz4,zstd`` also produces the lines once per codec to a topic nobody reads, with
+the broker's and the producer's CPU per line. ``--baseline DIR`` runs the members of sizes ending
+in ``b`` from another tree (``git archive COMMIT | tar -x -C DIR``): before and after in one run.
+Sizes are members of the default client (librdkafka); ``k`` ends a kafka-python size (``1,2,1k``).
 
 Run: ``python bench/bench_kafka_group.py`` (a few minutes; ``--lines 400000`` for a quick look).
 ``--profile DIR`` runs py-spy (if installed) on the single member and writes its raw stacks there.

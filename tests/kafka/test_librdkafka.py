@@ -194,7 +194,8 @@ def test_kafka_python_reads_every_librdkafka_record_once_in_every_codec(
 def test_the_librdkafka_consumer_answers_as_kafka_python_does(
         kafka_broker: Broker, librdkafka_topics: dict[str, Any]) -> None:
     """The adapter's records, positions and high-water marks (from fetch responses) agree with the
-    acknowledged ends; its listener gets kafka-python ``TopicPartition`` sets."""
+    acknowledged ends; its listener gets kafka-python ``TopicPartition`` sets; its committed
+    offsets and log starts are the broker's."""
     from kafka import TopicPartition
     from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 
@@ -230,6 +231,11 @@ def test_the_librdkafka_consumer_answers_as_kafka_python_does(
             assert offsets[p] == list(range(end))
             assert c.position(tp) == end and c.highwater(tp) == end
         c.commit({TopicPartition(topic, p): end for p, end in ends.items()})
+        # what the slice stage asks of a newly assigned slice (records expired unapplied?)
+        for p, end in ends.items():
+            assert c.committed(TopicPartition(topic, p)) == end
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        assert c.beginning_offsets(tps) == dict.fromkeys(tps, 0)
     finally:
         c.close()
 

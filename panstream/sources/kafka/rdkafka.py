@@ -271,14 +271,23 @@ class RdKafkaConsumer:
 
     def beginning_offsets(self, tps: list[TopicPartition], timeout_ms: int = 10_000
                           ) -> dict[TopicPartition, int]:
-        """The log-start offset of each of ``tps`` (asked from the broker)."""
-        out: dict[TopicPartition, int] = {}
-        for tp in tps:
-            low, _ = self._consumer.get_watermark_offsets(
-                self._ck.TopicPartition(tp.topic, tp.partition), timeout=timeout_ms / 1000,
-                cached=False)
-            out[tp] = int(low)
-        return out
+        """The log-start offset of each of ``tps``, in one ListOffsets round (``offsets_for_times``
+        with the EARLIEST sentinel): asking the watermarks partition by partition took 0.5 s each
+        against Tansu, 8 s for 16 slices at every assignment.
+
+        Raises:
+            KafkaError: the broker did not answer.
+        """
+        if not tps:
+            return {}
+        ask = [self._ck.TopicPartition(tp.topic, tp.partition, self._ck.OFFSET_BEGINNING)
+               for tp in tps]
+        try:
+            got = self._consumer.offsets_for_times(ask, timeout=timeout_ms / 1000)
+        except self._ck.KafkaException as exc:
+            raise KafkaError(f"librdkafka list offsets: {exc}") from None
+        return {TopicPartition(g.topic, g.partition): int(g.offset) for g in got
+                if g.error is None and g.offset >= 0}
 
     # ------------------------------------------------------------- offsets
     def commit(self, offsets: Mapping[TopicPartition, Any]) -> None:
