@@ -261,6 +261,46 @@ def test_the_librdkafka_producer_answers_as_kafka_pythons_futures_do(
 
 
 @pytest.mark.kafka
+def test_the_librdkafka_consumer_tells_its_generation_as_kafka_python_does(
+        kafka_broker: Broker, topic_factory: Any) -> None:
+    """Slice snapshots are fenced by the member's generation in ``GROUP-slices`` (read, as from
+    kafka-python, at ``consumer._coordinator._generation.generation_id``). A librdkafka member and
+    a kafka-python member of one group, after the kafka-python one joined and the group
+    rebalanced, report the same generation, higher than the librdkafka member's first one."""
+    from kafka import KafkaConsumer
+
+    from panstream.sources.kafka.config import consumer_config
+    from panstream.sources.kafka.rdkafka import RdKafkaConsumer
+
+    topic = topic_factory(4)
+    cfg = consumer_config(kafka_broker.bootstrap, f"g-gen-{time.time()}")
+    rd = RdKafkaConsumer(**cfg)
+    kp: Any = None
+    try:
+        assert rd.generation() is None  # not in a group yet
+        rd.subscribe(topics=[topic])
+        deadline = time.monotonic() + 60
+        while not rd.assignment() and time.monotonic() < deadline:
+            rd.poll(timeout_ms=200)
+        first = rd._coordinator._generation.generation_id
+        assert isinstance(first, int) and first >= 0
+        kp = KafkaConsumer(**cfg)
+        kp.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            rd.poll(timeout_ms=100)
+            kp.poll(timeout_ms=100)
+            if kp.assignment() and len(rd.assignment()) + len(kp.assignment()) == 4:
+                break
+        theirs = kp._coordinator._generation.generation_id
+        assert rd.generation() == theirs and theirs > first
+    finally:
+        if kp is not None:
+            kp.close()
+        rd.close()
+
+
+@pytest.mark.kafka
 def test_a_paused_partition_hands_out_nothing_until_resumed(
         kafka_broker: Broker, librdkafka_topics: dict[str, Any]) -> None:
     """The slice stage pauses a newly assigned partition inside the assignment callback and

@@ -42,6 +42,7 @@ overwritten by panstream; both are freed as the records are consumed.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
@@ -131,6 +132,28 @@ def _finish(coro: Coroutine[Any, Any, Any]) -> None:
     raise RuntimeError(msg)
 
 
+#: The magic of librdkafka's serialized consumer group metadata (rd_kafka_consumer_group_metadata_write).
+_CGMD = b"CGMDv2:"
+
+
+class _Generation:
+    """kafka-python's ``Generation`` as far as the slice stage reads it."""
+
+    def __init__(self, consumer: RdKafkaConsumer) -> None:
+        self._consumer = consumer
+
+    @property
+    def generation_id(self) -> int | None:
+        return self._consumer.generation()
+
+
+class _Coordinator:
+    """kafka-python's ``ConsumerCoordinator`` as far as the slice stage reads it."""
+
+    def __init__(self, consumer: RdKafkaConsumer) -> None:
+        self._generation = _Generation(consumer)
+
+
 class _Done:
     """An awaitable that is already complete (``commit_async`` under librdkafka)."""
 
@@ -194,6 +217,27 @@ class RdKafkaConsumer:
 
         self._consumer.subscribe(list(topics), on_assign=on_assign, on_revoke=on_revoke,
                                  on_lost=on_lost)
+
+    def generation(self) -> int | None:
+        """This member's generation in its group (``None`` before it joined or if librdkafka
+        cannot say): what the slice stage's snapshot fencing claims with. Read from
+        ``consumer_group_metadata()``, librdkafka's serialized group metadata (``CGMDv2:``, then
+        the generation as a native ``int32``, then the group and member ids), pinned against
+        Tansu in ``tests/kafka/test_librdkafka.py``."""
+        try:
+            meta = self._consumer.consumer_group_metadata()
+        except Exception:  # noqa: BLE001 - not in a group (yet)
+            return None
+        if not isinstance(meta, bytes) or not meta.startswith(_CGMD) or len(meta) < len(_CGMD) + 4:
+            return None
+        (gen,) = struct.unpack_from("=i", meta, len(_CGMD))
+        return gen if gen >= 0 else None
+
+    @property
+    def _coordinator(self) -> Any:
+        """kafka-python's ``consumer._coordinator._generation.generation_id``, which the slice
+        stage's fencing reads (``SliceStage._generation``), answered from :meth:`generation`."""
+        return _Coordinator(self)
 
     # ------------------------------------------------------------- records
     def poll(self, timeout_ms: int = 0) -> dict[TopicPartition, list[_Record]]:
@@ -286,8 +330,11 @@ class RdKafkaConsumer:
             got = self._consumer.offsets_for_times(ask, timeout=timeout_ms / 1000)
         except self._ck.KafkaException as exc:
             raise KafkaError(f"librdkafka list offsets: {exc}") from None
-        return {TopicPartition(g.topic, g.partition): int(g.offset) for g in got
-                if g.error is None and g.offset >= 0}
+        bad = [g for g in got if g.error is not None or g.offset < 0]
+        if bad:
+            raise KafkaError(f"librdkafka list offsets: {bad[0].topic}[{bad[0].partition}]: "
+                             f"{bad[0].error or 'no offset'}")
+        return {TopicPartition(g.topic, g.partition): int(g.offset) for g in got}
 
     # ------------------------------------------------------------- offsets
     def commit(self, offsets: Mapping[TopicPartition, Any]) -> None:
