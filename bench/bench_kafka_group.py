@@ -8,7 +8,8 @@ every topic, so one size is measured on both sides of the other):
    empty 16-partition topic; timed from their start until their ``this member now holds`` lines
    add up to all slices and stay so for ``--settle`` seconds (the settle time is not counted).
 2. **Steady state.** Then ``--lines`` whole CLF lines (500 a message, unkeyed, round robin, 30,000
-   clients of a /16) are produced by one kafka-python producer in this process; timed from the
+   clients of a /16) are produced by one producer in this process (``--producer``: kafka-python,
+   or librdkafka with its defaults as log shippers run it; ``--compression`` its codec); timed from the
    first send until **both** consumer groups have committed their ends: ``GROUP`` the source ends
    (from the producer's acknowledgements) and ``GROUP-slices`` the internal topic's ends (from the
    high-water marks of fetch responses; Tansu's ListOffsets LATEST is wrong for multi-record
@@ -29,7 +30,15 @@ model's input (docs/kafka.md, Throughput).
 
 Prints one JSON line per measurement, then a summary with the ratios the issue asks for:
 ``two_over_one`` (best 2-member rate / best 1-member rate) and ``one_over_ingest`` (best 1-member
-rate / the better ingest rate).
+rate / the better ingest rate), from wall-clock rates; and the same ratios from CPU alone, with the
+broker's and the producer's costs set apart: each group's ``lines_per_member_cpu_s`` (lines / the
+members' CPU seconds: what a member routes a second on a core of its own), ``two_over_one_cpu``
+(2 x the 2-member figure / the 1-member figure: two members on two free cores against one on
+one) and ``one_over_ingest_cpu`` (against ``ingest``'s lines per CPU-second).
+``--codecs none,lz4,zstd`` also produces the lines once per codec to a topic nobody reads, with
+the broker's and the producer's CPU per line. ``--baseline DIR`` runs the members of sizes ending
+in ``b`` from another tree (``git archive COMMIT | tar -x -C DIR``): before and after in one run.
+Sizes are members of the default client (librdkafka); ``k`` ends a kafka-python size (``1,2,1k``).
 
 Run: ``python bench/bench_kafka_group.py`` (a few minutes; ``--lines 400000`` for a quick look).
 ``--profile DIR`` runs py-spy (if installed) on the single member and writes its raw stacks there.
@@ -80,15 +89,46 @@ def messages(lines: int) -> list[bytes]:
     return out
 
 
-def produce(bootstrap: str, topic: str, msgs: list[bytes]) -> dict[int, int]:
-    """Send round robin, flush; the partitions' ends from the acknowledgements."""
+def produce(bootstrap: str, topic: str, msgs: list[bytes], client: str = "kafka-python",
+            compression: str = "none") -> dict[int, int]:
+    """Send round robin, flush; the partitions' ends from the acknowledgements.
+
+    ``client``: ``kafka-python`` (batches of up to 1 MiB, 20 ms linger) or ``librdkafka``
+    (confluent-kafka with its defaults, as a log shipper's librdkafka producer: 5 ms linger, its
+    own batching); ``compression``: the producer's codec (``none``, ``gzip``, ``snappy``,
+    ``lz4``, ``zstd``). acks=1 for both."""
+    ends: dict[int, int] = {}
+    if client == "librdkafka":
+        import confluent_kafka as ck
+
+        rp = ck.Producer({"bootstrap.servers": bootstrap, "acks": 1,
+                          "compression.type": compression})
+        failed: list[Any] = []
+
+        def done(err: Any, m: Any) -> None:
+            if err is not None:
+                failed.append(err)
+            else:
+                ends[m.partition()] = max(ends.get(m.partition(), 0), m.offset() + 1)
+
+        for i, v in enumerate(msgs):
+            while True:
+                try:
+                    rp.produce(topic, value=v, partition=i % PARTS, on_delivery=done)
+                    break
+                except BufferError:  # its queue is full: serve acknowledgements, then again
+                    rp.poll(0.05)
+            rp.poll(0)
+        if rp.flush(60) or failed:
+            raise RuntimeError(f"librdkafka producer: {failed[:1] or 'not flushed'}")
+        return ends
     from kafka import KafkaProducer
 
     p = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=1 << 20,
-                      max_request_size=8 << 20, acks=1)
+                      max_request_size=8 << 20, acks=1,
+                      compression_type=None if compression == "none" else compression)
     futures = [p.send(topic, value=v, partition=i % PARTS) for i, v in enumerate(msgs)]
     p.flush()
-    ends: dict[int, int] = {}
     for f in futures:
         md = f.get(timeout=60)
         ends[md.partition] = max(ends.get(md.partition, 0), md.offset + 1)
@@ -113,7 +153,8 @@ def held(errs: list[Path]) -> int:
 
 
 def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes], work: Path,
-              args: argparse.Namespace, client: str = "kafka-python") -> dict[str, Any]:
+              args: argparse.Namespace, client: str = "librdkafka", tree: str | None = None
+              ) -> dict[str, Any]:
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
     from kafka.admin import NewTopic
 
@@ -129,7 +170,9 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
            "--log-level", args.log_level]
     errs = [work / f"{group}.{i}.err" for i in range(n)]
     t_start = time.monotonic()
-    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=e.open("w")) for e in errs]
+    env = dict(os.environ, PYTHONPATH=tree) if tree else None  # --baseline: another tree's code
+    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=e.open("w"), env=env)
+             for e in errs]
     startup = None
     settled_at = None
     while time.monotonic() - t_start < 120:
@@ -148,7 +191,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
         time.sleep(0.05)
     profiler = None
     if args.profile and n == 1 and shutil.which("py-spy"):
-        out = Path(args.profile) / f"member-{group}.txt"
+        out = Path(args.profile) / f"member-{group}-{'base' if tree else client}.txt"
         profiler = subprocess.Popen(["py-spy", "record", "--pid", str(procs[0].pid), "--rate", "250",
                                      "--threads", "--format", "raw", "--output", str(out)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -156,7 +199,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     cpu0 = [cpu_seconds(p.pid) for p in procs]
     broker0, self0 = cpu_seconds(broker_pid), time.process_time()
     t0 = time.monotonic()
-    ends = produce(bootstrap, topic, msgs)
+    ends = produce(bootstrap, topic, msgs, args.producer, args.compression)
     t_produced = time.monotonic() - t0
     cells = f"{group}-cells"
     reader = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
@@ -200,11 +243,14 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
         for e in errs:
             shutil.copy(e, Path(args.keep) / e.name)
     lines = len(msgs) * PER_MSG
-    out = {"what": "group", "members": n, "source_client": client, "startup_s": startup and round(startup, 2),
+    out = {"what": "group", "members": n, "source_client": client,
+           "code": "baseline" if tree else "this tree", "startup_s": startup and round(startup, 2),
            "produce_s": round(t_produced, 2), "routed_committed_s": routed_at and round(routed_at, 2),
            "slices_committed_s": sliced_at and round(sliced_at, 2),
            "lines_per_s": sliced_at and round(lines / sliced_at),
            "routed_records": sum(h or 0 for h in cend.values()),
+           "producer": args.producer, "compression": args.compression,
+           "lines_per_member_cpu_s": round(lines / member_cpu) if member_cpu > 0 else None,
            "cpu_us_per_line": {"members": round(member_cpu / lines * 1e6, 2),
                                "broker": round(broker_cpu / lines * 1e6, 2),
                                "producer_and_reader": round(self_cpu / lines * 1e6, 2)},
@@ -264,7 +310,9 @@ def bare_read(client: str, bootstrap: str, topic: str, messages: int) -> None:
          fixed_s=round(w0, 2), rc=rc)
 
 
-def ingest(msgs: list[bytes], work: Path) -> float:
+def ingest(msgs: list[bytes], work: Path) -> tuple[float, float]:
+    """``panstream ingest`` of the same lines from a file: (lines/s, lines per CPU-second), both
+    less the process's fixed cost."""
     path = work / "all.log"
     with path.open("wb") as f:
         for m in msgs:
@@ -274,22 +322,41 @@ def ingest(msgs: list[bytes], work: Path) -> float:
     empty.write_bytes(msgs[0].split(b"\n", 1)[0] + b"\n")  # one line: the fixed cost
     argv = [sys.executable, "-m", "panstream", "ingest", "-u", UNIVERSE, "--epsilon", "1", "-f",
             "clf", "-s", str(work / "file.pst")]
-    w0, c0, _ = child([*argv, str(empty)])
-    dt, cpu, rc = child([*argv, str(path)])
+    # the least of a few runs each: one fixed-cost run disturbed by other jobs would swing the
+    # difference (and so the per-line figures) by several times on a loaded machine
+    fixed = [child([*argv, str(empty)]) for _ in range(3)]
+    w0, c0 = min(f[0] for f in fixed), min(f[1] for f in fixed)
+    full = [child([*argv, str(path)]) for _ in range(2)]
+    dt, cpu, rc = min(f[0] for f in full), min(f[1] for f in full), max(f[2] for f in full)
     path.unlink()
     lines = len(msgs) * PER_MSG
     rate = lines / (dt - w0)  # as the group's rate: without start-up
+    per_cpu = lines / (cpu - c0)
     emit(what="ingest_file", seconds=round(dt, 2), lines_per_s=round(lines / dt),
-         lines_per_s_less_fixed=round(rate),
+         lines_per_s_less_fixed=round(rate), lines_per_cpu_s=round(per_cpu),
          cpu_us_per_line=round((cpu - c0) / lines * 1e6, 2), fixed_s=round(w0, 2), rc=rc)
-    return rate
+    return rate, per_cpu
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--members", default="1,2,1",
-                    help="group sizes, in order (default 1,2,1); a size ending in r reads the "
-                         "source with --source-client librdkafka (e.g. 1,1r,2,2r)")
+                    help="group sizes, in order (default 1,2,1), with the default client "
+                         "(librdkafka); a size ending in k runs --source-client kafka-python, "
+                         "one ending in r names librdkafka (e.g. 1,1k,2,2k); one ending in b "
+                         "runs the --baseline tree's code (librdkafka)")
+    ap.add_argument("--baseline", default=None,
+                    help="a source tree (e.g. git archive of an earlier commit) whose panstream "
+                         "the members of sizes ending in b run: before/after in one run")
+    ap.add_argument("--producer", choices=["kafka-python", "librdkafka"], default="kafka-python",
+                    help="the bench's producer of the source lines (librdkafka: confluent-kafka's "
+                         "defaults, as log shippers run it)")
+    ap.add_argument("--compression", default="none",
+                    choices=["none", "gzip", "snappy", "lz4", "zstd"],
+                    help="the producer's codec for the group runs")
+    ap.add_argument("--codecs", default="",
+                    help="also produce to a topic nobody reads with each of these codecs "
+                         "(e.g. none,lz4,zstd): the broker's and the producer's CPU per line")
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--checkpoint-interval", type=float, default=1.0)
     ap.add_argument("--settle", type=float, default=3.0)
@@ -304,8 +371,10 @@ def main() -> None:
         client, bs, topic, total = args.bare_read
         bare_read_child(client, bs, topic, int(total))
         return
-    sizes = [(int(x.rstrip("r")), "librdkafka" if x.endswith("r") else "kafka-python")
-             for x in args.members.split(",")]
+    sizes = [(int(x.rstrip("rkb")), "kafka-python" if x.endswith("k") else "librdkafka",
+              args.baseline if x.endswith("b") else None) for x in args.members.split(",")]
+    if any(x.endswith("b") for x in args.members.split(",")) and not args.baseline:
+        ap.error("a size ending in b needs --baseline DIR")
     msgs = messages(args.lines)
     work = Path(tempfile.mkdtemp(prefix="panstream-group-"))
     proc, bootstrap = start_tansu()
@@ -318,23 +387,34 @@ def main() -> None:
         a = KafkaAdminClient(bootstrap_servers=bootstrap)
         a.create_topics([NewTopic("nobody", PARTS, 1)])
         a.close()
-        t0 = time.monotonic()
-        produce(bootstrap, "nobody", msgs)
-        dt = time.monotonic() - t0
-        emit(what="produce_only", seconds=round(dt, 2), lines_per_s=round(len(msgs) * PER_MSG / dt))
-        ing = ingest(msgs, work)
+        lines = len(msgs) * PER_MSG
+        for k, codec in enumerate([args.compression] + [c for c in args.codecs.split(",") if c]):
+            name = "nobody" if k == 0 else f"nobody-{codec}-{k}"
+            if k:
+                a = KafkaAdminClient(bootstrap_servers=bootstrap)
+                a.create_topics([NewTopic(name, PARTS, 1)])
+                a.close()
+            b0, s0, t0 = cpu_seconds(proc.pid), time.process_time(), time.monotonic()
+            produce(bootstrap, name, msgs, args.producer, codec)
+            dt = time.monotonic() - t0
+            emit(what="produce_only", producer=args.producer, compression=codec,
+                 seconds=round(dt, 2), lines_per_s=round(lines / dt),
+                 cpu_us_per_line={"broker": round((cpu_seconds(proc.pid) - b0) / lines * 1e6, 2),
+                                  "producer": round((time.process_time() - s0) / lines * 1e6, 2)})
+        ing, ing_cpu = ingest(msgs, work)
         for client in ("kafka-python", "confluent-kafka"):
             bare_read(client, bootstrap, "nobody", len(msgs))
-        runs = [group_run(bootstrap, proc.pid, n, k, msgs, work, args, client)
-                for k, (n, client) in enumerate(sizes)]
-        ing2 = ingest(msgs, work)
+        runs = [group_run(bootstrap, proc.pid, n, k, msgs, work, args, client, tree)
+                for k, (n, client, tree) in enumerate(sizes)]
+        ing2, ing2_cpu = ingest(msgs, work)
         summary: dict[str, Any] = {"what": "summary",
                                    "ingest_lines_per_s": [round(ing), round(ing2)],
+                                   "ingest_lines_per_cpu_s": [round(ing_cpu), round(ing2_cpu)],
                                    "startup_s": [r["startup_s"] for r in runs]}
-        for client in ("kafka-python", "librdkafka"):
+        for client in ("librdkafka", "kafka-python"):
             by: dict[int, list[float]] = {}
             for r in runs:
-                if r["lines_per_s"] and r["source_client"] == client:
+                if r["lines_per_s"] and r["source_client"] == client and r["code"] == "this tree":
                     by.setdefault(r["members"], []).append(r["lines_per_s"])
             if not by:
                 continue
@@ -344,6 +424,22 @@ def main() -> None:
                 summary[client]["two_over_one"] = round(best[2] / best[1], 2)
             if 1 in best:
                 summary[client]["one_over_ingest"] = round(best[1] / max(ing, ing2), 3)
+            # The same ratios from CPU alone (the broker's and the producer's costs set apart):
+            # a member on a core of its own routes lines_per_member_cpu_s lines a second, so N
+            # members on N cores route N x the N-member group's figure.
+            cpu: dict[int, list[int]] = {}
+            for r in runs:
+                if (r["source_client"] == client and r["lines_per_member_cpu_s"]
+                        and r["code"] == "this tree"):
+                    cpu.setdefault(r["members"], []).append(r["lines_per_member_cpu_s"])
+            if cpu:
+                cbest = {n: max(v) for n, v in cpu.items()}
+                summary[client]["lines_per_member_cpu_s"] = cpu
+                if 1 in cbest and 2 in cbest:
+                    summary[client]["two_over_one_cpu"] = round(2 * cbest[2] / cbest[1], 2)
+                if 1 in cbest:
+                    summary[client]["one_over_ingest_cpu"] = round(
+                        cbest[1] / max(ing_cpu, ing2_cpu), 3)
         emit(**summary)
     finally:
         proc.send_signal(signal.SIGINT)

@@ -23,6 +23,7 @@ from panstream.cli.common import (
     epsilon_option,
     estimator_options,
     expected_option,
+    given,
     handle_errors,
     json_option,
     total_epsilon_options,
@@ -108,11 +109,13 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
                    "GROUP-cells, so the group keeps exactly one table, any producer keying; "
                    "partition: the old layout, one full table per source partition (right only "
                    "for topics keyed by the item).", **env("KAFKA_LAYOUT"))
-@click.option("--source-client", type=click.Choice(["kafka-python", "librdkafka"]),
-              default="kafka-python", show_default=True,
-              help="With --layout slices: the client that reads the source topics (the routing "
-                   "stage). librdkafka (confluent-kafka) reads them in C, about a quarter of "
-                   "kafka-python's CPU per line; -C keys are translated to librdkafka's.",
+@click.option("--source-client", type=click.Choice(["librdkafka", "kafka-python"]),
+              default="librdkafka", show_default=True,
+              help="With --layout slices and no --window: the client of the member's two "
+                   "consumer groups (the source topics, GROUP-cells). librdkafka "
+                   "(confluent-kafka) reads in C, a quarter of kafka-python's CPU per line; -C "
+                   "keys are translated to librdkafka's. The partition layout and windows use "
+                   "kafka-python.",
               **env("KAFKA_SOURCE_CLIENT"))
 @click.option("--slices", "slice_count", type=click.IntRange(min=1, max=MAX_SLICES),
               default=None, show_default=f"{DEFAULT_SLICES}, or |X| if smaller",
@@ -276,6 +279,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                               value_format, checkpoint_interval, idle_timeout,
                               estimator=estimator, modulus=modulus, fmt=fmt.spec)
     runner: Any
+    if (layout == "partition" or window is not None) and not given(ctx, "source_client"):
+        source_client = "kafka-python"  # the default (librdkafka) is the routed layout's client
     if source_client != "kafka-python" and (layout == "partition" or window is not None):
         msg = (f"--source-client {source_client} is for the routed layout without --window; "
                "use --source-client kafka-python here")
@@ -374,11 +379,11 @@ LARGE_TABLE_BYTES = 256 << 20
 
 def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str, ...],
                   security: dict[str, Any], slice_count: int, cells_retention: float,
-                  check: bool = True, source_client: str = "kafka-python",
+                  check: bool = True, source_client: str = "librdkafka",
                   drain_timeout: float | None = None) -> Any:
     """The routed layout's member (routing and slice stages); prints what it will hold.
-    ``source_client`` is the routing stage's source consumer: ``kafka-python`` or ``librdkafka``
-    (:mod:`panstream.sources.kafka.rdkafka`)."""
+    ``source_client`` is the client of both stages' consumers (the source topics, the internal
+    topic): ``librdkafka`` (:mod:`panstream.sources.kafka.rdkafka`) or ``kafka-python``."""
     from panstream.sources import kafka as src
     from panstream.sources.kafka.member import Member
     from panstream.sources.kafka.route import RouteConfig, RouteStage, internal_topic
@@ -396,25 +401,28 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
                                          f"{group}-slices", parsed, security)
     client = src.client_config(c.consumer)
     factory: Any = None
+    clients: dict[str, Any] = {}
     if source_client == "librdkafka":
-        from panstream.sources.kafka.rdkafka import RdKafkaConsumer, rdkafka_config
+        from panstream.sources.kafka.rdkafka import RdKafkaConsumer, RdKafkaProducer, rdkafka_config
 
         rdkafka_config(c.consumer)  # an untranslatable -C key is an error now, not in a thread
+        rdkafka_config(slice_consumer)
         factory = RdKafkaConsumer
+        clients = {"consumer_factory": RdKafkaConsumer, "producer_factory": RdKafkaProducer}
     route = RouteStage(RouteConfig(c.consumer, client, c.topics, lay, topic, c.value_format,
-                                   c.fmt, check), metrics,
-                       **({"consumer_factory": factory} if factory is not None else {}))
+                                   c.fmt, check), metrics, **clients)
     route.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
     scfg = dataclasses.replace(c, consumer=slice_consumer, topics=[topic], value_format="item",
                                fmt="plain")
-    slices = SliceStage(scfg, lay, metrics, admin_client=client)
+    slices = SliceStage(scfg, lay, metrics, admin_client=client,
+                        **({"consumer_factory": factory} if factory is not None else {}))
     whole = sum(lay.table_bytes(r, c.estimator, c.modulus) for r in range(lay.count))
     click.echo(f"panstream: routed layout: {lay.describe(c.estimator, c.modulus)}, routed through "
                f"{topic} ({lay.width} bytes per arrival); a member holds the slices of its "
                f"internal partitions: with N members about {lay.count}/N slices and "
                f"{mib(whole)}/N (the whole table: {mib(whole)})", err=True)
 
-    if whole >= LARGE_TABLE_BYTES and "session_timeout_ms" not in parsed:
+    if whole >= LARGE_TABLE_BYTES and "session_timeout_ms" not in parsed and factory is None:
         click.echo(f"panstream: note: a revoke writes this member's slices (up to {mib(whole)}) "
                    "on kafka-python's IO thread, which sends no heartbeat meanwhile; if that can "
                    "take seconds here, raise the 6 s session: -C session_timeout_ms=30000 -C "

@@ -413,8 +413,12 @@ def ledger_of(d: Mapping[str, Any] | None) -> PrivacyLedger:
 
 
 def wipe_buffer(buf: object) -> None:
-    """Overwrite a caller's writable NumPy array or bytearray with zeros."""
+    """Overwrite a caller's writable NumPy array or bytearray with zeros.
+
+    A bytearray is zeroed in place through a NumPy view (one pass, no allocation): ``buf[:] =
+    bytes(len(buf))`` first allocates the zeros (above 128 KiB a fresh mapping, page-faulted in
+    while copied), about 20x slower on the megabyte buffers of the Kafka decoder."""
     if isinstance(buf, np.ndarray) and buf.flags.writeable:
         buf.fill(0)
-    elif isinstance(buf, bytearray):
-        buf[:] = bytes(len(buf))
+    elif isinstance(buf, bytearray) and buf:
+        np.frombuffer(buf, dtype=np.uint8).fill(0)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import ConfigurationError
+from panstream.estimators.base import wipe_buffer
 from panstream.inputs.parser import Detection, Format, LineParser, detect, parse_format
 from panstream.universe import Universe
 
@@ -89,7 +90,7 @@ class Decoder:
         try:
             det = detect(memoryview(head))
         finally:
-            head[:] = bytes(len(head))
+            wipe_buffer(head)
         self.detection = det
         self.format = parse_format(det.spec)  # "none" too (no known format): parses nothing
         self._parser = LineParser(self.universe, self.format)
@@ -114,7 +115,7 @@ class Decoder:
                     r = self.parser.parse(buf)
                     return Decoded(r.indices, r.malformed + r.empty, r.outside)
             finally:
-                buf[:] = bytes(len(buf))
+                wipe_buffer(buf)
         if not plain:  # a value with newlines (or a null) is malformed: one value, one line
             ok: list[bytes | None] = [v for v in values
                                       if v is not None and b"\n" not in v.rstrip(b"\r\n")]
@@ -126,7 +127,7 @@ class Decoder:
                 r = self.parser.parse(buf)
                 return Decoded(r.indices, r.malformed + r.empty, r.outside)
             finally:
-                buf[:] = bytes(len(buf))
+                wipe_buffer(buf)
         res = self.universe.indices(values)
         return Decoded(res.indices, res.malformed + res.empty, res.outside)
 
@@ -155,5 +156,5 @@ class Decoder:
         try:
             return self.parser.parse(buf)
         finally:
-            buf[:] = bytes(len(buf))
+            wipe_buffer(buf)
 

@@ -11,7 +11,10 @@ join completes (kafka-python 3.0.12 discards a JoinGroup that finished between t
 joins again; against Tansu, whose joins take seconds, two consumers polled in turn from one
 thread rejoined forever). Each consumer's rebalance listener runs on that consumer's IO thread
 while its owner thread waits in ``poll()``, so a stage's state is never touched by two threads.
-The only shared object is the telemetry window, behind a lock.
+The only shared object is the telemetry window, behind a lock. With librdkafka (the default
+``--source-client``, :mod:`~panstream.sources.kafka.rdkafka`) both consumers are confluent-kafka
+ones: joins and heartbeats run on librdkafka's own threads, and each listener runs on its stage's
+thread inside that stage's ``poll()``, so the same holds.
 
 Stopping on SIGTERM/SIGINT: the routing thread decides a still-open sample, flushes and commits,
 and leaves its group; the slice stage then drains what was routed to its partitions (at most

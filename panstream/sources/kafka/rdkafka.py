@@ -1,4 +1,5 @@
-"""The routing stage's source consumer on librdkafka (confluent-kafka): ``--source-client librdkafka``.
+"""A routed member's consumers on librdkafka (confluent-kafka): ``--source-client librdkafka``, the
+default.
 
 Why: a routed member spends most of its CPU in kafka-python moving the source topic's bytes
 (socket reads of 4 KiB into Python buffers, fetch-response and record-batch decoding in Python):
@@ -6,14 +7,25 @@ Why: a routed member spends most of its CPU in kafka-python moving the source to
 consumer reading the same topic (docs/kafka.md, Throughput). librdkafka fetches, decompresses and
 decodes in C threads of its own, outside the GIL.
 
-:class:`RdKafkaConsumer` offers exactly the part of kafka-python's ``KafkaConsumer`` that
-:class:`~panstream.sources.kafka.route.RouteStage` uses (``subscribe`` with an
-``AsyncConsumerRebalanceListener``, ``poll``, ``commit``, ``commit_async``, ``close``; also
-``assignment``, ``position``, ``highwater``, ``pause`` and ``resume``), so the
-routing stage, its commit order (routed records acknowledged, then source offsets committed) and
-its rebalance handling are unchanged. Only the source consumer changes: the internal topic is still
-produced and consumed with kafka-python, and a group may mix members of both clients (both use the
-``range`` assignor, the consumer protocol being the same).
+:class:`RdKafkaConsumer` offers exactly the part of kafka-python's ``KafkaConsumer`` that the
+routing stage (:class:`~panstream.sources.kafka.route.RouteStage`) and the slice stage
+(:class:`~panstream.sources.kafka.slices.SliceStage`, through
+:class:`~panstream.sources.kafka.tail.KafkaTail` and the member's drain check) use: ``subscribe``
+with an ``AsyncConsumerRebalanceListener``, ``poll``, ``commit``, ``commit_async``, ``close``,
+``assignment``, ``position``, ``highwater``, ``committed``, ``beginning_offsets``, ``pause`` and
+``resume``. So both stages, the commit orders (routed records acknowledged, then source offsets
+committed; slices durable, then internal offsets committed) and the rebalance handling are the
+same code for both clients. The routed records are still produced with kafka-python, and the
+admin, drain-check and state-topic clients are kafka-python's; a group may mix members of both
+clients (both use the ``range`` assignor, the consumer protocol being the same). (Until issue 26's
+third round only the routing stage's source consumer could be librdkafka, and kafka-python was
+the default.)
+
+Pausing: the slice stage pauses a newly assigned partition inside the assignment callback and
+resumes it once the slice is restored. The adapter assigns the partitions itself before calling
+the listener (confluent-kafka would only after it), so the pause acts on assigned partitions; and
+a record of a paused partition that librdkafka hands out all the same is kept back and the
+partition sought back to it, so nothing is skipped.
 
 Threading: librdkafka calls the rebalance callbacks from inside ``consume()``, on the thread that
 polls (the routing thread), not on an IO thread as kafka-python does. The listener's coroutines are
@@ -30,6 +42,7 @@ overwritten by panstream; both are freed as the records are consumed.
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
@@ -119,6 +132,28 @@ def _finish(coro: Coroutine[Any, Any, Any]) -> None:
     raise RuntimeError(msg)
 
 
+#: The magic of librdkafka's serialized consumer group metadata (rd_kafka_consumer_group_metadata_write).
+_CGMD = b"CGMDv2:"
+
+
+class _Generation:
+    """kafka-python's ``Generation`` as far as the slice stage reads it."""
+
+    def __init__(self, consumer: RdKafkaConsumer) -> None:
+        self._consumer = consumer
+
+    @property
+    def generation_id(self) -> int | None:
+        return self._consumer.generation()
+
+
+class _Coordinator:
+    """kafka-python's ``ConsumerCoordinator`` as far as the slice stage reads it."""
+
+    def __init__(self, consumer: RdKafkaConsumer) -> None:
+        self._generation = _Generation(consumer)
+
+
 class _Done:
     """An awaitable that is already complete (``commit_async`` under librdkafka)."""
 
@@ -141,8 +176,9 @@ class RdKafkaConsumer:
         try:
             import confluent_kafka
         except ImportError:  # pragma: no cover - a dependency
-            msg = ("--source-client librdkafka needs the confluent-kafka package: pip install "
-                   "'panstream[librdkafka]' (or confluent-kafka), or use --source-client kafka-python")
+            msg = ("--source-client librdkafka (the default) needs the confluent-kafka package, a "
+                   "dependency of panstream: pip install confluent-kafka, or use --source-client "
+                   "kafka-python")
             raise ConfigurationError(msg) from None
         self._ck = confluent_kafka
         conf, self._batch = rdkafka_config(cfg)
@@ -152,6 +188,7 @@ class RdKafkaConsumer:
         except confluent_kafka.KafkaException as exc:
             raise KafkaError(f"librdkafka consumer: {exc}") from None
         self._listener: Any = None
+        self._paused: set[TopicPartition] = set()
 
     # ------------------------------------------------------------- group
     def subscribe(self, topics: list[str], listener: Any = None) -> None:
@@ -161,20 +198,46 @@ class RdKafkaConsumer:
         def tps(parts: list[Any]) -> set[TopicPartition]:
             return {TopicPartition(p.topic, p.partition) for p in parts}
 
-        def on_assign(_: Any, parts: list[Any]) -> None:
+        def on_assign(consumer: Any, parts: list[Any]) -> None:
+            # assign first (confluent-kafka would after the callback), so that a listener's
+            # pause() acts on assigned partitions: the slice stage pauses new ones until restored
+            consumer.assign(parts)
             if self._listener is not None:
                 _finish(self._listener.on_partitions_assigned(tps(parts)))
 
         def on_revoke(_: Any, parts: list[Any]) -> None:
             if self._listener is not None:
                 _finish(self._listener.on_partitions_revoked(tps(parts)))
+            self._paused.difference_update(tps(parts))
 
         def on_lost(_: Any, parts: list[Any]) -> None:
             if self._listener is not None:
                 _finish(self._listener.on_partitions_lost(tps(parts)))
+            self._paused.difference_update(tps(parts))
 
         self._consumer.subscribe(list(topics), on_assign=on_assign, on_revoke=on_revoke,
                                  on_lost=on_lost)
+
+    def generation(self) -> int | None:
+        """This member's generation in its group (``None`` before it joined or if librdkafka
+        cannot say): what the slice stage's snapshot fencing claims with. Read from
+        ``consumer_group_metadata()``, librdkafka's serialized group metadata (``CGMDv2:``, then
+        the generation as a native ``int32``, then the group and member ids), pinned against
+        Tansu in ``tests/kafka/test_librdkafka.py``."""
+        try:
+            meta = self._consumer.consumer_group_metadata()
+        except Exception:  # noqa: BLE001 - not in a group (yet)
+            return None
+        if not isinstance(meta, bytes) or not meta.startswith(_CGMD) or len(meta) < len(_CGMD) + 4:
+            return None
+        (gen,) = struct.unpack_from("=i", meta, len(_CGMD))
+        return gen if gen >= 0 else None
+
+    @property
+    def _coordinator(self) -> Any:
+        """kafka-python's ``consumer._coordinator._generation.generation_id``, which the slice
+        stage's fencing reads (``SliceStage._generation``), answered from :meth:`generation`."""
+        return _Coordinator(self)
 
     # ------------------------------------------------------------- records
     def poll(self, timeout_ms: int = 0) -> dict[TopicPartition, list[_Record]]:
@@ -188,6 +251,7 @@ class RdKafkaConsumer:
         except self._ck.KafkaException as exc:
             raise KafkaError(f"librdkafka consumer: {exc}") from None
         out: dict[TopicPartition, list[_Record]] = {}
+        rewind: dict[TopicPartition, int] = {}
         last: Any = None
         bucket: list[_Record] = []
         for m in msgs:
@@ -198,10 +262,17 @@ class RdKafkaConsumer:
                 raise KafkaError(f"librdkafka consumer: {err.str()}")
             key = (m.topic(), m.partition())
             if key != last:
-                bucket = out.setdefault(TopicPartition(*key), [])
+                tp = TopicPartition(*key)
+                if tp in self._paused:  # fetched before the pause took effect: not handed out
+                    bucket = []
+                    rewind.setdefault(tp, m.offset() or 0)
+                else:
+                    bucket = out.setdefault(tp, [])
                 last = key
             bucket.append(_Record(m.value(), m.offset() or 0))  # set on every message
         msgs.clear()
+        for tp, offset in rewind.items():  # read again from there once resumed
+            self._consumer.seek(self._ck.TopicPartition(tp.topic, tp.partition, offset))
         return out
 
     # ------------------------------------------------------------- positions
@@ -226,10 +297,44 @@ class RdKafkaConsumer:
         return high if high is not None and high >= 0 else None
 
     def pause(self, *tps: TopicPartition) -> None:
+        """Stop handing out records of ``tps`` until :meth:`resume` (a record librdkafka had
+        already fetched is not handed out either: :meth:`poll` seeks back to it)."""
+        self._paused.update(tps)
         self._consumer.pause([self._ck.TopicPartition(t.topic, t.partition) for t in tps])
 
     def resume(self, *tps: TopicPartition) -> None:
         self._consumer.resume([self._ck.TopicPartition(t.topic, t.partition) for t in tps])
+        self._paused.difference_update(tps)
+
+    def committed(self, tp: TopicPartition, timeout_ms: int = 10_000) -> int | None:
+        """The group's committed offset of ``tp`` (``None``: none)."""
+        got = self._consumer.committed([self._ck.TopicPartition(tp.topic, tp.partition)],
+                                       timeout=timeout_ms / 1000)
+        off = got[0].offset if got else -1
+        return off if off >= 0 else None
+
+    def beginning_offsets(self, tps: list[TopicPartition], timeout_ms: int = 10_000
+                          ) -> dict[TopicPartition, int]:
+        """The log-start offset of each of ``tps``, in one ListOffsets round (``offsets_for_times``
+        with the EARLIEST sentinel): asking the watermarks partition by partition took 0.5 s each
+        against Tansu, 8 s for 16 slices at every assignment.
+
+        Raises:
+            KafkaError: the broker did not answer.
+        """
+        if not tps:
+            return {}
+        ask = [self._ck.TopicPartition(tp.topic, tp.partition, self._ck.OFFSET_BEGINNING)
+               for tp in tps]
+        try:
+            got = self._consumer.offsets_for_times(ask, timeout=timeout_ms / 1000)
+        except self._ck.KafkaException as exc:
+            raise KafkaError(f"librdkafka list offsets: {exc}") from None
+        bad = [g for g in got if g.error is not None or g.offset < 0]
+        if bad:
+            raise KafkaError(f"librdkafka list offsets: {bad[0].topic}[{bad[0].partition}]: "
+                             f"{bad[0].error or 'no offset'}")
+        return {TopicPartition(g.topic, g.partition): int(g.offset) for g in got}
 
     # ------------------------------------------------------------- offsets
     def commit(self, offsets: Mapping[TopicPartition, Any]) -> None:
@@ -266,3 +371,97 @@ class RdKafkaConsumer:
     def close(self, autocommit: bool = False) -> None:
         """Leave the group (revoking first, so the listener commits) and free the client."""
         self._consumer.close()
+
+
+#: kafka-python producer setting -> librdkafka property, for the routed records' producer (the
+#: connection and security keys are the consumer's, :data:`SETTINGS`).
+PRODUCER_SETTINGS: dict[str, str | None] = {
+    **{k: v for k, v in SETTINGS.items() if k in (
+        "bootstrap_servers", "client_id", "request_timeout_ms", "retry_backoff_ms",
+        "reconnect_backoff_ms", "reconnect_backoff_max_ms", "send_buffer_bytes",
+        "receive_buffer_bytes", "security_protocol", "sasl_mechanism", "sasl_plain_username",
+        "sasl_plain_password", "sasl_kerberos_service_name", "ssl_cafile", "ssl_certfile",
+        "ssl_keyfile", "ssl_password", "ssl_crlfile")},
+    "acks": "acks", "linger_ms": "linger.ms", "batch_size": "batch.size",
+    "max_request_size": "message.max.bytes",
+    "bootstrap_timeout_ms": None, "api_version": None,
+}
+
+
+class _Sent:
+    """One routed record's acknowledgement, as the routing stage reads kafka-python's futures:
+    ``is_done``, ``failed()``, ``exception``."""
+
+    __slots__ = ("exception", "is_done")
+
+    def __init__(self) -> None:
+        self.is_done = False
+        self.exception: Any = None
+
+    def __call__(self, err: Any, _msg: Any) -> None:  # librdkafka's delivery report
+        self.exception = KafkaError(f"librdkafka producer: {err.str()}") if err is not None else None
+        self.is_done = True
+
+    def failed(self) -> bool:
+        return self.is_done and self.exception is not None
+
+
+class RdKafkaProducer:
+    """A confluent-kafka ``Producer`` that looks like the part of kafka-python's ``KafkaProducer``
+    the routing stage uses: ``send`` (returning a future), ``flush``, ``close``.
+
+    Why: kafka-python's producer keeps a sender thread of its own in Python, which wakes for every
+    send and competes for the member's GIL (a fifth of a librdkafka member's busy samples in
+    ``bench/bench_kafka_group.py --profile``), and its construction waits for a broker on the
+    routing thread. librdkafka's sender runs in C. Delivery reports are served on the routing
+    thread (by :meth:`send` and :meth:`flush`), so the routing stage's check "every routed record
+    acknowledged, then commit" reads the same futures.
+
+    Args:
+        **cfg: kafka-python producer settings (connection and security, ``acks``, ``linger_ms``,
+            ``batch_size``, ``max_request_size``).
+
+    Raises:
+        ConfigurationError: a setting without a librdkafka equivalent here.
+    """
+
+    def __init__(self, **cfg: Any) -> None:
+        import confluent_kafka
+
+        self._ck = confluent_kafka
+        conf: dict[str, Any] = {"logger": log}
+        for key, value in cfg.items():
+            if key not in PRODUCER_SETTINGS:
+                msg = (f"the routed records' producer has no librdkafka equivalent of {key}: use "
+                       "--source-client kafka-python")
+                raise ConfigurationError(msg)
+            name = PRODUCER_SETTINGS[key]
+            if name is not None and value is not None:
+                conf[name] = ",".join(value) if key == "bootstrap_servers" and not isinstance(
+                    value, str) else value
+        try:
+            self._producer = confluent_kafka.Producer(conf)
+        except confluent_kafka.KafkaException as exc:
+            raise KafkaError(f"librdkafka producer: {exc}") from None
+
+    def send(self, topic: str, value: bytes, partition: int) -> _Sent:
+        """Queue one record for ``partition`` of ``topic``; its future completes on a later
+        :meth:`send` or :meth:`flush` of this thread."""
+        sent = _Sent()
+        while True:
+            try:
+                self._producer.produce(topic, value=value, partition=partition, on_delivery=sent)
+                break
+            except BufferError:  # librdkafka's queue is full: serve acknowledgements, then again
+                self._producer.poll(0.1)
+        self._producer.poll(0)
+        return sent
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for every queued record's acknowledgement (at most ``timeout`` seconds; a record
+        still unacknowledged then has a future that is not done)."""
+        self._producer.flush(-1 if timeout is None else timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush (at most ``timeout`` seconds); librdkafka frees the client with the object."""
+        self.flush(timeout)

@@ -57,6 +57,7 @@ from kafka.errors import CommitFailedError, KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
 from panstream.errors import ConfigurationError, SourceError
+from panstream.estimators.base import wipe_buffer
 from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
 from panstream.inputs.check import verdict
 from panstream.sources.kafka.config import unreachable_message
@@ -524,11 +525,13 @@ class RouteStage:
     def _send(self, offsets: dict[TopicPartition, int], parts: list[tuple[int, bytearray]]) -> None:
         topic, step = self.config.internal_topic, RECORD_BYTES
         for r, data in parts:
+            view = memoryview(data)  # one copy per record (a bytearray slice would be two)
             for i in range(0, len(data), step):
                 self._futures.append(
-                    self.producer.send(topic, value=bytes(data[i:i + step]), partition=r))
+                    self.producer.send(topic, value=bytes(view[i:i + step]), partition=r))
             self.routed_bytes += len(data)
-            data[:] = bytes(len(data))
+            view.release()
+            wipe_buffer(data)
         self._next.update(offsets)
 
     def _decide(self) -> None:

@@ -71,8 +71,9 @@ def expired(consumer: Any, tps: list[TopicPartition]) -> dict[int, int]:
     lost; nothing can bring them back, but a member must say so instead of going on silently.
     """
     try:
-        start = consumer.beginning_offsets(list(tps))
         done = {tp: consumer.committed(tp) for tp in tps}
+        asked = [tp for tp in tps if done[tp] is not None]  # a new group's slices: nothing to ask
+        start = consumer.beginning_offsets(asked) if asked else {}
     except Exception:  # noqa: BLE001 - a broker that cannot say: nothing to report
         return {}
     return {tp.partition: int(start[tp]) - int(done[tp]) for tp in tps
