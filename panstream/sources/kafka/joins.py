@@ -37,7 +37,7 @@ def keep_finished_joins(consumer: Any) -> bool:
     """Make ``consumer``'s group coordinator take a join round that finished between two polls
     (module docstring). Whether the consumer's internals allowed it."""
     coordinator = getattr(consumer, "_coordinator", None)
-    manager = getattr(coordinator, "_manager", None)
+    manager: Any = getattr(coordinator, "_manager", None)
     original = getattr(coordinator, "join_group_async", None)
     if (coordinator is None or original is None or not hasattr(coordinator, "_join_task")
             or not callable(getattr(manager, "call_soon", None))):
