@@ -411,6 +411,16 @@ PRODUCER_SETTINGS: dict[str, str | None] = {
 }
 
 
+class _Refused:
+    """A refusal without librdkafka's error object (its ``str()`` is what :class:`_Sent` reads)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def str(self) -> str:  # noqa: A003 - librdkafka's KafkaError spells it so
+        return self.text
+
+
 class _Sent:
     """One routed record's acknowledgement, as the routing stage reads kafka-python's futures:
     ``is_done``, ``failed()``, ``exception``."""
@@ -469,7 +479,10 @@ class RdKafkaProducer:
 
     def send(self, topic: str, value: bytes, partition: int) -> _Sent:
         """Queue one record for ``partition`` of ``topic``; its future completes on a later
-        :meth:`send` or :meth:`flush` of this thread."""
+        :meth:`send` or :meth:`flush` of this thread. A record librdkafka refuses at once (a
+        partition its metadata says the topic lacks; before that metadata came the same record
+        fails in its delivery report) gets a future that is already done and failed, as kafka-python
+        answers, so the routing stage commits nothing either way."""
         sent = _Sent()
         while True:
             try:
@@ -477,6 +490,10 @@ class RdKafkaProducer:
                 break
             except BufferError:  # librdkafka's queue is full: serve acknowledgements, then again
                 self._producer.poll(0.1)
+            except self._ck.KafkaException as exc:
+                err = exc.args[0] if exc.args else exc
+                sent(err if hasattr(err, "str") else _Refused(str(exc)), None)
+                return sent
         self._producer.poll(0)
         return sent
 
