@@ -49,6 +49,7 @@ from panstream.release.ledger import group_privacy
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
     DEFAULT_CONFIDENCE,
+    charge,
     debias,
     noise_quantile,
     occupancy_stderr,
@@ -174,7 +175,7 @@ def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
         BudgetExhaustedError: the budget does not cover ``epsilon``; nothing is charged.
     """
     law, eps_out = output_law(epsilon, mechanism, confidence, SENSITIVITY, 1)
-    entry = est.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
+    entry = charge(est, eps_out, mechanism)  # raises before any noise is drawn
     buckets, r = est.buckets, float(est.q)
     noisy = noisy_ones(est.ones_by_country_level(), law, mechanism, buckets)
     rows = []
@@ -245,10 +246,7 @@ def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplac
     """
     law, eps_out = output_law(epsilon, mechanism, confidence, sensitivity, state_tables)
     eps_state = est.epsilon_state * state_tables
-    bound = getattr(est, "check_ledger_binding", None)  # the table's own epoch only
-    if bound is not None:
-        bound()
-    entry = est.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
+    entry = charge(est, eps_out, mechanism)  # raises before any noise is drawn
     m, p, q = est.universe.block, est.p, est.q
     noisy = noisy_ones(est.ones_by_country(), law, mechanism, m)
     scale = m * (float(p) - float(q))

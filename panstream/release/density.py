@@ -44,6 +44,7 @@ from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
     DEFAULT_CONFIDENCE,
     CountingTable,
+    charge,
     debias,
     distinct_from_density,
     noise_quantile,
@@ -211,10 +212,7 @@ def release(est: CountingTable, epsilon: float, mechanism: str = "laplace", *,
     law, eps_out = output_law(epsilon, mechanism, confidence, sensitivity, state_tables)
     eps_state = est.epsilon_state * state_tables
 
-    bound = getattr(est, "check_ledger_binding", None)  # the table's own epoch only
-    if bound is not None:
-        bound()
-    entry = est.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
+    entry = charge(est, eps_out, mechanism)  # raises before any noise is drawn
     size = est.size
     noisy_ones = noisy_count(est.count_ones(), law, mechanism, size)
 

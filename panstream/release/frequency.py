@@ -39,7 +39,7 @@ from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_domin
 from panstream.release.incidence import IncidenceModel, Interval
 from panstream.release.ledger import PrivacyLedger, ShardLedger, group_privacy
 from panstream.release.schema import estimate_fields
-from panstream.release.stats import DEFAULT_CONFIDENCE, noisy_count, output_law
+from panstream.release.stats import DEFAULT_CONFIDENCE, charge, noisy_count, output_law
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 from panstream.universe import Universe
 
@@ -270,10 +270,7 @@ def release_frequency(table: CounterHistogram, epsilon: float, mechanism: str = 
     t = check_threshold(t, k)
     eps_state = table.epsilon_state * state_tables
 
-    bound = getattr(table, "check_ledger_binding", None)  # the table's own epoch only
-    if bound is not None:
-        bound()
-    entry = table.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
+    entry = charge(table, eps_out, mechanism)  # raises before any noise is drawn
     cells = table.size
     hist = table.histogram()
     try:

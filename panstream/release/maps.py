@@ -51,6 +51,7 @@ from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
     DEFAULT_CONFIDENCE,
     CountingTable,
+    charge,
     debias,
     noise_quantile,
     noisy_count,
@@ -407,10 +408,7 @@ def release_map(est: CountingTable, epsilon: float, by: int | str, mechanism: st
     p: Fraction = est.p
     q: Fraction = est.q
 
-    bound = getattr(est, "check_ledger_binding", None)  # the table's own epoch only
-    if bound is not None:
-        bound()
-    entry = est.ledger.charge(eps_out, f"{mechanism} map {by_label}")  # raises before any noise
+    entry = charge(est, eps_out, f"{mechanism} map {by_label}")  # raises before any noise
     size = est.size
     counts = est.count_ones_by(bucket_cells)
     n = counts.size

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from panstream.calibration import validate_epsilon
 from panstream.errors import ConfigurationError
@@ -201,6 +201,17 @@ def _normal_laplace_survival(h: float, sigma: float, b: float) -> float:
     t1 = _phi(x) * _mills(c - x) if c >= x else _phic(c - x) * math.exp(c * (c / 2 - x))
     t2 = _phi(x) * _mills(c + x)
     return _phic(x) + 0.5 * (t1 - t2)
+
+
+def charge(table: Any, epsilon: float, label: str) -> Any:
+    """Charge a release of ``epsilon`` to ``table``'s ledger, the one step every family's release
+    takes before it draws any noise: refuse a ledger whose epoch label was changed after the
+    table got it (``check_ledger_binding``), then charge (raises, charging nothing, when the
+    budget does not cover it). Returns the ledger entry."""
+    bound = getattr(table, "check_ledger_binding", None)  # the table's own epoch only
+    if bound is not None:
+        bound()
+    return table.ledger.charge(epsilon, label)
 
 
 def output_law(epsilon: float, mechanism: str, confidence: float = DEFAULT_CONFIDENCE,

@@ -41,6 +41,7 @@ from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
     DEFAULT_CONFIDENCE,
     _normal_laplace_survival,
+    charge,
     noisy_count,
     output_law,
 )
@@ -212,7 +213,7 @@ def release_sketch(est: SketchTable, epsilon: float, mechanism: str = "laplace",
         BudgetExhaustedError: the budget does not cover ``epsilon``; nothing is charged.
     """
     law, eps_out = output_law(epsilon, mechanism, confidence, SENSITIVITY, 1)
-    entry = est.ledger.charge(eps_out, mechanism)  # raises before any noise is drawn
+    entry = charge(est, eps_out, mechanism)  # raises before any noise is drawn
     buckets, r = est.buckets, float(est.q)
     noisy = noisy_ones(est.ones_by_level(), law, mechanism, buckets)
     fit, var_rel, h = fit_noisy_levels(noisy, buckets, r, law.variance, confidence)
