@@ -196,31 +196,62 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
                                      "--threads", "--format", "raw", "--output", str(out)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.0)
-    cpu0 = [cpu_seconds(p.pid) for p in procs]
-    broker0, self0 = cpu_seconds(broker_pid), time.process_time()
-    t0 = time.monotonic()
-    ends = produce(bootstrap, topic, msgs, args.producer, args.compression)
-    t_produced = time.monotonic() - t0
     cells = f"{group}-cells"
     reader = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                            auto_offset_reset="earliest", fetch_max_wait_ms=100)
     ctps = [TopicPartition(cells, r) for r in range(SLICES)]
     reader.assign(ctps)
-    routed_at = sliced_at = None
-    cend: dict[int, int | None] = {}
-    while time.monotonic() - t0 < args.timeout:
-        reader.poll(timeout_ms=100)
-        com = committed_offsets(admin, group, topic)
-        if routed_at is None and all(com.get(p, -1) >= e for p, e in ends.items()):
-            routed_at = time.monotonic() - t0
-        if routed_at is not None:
-            cend = {tp.partition: reader.highwater(tp) for tp in ctps}
-            if all(h is not None for h in cend.values()):
-                cs = committed_offsets(admin, f"{group}-slices", cells)
-                if all(cs.get(r, 0) >= h for r, h in cend.items()):
-                    sliced_at = time.monotonic() - t0
-                    break
-        time.sleep(0.05)
+
+    marks: dict[str, Any] = {}
+
+    def mark() -> None:  # the CPU counters at the timed window's start
+        marks.update(members=[cpu_seconds(p.pid) for p in procs], broker=cpu_seconds(broker_pid),
+                     self=time.process_time())
+
+    def timed(batch: list[bytes]) -> tuple[float, float | None, float | None,
+                                           dict[int, int | None]]:
+        """Produce ``batch`` (to the stopped members with --backlog), then wait for both groups'
+        committed ends, from ``t0`` (:func:`mark` there): (produce_s, routed_at, sliced_at,
+        the internal topic's ends)."""
+        if args.backlog:  # the lines wait in the topic while the members are stopped (not
+            for p in procs:  # evicted: producing takes a second or two, far below the session)
+                p.send_signal(signal.SIGSTOP)
+            t_p = time.monotonic()
+            ends = produce(bootstrap, topic, batch, args.producer, args.compression)
+            t_produced = time.monotonic() - t_p
+            mark()
+            t0 = time.monotonic()
+            for p in procs:
+                p.send_signal(signal.SIGCONT)
+        else:
+            mark()
+            t0 = time.monotonic()
+            ends = produce(bootstrap, topic, batch, args.producer, args.compression)
+            t_produced = time.monotonic() - t0
+        routed_at = sliced_at = None
+        cend: dict[int, int | None] = {}
+        while time.monotonic() - t0 < args.timeout:
+            reader.poll(timeout_ms=100)
+            com = committed_offsets(admin, group, topic)
+            if routed_at is None and all(com.get(p, -1) >= e for p, e in ends.items()):
+                routed_at = time.monotonic() - t0
+            if routed_at is not None:
+                cend = {tp.partition: reader.highwater(tp) for tp in ctps}
+                if all(h is not None for h in cend.values()):
+                    cs = committed_offsets(admin, f"{group}-slices", cells)
+                    if all(cs.get(r, 0) >= h for r, h in cend.items()):
+                        sliced_at = time.monotonic() - t0
+                        break
+            time.sleep(0.05)
+        return t_produced, routed_at, sliced_at, cend
+
+    # The group's fixed cost, as ingest's is measured on a one-line file: the time from a small
+    # batch (one message a partition) to both groups' committed ends, which is the checkpoint
+    # clock's phase and the commits' round trips, whatever the batch's size. The median of a few.
+    fixed = sorted(timed(msgs[:PARTS])[2] or 0.0 for _ in range(args.probes))
+    fixed_s = fixed[len(fixed) // 2] if fixed else 0.0
+    t_produced, routed_at, sliced_at, cend = timed(msgs)
+    cpu0, broker0, self0 = marks["members"], marks["broker"], marks["self"]
     member_cpu = sum(cpu_seconds(p.pid) - c for p, c in zip(procs, cpu0, strict=True))
     broker_cpu = cpu_seconds(broker_pid) - broker0
     self_cpu = time.process_time() - self0  # the producer and the end reader
@@ -243,17 +274,26 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
         for e in errs:
             shutil.copy(e, Path(args.keep) / e.name)
     lines = len(msgs) * PER_MSG
-    out = {"what": "group", "members": n, "source_client": client,
+    per_line = {"members": member_cpu / lines * 1e6, "broker": broker_cpu / lines * 1e6,
+                "producer_and_reader": self_cpu / lines * 1e6}
+    # What this machine's cores allow at all: the CPU every line costs the members, the broker,
+    # the producer and the end reader, over all cores, with perfect overlap. No group on this
+    # machine can go faster in this design, however good the members.
+    ceiling = (os.cpu_count() or 1) * 1e6 / sum(per_line.values())
+    out = {"what": "group", "members": n, "source_client": client, "backlog": args.backlog,
            "code": "baseline" if tree else "this tree", "startup_s": startup and round(startup, 2),
            "produce_s": round(t_produced, 2), "routed_committed_s": routed_at and round(routed_at, 2),
            "slices_committed_s": sliced_at and round(sliced_at, 2),
            "lines_per_s": sliced_at and round(lines / sliced_at),
+           "fixed_s": round(fixed_s, 2),
+           "lines_per_s_less_fixed": (round(lines / (sliced_at - fixed_s))
+                                      if sliced_at and sliced_at > fixed_s else None),
            "routed_records": sum(h or 0 for h in cend.values()),
            "producer": args.producer, "compression": args.compression,
            "lines_per_member_cpu_s": round(lines / member_cpu) if member_cpu > 0 else None,
-           "cpu_us_per_line": {"members": round(member_cpu / lines * 1e6, 2),
-                               "broker": round(broker_cpu / lines * 1e6, 2),
-                               "producer_and_reader": round(self_cpu / lines * 1e6, 2)},
+           "cpu_us_per_line": {k: round(v, 2) for k, v in per_line.items()},
+           "ceiling_lines_per_s": round(ceiling),
+           "of_ceiling": sliced_at and round(lines / sliced_at / ceiling, 2),
            "rcs": rcs,
            "distinct": est, "truth": TRUTH}
     emit(**out)
@@ -357,6 +397,13 @@ def main() -> None:
     ap.add_argument("--codecs", default="",
                     help="also produce to a topic nobody reads with each of these codecs "
                          "(e.g. none,lz4,zstd): the broker's and the producer's CPU per line")
+    ap.add_argument("--backlog", action="store_true",
+                    help="produce the lines while the joined members are stopped (SIGSTOP), "
+                         "then time them draining the backlog: the group's rate without the "
+                         "producer's CPU in the window (a member catching up after an outage)")
+    ap.add_argument("--probes", type=int, default=3,
+                    help="small batches (one message a partition) timed first: the median is the "
+                         "group's fixed cost, set apart as ingest's start-up is (0: none)")
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--checkpoint-interval", type=float, default=1.0)
     ap.add_argument("--settle", type=float, default=3.0)
@@ -424,6 +471,27 @@ def main() -> None:
                 summary[client]["two_over_one"] = round(best[2] / best[1], 2)
             if 1 in best:
                 summary[client]["one_over_ingest"] = round(best[1] / max(ing, ing2), 3)
+                # The most any single member could show against ingest on this machine: the
+                # CPU ceiling of the whole pipeline (members, broker, producer, reader) / ingest.
+                ceil1 = max(r["ceiling_lines_per_s"] for r in runs
+                            if r["members"] == 1 and r["source_client"] == client
+                            and r["code"] == "this tree")
+                summary[client]["ceiling_over_ingest"] = round(ceil1 / max(ing, ing2), 3)
+            # The same ratios less each side's fixed cost (the group's: --probes; ingest's: the
+            # one-line file), as a long run would see them.
+            lf: dict[int, list[int]] = {}
+            for r in runs:
+                if (r["lines_per_s_less_fixed"] and r["source_client"] == client
+                        and r["code"] == "this tree"):
+                    lf.setdefault(r["members"], []).append(r["lines_per_s_less_fixed"])
+            if lf:
+                lbest = {n: max(v) for n, v in lf.items()}
+                summary[client]["lines_per_s_less_fixed_by_members"] = lf
+                if 1 in lbest and 2 in lbest:
+                    summary[client]["two_over_one_less_fixed"] = round(lbest[2] / lbest[1], 2)
+                if 1 in lbest:
+                    summary[client]["one_over_ingest_less_fixed"] = round(
+                        lbest[1] / max(ing, ing2), 3)
             # The same ratios from CPU alone (the broker's and the producer's costs set apart):
             # a member on a core of its own routes lines_per_member_cpu_s lines a second, so N
             # members on N cores route N x the N-member group's figure.
