@@ -13,7 +13,8 @@ data around it. This module is pure: it knows nothing of files, clocks or the co
   offset changes over a **public** span of years (the declared range, or the clock's year +- 1)
   are found once (probing :mod:`zoneinfo` every 6 hours and bisecting to the second) and each
   local time finds its offset by one ``searchsorted``. A local time that occurs twice (the hour
-  a clock falls back) takes the **earlier** instant; one that does not occur (the hour skipped
+  a clock falls back) takes the **earlier** instant (read live, with a clock: the later one
+  unless it is more than :data:`AHEAD` ahead of the clock); one that does not occur (the hour skipped
   when it springs forward) is **shifted forward** by the gap (02:30 on a night that jumps from
   02:00 to 03:00 is 03:30, i.e. 01:30 UTC in Berlin). This is Python's ``fold=0``
   (:pep:`495`), which the tests use as the oracle. Outside the public span the nearest offset is
