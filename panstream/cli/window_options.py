@@ -94,7 +94,8 @@ def time_zone_option(prefix: str = "") -> Callable[[F], F]:
              "one: haproxy (accept date), apache-error, nginx-error, sshd and pam (syslog's "
              "'Dec 10 06:55:46', whose year comes from --from/--to, or live from the clock). "
              "UTC, an offset (+02:00) or an IANA name (Europe/Berlin: daylight saving handled; "
-             "a repeated hour takes the earlier instant, a skipped one shifts forward). "
+             "a repeated hour takes the earlier instant in a replay, live the pass the clock has "
+             "reached; a skipped one shifts forward). "
              "Required by those formats; the others carry their zone.",
         **env(f"{prefix}TIME_ZONE"))
 

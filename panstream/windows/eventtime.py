@@ -752,7 +752,9 @@ class TimeReader:
         span: a replay's declared range ``[first, stop)``: a year-less time takes the year that
             puts it inside (at most 365 days); the public years of the zone's offsets.
         clock: without ``span``: the wall clock; a year-less time takes the year that puts it
-            nearest to the clock when its chunk is read (default :func:`time.time`).
+            nearest to the clock when its chunk is read, and a local time of the hour a clock
+            falls back the pass nearest to it (default :func:`time.time`; with ``span``, a
+            repeated hour takes the earlier instant).
 
     Raises:
         ConfigurationError: ``fmt`` carries no time; a local time without ``zone``; a year-less
@@ -830,10 +832,11 @@ class TimeReader:
             finally:
                 for a in ("month", "day", "sod", "bsd", "iso", "zoned"):
                     sl[a].fill(0)
+        near = None if self.span is not None else now  # live: a repeated hour by the clock
         for local, good in parts:
             r = np.flatnonzero(good)
             if r.size:
-                utc = zone.to_utc(local[r], lo, hi)
+                utc = zone.to_utc(local[r], lo, hi, near)
                 out[r] = utc.astype("datetime64[s]")
                 utc.fill(0)
             local.fill(0)

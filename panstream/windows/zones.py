@@ -13,7 +13,8 @@ data around it. This module is pure: it knows nothing of files, clocks or the co
   offset changes over a **public** span of years (the declared range, or the clock's year +- 1)
   are found once (probing :mod:`zoneinfo` every 6 hours and bisecting to the second) and each
   local time finds its offset by one ``searchsorted``. A local time that occurs twice (the hour
-  a clock falls back) takes the **earlier** instant; one that does not occur (the hour skipped
+  a clock falls back) takes the **earlier** instant (read live, with a clock: the later one
+  unless it is more than :data:`AHEAD` ahead of the clock); one that does not occur (the hour skipped
   when it springs forward) is **shifted forward** by the gap (02:30 on a night that jumps from
   02:00 to 03:00 is 03:30, i.e. 01:30 UTC in Berlin). This is Python's ``fold=0``
   (:pep:`495`), which the tests use as the oracle. Outside the public span the nearest offset is
@@ -45,12 +46,16 @@ import numpy as np
 
 from panstream.errors import ConfigurationError
 
-__all__ = ["DAY", "MAX_YEARLESS_RANGE", "ZONE_HELP", "Zone", "days_from_civil", "days_in_month",
+__all__ = ["AHEAD", "DAY", "MAX_YEARLESS_RANGE", "ZONE_HELP", "Zone", "days_from_civil", "days_in_month",
            "parse_zone", "utc_year", "years_by_clock", "years_by_range"]
 
 DAY = 86400
 #: A replay range longer than this makes a year-less time fit two years: refused.
 MAX_YEARLESS_RANGE = 365 * DAY
+#: Live, a repeated local time (the hour a clock falls back) takes its later instant unless that
+#: is more than this many seconds ahead of the reader's clock (a writer's clock may run a little
+#: ahead; a line from the future pass beyond that cannot have been written yet).
+AHEAD = 300
 #: Seconds between the probes of an IANA zone's offset (changes closer than this are not seen;
 #: tzdata has none since 1970 that we know of).
 _PROBE = 6 * 3600
@@ -124,16 +129,50 @@ class Zone:
         self._tables[key] = got
         return got
 
-    def to_utc(self, local: np.ndarray, lo_year: int, hi_year: int) -> np.ndarray:
+    def to_utc(self, local: np.ndarray, lo_year: int, hi_year: int,
+               near: float | None = None) -> np.ndarray:
         """UNIX seconds of the local wall-clock seconds ``local`` (int64, the reading as if UTC),
-        with the offsets of the public years ``lo_year..hi_year`` (see the module docstring)."""
+        with the offsets of the public years ``lo_year..hi_year`` (see the module docstring).
+
+        ``near`` (a live reader's wall clock) settles the hour a clock falls back: a local time
+        that happens twice takes the **later** instant unless that is more than
+        :data:`AHEAD` (5 minutes) ahead of ``near``, in which case it takes the earlier one
+        (fold=0). Read live, a line stamped ``02:10`` while the clock is in the second pass of
+        Berlin's ``02:xx`` (01:30 UTC) was written 20 minutes ago (01:10 UTC), not 80 (00:10
+        UTC); in the first pass (00:50 UTC), ``02:40`` can only be 00:40 UTC (01:40 UTC has not
+        come yet). Without ``near`` (a replay) the whole second pass would be placed an hour
+        early, in windows a live clock has closed. A skipped local time is shifted forward
+        either way. ``near`` is public (the clock), never read off a line.
+
+        >>> z = parse_zone("Europe/Berlin")
+        >>> twice = np.array([1_792_895_400], dtype=np.int64)  # 25 Oct 2026 02:30 local
+        >>> [int(z.to_utc(twice, 2026, 2026)[0]) - 1_792_890_000,          # 00:30 UTC (CEST)
+        ...  int(z.to_utc(twice, 2026, 2026, near=1_792_891_800)[0]) - 1_792_890_000]  # 01:30
+        [-1800, 1800]
+        """
         if self.fixed is not None:
             return local - self.fixed
         bounds, offsets = self.table(lo_year, hi_year)
         k = np.searchsorted(bounds, local, side="right")
         off = offsets[k]
-        k.fill(0)
         out = local - off
+        if near is not None and bounds.size:
+            # local times in [bounds[j] - (a - b), bounds[j]) of a fall back j (a = offsets[j] >
+            # b = offsets[j + 1]) happen twice; searchsorted put them at j (the earlier, a)
+            j = np.minimum(k, bounds.size - 1)
+            nxt = offsets[j + 1]
+            twice = (k < bounds.size) & (off > nxt) & (local >= bounds[j] - (off - nxt))
+            if bool(twice.any()):
+                now = np.int64(int(near))
+                later = local - nxt
+                pick = twice & (later <= now + np.int64(AHEAD))
+                out[pick] = later[pick]
+                later.fill(0)
+                pick.fill(False)
+            j.fill(0)
+            nxt.fill(0)
+            twice.fill(False)
+        k.fill(0)
         off.fill(0)
         return out
 
@@ -196,10 +235,11 @@ def days_in_month(y: np.ndarray, m: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------- years
 def _candidates(month: np.ndarray, day: np.ndarray, sod: np.ndarray, zone: Zone,
-                years: list[int], lo_year: int, hi_year: int
+                years: list[int], lo_year: int, hi_year: int, near: float | None = None
                 ) -> tuple[np.ndarray, np.ndarray]:
     """``(utc, valid)`` of shape ``(len(years), n)``: the instant of month/day/second-of-day in
-    each candidate year (``valid`` False where the date does not exist, Feb 29)."""
+    each candidate year (``valid`` False where the date does not exist, Feb 29); ``near``: a
+    live clock, for the hour a clock falls back (:meth:`Zone.to_utc`)."""
     n = month.size
     utc = np.zeros((len(years), n), dtype=np.int64)
     valid = np.zeros((len(years), n), dtype=bool)
@@ -207,7 +247,7 @@ def _candidates(month: np.ndarray, day: np.ndarray, sod: np.ndarray, zone: Zone,
         yy = np.full(n, y, dtype=np.int64)
         valid[j] = day <= days_in_month(yy, month)
         local = days_from_civil(yy, month, day) * DAY + sod
-        utc[j] = zone.to_utc(local, lo_year, hi_year)
+        utc[j] = zone.to_utc(local, lo_year, hi_year, near)
         local.fill(0)
         yy.fill(0)
     return utc, valid
@@ -240,10 +280,10 @@ def years_by_clock(month: np.ndarray, day: np.ndarray, sod: np.ndarray, zone: Zo
     """UNIX seconds of year-less local times in the year that puts each nearest to ``now`` (the
     clock's year, the one before or the one after: a ``Dec 31`` line read on ``Jan 1`` is last
     year's, a ``Jan 1`` line read on ``Dec 31`` by a clock a little behind the writer's is next
-    year's)."""
+    year's); a time of the hour a clock falls back takes, likewise, the pass nearest to ``now``."""
     y0 = utc_year(now)
     years = [y0 - 1, y0, y0 + 1]
-    utc, valid = _candidates(month, day, sod, zone, years, y0 - 1, y0 + 1)
+    utc, valid = _candidates(month, day, sod, zone, years, y0 - 1, y0 + 1, now)
     try:
         far = np.int64(1) << np.int64(62)
         dist = np.where(valid, np.abs(utc - np.int64(int(now))), far)

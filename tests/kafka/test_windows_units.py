@@ -262,3 +262,43 @@ def test_the_router_keeps_only_lines_of_windows_open_on_the_clock() -> None:
     data = [(r, decode_record(v)) for r, v in out]
     assert sorted((r, d[0], d[1]) for r, d in data) == [(0, "D", H), (1, "D", H)]
     assert not [k for k in vars(router) if "wm" in k or "front" in k]
+
+
+def test_a_held_first_sample_is_judged_by_the_end_of_its_first_window() -> None:
+    """The routing stage holds its first records until the first sample (1,000 lines) is judged.
+    On a quiet topic that took longer than a window: the held records of the first window reached
+    their slices after it closed and were dropped, a whole window's lines lost without a word
+    (tests/kafka/test_windows_localtime.py's HAProxy run, 700 lines in its first window, found
+    it). Now the sample is judged on what it holds when the clock reaches the end of the earliest
+    window it has records of, leaving the lateness for them to reach their slices."""
+    from panstream.sources.kafka.metrics import Metrics
+    from panstream.sources.kafka.route import RouteConfig
+    from panstream.sources.kafka.windows import WindowRouteStage, decode_record
+
+    clock = Clock(H + 1800)
+    cfg = RouteConfig({}, {}, ["logs"], LAYOUT, "g-wcells", "lines", "clf")
+    router = WindowRouteStage(cfg, Metrics(), SPEC, wall_clock=clock)
+    sent: list[tuple[int, bytes]] = []
+    polls: list[dict[TopicPartition, list[Rec]]] = []
+
+    class Producer:
+        def send(self, topic: str, value: bytes, partition: int) -> None:
+            sent.append((partition, value))
+
+    class Consumer:
+        def poll(self, timeout_ms: int) -> dict[TopicPartition, list[Rec]]:
+            return polls.pop(0) if polls else {}
+
+    router.producer, router.consumer = Producer(), Consumer()
+    lines = [f'10.9.0.{i} - - [24/Nov/2026:00:{i:02d}:00 +0000] "GET / HTTP/1.1" 200 5 "-" "x"'
+             for i in range(20)]
+    polls.append({TopicPartition("logs", 0): [Rec("\n".join(lines).encode(), 0)]})
+    assert router.poll_once(0)
+    assert sent == []  # 20 lines: the sample is not judged yet, the window's records are held
+    clock.now = H + 3599
+    router.poll_once(0)
+    assert sent == []
+    clock.now = H + 3600  # the window ends (it closes at 01:10): judged, the records go out
+    router.poll_once(0)
+    assert {decode_record(v)[:2] for _, v in sent} == {("D", H)}
+    assert router._sample is None and router._held == []

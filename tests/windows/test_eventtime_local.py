@@ -167,13 +167,15 @@ def test_syslog_iso_stamps_carry_their_own_zone() -> None:
 def test_a_skipped_hour_shifts_forward_and_a_repeated_hour_takes_the_earlier_instant() -> None:
     """Berlin, 2026: 29 March 02:00 -> 03:00 (02:30 does not exist: shifted forward to 03:30
     CEST = 01:30 UTC); 25 October 03:00 -> 02:00 (02:30 happens twice: the earlier, 02:30 CEST =
-    00:30 UTC). Python's fold=0 (PEP 495) agrees."""
+    00:30 UTC). Python's fold=0 (PEP 495) agrees. (A replay's rule: its declared range; live,
+    the clock decides the repeated hour, below.)"""
     data = (b"2026/03/29 01:59:59 [error] x, client: 10.0.0.1, server: a\n"
             b"2026/03/29 02:30:00 [error] x, client: 10.0.0.1, server: a\n"
             b"2026/03/29 03:00:00 [error] x, client: 10.0.0.1, server: a\n"
             b"2026/10/25 02:30:00 [error] x, client: 10.0.0.1, server: a\n"
             b"2026/10/25 03:00:00 [error] x, client: 10.0.0.1, server: a\n")
-    got = _utc(data, "nginx-error", "Europe/Berlin")
+    got = _utc(data, "nginx-error", "Europe/Berlin",
+               (_at(2026, 3, 1, 0, 0, 0), _at(2026, 11, 1, 0, 0, 0)))
     assert got == [_at(2026, 3, 29, 0, 59, 59), _at(2026, 3, 29, 1, 30, 0),
                    _at(2026, 3, 29, 1, 0, 0), _at(2026, 10, 25, 0, 30, 0),
                    _at(2026, 10, 25, 2, 0, 0)]
@@ -182,6 +184,42 @@ def test_a_skipped_hour_shifts_forward_and_a_repeated_hour_takes_the_earlier_ins
         (2026, 3, 29, 1, 59, 59), (2026, 3, 29, 2, 30), (2026, 3, 29, 3), (2026, 10, 25, 2, 30),
         (2026, 10, 25, 3))]
     assert got == oracle
+
+
+def test_live_a_repeated_hour_takes_the_pass_the_clock_has_reached() -> None:
+    """Read live (a clock, no declared range), Berlin's repeated 02:xx of 25 October 2026 takes
+    the pass the clock is in. At 01:30 UTC (the second pass: 02:30 CET) a sshd line stamped
+    ``Oct 25 02:10:00`` was written at 01:10 UTC, 20 minutes ago; fold=0 would put it at 00:10
+    UTC, in a window the clock closed an hour ago, so the whole second pass of every autumn was
+    dropped (or, with a lateness over an hour, put an hour early). The rule: the later instant
+    unless it is more than 5 minutes ahead of the clock. At 00:59:50 UTC (the first pass)
+    ``Oct 25 02:59:45`` is 00:59:45 UTC, as fold=0 says. A replay (a declared range, no clock
+    to ask) keeps fold=0. The haproxy accept date follows the same rule."""
+    change = _at(2026, 10, 25, 1, 0, 0)  # 03:00 CEST -> 02:00 CET
+    second = float(change + 1800)
+    assert _utc(_bsd(["Oct 25 02:10:00", "Oct 25 02:59:59", "Oct 25 03:00:00"]), "sshd",
+                "Europe/Berlin", clock=lambda: second) == [
+        change + 600,  # the second pass: 20 minutes ago
+        change - 1,  # 01:59:59 UTC is half an hour ahead: the first pass, 00:59:59 UTC
+        change + 3600]  # 03:00 CET happens once
+    first = float(change - 10)
+    assert _utc(_bsd(["Oct 25 02:59:45", "Oct 25 02:20:00", "Oct 25 02:00:05"]), "sshd",
+                "Europe/Berlin", clock=lambda: first) == [
+        change - 15, change - 2400,  # 01:20 UTC has not come: the first pass
+        change + 5]  # 01:00:05 is 15 s ahead (a writer's clock a little fast): the second pass
+    ha = (b"Oct 25 02:10:00 lb haproxy[1]: 10.0.0.1:4000 [25/Oct/2026:02:10:00.120] fe be/s "
+          b'0/0/0/1/1 200 5 - - ---- 1/1/0/0/0 0/0 "GET / HTTP/1.1"\n')
+    assert _utc(ha, "haproxy", "Europe/Berlin", clock=lambda: second) == [change + 600]
+    span = (_at(2026, 10, 19, 0, 0, 0), _at(2026, 10, 26, 0, 0, 0))
+    assert _utc(_bsd(["Oct 25 02:10:00"]), "sshd", "Europe/Berlin", span) == [change - 3000]
+    # the zone's rule directly: both passes, the tie to the earlier, a skipped time unchanged
+    z = parse_zone("Europe/Berlin")
+    local = np.array([_at(2026, 10, 25, 2, 30, 0), _at(2026, 3, 29, 2, 30, 0)], dtype=np.int64)
+    assert z.to_utc(local, 2026, 2026).tolist() == [change - 1800, _at(2026, 3, 29, 1, 30, 0)]
+    assert z.to_utc(local.copy(), 2026, 2026, near=change + 1800).tolist() == [
+        change + 1800, _at(2026, 3, 29, 1, 30, 0)]
+    # at 01:00 UTC, 01:30 UTC is 30 minutes ahead: not written yet, the first pass
+    assert z.to_utc(local.copy(), 2026, 2026, near=change).tolist()[0] == change - 1800
 
 
 @pytest.mark.parametrize("name", ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe",

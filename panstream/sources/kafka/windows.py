@@ -286,6 +286,39 @@ class WindowRouteStage(RouteStage):
         super().__init__(config, metrics, **kw)
         self.spec = spec
         self.wall_clock = wall_clock
+        #: The earliest window the held first sample has records of (None: nothing held).
+        self._held_first: int | None = None
+
+    def poll_once(self, timeout_ms: int) -> bool:
+        """One poll (decode, route, send); then a first sample still held is judged if the clock
+        has reached the end of the earliest window it holds records of (:meth:`_decide_due`)."""
+        got = super().poll_once(timeout_ms)
+        self._decide_due()
+        return got
+
+    def _decide_due(self) -> None:
+        """Judge the first sample on what it holds once the clock reaches the **end** of the
+        earliest window it has records of, not only at :data:`SAMPLE_LINES` lines.
+
+        The routing stage holds its first records until the sample is judged (nothing routed or
+        committed before the loud-failure check). On a quiet topic 1,000 lines can take longer
+        than a window: held past the window's close (end + lateness), its records would reach
+        the slices after the window closed and be dropped, the first window's lines lost without
+        a word. Judged at the window's end, they have the lateness to reach their slices. When
+        the sample is judged depends on the clock and on when lines came, as before."""
+        first = self._held_first
+        if first is None:
+            return
+        if self._sample is None or not self._held:
+            self._held_first = None
+            return
+        if self.wall_clock() >= first + self.spec.size:
+            self._decide()
+            self._held_first = None
+
+    def _decide(self) -> None:
+        self._held_first = None
+        super()._decide()
 
     def _kind(self, values: list[bytes | None]) -> str:
         d = self.decoder
@@ -331,6 +364,10 @@ class WindowRouteStage(RouteStage):
         if s is None:
             self._send(offsets, out)
         else:  # the first sample's exact counts, judged as the plain routing stage does
+            if out:
+                first = min(_HEAD.unpack_from(v)[1] for _, v in out)
+                held = self._held_first
+                self._held_first = first if held is None else min(held, first)
             self._held.append((offsets, out))  # type: ignore[arg-type]
             s["accepted"] += items
             s["malformed"] += bad
