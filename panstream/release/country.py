@@ -44,7 +44,7 @@ import numpy as np
 
 from panstream import geo
 from panstream.errors import ConfigurationError
-from panstream.release.honesty import BELOW_ZERO, flag_line, noise_dominated, shown
+from panstream.release.honesty import BELOW_ZERO, clamp_note, flag_line, noise_dominated, shown
 from panstream.release.ledger import group_privacy
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
@@ -301,8 +301,7 @@ def format_country_release(r: CountryRelease, top: int = 20) -> str:
                      f"[{shown(row.low, 0):,.0f}, {shown(row.high, 0):,.0f}]{flag}"
                      + (f" ({BELOW_ZERO})" if row.high < 0 else ""))
     if clamped:
-        lines.append("  shown clamped at 0 (a count is never negative); --json and --csv keep the "
-                     "released, unbiased values, which may be below 0")
+        lines.append(clamp_note("--json and --csv"))
     lines += [
         f"  privacy               output epsilon {r.epsilon:g} (all countries: one person is in "
         f"one) + state epsilon {r.epsilon_state:.6g} -> pan-private epsilon_total "

@@ -38,7 +38,14 @@ from fractions import Fraction
 from statistics import NormalDist
 from typing import Any
 
-from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
+from panstream.release.honesty import (
+    BELOW_ZERO,
+    advice,
+    clamp_note,
+    flag_line,
+    noise_dominated,
+    shown,
+)
 from panstream.release.ledger import group_privacy
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
@@ -283,8 +290,7 @@ def format_release(r: Release) -> str:
         *([flag] if flag else []),
         f"  density               {shown(r.density, 0, 1):>14.6f}   {pct} CI "
         f"[{shown(r.density_low, 0, 1):.6f}, {shown(r.density_high, 0, 1):.6f}]",
-        *(["  (shown clamped to the possible range; --json keeps the unbiased values)"]
-          if clamped else []),
+        *([clamp_note("--json", upper=math.isfinite(top) or r.density_high > 1)] if clamped else []),
         f"  noisy count of ones   {r.noisy_ones:>14,.3f}",
         f"  privacy               output epsilon {r.epsilon:g} + state epsilon "
         f"{r.epsilon_state:.6g} -> pan-private epsilon_total {r.epsilon_total:.6g} "
