@@ -39,7 +39,7 @@ from panstream.errors import ConfigurationError, InputFormatError, SourceError, 
 from panstream.estimators.base import Estimator
 from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.inputs.parser import Format, parse_format, tune_allocator
-from panstream.release.honesty import NOISE_FLAG
+from panstream.release.honesty import CLAMP_MARK_NOTE, NOISE_FLAG, shown, shown_count
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.sources import open_input, stdin_reader
 from panstream.sources.files import require_codec, sniff
@@ -102,30 +102,43 @@ def _counts(s: IngestStats, outside: str = "outside") -> str:
 
 
 def release_line(rel: dict[str, Any]) -> str:
-    """One human line for a periodic release of either family (its ``to_dict()``)."""
+    """One human line for a periodic release of either family (its ``to_dict()``).
+
+    Figures are shown clamped at 0 (the density also at 1), each clamped one marked ``*`` and
+    the line ending with what that means; the JSON keeps the released, unbiased values."""
     eps = rel["epsilon"]
     eps_out = eps["release"] if isinstance(eps, dict) else eps
     flag = (f", {NOISE_FLAG} (interval wider than the value)" if rel.get("noise_dominated")
             else "")
     tail = f"epsilon {eps_out:g}, budget left {rel['budget_remaining']:g}{flag}"
+    marked = False
 
-    def c(x: float | None) -> str:  # shown clamped at 0; the JSON keeps the unbiased value
-        return "-" if x is None else f"{max(float(x), 0.0):,.0f}"
+    def c(x: float | None) -> str:
+        nonlocal marked
+        if x is None:
+            return "-"
+        text = shown_count(x)
+        marked |= text.endswith("*")
+        return text
 
     if "cardinality" in rel:  # a sketch
-        return f"release: distinct {c(rel['distinct'])} [{c(rel['low'])}, {c(rel['high'])}], {tail}"
-    if "distinct" in rel:
-        return (f"release: distinct {c(rel['distinct'])} [{c(rel['distinct_low'])}, "
-                f"{c(rel['distinct_high'])}], density {min(max(rel['density'], 0.0), 1.0):.6f}, "
-                f"{tail}")
-    s = rel["stats"]
+        line = f"release: distinct {c(rel['distinct'])} [{c(rel['low'])}, {c(rel['high'])}], {tail}"
+    elif "distinct" in rel:
+        d = float(rel["density"])
+        mark = "*" if shown(d, 0, 1) != d else ""
+        marked |= bool(mark)
+        line = (f"release: distinct {c(rel['distinct'])} [{c(rel['distinct_low'])}, "
+                f"{c(rel['distinct_high'])}], density {shown(d, 0, 1):.6f}{mark}, {tail}")
+    else:
+        s = rel["stats"]
 
-    def iv(name: str) -> str:
-        v = s[name]
-        return f"{c(v['value'])} [{c(v['low'])}, {c(v['high'])}]"
+        def iv(name: str) -> str:
+            v = s[name]
+            return f"{c(v['value'])} [{c(v['low'])}, {c(v['high'])}]"
 
-    return (f"release: present {iv('present')}, seen once {iv('once')}, returning "
-            f"{iv('returning')}, {tail}")
+        line = (f"release: present {iv('present')}, seen once {iv('once')}, returning "
+                f"{iv('returning')}, {tail}")
+    return line + (f" ({CLAMP_MARK_NOTE})" if marked else "")
 
 
 def _lines(s: IngestStats) -> str:

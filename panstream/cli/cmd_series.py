@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from panstream.cli.common import emit_json, handle_errors, json_option
-from panstream.release.honesty import NOISE_FLAG, shown
+from panstream.release.honesty import NOISE_FLAG, clamp_note, shown_count
 from panstream.windows import horizon_line
 from panstream.windows.eventtime import label, parse_duration
 from panstream.windows.series import plot_series, read
@@ -43,15 +43,19 @@ def show(file: str, horizon: str | None, as_json: bool) -> None:
     if not recs:
         click.echo(f"{file}: no window released yet")
         return
+    clamped = False
     for r in recs:
         late = ("" if r.get("late_records") is None else
                 f"  late ~{max(float(r['late_records']), 0):,.0f}, untimed "
                 f"~{max(float(r['untimed_records'] or 0), 0):,.0f}")
         flag = f"  {NOISE_FLAG}" if r.get("noise_dominated") else ""
+        figures = [shown_count(float(r[k])) for k in ("estimate", "low", "high")]
+        clamped |= any(f.endswith("*") for f in figures)
         click.echo(f"{r['window']} .. {label(float(r['end']))}  {r['statistic']} "
-                   f"{shown(float(r['estimate'])):>10,.0f}  [{shown(float(r['low'])):,.0f}, "
-                   f"{shown(float(r['high'])):,.0f}]  epsilon "
+                   f"{figures[0]:>10}  [{figures[1]}, {figures[2]}]  epsilon "
                    f"{float(r['epsilon_window']):.6g}{late}{flag}")
+    if clamped:
+        click.echo(clamp_note("--json", indent=""))
     line = series_advice(recs)
     if line:
         click.echo(line)

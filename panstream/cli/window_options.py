@@ -22,6 +22,7 @@ from panstream.errors import ConfigurationError, InputFormatError, SourceError, 
 from panstream.ingest import Input
 from panstream.inputs.parser import Format, tune_allocator
 from panstream.planning import plan_split
+from panstream.release.honesty import CLAMP_MARK_NOTE, shown_count
 from panstream.sources import open_input, stdin_reader
 from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
@@ -234,9 +235,9 @@ def _progress_printer() -> Callable[[WindowStats], None]:
 def window_line(rec: dict[str, Any]) -> str:
     """One human line for a closed window's record."""
     pct = f"{100 * float(rec.get('confidence') or 0.95):g} %"
+    figures = [shown_count(rec[k]) for k in ("estimate", "low", "high")]
     line = (f"window {rec['window']} .. {label(rec['end'])}: {rec['statistic']} "
-            f"{max(rec['estimate'], 0):,.0f} [{max(rec['low'], 0):,.0f}, "
-            f"{max(rec['high'], 0):,.0f}] ({pct})"
+            f"{figures[0]} [{figures[1]}, {figures[2]}] ({pct})"
             + (" NOISE-DOMINATED (interval wider than the value)"
                if rec.get("noise_dominated") else "") + ", epsilon "
             f"{rec['epsilon_window']:.6g} (state {rec['epsilon_state']:.6g} + release "
@@ -244,7 +245,7 @@ def window_line(rec: dict[str, Any]) -> str:
     if rec.get("late_records") is not None:
         line += (f"; late lines ~{max(rec['late_records'], 0):,}, untimed "
                  f"~{max(rec['untimed_records'], 0):,} (sd {rec['late_sd']:.1f})")
-    return line
+    return line + (f" ({CLAMP_MARK_NOTE})" if any(f.endswith("*") for f in figures) else "")
 
 
 def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Universe | None,

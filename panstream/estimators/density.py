@@ -58,7 +58,9 @@ class Estimate:
         theta: fraction of ones in the table.
         density: unbiased estimate of the fraction of cells that appeared, ``(theta-q)/(p-q)``.
         distinct: estimated number of distinct items. For ``hashed`` universes it is corrected for
-            collisions by linear counting, ``-m ln(1 - density)``.
+            collisions by linear counting, ``-m ln(1 - density)``, unclamped below density 0
+            (:func:`~panstream.release.stats.linear_count`), so sums of shard estimates stay
+            unbiased.
         stderr_density: binomial-model standard error of ``density``.
         stderr_distinct: standard error of ``distinct`` (delta method for hashed universes).
         ones: number of ones; size: number of cells.

@@ -44,16 +44,18 @@ import numpy as np
 
 from panstream import geo
 from panstream.errors import ConfigurationError
-from panstream.release.honesty import BELOW_ZERO, flag_line, noise_dominated, shown
+from panstream.release.honesty import BELOW_ZERO, clamp_note, flag_line, noise_dominated, shown
 from panstream.release.ledger import group_privacy
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
     DEFAULT_CONFIDENCE,
     charge,
     debias,
+    linear_count,
     noise_quantile,
     occupancy_stderr,
     output_law,
+    stderr_distinct,
     stderr_state,
 )
 from panstream.sketch.release import fit_noisy_levels, interval_halfwidth, noisy_ones
@@ -202,18 +204,6 @@ def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
         budget_remaining=est.ledger.remaining, time=entry.time)
 
 
-def _linear_count(density: float, m: int) -> float:
-    """Linear counting of a block of ``m`` hashed cells, ``-m ln(1 - density)``, **unclamped**
-    below density 0 (a negative count near 0, as the density's noise gave it; near 0 it is
-    ``m * density``, the unbiased scale), capped where the block saturates (density
-    ``1 - 1/m``).
-
-    >>> [round(_linear_count(d, 1024), 2) for d in (-0.01, 0.0, 0.01)]
-    [-10.19, 0.0, 10.29]
-    """
-    return -m * math.log1p(-min(density, 1.0 - 1.0 / m))
-
-
 def _table_name(est: Any) -> str | None:
     table = est.universe.geo
     if table is None:  # a state no arrival reached yet in this process (e.g. a window's table)
@@ -236,9 +226,10 @@ def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplac
     released as a ``hashed-ip`` table is (:func:`panstream.release.density.release`): debiased
     density, linear counting, an interval with the randomized response's and the hash
     collisions' (occupancy) errors and the release noise; each block's count and interval are
-    released unclamped below 0 (:func:`_linear_count`). The total sums the blocks' unclamped
-    linear counts; its interval is a normal of the summed state variances plus a Laplace of the
-    summed release variances.
+    released unclamped below 0 (:func:`~panstream.release.stats.linear_count`, the same linear
+    counting as a ``hashed-ip`` release). The total sums the blocks' unclamped linear counts; its
+    interval is a normal of the summed state variances plus a Laplace of the summed release
+    variances.
 
     Raises:
         ConfigurationError: invalid epsilon, mechanism or confidence.
@@ -258,12 +249,10 @@ def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplac
         se_state = stderr_state(density, m, p, q)
         se_occ = occupancy_stderr(density, m)
         h = noise_quantile(math.hypot(se_state, se_occ) * scale, law, confidence) / scale
-        n = _linear_count(density, m)  # unclamped below 0: an empty block is centred on 0
-        low, high = _linear_count(density - h, m), _linear_count(density + h, m)
-        f = min(density, 1.0 - 1.0 / m)
-        slope = m / (1.0 - max(f, 0.0))  # d(linear count)/d(density)
-        var_s = (math.hypot(se_state, se_occ) * slope) ** 2
-        var_r = law.variance * (slope / scale) ** 2
+        n = linear_count(density, m)  # unclamped below 0: an empty block is centred on 0
+        low, high = linear_count(density - h, m), linear_count(density + h, m)
+        var_s = stderr_distinct(density, math.hypot(se_state, se_occ), m, True) ** 2
+        var_r = stderr_distinct(density, math.sqrt(law.variance) / scale, m, True) ** 2
         rows.append(CountryRow(code, n, low, high, math.sqrt(var_s + var_r),
                                noise_dominated(n, low, high)))
         raw.append(n)
@@ -312,8 +301,7 @@ def format_country_release(r: CountryRelease, top: int = 20) -> str:
                      f"[{shown(row.low, 0):,.0f}, {shown(row.high, 0):,.0f}]{flag}"
                      + (f" ({BELOW_ZERO})" if row.high < 0 else ""))
     if clamped:
-        lines.append("  shown clamped at 0 (a count is never negative); --json and --csv keep the "
-                     "released, unbiased values, which may be below 0")
+        lines.append(clamp_note("--json and --csv"))
     lines += [
         f"  privacy               output epsilon {r.epsilon:g} (all countries: one person is in "
         f"one) + state epsilon {r.epsilon_state:.6g} -> pan-private epsilon_total "

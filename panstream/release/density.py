@@ -17,8 +17,11 @@ Mechanisms (exact samplers in :mod:`panstream.release.noise`): ``"laplace"`` (di
 integer noise, released count clamped to ``[0, |X|]``). The epsilon reported is the realized one.
 
 Everything in a :class:`Release` is computed from the noisy count and public parameters only; the
-noise itself is not kept. The release reads its table through the :class:`~panstream.release.stats.
-CountingTable` protocol and imports no estimator: estimators call it (``est.release``).
+noise itself is not kept. Nothing in it is clamped below 0 (the one rule of
+:mod:`panstream.release.honesty`): sums and averages of releases stay unbiased;
+:func:`format_release` shows the figures clamped and says so. The release reads its table through
+the :class:`~panstream.release.stats.CountingTable` protocol and imports no estimator: estimators
+call it (``est.release``).
 
 >>> import panstream as ps
 >>> est = ps.DensityEstimator(ps.Universe.range(1 << 12), epsilon=1.0, budget=1.0)
@@ -38,7 +41,14 @@ from fractions import Fraction
 from statistics import NormalDist
 from typing import Any
 
-from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
+from panstream.release.honesty import (
+    BELOW_ZERO,
+    advice,
+    clamp_note,
+    flag_line,
+    noise_dominated,
+    shown,
+)
 from panstream.release.ledger import group_privacy
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
@@ -64,7 +74,9 @@ class Release:
     Attributes:
         density: debiased noisy density ``((noisy_ones/|X|) - q) / (p - q)``; unbiased for
             ``laplace``, so it may fall slightly outside [0, 1] (clamp it yourself if needed).
-        distinct: distinct count from ``density`` (linear counting for hashed universes).
+        distinct: distinct count from ``density`` (linear counting for hashed universes), never
+            clamped: below 0 when the density is (an empty table's, about half the time); a
+            hashed table's is capped only where it saturates, at ``size ln size``.
         noisy_ones: the noisy count of ones that was released (all else derives from it).
         epsilon: realized output epsilon of this release.
         epsilon_state: realized state epsilon of the table.
@@ -74,8 +86,9 @@ class Release:
         confidence: level of the intervals below (0.95 by default).
         density_low, density_high: interval for the density combining the binomial state noise
             and the release noise (approximate: plug-in density, no boundary correction).
-        distinct_low, distinct_high: the same interval mapped to distinct counts; for a hashed
-            universe it also includes the hash-collision (occupancy) error of linear counting.
+        distinct_low, distinct_high: the same interval mapped to distinct counts (unclamped, as
+            ``distinct``); for a hashed universe it also includes the hash-collision (occupancy)
+            error of linear counting.
         stderr_density: standard deviation of ``density`` from both noise sources.
         size: number of cells |X|; universe: its spec; p, q: the exact D1 and D0 probabilities (as
             strings).
@@ -283,8 +296,7 @@ def format_release(r: Release) -> str:
         *([flag] if flag else []),
         f"  density               {shown(r.density, 0, 1):>14.6f}   {pct} CI "
         f"[{shown(r.density_low, 0, 1):.6f}, {shown(r.density_high, 0, 1):.6f}]",
-        *(["  (shown clamped to the possible range; --json keeps the unbiased values)"]
-          if clamped else []),
+        *([clamp_note("--json", upper=math.isfinite(top) or r.density_high > 1)] if clamped else []),
         f"  noisy count of ones   {r.noisy_ones:>14,.3f}",
         f"  privacy               output epsilon {r.epsilon:g} + state epsilon "
         f"{r.epsilon_state:.6g} -> pan-private epsilon_total {r.epsilon_total:.6g} "

@@ -10,7 +10,8 @@ three levers, with the numbers the planner uses (:mod:`panstream.planning`).
 One rule for values outside the possible range (all families): what is *released* (``--json``,
 CSV, the API's attributes, series files) is the unbiased estimate and its interval, which may fall
 below 0 or above the most the universe can hold; what is *shown* to a person (text lines,
-pictures) is clamped to the possible range by :func:`shown`, and the line says so.
+pictures) is clamped to the possible range by :func:`shown`, and the printout says so
+(:func:`clamp_note` under a block of figures, :func:`shown_count`'s ``*`` in a one-line one).
 
 >>> noise_dominated(193.0, 0.0, 408.0)
 True
@@ -18,19 +19,24 @@ True
 False
 >>> shown(-27.4, 0, 65_536)
 0.0
+>>> shown_count(-27.4), shown_count(1234.5)
+('0*', '1,234')
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["BELOW_ZERO", "NOISE_FLAG", "advice", "flag_line", "noise_dominated", "shown"]
+__all__ = ["BELOW_ZERO", "CLAMP_MARK_NOTE", "NOISE_FLAG", "advice", "clamp_note", "flag_line",
+           "noise_dominated", "shown", "shown_count"]
 
 #: The mark a one-line printout appends to a noise-dominated estimate.
 NOISE_FLAG = "NOISE-DOMINATED"
 #: What a printout says when a whole interval fell below 0, so its clamped "[0, 0]" is not read
 #: as a certain zero.
 BELOW_ZERO = "the whole interval fell below 0: noise around a small count"
+#: What a one-line printout appends when a figure it shows carries :func:`shown_count`'s ``*``.
+CLAMP_MARK_NOTE = "* shown clamped at 0; --json keeps the released, unbiased value"
 
 
 def noise_dominated(estimate: float, low: float, high: float) -> bool:
@@ -47,6 +53,27 @@ def noise_dominated(estimate: float, low: float, high: float) -> bool:
 def shown(value: float, low: float = 0.0, high: float = math.inf) -> float:
     """``value`` clamped to ``[low, high]`` for display (released values are never clamped)."""
     return float(min(max(float(value), low), high))
+
+
+def shown_count(value: float, low: float = 0.0, high: float = math.inf) -> str:
+    """A count for a one-line printout: :func:`shown`, to the unit, marked ``*`` when it was
+    clamped (the line then ends with :data:`CLAMP_MARK_NOTE`)."""
+    s = shown(value, low, high)
+    return f"{s:,.0f}" + ("*" if s != float(value) else "")
+
+
+def clamp_note(outputs: str = "--json", upper: bool = False, indent: str = "  ") -> str:
+    """The line a printout adds under its figures when one it shows was clamped (``upper``: also
+    at the most the universe holds), naming the outputs that keep the released values.
+
+    >>> print(clamp_note("--json and --csv"))  # doctest: +NORMALIZE_WHITESPACE
+      shown clamped at 0 (a count is never negative); --json and --csv keep the released,
+      unbiased values, which may be below 0
+    """
+    where, beyond = ("at 0 and at the universe's size", " or above it") if upper else ("at 0", "")
+    verb = "keeps" if " and " not in outputs else "keep"
+    return (f"{indent}shown clamped {where} (a count is never negative); {outputs} {verb} the "
+            f"released, unbiased values, which may be below 0{beyond}")
 
 
 def _rr_state_epsilon(epsilon_state: float, factor: float) -> float:

@@ -96,20 +96,45 @@ def stderr_state(density: float, cells: int, p: Fraction | float, q: Fraction | 
     return math.sqrt((f * pf * (1 - pf) + (1 - f) * qf * (1 - qf)) / cells) / (pf - qf)
 
 
-def distinct_from_density(density: float, size: int, hashed: bool) -> float:
-    """Distinct-item count from a density: ``density * size``, or linear counting if ``hashed``.
+def linear_count(density: float, size: int) -> float:
+    """Linear counting of a hashed table (or block) of ``size`` cells, ``-size ln(1 - density)``,
+    **unclamped below density 0** and capped where the table saturates.
 
-    For hashed universes a density at or above ``1 - 1/size`` saturates: the estimate is capped at
+    A density below 0 is what the noise gave an (almost) empty table: the count extends
+    naturally to negative values (near 0 it is ``size * density``, the unbiased scale), so an
+    empty table's count is centred on 0 and sums and averages of releases stay unbiased
+    (docs/release.md, "Negative estimates"). Only printouts and reports show it clamped at 0.
+    Above, a density at or beyond ``1 - 1/size`` saturates: the count is capped at
     ``size * ln(size)`` (the table is too small for the stream; plan a larger one).
+
+    >>> [round(linear_count(d, 1024), 2) for d in (-0.01, 0.0, 0.01)]
+    [-10.19, 0.0, 10.29]
+    >>> linear_count(1.5, 1024) == linear_count(1 - 1 / 1024, 1024) == 1024 * math.log(1024)
+    True
+    """
+    return -size * math.log1p(-min(density, 1.0 - 1.0 / size))
+
+
+def distinct_from_density(density: float, size: int, hashed: bool) -> float:
+    """Distinct-item count from a density: ``density * size``, or :func:`linear_count` if
+    ``hashed``. Never clamped below 0 (either way a negative density gives a negative count);
+    a hashed table's count is capped where it saturates, at ``size * ln(size)``.
+
+    >>> distinct_from_density(-0.01, 1024, False), round(distinct_from_density(-0.01, 1024, True), 2)
+    (-10.24, -10.19)
     """
     if not hashed:
         return density * size
-    f = min(max(density, 0.0), 1.0 - 1.0 / size)
-    return -size * math.log1p(-f)
+    return linear_count(density, size)
 
 
 def stderr_distinct(density: float, se_density: float, size: int, hashed: bool) -> float:
-    """Standard error of :func:`distinct_from_density` (delta method for linear counting)."""
+    """Standard error of :func:`distinct_from_density` (delta method for linear counting).
+
+    The slope of linear counting, ``size / (1 - f)``, is taken at the plug-in density ``f``
+    clamped to ``[0, 1 - 1/size]``: below 0 it stays ``size``, the slope at an empty table's true
+    density 0 (the estimate itself is not clamped, :func:`linear_count`).
+    """
     if not hashed:
         return se_density * size
     f = min(max(density, 0.0), 1.0 - 1.0 / size)

@@ -170,8 +170,11 @@ _CLAMP_NOTE = ("* shown at the edge of the possible range (never below 0): the r
 
 def _cap(d: Mapping[str, Any]) -> float:
     """The largest count a release's figure can have: its universe's size where the file says
-    it, else unbounded."""
+    it, else unbounded. A hashed table's linear count may exceed its size (up to ``size ln
+    size``, where the release itself caps it), so it is unbounded here."""
     size = _finite(get(d, "size"))
+    if str(get(d, "universe") or "").startswith("hashed"):
+        return math.inf
     return math.inf if size is None or size <= 0 else size
 
 
@@ -385,8 +388,8 @@ def _release_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
     mech = get(r.data, "mechanism")
     page.sections.append(
         f'<section id="{anchor}"><h2>Release: {escape(r.name)}</h2>'
-        f"<p><strong>{escape(head.statistic)} {number_text(_shown(head.estimate, c))}</strong>, "
-        f"{pct} interval [{number_text(_shown(head.low, c))}, {number_text(_shown(head.high, c))}]"
+        f"<p><strong>{escape(head.statistic)} {_inline(head.estimate, c)}</strong>, "
+        f"{pct} interval [{_inline(head.low, c)}, {_inline(head.high, c)}]"
         + (" \u2014 <span class=\"ndtag\">noise-dominated</span>" if head.noise_dominated else "")
         + f" ({escape(head.family)} family, universe <code>{escape(head.universe)}</code>"
         + (f", {escape(str(mech))} noise" if mech else "")
@@ -498,8 +501,9 @@ def _map_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
     cap = math.inf if any(c is None for c in cells) else float(sum(c or 0 for c in cells))
     total = ("" if head is None else
              f" The whole map adds up to {escape(head.statistic)} "
-             f"{number_text(_shown(head.estimate, cap))} [{number_text(_shown(head.low, cap))}, "
-             f"{number_text(_shown(head.high, cap))}].")
+             f"{_inline(head.estimate, cap)} [{_inline(head.low, cap)}, {_inline(head.high, cap)}].")
+    total_clamped = head is not None and any(_shown(v, cap) != v
+                                             for v in (head.estimate, head.low, head.high))
     open_attr = " open" if n <= _OPEN_ROWS else ""
     page.sections.append(
         f'<section id="{anchor}"><h2>Map: {escape(r.name)}</h2>'
@@ -511,7 +515,8 @@ def _map_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
            f" A bucket's density is \u00b1{float(half):.3f} at {pct} from noise alone: smaller "
            "differences between buckets are not signal.")
         + f" {nd} bucket(s) are noise-dominated.{total}</p>"
-        f'<p class="rule">{escape(summary)}</p>'
+        + (f'<p class="note">{escape(_CLAMP_NOTE)}</p>' if total_clamped else "")
+        + f'<p class="rule">{escape(summary)}</p>'
         f"<figure>{chart}<figcaption>{escape(how)}</figcaption></figure>"
         f"<details{open_attr}><summary>Table: the {n:,} buckets (the numbers of the map)</summary>"
         f"<table><caption>Buckets of {escape(r.name)}, {pct} intervals</caption><thead><tr>"

@@ -354,7 +354,7 @@ class SeriesMetrics:
         self.registry = r = CollectorRegistry()
         labels = ["window", "window_end", "statistic", "family"]
         self.estimate = Gauge("panstream_window_estimate", "Released estimate of the last closed "
-                              "window (noisy)", labels, registry=r)
+                              "window (noisy, unclamped: may be below 0)", labels, registry=r)
         self.low = Gauge("panstream_window_low", "Lower bound of its interval", labels, registry=r)
         self.high = Gauge("panstream_window_high", "Upper bound of its interval", labels,
                           registry=r)
