@@ -462,7 +462,10 @@ class WindowSliceStage(SliceStage):
     # -------------------------------------------------------------- fencing
     def _claim_key(self, tp: TopicPartition) -> str:
         """``<group>-wcells/<r>``: the slice's claim in the window store."""
-        return shard_key(window_topic(self.group), tp.partition)
+        return self._slice_key(tp.partition)
+
+    def _slice_key(self, r: int) -> str:
+        return shard_key(window_topic(self.group), r)
 
     def _owned(self, r: int) -> contextlib.AbstractContextManager[None]:
         """The block that writes slice ``r``'s window files: it runs only while this member's
@@ -471,7 +474,7 @@ class WindowSliceStage(SliceStage):
         Raises:
             FencedError: another member claimed the slice since, or this one never did.
         """
-        key = shard_key(window_topic(self.group), r)
+        key = self._slice_key(r)
         epoch = self._epochs.get(key)
         if epoch is None:
             msg = f"window-slices of {key} not written: this member never claimed its partition"
