@@ -625,11 +625,22 @@ class WindowSliceStage(SliceStage):
         self.closed[r].add(start)
 
     # -------------------------------------------------------------- checkpoint, release
-    def _save_open(self, shards: list[Shard]) -> dict[TopicPartition, int]:
+    def _save_open(self, shards: list[Shard], now: float | None = None
+                   ) -> dict[TopicPartition, int]:
+        """Every open window-slice of ``shards`` durable, each slice under its claim (one hold
+        of the slice's claim for all its windows); with ``now``, the slice first follows the
+        schedule at ``now`` in the same hold. Returns the offsets to commit.
+
+        Raises:
+            FencedError: another member claimed one of the slices since (none of that slice's
+                files written; the member stops).
+        """
         offsets: dict[TopicPartition, int] = {}
         for shard in shards:
             r = shard.partition.partition  # type: ignore[attr-defined]
             with self._owned(r):
+                if now is not None and r in self.wins:
+                    self._follow_owned(r, now)
                 for start, est in sorted(self.wins.get(r, {}).items()):
                     data = encode_slice(est, self.layout, r)
                     try:
@@ -654,12 +665,7 @@ class WindowSliceStage(SliceStage):
         """The schedule followed at this instant (due windows closed, open ones made), every open
         window-slice durable, then the internal offsets committed (then deleted), then any
         complete window released (and published to the results topic)."""
-        now = self.wall_clock()
-        for shard in list(self.shards.values()):
-            r = shard.partition.partition  # type: ignore[attr-defined]
-            if r in self.wins:
-                self.follow_schedule(r, now)
-        offsets = self._save_open(list(self.shards.values()))
+        offsets = self._save_open(list(self.shards.values()), self.wall_clock())
         if offsets:
             self._commit_sync(dict(offsets))
         self.checkpointer.checkpoint([])  # serves this instant of the fixed clock; records it
