@@ -6,10 +6,10 @@ quixstreams' ``checkpointing/checkpoint.py``). It imports nothing from Kafka: a 
 key -> bytes), both tiny protocols, so the order below can be tested without a broker.
 
 A *shard* is the bit table of one input partition (:class:`Shard`). A consumer owns one shard per
-assigned partition; shard and partition move together on a rebalance. The routed slice stage
-hands the checkpointer a fenced view of its store (:class:`panstream.state.fence.FencedSaves`), so
-step 3 refuses (directory) or tags (state topic) the save of a slice another member has claimed
-since; the order below is the same.
+assigned partition; shard and partition move together on a rebalance. Kafka's group members
+(every layout) hand the checkpointer a fenced view of their store
+(:class:`panstream.state.fence.FencedSaves`), so step 3 refuses (directory) or tags (state topic)
+the save of a shard or slice another member has claimed since; the order below is the same.
 
 :meth:`Checkpointer.checkpoint` runs these steps, in this order:
 

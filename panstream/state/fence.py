@@ -1,41 +1,46 @@
-"""Fencing slice snapshots: a member that no longer owns a slice never has its snapshot restored.
+"""Fencing snapshots: a member that no longer owns a partition's state never has it restored.
 
-**The loss it prevents** (issue 26). A member Z of ``<group>-slices`` holds slice ``r`` through
-internal offset ``Pz`` and stops for longer than its session (a stop-the-world pause). The group
-hands ``r`` to N, which restores the slice, applies what follows the committed offset and
-checkpoints: its snapshot covers ``C' > Pz`` and it commits ``C'``. Z wakes and writes its older
-snapshot over N's. If N now dies before its next checkpoint (``kill -9``), or a release reads the
-store meanwhile, the arrivals in ``(Pz, C']`` are gone: a restore replays only from ``C'``. Z's
-commit fails (Kafka refuses a commit from an old generation), but its snapshot does not.
+**The loss it prevents** (issue 26). A member Z of a consumer group holds a partition's state (a
+routed slice ``r`` of ``<group>-slices``, a per-partition shard of ``<group>``, a window-slice of
+``<group>-slices`` under ``--window``) through offset ``Pz`` and stops for longer than its
+session (a stop-the-world pause). The group hands the partition to N, which restores the state,
+applies what follows the committed offset and checkpoints: its snapshot covers ``C' > Pz`` and it
+commits ``C'``. Z wakes and writes its older snapshot over N's. If N now dies before its next
+checkpoint (``kill -9``), or a release reads the store meanwhile, the arrivals in ``(Pz, C']``
+are gone: a restore replays only from ``C'``. Z's commit fails (Kafka refuses a commit from an
+old generation), but its snapshot does not.
 
-**The fence.** Every slice has an *ownership epoch*. A member claims the slice when it is
-assigned (before it reads the snapshot) and tags every save with the epoch it claimed:
+**The fence.** Every partition's state has an *ownership epoch*. A member claims it when the
+partition is assigned (before it reads the snapshot) and tags every save with the epoch it
+claimed (:class:`~panstream.sources.kafka.tail.KafkaTail` does this for all three layouts):
 
 * the claim's epoch is ``base + generation``, where ``generation`` is the member's generation in
-  ``<group>-slices`` at the assignment (Kafka raises it at every rebalance, and hands a partition
+  its consumer group at the assignment (Kafka raises it at every rebalance, and hands a partition
   to one member per generation), and ``base`` is 0 until a group is recreated (below). A later
   owner's epoch is therefore always higher than an earlier owner's, *whatever the order in which
   their writes reach the store*: the ordering comes from the broker, not from who wrote first;
-* a store keeps, or picks, only the snapshot of the slice's highest epoch
+* a store keeps, or picks, only the snapshot of the key's highest epoch
   (:class:`~panstream.state.stores.DirectoryStore`: a save under another epoch than the claimed
-  one is refused under the slice's ``flock``; :class:`~panstream.state.stores.TopicStore`: every
-  reader takes the newest snapshot of the highest epoch, so a zombie's later record is ignored).
+  one is refused under the key's ``flock``, and :meth:`~panstream.state.stores.DirectoryStore.
+  claimed` fences any other writes, e.g. the several window-slices of one slice;
+  :class:`~panstream.state.stores.TopicStore`: every reader takes the newest snapshot of the
+  highest epoch, so a zombie's later record is ignored).
 
 **A claim that is not higher** than the stored epoch comes from a member whose generation is
-older than the slice's last owner's (a zombie that claims late), or from a group whose
-generations restarted (Kafka forgets a group a week after its last member left,
-``offsets.retention.minutes``, and the next incarnation counts from 1 again). The claimant tells
-the two apart by asking the broker (:func:`claim_epoch`'s ``current``: it commits the slice's
-committed offset again, which Kafka accepts only from a member of the current generation): a
-current member *rebases* (``base`` = the stored epoch, so its epoch is higher again); a zombie
-gets :class:`~panstream.errors.FencedError` and stops.
+older than the last owner's (a zombie that claims late), or from a group whose generations
+restarted (Kafka forgets a group a week after its last member left, ``offsets.retention.minutes``,
+and the next incarnation counts from 1 again). The claimant tells the two apart by asking the
+broker (:func:`claim_epoch`'s ``current``: it commits the partition's committed offset again,
+which Kafka accepts only from a member of the current generation): a current member *rebases*
+(``base`` = the stored epoch, so its epoch is higher again); a zombie gets
+:class:`~panstream.errors.FencedError` and stops.
 
-**What an epoch reveals** (invariant 1). An epoch counts the rebalances of the slice group (plus
-the epochs of earlier incarnations): when members joined, left or died. That is public
-operational data (any client of the group reads the generation; the broker logs it); it counts
-no arrival, no message and no offset. Storing the internal topic's offsets in snapshots, which
-also would fence, was rejected because an offset is a per-slice stream length
-(docs/threat-model.md, "Replays of the counter family").
+**What an epoch reveals** (invariant 1). An epoch counts the rebalances of the group (plus the
+epochs of earlier incarnations): when members joined, left or died. That is public operational
+data (any client of the group reads the generation; the broker logs it); it counts no arrival, no
+message and no offset. Storing the partition's offsets in snapshots, which also would fence, was
+rejected because an offset is a per-partition stream length (docs/threat-model.md, "Replays of
+the counter family").
 
 Stores written before fencing restore unchanged: a snapshot without an epoch has epoch 0, below
 any claim, and is read until the first fenced save replaces it.
@@ -50,7 +55,7 @@ Example:
     >>> claim_epoch(Fence(5), generation=4, current=lambda: False, key="g-cells/0")
     Traceback (most recent call last):
     ...
-    panstream.errors.FencedError: slice g-cells/0 was claimed at epoch 5 by a newer owner ...
+    panstream.errors.FencedError: g-cells/0 was claimed at epoch 5 by a newer owner ...
 """
 
 from __future__ import annotations
@@ -64,7 +69,7 @@ from panstream.errors import FencedError
 
 @dataclass(frozen=True)
 class Fence:
-    """A slice's ownership epoch and the base it counts generations from (both public)."""
+    """A key's ownership epoch and the base it counts generations from (both public)."""
 
     epoch: int
     base: int = 0
@@ -75,13 +80,13 @@ def claim_epoch(stored: Fence | None, generation: int, current: Callable[[], boo
     """The fence of a new claim of ``key`` (see the module docstring).
 
     Args:
-        stored: the slice's fence in the store (``None``: never claimed; epoch 0 for a store
+        stored: the key's fence in the store (``None``: never claimed; epoch 0 for a store
             written before fencing).
         generation: the claimant's generation in its consumer group at the assignment (values
             below 1, "not known", count as 1).
         current: asks the broker whether the claimant is still a member of the group's current
             generation (called only when the claim would not be higher than ``stored``).
-        key: the slice's store key, for the message.
+        key: the store key of the partition's state (a shard, a slice), for the message.
 
     Raises:
         FencedError: the claim is not higher and the claimant is not current (a zombie).
@@ -92,7 +97,7 @@ def claim_epoch(stored: Fence | None, generation: int, current: Callable[[], boo
     if stored.base + g > stored.epoch:
         return Fence(stored.base + g, stored.base)
     if not current():
-        msg = (f"slice {key} was claimed at epoch {stored.epoch} by a newer owner than this "
+        msg = (f"{key} was claimed at epoch {stored.epoch} by a newer owner than this "
                f"member (generation {g}): this member was evicted from its group (a long pause?) "
                "and stops without writing or committing; restart it to rejoin")
         raise FencedError(msg)
@@ -102,15 +107,15 @@ def claim_epoch(stored: Fence | None, generation: int, current: Callable[[], boo
 def fenced_message(key: str, mine: int, stored: Fence | None) -> str:
     """The one line of a save refused by the fence."""
     now = "no claim" if stored is None else f"epoch {stored.epoch}"
-    return (f"slice snapshot {key} not saved: the store shows {now} for it, this member claimed "
-            f"epoch {mine}, so another member owns the slice now (this one was evicted, e.g. "
+    return (f"snapshot {key} not saved: the store shows {now} for it, this member claimed "
+            f"epoch {mine}, so another member owns its partition now (this one was evicted, e.g. "
             "after a long pause); it stops without committing, nothing is lost (the owner holds "
-            "the slice); restart it to rejoin the group")
+            "the state); restart it to rejoin the group")
 
 
 @runtime_checkable
 class FencedStore(Protocol):
-    """A shard store that can fence the snapshots of a slice (both panstream stores can)."""
+    """A shard store that can fence the snapshots of a key (both panstream stores can)."""
 
     def claim(self, key: str, generation: int, current: Callable[[], bool]) -> int:
         """Claim ``key`` for a new owner (:func:`claim_epoch`); durable where the store keeps
@@ -121,7 +126,7 @@ class FencedStore(Protocol):
         sees a newer claim, ignored by readers of a store that cannot refuse it."""
 
     def load(self, key: str) -> bytes | bytearray | None:
-        """The snapshot of the slice's highest epoch."""
+        """The snapshot of the key's highest epoch."""
 
     def keys(self) -> list[str]:
         """All keys holding a snapshot."""
@@ -130,7 +135,7 @@ class FencedStore(Protocol):
 class FencedSaves:
     """A :class:`~panstream.state.checkpoint.ShardStore` view that saves every key under the epoch
     its owner claimed, so the generic :class:`~panstream.state.checkpoint.Checkpointer` fences
-    without knowing it (the routed slice stage hands it this view).
+    without knowing it (:class:`~panstream.sources.kafka.tail.KafkaTail` hands it this view).
 
     Args:
         store: the fenced store.
@@ -144,7 +149,7 @@ class FencedSaves:
     def save(self, key: str, data: bytes | bytearray) -> None:
         epoch = self.epochs.get(key)
         if epoch is None:
-            msg = f"slice snapshot {key} not saved: this member never claimed the slice"
+            msg = f"snapshot {key} not saved: this member never claimed its partition"
             raise FencedError(msg)
         self.store.save_fenced(key, data, epoch)
 

@@ -229,11 +229,26 @@ class DirectoryStore:
             FencedError: another member claimed the slice since (nothing is written).
             StateError: the snapshot cannot be written.
         """
+        with self.claimed(key, epoch):
+            self.save(key, data)
+
+    @contextlib.contextmanager
+    def claimed(self, key: str, epoch: int) -> Iterator[None]:
+        """Run the block only while ``key``'s claim is still ``epoch``, holding ``key``'s
+        ``flock`` throughout (every claim takes it too: none can slip in during the block).
+
+        For writes of other keys that belong to the claimed partition: the window-slices of
+        slice ``r`` under ``--window`` (``<group>-w<start>/<r>`` and its closed copy) are saved
+        and removed inside ``claimed("<group>-wcells/<r>", epoch)``.
+
+        Raises:
+            FencedError: another member claimed ``key`` since (the block does not run).
+        """
         with self._slice_lock(key):
             stored = self.fence(key)
             if stored is None or stored.epoch != epoch:
                 raise FencedError(fenced_message(key, epoch, stored))
-            self.save(key, data)
+            yield
 
     def delete(self, key: str) -> None:
         """Remove the snapshot of ``key`` (none is fine); durable on return (the directory is

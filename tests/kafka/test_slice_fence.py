@@ -25,14 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import pytest
+from _group_fakes import Consumer, Group
 from fakes import MemoryLog
 from kafka import TopicPartition
-from kafka.errors import CommitFailedError
 
 from panstream import estimators
 from panstream.errors import FencedError, SourceError
@@ -60,46 +58,6 @@ A, B, C = range(0, 50), range(100, 150), range(200, 250)  # arrivals, 10 cells a
 class Rec:
     offset: int
     value: bytes
-
-
-class Group:
-    """The broker's side of ``g-slices``: its generation and committed offsets. A commit from a
-    member of an older generation fails, as Kafka's (``ILLEGAL_GENERATION``)."""
-
-    def __init__(self) -> None:
-        self.generation = 1
-        self.committed: dict[TopicPartition, int] = {}
-
-    def rebalance(self) -> None:
-        self.generation += 1
-
-
-class Consumer:
-    """A member's consumer in ``group`` at its current generation (kafka-python's attributes the
-    stage reads: ``_coordinator._generation.generation_id``)."""
-
-    def __init__(self, group: Group) -> None:
-        self.group = group
-        self.generation = group.generation
-        self._coordinator = SimpleNamespace(_generation=SimpleNamespace(
-            generation_id=self.generation))
-
-    def commit(self, offsets: dict[TopicPartition, Any]) -> None:
-        if self.generation != self.group.generation:
-            raise CommitFailedError("the group has already rebalanced")
-        self.group.committed.update({tp: om.offset for tp, om in offsets.items()})
-
-    def committed(self, tp: TopicPartition) -> int | None:
-        return self.group.committed.get(tp)
-
-    def beginning_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return dict.fromkeys(tps, 0)
-
-    def pause(self, *tps: TopicPartition) -> None:
-        pass
-
-    def resume(self, *tps: TopicPartition) -> None:
-        pass
 
 
 def records(cells: range, first_offset: int) -> list[Rec]:

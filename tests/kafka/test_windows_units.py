@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _group_fakes import Consumer, Group
 from kafka import TopicPartition
 
 from panstream.estimators.density import DensityEstimator
@@ -56,10 +57,14 @@ class Clock:
         return self.now
 
 
-def stage(tmp: Path, clock: Clock) -> WindowSliceStage:
-    return WindowSliceStage(config(tmp), LAYOUT, spec=SPEC, group="g", sources=["logs"],
-                            wstore=DirectoryStore(tmp / "windows"),
-                            series_path=str(tmp / "s.jsonl"), wall_clock=clock)
+def stage(tmp: Path, clock: Clock, group: Group | None = None) -> WindowSliceStage:
+    """A window slice stage, a member of ``group`` (``g-slices``) in its current generation (a
+    group of its own if none: window-slices are claimed on assignment)."""
+    s = WindowSliceStage(config(tmp), LAYOUT, spec=SPEC, group="g", sources=["logs"],
+                         wstore=DirectoryStore(tmp / "windows"),
+                         series_path=str(tmp / "s.jsonl"), wall_clock=clock)
+    s.consumer = Consumer(group or Group())
+    return s
 
 
 def test_a_window_slice_opens_and_closes_on_the_clock(tmp_path: Path) -> None:
@@ -85,6 +90,7 @@ def test_a_window_slice_opens_and_closes_on_the_clock(tmp_path: Path) -> None:
     s._apply({tp: [Rec(encode_data(H, cells), 1)]})  # a replayed record of the closed window
     assert s.open_windows() == {0: [H + 3600]}
     s2 = stage(tmp_path, clock)  # a restarted owner knows it is closed from the store alone
+    # (a group of its own, recreated: its claim rebases above s's, see test_slice_fence.py)
     s2._restore(tp)
     assert H in s2.closed[0]
 

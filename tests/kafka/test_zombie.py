@@ -1,5 +1,8 @@
 """A zombie member on a real broker: stopped past its session, woken after the group moved on.
 
+The first test runs the routed layout (slices), the second the per-partition layout
+(``--layout partition``: one full table per source partition, each fenced the same way).
+
 Two members of a routed group read a log shipper's topic. Member A is stopped with SIGSTOP (a
 stop-the-world pause) once the group has committed work; the broker evicts it after its session,
 B takes all partitions and slices, and the rest of the stream arrives and is applied and
@@ -21,14 +24,18 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from _kafka_helpers import Broker, committed_offsets
-from test_broker import start, wait_for
+from _kafka_helpers import Broker, Producer, committed_offsets, free_port
+from test_broker import assert_nothing_lost, consumer_argv, ips, metric, start, wait_for
 from test_group_law import _argv, _messages, _topic, assert_one_table
 from test_routed import send_round_robin
+
+from panstream.state.stores import DirectoryStore
 
 pytestmark = pytest.mark.kafka
 
@@ -84,3 +91,67 @@ def test_a_zombie_woken_after_a_rebalance_loses_nothing(
             c.wait()
     print(f"zombie exit {code}: {text.strip().splitlines()[-1] if text.strip() else ''}")
     assert_one_table(kafka_broker, admin, group, topic, hw, clients, state)
+
+
+def test_a_zombie_of_the_partition_layout_loses_nothing(
+        kafka_broker: Broker, topic_factory: Callable[..., str], produce: Producer, admin: Any,
+        tmp_path: Path) -> None:
+    """The same pause on the per-partition layout: A and B split 4 partitions of a keyed topic;
+    A is stopped once every partition is committed, B takes all four and checkpoints the second
+    batch, A wakes and B is killed at once. A stops with one line or rejoins like any member;
+    a fresh member drains; every cell of both batches reads 1 in the shards (at epsilon 30, up
+    to 2 zeros: false-failure rate below 1e-16, see test_broker.py)."""
+    topic = topic_factory(4)
+    rng = np.random.default_rng(26)
+    cells = rng.choice(1 << 16, 4000, replace=False)
+    first, second = np.array_split(cells, 2)
+    hw = produce(topic, ips(first), keys=ips(first))
+    group, state = "g-zombie-part", tmp_path / "state"
+    ports = [free_port(), free_port()]
+    common = ("--state-dir", str(state), "--epsilon", "30")
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    # B waits out A's pause without messages; A, woken, stops soon if it is not fenced first
+    procs = [start(consumer_argv(kafka_broker, topic, group, *common, "--metrics-port", str(p),
+                                 "--idle-timeout", idle), log)
+             for p, log, idle in zip(ports, logs, ("10", "60"), strict=True)]
+    a, b = procs
+    try:
+        wait_for(lambda: all(metric(p, "panstream_kafka_assigned_partitions") == 2
+                             for p in ports), 60, "a 2/2 split", procs)
+        wait_for(lambda: committed_offsets(admin, group) == hw, 60, "the first batch committed",
+                 procs)
+        a.send_signal(signal.SIGSTOP)                    # the pause
+        hw = produce(topic, ips(second), keys=ips(second))
+        wait_for(lambda: metric(ports[1], "panstream_kafka_assigned_partitions") == 4, 60,
+                 "B taking all four partitions", [b])
+        wait_for(lambda: committed_offsets(admin, group) == hw, 60, "B committing everything",
+                 [b])
+        time.sleep(1.0)                                  # B's checkpoints go on (every 0.5 s)
+        a.send_signal(signal.SIGCONT)                    # the zombie wakes
+        os.kill(b.pid, signal.SIGKILL)                   # and the owner dies
+        b.wait(timeout=10)
+        code = a.wait(timeout=120)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.wait()
+    text = logs[0].read_text()
+    if code != 0:
+        assert code == 1, text[-3000:]
+        last = text.strip().splitlines()[-1]
+        assert last.startswith("panstream: error: "), text[-3000:]
+        assert "Traceback" not in text, text[-3000:]
+    log = tmp_path / "c.log"
+    c = start(consumer_argv(kafka_broker, topic, group, "--state-dir", str(state), "--epsilon",
+                            "30", "--idle-timeout", "3"), log)
+    try:
+        assert c.wait(timeout=120) == 0, log.read_text()[-3000:]
+    finally:
+        if c.poll() is None:
+            c.kill()
+            c.wait()
+    print(f"zombie exit {code}: {text.strip().splitlines()[-1] if text.strip() else ''}")
+    assert committed_offsets(admin, group) == hw
+    assert_nothing_lost(DirectoryStore(state), topic, cells)

@@ -25,8 +25,9 @@ Life of a table-keeping consumer (:class:`KafkaTail`; the slice stage is one, wh
 the internal topic's and whose tables are slices):
 
 * **Assign.** The rebalance listener pauses each newly assigned partition; the main loop then
-  restores that partition's shard from the store (or starts a fresh D0 table) and resumes it. The
-  consumer reads on from the group's committed offset.
+  claims the partition's state in the store with this member's generation (the fence against a
+  zombie's late writes: :mod:`panstream.state.fence`), restores that partition's shard (or starts
+  a fresh D0 table) and resumes it. The consumer reads on from the group's committed offset.
 * **Process.** ``poll()`` returns batches per partition; each batch is decoded into cell indices
   (``item``: one item per message; ``lines``: newline-separated items per message), applied to the
   partition's shard with fresh D1 draws, and the working buffers are overwritten with zeros.

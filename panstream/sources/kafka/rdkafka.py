@@ -244,7 +244,7 @@ class RdKafkaConsumer:
     @property
     def _coordinator(self) -> Any:
         """kafka-python's ``consumer._coordinator._generation.generation_id``, which the slice
-        stage's fencing reads (``SliceStage._generation``), answered from :meth:`generation`."""
+        stage's fencing reads (``KafkaTail._generation``), answered from :meth:`generation`."""
         return _Coordinator(self)
 
     # ------------------------------------------------------------- records

@@ -17,13 +17,14 @@ A broker without DeleteRecords (Tansu 0.6 drops the connection) is told once, an
 expire with the topic's ``retention.ms`` (as long as the source topics keep the raw lines:
 :func:`~panstream.sources.kafka.route.internal_retention`).
 
-**Fenced snapshots** (:mod:`panstream.state.fence`). On assignment the stage claims each new
-slice in the store with its generation in ``<group>-slices`` before reading the snapshot, and every
-later save of the slice carries that epoch: a member evicted while it went on running (a "zombie")
-can no longer replace the new owner's snapshot (the directory store refuses the save with
+**Fenced snapshots** (:mod:`panstream.state.fence`), inherited from
+:class:`~panstream.sources.kafka.tail.KafkaTail`. On assignment the stage claims each new slice in
+the store with its generation in ``<group>-slices`` before reading the snapshot, and every later
+save of the slice carries that epoch: a member evicted while it went on running (a "zombie") can
+no longer replace the new owner's snapshot (the directory store refuses the save with
 :class:`~panstream.errors.FencedError`, exit 1; readers of a state topic ignore it). A claim lower
 than the stored epoch is allowed only if a commit proves the member current
-(:meth:`SliceStage._still_current`).
+(:meth:`~panstream.sources.kafka.tail.KafkaTail._still_current`).
 
 Counts: the routing stage already counted messages and items (telemetry windows); this stage
 counts nothing.
@@ -39,8 +40,6 @@ from typing import Any
 
 import numpy as np
 from kafka import KafkaAdminClient, TopicPartition
-from kafka.errors import KafkaError
-from kafka.structs import OffsetAndMetadata
 
 from panstream import estimators
 from panstream.errors import StateError
@@ -49,7 +48,6 @@ from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.tail import KafkaTail, TailConfig
 from panstream.state.checkpoint import Checkpointer, Shard, shard_key
-from panstream.state.fence import FencedSaves, FencedStore
 from panstream.state.slices import (
     SliceLayout,
     encode_slice,
@@ -110,13 +108,7 @@ class SliceStage(KafkaTail):
         super().__init__(config, metrics, **kw)
         self.layout = layout
         self._slice_of: dict[int, int] = {}  # id(estimator) -> slice index, for the encoder
-        #: The fenced store (None: a store without claims, e.g. a test's dict): its claims, by
-        #: key, and the generation each new partition was assigned in (read on the IO thread).
-        self._fenced = config.store if isinstance(config.store, FencedStore) else None
-        self._epochs: dict[str, int] = {}
-        self._generations: dict[TopicPartition, int] = {}
-        store = config.store if self._fenced is None else FencedSaves(self._fenced, self._epochs)
-        self.checkpointer = Checkpointer(store, self._commit_sync, self._encode_slice)
+        self.checkpointer = Checkpointer(self.saves, self._commit_sync, self._encode_slice)
         self._admin_client = dict(admin_client) if admin_client is not None else None
         self._admin: Any = None
         self.deletes = "on" if admin_client is not None else "off"
@@ -135,48 +127,11 @@ class SliceStage(KafkaTail):
                               calibration=calibration, modulus=c.modulus,
                               ledger=ShardLedger(), layout=self.layout.table_layout)
 
-    # -------------------------------------------------------------- fencing
-    def _generation(self) -> int:
-        """This member's generation in ``<group>-slices`` (kafka-python's coordinator; 0 if it
-        cannot say, which :func:`~panstream.state.fence.claim_epoch` counts as 1)."""
-        coordinator = getattr(self.consumer, "_coordinator", None)
-        gen = getattr(getattr(coordinator, "_generation", None), "generation_id", None)
-        return gen if isinstance(gen, int) and gen > 0 else 0
-
-    def _assigned(self, assigned: set[TopicPartition]) -> None:
-        gen = self._generation()  # the generation of this assignment (IO thread, in the callback)
-        for tp in assigned:
-            if tp not in self.shards:
-                self._generations[tp] = gen
-        super()._assigned(assigned)
-
-    def _still_current(self, tp: TopicPartition) -> bool:
-        """Whether this member is in the group's current generation: Kafka accepts a commit only
-        from one. The offset committed is the partition's committed one again (its log start if
-        none: where an uncommitted partition starts anyway), which changes nothing."""
-        try:
-            off = self.consumer.committed(tp)
-            if off is None:
-                off = self.consumer.beginning_offsets([tp])[tp]
-            self.consumer.commit({tp: OffsetAndMetadata(int(off), "", -1)})
-        except KafkaError:
-            return False
-        return True
-
-    def _claim(self, tp: TopicPartition, key: str) -> None:
-        """Claim the slice for this member before its snapshot is read (module docstring)."""
-        if self._fenced is None:
-            return
-        gen = self._generations.pop(tp, None)
-        if gen is None:
-            gen = self._generation()
-        self._epochs[key] = self._fenced.claim(key, gen, lambda: self._still_current(tp))
-
     def _restore(self, tp: TopicPartition) -> Shard:
         r = tp.partition
         key = shard_key(tp.topic, r)
         c = self.config
-        self._claim(tp, key)
+        self._claim(tp)
         data = c.store.load(key)
         if data is None:
             est = self._fresh_slice(r)
@@ -215,9 +170,6 @@ class SliceStage(KafkaTail):
         self._last_activity = time.monotonic()  # a rebalance is not idleness
         for est in gone:
             self._slice_of.pop(id(est), None)
-        for tp in tps:  # a later assignment claims again
-            self._epochs.pop(shard_key(tp.topic, tp.partition), None)
-            self._generations.pop(tp, None)
         return out
 
     def _apply(self, records: Mapping[TopicPartition, list[Any]]) -> None:
@@ -268,4 +220,3 @@ class SliceStage(KafkaTail):
         super().close()
         self._close_admin()
         self._slice_of.clear()
-        self._epochs.clear()

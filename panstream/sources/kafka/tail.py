@@ -1,4 +1,16 @@
-"""The consumer-group member: one shard table per assigned partition (see the package docstring)."""
+"""The consumer-group member: one shard table per assigned partition (see the package docstring).
+
+**Fenced snapshots** (:mod:`panstream.state.fence`, issue 26). On assignment :class:`KafkaTail`
+claims each new partition's state in the store with its generation in the consumer group, before
+it reads the snapshot, and every later save of that state carries the claimed epoch: a member
+evicted while it went on running (a "zombie", e.g. SIGSTOPped past its session) can no longer
+write its older table over the new owner's (a state directory refuses the save with
+:class:`~panstream.errors.FencedError`, exit 1; readers of a state topic ignore it). A claim not
+higher than the stored epoch is allowed only if a commit proves the member current
+(:meth:`KafkaTail._still_current`). The per-partition layout, the routed slice stage
+(:class:`~panstream.sources.kafka.slices.SliceStage`) and the window slices
+(:class:`~panstream.sources.kafka.windows.WindowSliceStage`) all inherit this.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +37,7 @@ from panstream.sources.kafka.decode import Decoder
 from panstream.sources.kafka.joins import group_consumer
 from panstream.sources.kafka.metrics import Metrics
 from panstream.state.checkpoint import Checkpointer, Shard, ShardStore, restore_shard, shard_key
+from panstream.state.fence import FencedSaves, FencedStore
 from panstream.state.stores import decode_shard
 from panstream.universe import Universe
 
@@ -162,7 +175,16 @@ class KafkaTail:
         self._pending: set[TopicPartition] = set()
         self._consumer_factory = consumer_factory
         self.consumer: Any = None
-        self.checkpointer = Checkpointer(config.store, self._commit_sync)
+        #: The fenced store (None: a store without claims, e.g. a test's dict): its claims by key,
+        #: and the generation each new partition was assigned in (read on the IO thread).
+        self._fenced: FencedStore | None = (config.store if isinstance(config.store, FencedStore)
+                                            else None)
+        self._epochs: dict[str, int] = {}
+        self._generations: dict[TopicPartition, int] = {}
+        #: What the checkpointer saves through: every save carries its key's claimed epoch.
+        self.saves: ShardStore = (config.store if self._fenced is None
+                                  else FencedSaves(self._fenced, self._epochs))
+        self.checkpointer = Checkpointer(self.saves, self._commit_sync)
         self.summary = RunSummary()
         self._last_activity = time.monotonic()
         #: Where one-line operational notices go (the CLI prints them on stderr).
@@ -197,8 +219,53 @@ class KafkaTail:
                    "a few messages, which is harmless")
             raise SourceError(msg) from None
 
+    # -------------------------------------------------------------- fencing
+    def _generation(self) -> int:
+        """This member's generation in its consumer group (kafka-python's coordinator, or
+        :class:`~panstream.sources.kafka.rdkafka.RdKafkaConsumer`'s view of librdkafka's; 0 if it
+        cannot say, which :func:`~panstream.state.fence.claim_epoch` counts as 1)."""
+        coordinator = getattr(self.consumer, "_coordinator", None)
+        gen = getattr(getattr(coordinator, "_generation", None), "generation_id", None)
+        return gen if isinstance(gen, int) and gen > 0 else 0
+
+    def _still_current(self, tp: TopicPartition) -> bool:
+        """Whether this member is in the group's current generation: Kafka accepts a commit only
+        from one. The offset committed is the partition's committed one again (its log start if
+        none: where an uncommitted partition starts anyway), which changes nothing."""
+        try:
+            off = self.consumer.committed(tp)
+            if off is None:
+                off = self.consumer.beginning_offsets([tp])[tp]
+            self.consumer.commit({tp: OffsetAndMetadata(int(off), "", -1)})
+        except KafkaError:
+            return False
+        return True
+
+    def _claim_key(self, tp: TopicPartition) -> str:
+        """The store key a partition's claim is held under (its shard's or slice's key)."""
+        return shard_key(tp.topic, tp.partition)
+
+    def _claim(self, tp: TopicPartition) -> None:
+        """Claim the partition's state for this member before its snapshot is read, with the
+        generation of its assignment (module docstring; nothing without a fenced store).
+
+        Raises:
+            FencedError: a newer owner claimed it and this member is not current (a zombie).
+        """
+        if self._fenced is None:
+            return
+        gen = self._generations.pop(tp, None)
+        if gen is None:
+            gen = self._generation()
+        key = self._claim_key(tp)
+        self._epochs[key] = self._fenced.claim(key, gen, lambda: self._still_current(tp))
+
     # -------------------------------------------------------------- rebalance (IO thread)
     def _assigned(self, assigned: set[TopicPartition]) -> None:
+        gen = self._generation()  # the generation of this assignment (IO thread, in the callback)
+        for tp in assigned:
+            if tp not in self.shards:
+                self._generations[tp] = gen
         new = [tp for tp in assigned if tp not in self.shards]
         if new:
             self.consumer.pause(*new)
@@ -223,11 +290,18 @@ class KafkaTail:
             if shard is not None:
                 shard.estimator.wipe()
             self._pending.discard(tp)
+            self._unclaim(tp)
             with contextlib.suppress(Exception):
                 self.metrics.lag.remove(tp.topic, str(tp.partition))
                 self.metrics.committed.remove(tp.topic, str(tp.partition))
         self.metrics.assigned.set(len(self.shards))
         return offsets
+
+    def _unclaim(self, tp: TopicPartition) -> None:
+        """Forget this member's claim of a partition it gave up (a later assignment claims
+        again); the store keeps the claim, so a save of this member's is refused from now on."""
+        self._epochs.pop(self._claim_key(tp), None)
+        self._generations.pop(tp, None)
 
     # -------------------------------------------------------------- main thread
     def _restore_pending(self) -> None:
@@ -245,7 +319,14 @@ class KafkaTail:
         self._last_activity = time.monotonic()  # idle time counts from when reading can start
 
     def _restore(self, tp: TopicPartition) -> Shard:
-        """The shard of a newly assigned partition: its snapshot, or a fresh table."""
+        """The shard of a newly assigned partition, claimed first: its snapshot, or a fresh
+        table.
+
+        Raises:
+            FencedError: a newer owner claimed the partition (this member is a zombie).
+            StateError: the snapshot is corrupt or has other parameters.
+        """
+        self._claim(tp)
         return restore_shard(self.config.store, shard_key(tp.topic, tp.partition), tp,
                              self._fresh, self._decode)
 
@@ -381,6 +462,7 @@ class KafkaTail:
         for shard in self.shards.values():
             shard.estimator.wipe()
         self.shards.clear()
+        self._epochs.clear()
 
     def _summarize_counts(self) -> None:
         """Copy the released (noisy unless opted out) totals into the summary."""

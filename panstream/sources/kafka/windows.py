@@ -37,6 +37,18 @@ window with a notice instead of releasing it twice). A slice whose owner never h
 open (the slice was unowned for the window's whole life) is closed as a fresh table by its next
 owner, so one slice never holds a window back.
 
+**Fenced window-slices** (:mod:`panstream.state.fence`, issue 26). Slice ``r``'s window files
+(open and closed, of every window) belong to whoever owns partition ``r`` of ``<group>-wcells``.
+On assignment the stage claims the slice in ``STATE_DIR/windows`` under the key
+``<group>-wcells/<r>`` (claim file ``.<group>-wcells@<r>.shard.panstream-fence``) with its
+generation in ``<group>-slices``, and every later write of the slice's window files (saving an
+open window, closing one, closing a fresh one, removing an open copy) happens inside
+:meth:`~panstream.state.stores.DirectoryStore.claimed`: under the slice's ``flock``, only while
+the claim is still its own. A member evicted while it went on running (a "zombie") therefore
+cannot write its older tables over the new owner's open windows, nor close a window with them
+(a closed slice is what the window's one release reads): it stops with
+:class:`~panstream.errors.FencedError` (exit 1) before writing anything.
+
 Nothing about arrivals is counted: late and untimed lines are dropped without a count on Kafka.
 """
 
@@ -60,14 +72,14 @@ import numpy as np
 from kafka import TopicPartition
 
 from panstream import estimators
-from panstream.errors import BudgetExhaustedError, ConfigurationError, StateError
+from panstream.errors import BudgetExhaustedError, ConfigurationError, FencedError, StateError
 from panstream.estimators.base import Estimator
 from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.route import RECORD_BYTES, RouteConfig, RouteStage
 from panstream.sources.kafka.slices import SliceStage
 from panstream.sources.kafka.tail import TailConfig
-from panstream.state.checkpoint import Shard
+from panstream.state.checkpoint import Shard, shard_key
 from panstream.state.files import state_lock
 from panstream.state.slices import SliceLayout, encode_slice, head_params, slice_of
 from panstream.state.stores import DirectoryStore, group_ledger
@@ -477,11 +489,34 @@ class WindowSliceStage(SliceStage):
         self.group = group
         self.sources = list(sources)
         self.wstore = wstore
+        self._fenced = wstore  # window-slices are claimed where they live (module docstring)
         self.series_path = os.fspath(series_path)
         self.on_release = on_release
         self.wins: dict[int, dict[int, Estimator]] = {}
         self.closed: dict[int, set[int]] = {}
         self.released = 0
+
+    # -------------------------------------------------------------- fencing
+    def _claim_key(self, tp: TopicPartition) -> str:
+        """``<group>-wcells/<r>``: the slice's claim in the window store."""
+        return self._slice_key(tp.partition)
+
+    def _slice_key(self, r: int) -> str:
+        return shard_key(window_topic(self.group), r)
+
+    def _owned(self, r: int) -> contextlib.AbstractContextManager[None]:
+        """The block that writes slice ``r``'s window files: it runs only while this member's
+        claim of the slice is still the store's (module docstring).
+
+        Raises:
+            FencedError: another member claimed the slice since, or this one never did.
+        """
+        key = self._slice_key(r)
+        epoch = self._epochs.get(key)
+        if epoch is None:
+            msg = f"window-slices of {key} not written: this member never claimed its partition"
+            raise FencedError(msg)
+        return self.wstore.claimed(key, epoch)
 
     # -------------------------------------------------------------- tables
     def _fresh_window(self, r: int) -> Estimator:
@@ -508,6 +543,12 @@ class WindowSliceStage(SliceStage):
             data[:] = bytes(len(data))
 
     def _restore(self, tp: TopicPartition) -> Shard:
+        r = tp.partition
+        self._claim(tp)
+        with self._owned(r):
+            return self._restore_owned(tp)
+
+    def _restore_owned(self, tp: TopicPartition) -> Shard:
         r = tp.partition
         wins: dict[int, Estimator] = {}
         closed: set[int] = set()
@@ -578,7 +619,15 @@ class WindowSliceStage(SliceStage):
     def follow_schedule(self, r: int, now: float) -> None:
         """Slice ``r`` at clock ``now``: close every window due (durable as closed), give every
         window the schedule has open its table, and close as a fresh table any due window that
-        other slices closed and this slice never had (its owner was away for all of it)."""
+        other slices closed and this slice never had (its owner was away for all of it).
+
+        Raises:
+            FencedError: another member claimed the slice since (nothing written).
+        """
+        with self._owned(r):
+            self._follow_owned(r, now)
+
+    def _follow_owned(self, r: int, now: float) -> None:
         sch = self.spec.schedule
         for start in sorted(self.wins[r]):
             if sch.due(start, now):
@@ -613,16 +662,28 @@ class WindowSliceStage(SliceStage):
         self.closed[r].add(start)
 
     # -------------------------------------------------------------- checkpoint, release
-    def _save_open(self, shards: list[Shard]) -> dict[TopicPartition, int]:
+    def _save_open(self, shards: list[Shard], now: float | None = None
+                   ) -> dict[TopicPartition, int]:
+        """Every open window-slice of ``shards`` durable, each slice under its claim (one hold
+        of the slice's claim for all its windows); with ``now``, the slice first follows the
+        schedule at ``now`` in the same hold. Returns the offsets to commit.
+
+        Raises:
+            FencedError: another member claimed one of the slices since (none of that slice's
+                files written; the member stops).
+        """
         offsets: dict[TopicPartition, int] = {}
         for shard in shards:
             r = shard.partition.partition  # type: ignore[attr-defined]
-            for start, est in sorted(self.wins.get(r, {}).items()):
-                data = encode_slice(est, self.layout, r)
-                try:
-                    self.wstore.save(window_keys(self.group, start, r)[0], data)
-                finally:
-                    data[:] = bytes(len(data))
+            with self._owned(r):
+                if now is not None and r in self.wins:
+                    self._follow_owned(r, now)
+                for start, est in sorted(self.wins.get(r, {}).items()):
+                    data = encode_slice(est, self.layout, r)
+                    try:
+                        self.wstore.save(window_keys(self.group, start, r)[0], data)
+                    finally:
+                        data[:] = bytes(len(data))
             if shard.next_offset is not None:
                 offsets[shard.partition] = shard.next_offset
         return offsets
@@ -641,12 +702,7 @@ class WindowSliceStage(SliceStage):
         """The schedule followed at this instant (due windows closed, open ones made), every open
         window-slice durable, then the internal offsets committed (then deleted), then any
         complete window released (and published to the results topic)."""
-        now = self.wall_clock()
-        for shard in list(self.shards.values()):
-            r = shard.partition.partition  # type: ignore[attr-defined]
-            if r in self.wins:
-                self.follow_schedule(r, now)
-        offsets = self._save_open(list(self.shards.values()))
+        offsets = self._save_open(list(self.shards.values()), self.wall_clock())
         if offsets:
             self._commit_sync(dict(offsets))
         self.checkpointer.checkpoint([])  # serves this instant of the fixed clock; records it
@@ -679,6 +735,7 @@ class WindowSliceStage(SliceStage):
             for est in self.wins.pop(tp.partition, {}).values():
                 est.wipe()
             self.closed.pop(tp.partition, None)
+            self._unclaim(tp)
         self._last_activity = time.monotonic()
         self.metrics.assigned.set(len(self.shards))
         return offsets
@@ -696,6 +753,7 @@ class WindowSliceStage(SliceStage):
                 est.wipe()
         self.wins.clear()
         self.shards.clear()
+        self._epochs.clear()
         self._close_admin()
         if self.results is not None:
             self.results.close()

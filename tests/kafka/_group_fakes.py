@@ -1,0 +1,50 @@
+"""A consumer group without a broker, for the fencing tests: its generation and committed offsets,
+and members' consumers that, like Kafka's, may commit only in the current generation."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from kafka import TopicPartition
+from kafka.errors import CommitFailedError
+
+
+class Group:
+    """The broker's side of a consumer group: its generation and committed offsets. A commit from
+    a member of an older generation fails, as Kafka's (``ILLEGAL_GENERATION``)."""
+
+    def __init__(self) -> None:
+        self.generation = 1
+        self.committed: dict[TopicPartition, int] = {}
+
+    def rebalance(self) -> None:
+        self.generation += 1
+
+
+class Consumer:
+    """A member's consumer in ``group`` at its current generation (kafka-python's attributes the
+    stages read: ``_coordinator._generation.generation_id``)."""
+
+    def __init__(self, group: Group) -> None:
+        self.group = group
+        self.generation = group.generation
+        self._coordinator = SimpleNamespace(_generation=SimpleNamespace(
+            generation_id=self.generation))
+
+    def commit(self, offsets: dict[TopicPartition, Any]) -> None:
+        if self.generation != self.group.generation:
+            raise CommitFailedError("the group has already rebalanced")
+        self.group.committed.update({tp: om.offset for tp, om in offsets.items()})
+
+    def committed(self, tp: TopicPartition) -> int | None:
+        return self.group.committed.get(tp)
+
+    def beginning_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict.fromkeys(tps, 0)
+
+    def pause(self, *tps: TopicPartition) -> None:
+        pass
+
+    def resume(self, *tps: TopicPartition) -> None:
+        pass
