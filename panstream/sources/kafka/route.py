@@ -334,7 +334,8 @@ class RouteStage:
         self._head_bytes = 0
         self._held: list[tuple[dict[TopicPartition, int], list[tuple[int, bytearray]]]] = []
         self.assignments = 0
-        self.last_activity = time.monotonic()
+        self.last_activity = time.monotonic()  # records or a rebalance
+        self.last_records = self.last_activity  # records only
         self.routed_bytes = 0
         #: Adds a batch's counts to the telemetry window (the member wraps it in a lock).
         self.count: Callable[[int, int, int, int], None] = metrics.batch
@@ -366,7 +367,7 @@ class RouteStage:
         if not records:
             return False
         self._route(records)
-        self.last_activity = time.monotonic()
+        self.last_activity = self.last_records = time.monotonic()
         return True
 
     def _past_control_records(self) -> None:
