@@ -252,3 +252,65 @@ def test_auto_on_lines_of_no_known_format_says_so_and_stops_without_a_guess() ->
     notices = [e[1] for e in events if isinstance(e, tuple) and e[0] == "notice"]
     assert len(notices) == 1 and "no known log format fits the first messages" in notices[0]
     assert "pins it" not in notices[0] and r.producer.sent == []
+
+
+class PositionedConsumer(Consumer):
+    """A consumer that says its assignment and positions (past control records it never hands
+    out: a transactional producer's commit markers)."""
+
+    def __init__(self, events: list[Any], batches: list[dict[Any, list[Rec]]],
+                 positions: dict[Any, int]) -> None:
+        super().__init__(events, batches)
+        self.positions = positions
+
+    def assignment(self) -> set[Any]:
+        return set(self.positions)
+
+    def position(self, tp: Any, timeout_ms: int = 0) -> int | None:
+        return self.positions.get(tp)
+
+
+def test_a_partition_with_nothing_to_route_but_a_marker_is_committed_to_its_end() -> None:
+    """Issue 26 (a drain that cannot come): the previous owner of logs/1 committed offset 7, just
+    before a transaction's commit marker (a commit on revoke, before it read past the marker). This
+    member is assigned logs/1, reads past the marker (position 8) and gets no record: it must still
+    commit 8, or the group's committed offset stays one short of the partition's end forever and
+    a bounded member waits for a drain that cannot come."""
+    other = TopicPartition("logs", 1)
+    cells = np.arange(0, 65536, 40)
+    r, events = stage([{TP: [Rec(0, clf_lines(cells))]}])
+    r.consumer = PositionedConsumer(events, r.consumer.batches, {TP: 2, other: 8})
+    assert r.poll_once(0)
+    r.commit()
+    assert events[-1] == ("commit", {0: 2, 1: 8})  # logs/0 past its marker too (position 2)
+
+
+def test_a_partition_without_a_position_yet_is_not_committed() -> None:
+    other = TopicPartition("logs", 1)
+    cells = np.arange(0, 65536, 40)
+    r, events = stage([{TP: [Rec(0, clf_lines(cells))]}])
+    r.consumer = PositionedConsumer(events, r.consumer.batches, {TP: 1})
+    r.consumer.positions[other] = None  # type: ignore[assignment]  # assigned, not fetched yet
+    assert r.poll_once(0)
+    r.commit()
+    assert events[-1] == ("commit", {0: 1})
+
+
+def test_a_revoke_commits_past_the_markers_for_the_next_owner() -> None:
+    """The commit on revoke is the one the next owner starts from: it goes past the markers the
+    member read past, so the next owner is not left a marker short."""
+    import asyncio
+
+    from panstream.sources.kafka.route import _Rebalance
+
+    cells = np.arange(0, 65536, 40)
+    r, events = stage([{TP: [Rec(0, clf_lines(cells))]}])
+    r.consumer = PositionedConsumer(events, r.consumer.batches, {TP: 2})
+    assert r.poll_once(0)
+
+    async def commit_async(offsets: dict[Any, Any]) -> None:
+        events.append(("commit", {tp.partition: om.offset for tp, om in offsets.items()}))
+
+    r.consumer.commit_async = commit_async  # type: ignore[attr-defined]
+    asyncio.run(_Rebalance(r).on_partitions_revoked({TP}))
+    assert events[-1] == ("commit", {0: 2})

@@ -288,6 +288,7 @@ class _Rebalance(AsyncConsumerRebalanceListener):
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self.stage.last_activity = time.monotonic()  # a rebalance is not idleness
+        self.stage._past_control_records()  # the next owner must not stop one marker short
         offsets = self.stage._take(revoked, flush=True)
         if offsets:
             try:
@@ -375,15 +376,25 @@ class RouteStage:
         Between polls they differ only by records a consumer never hands out: the control records
         (commit and abort markers) of transactional producers, which take offsets. Without this a
         partition ending in a marker is committed one offset short of its end forever. Only when
-        nothing is held (the first sample decided): every record before the position was routed."""
+        nothing is held (the first sample decided): every record before the position was routed.
+
+        That includes an assigned partition this member has routed nothing from: its previous
+        owner committed up to a marker (a commit on revoke, or one made before it read past the
+        marker), and this member read past it without a record to route. Without its position
+        committed, the partition stayed a marker short, and a bounded member waited for a drain
+        that could not come (issue 26)."""
         if self._sample is not None or self._held:
             return
-        for tp, nxt in list(self._next.items()):
+        try:
+            assigned = set(self.consumer.assignment())
+        except Exception:  # noqa: BLE001 - a consumer that cannot say: the routed ones only
+            assigned = set()
+        for tp in set(self._next) | assigned:
             try:
                 pos = self.consumer.position(tp, timeout_ms=0)
             except Exception:  # noqa: BLE001, S112 - no position (revoked meanwhile): keep ours
                 continue
-            if pos is not None and pos > nxt:
+            if pos is not None and pos > self._next.get(tp, -1):
                 self._next[tp] = pos
 
     def commit(self) -> None:
