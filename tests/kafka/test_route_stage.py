@@ -10,6 +10,7 @@ member and announced once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from kafka import TopicPartition
 
 from panstream.errors import SourceError
 from panstream.sources.kafka import Metrics
-from panstream.sources.kafka.route import RouteConfig, RouteStage
+from panstream.sources.kafka.route import RouteConfig, RouteStage, _Rebalance
 from panstream.state.slices import SliceLayout
 from panstream.universe import Universe
 
@@ -263,9 +264,6 @@ class PositionedConsumer(Consumer):
         super().__init__(events, batches)
         self.positions = positions
 
-    def assignment(self) -> set[Any]:
-        return set(self.positions)
-
     def position(self, tp: Any, timeout_ms: int = 0) -> int | None:
         return self.positions.get(tp)
 
@@ -280,6 +278,7 @@ def test_a_partition_with_nothing_to_route_but_a_marker_is_committed_to_its_end(
     cells = np.arange(0, 65536, 40)
     r, events = stage([{TP: [Rec(0, clf_lines(cells))]}])
     r.consumer = PositionedConsumer(events, r.consumer.batches, {TP: 2, other: 8})
+    asyncio.run(_Rebalance(r).on_partitions_assigned({TP, other}))
     assert r.poll_once(0)
     r.commit()
     assert events[-1] == ("commit", {0: 2, 1: 8})  # logs/0 past its marker too (position 2)
@@ -291,6 +290,7 @@ def test_a_partition_without_a_position_yet_is_not_committed() -> None:
     r, events = stage([{TP: [Rec(0, clf_lines(cells))]}])
     r.consumer = PositionedConsumer(events, r.consumer.batches, {TP: 1})
     r.consumer.positions[other] = None  # type: ignore[assignment]  # assigned, not fetched yet
+    asyncio.run(_Rebalance(r).on_partitions_assigned({TP, other}))
     assert r.poll_once(0)
     r.commit()
     assert events[-1] == ("commit", {0: 1})
@@ -299,10 +299,6 @@ def test_a_partition_without_a_position_yet_is_not_committed() -> None:
 def test_a_revoke_commits_past_the_markers_for_the_next_owner() -> None:
     """The commit on revoke is the one the next owner starts from: it goes past the markers the
     member read past, so the next owner is not left a marker short."""
-    import asyncio
-
-    from panstream.sources.kafka.route import _Rebalance
-
     cells = np.arange(0, 65536, 40)
     r, events = stage([{TP: [Rec(0, clf_lines(cells))]}])
     r.consumer = PositionedConsumer(events, r.consumer.batches, {TP: 2})
@@ -312,5 +308,30 @@ def test_a_revoke_commits_past_the_markers_for_the_next_owner() -> None:
         events.append(("commit", {tp.partition: om.offset for tp, om in offsets.items()}))
 
     r.consumer.commit_async = commit_async  # type: ignore[attr-defined]
+    asyncio.run(_Rebalance(r).on_partitions_assigned({TP}))
     asyncio.run(_Rebalance(r).on_partitions_revoked({TP}))
     assert events[-1] == ("commit", {0: 2})
+    commits = sum(1 for e in events if e[0] == "commit")
+    r.commit()  # no longer owned: nothing committed for it while the group rebalances
+    assert sum(1 for e in events if e[0] == "commit") == commits and r._owned == set()
+
+
+def test_a_commit_during_a_running_rebalance_is_retried_not_fatal() -> None:
+    """kafka-python refuses a commit while its group rebalances with RebalanceInProgressError
+    (librdkafka's adapter says CommitFailedError): the offsets stay pending, the member goes on."""
+    from kafka.errors import RebalanceInProgressError
+
+    cells = np.arange(0, 65536, 40)
+    r, events = stage([{TP: [Rec(0, clf_lines(cells))]}])
+    assert r.poll_once(0)
+    real = r.consumer.commit
+
+    def refuse(offsets: dict[Any, Any]) -> None:
+        raise RebalanceInProgressError("Offset commit cannot be completed")
+
+    r.consumer.commit = refuse  # type: ignore[method-assign]
+    r.commit()
+    assert any(e[0] == "notice" and "rebalance" in e[1] for e in events if isinstance(e, tuple))
+    r.consumer.commit = real  # type: ignore[method-assign]
+    r.commit()
+    assert events[-1] == ("commit", {0: 1})

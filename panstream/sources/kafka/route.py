@@ -53,7 +53,12 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
-from kafka.errors import CommitFailedError, KafkaError, TopicAlreadyExistsError
+from kafka.errors import (
+    CommitFailedError,
+    KafkaError,
+    RebalanceInProgressError,
+    TopicAlreadyExistsError,
+)
 from kafka.structs import OffsetAndMetadata
 
 from panstream.errors import ConfigurationError, SourceError
@@ -290,6 +295,7 @@ class _Rebalance(AsyncConsumerRebalanceListener):
         self.stage.last_activity = time.monotonic()  # a rebalance is not idleness
         self.stage._past_control_records()  # the next owner must not stop one marker short
         offsets = self.stage._take(revoked, flush=True)
+        self.stage._owned.difference_update(revoked)
         if offsets:
             try:
                 await self.stage.consumer.commit_async(offsets)
@@ -299,9 +305,11 @@ class _Rebalance(AsyncConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self.stage.assignments += 1
+        self.stage._owned.update(assigned)
         self.stage.last_activity = time.monotonic()
 
     async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.stage._owned.difference_update(lost)
         self.stage._take(lost, flush=False)
 
 
@@ -325,6 +333,8 @@ class RouteStage:
         self.consumer: Any = None
         self.producer: Any = None
         self._next: dict[TopicPartition, int] = {}
+        #: The source partitions this member owns (assigned, not yet revoked or lost).
+        self._owned: set[TopicPartition] = set()
         self._futures: list[Any] = []  # sends since the last flush, checked before a commit
         #: Exact counts of the first sample (accepted, malformed, outside); None once decided.
         self._sample: dict[str, int] | None = (
@@ -385,11 +395,7 @@ class RouteStage:
         that could not come (issue 26)."""
         if self._sample is not None or self._held:
             return
-        try:
-            assigned = set(self.consumer.assignment())
-        except Exception:  # noqa: BLE001 - a consumer that cannot say: the routed ones only
-            assigned = set()
-        for tp in set(self._next) | assigned:
+        for tp in set(self._next) | self._owned:
             try:
                 pos = self.consumer.position(tp, timeout_ms=0)
             except Exception:  # noqa: BLE001, S112 - no position (revoked meanwhile): keep ours
@@ -409,8 +415,9 @@ class RouteStage:
             return
         try:
             self.consumer.commit(offsets)
-        except CommitFailedError:
-            # The group rebalanced under this commit (a member joined, left or was killed): the
+        except (CommitFailedError, RebalanceInProgressError):
+            # The group rebalanced under this commit (a member joined, left or was killed;
+            # kafka-python raises RebalanceInProgressError while the rebalance runs): the
             # offsets stay pending here and are committed at the next checkpoint if this member
             # still owns the partitions; otherwise their new owner routes those messages again
             # from the last commit (the routed records are durable, a replay is harmless), and a

@@ -7,9 +7,9 @@ only a step that truly hangs grows old. A watch thread looks once a second and, 
 lasted :data:`STALL_SECONDS`, says once, in one line, what the member is waiting for and where
 that thread waits::
 
-    panstream: still leaving the source group g (closing the routing consumer) after 60 s: the
-    panstream-route thread waits in close (panstream/sources/kafka/rdkafka.py:352), called from
-    _route_loop (panstream/sources/kafka/member.py:301)
+    panstream: still asking the broker whether the group has drained after 60 s: the
+    panstream-drain thread waits in wait (threading.py:327), called from committed
+    (panstream/sources/kafka/progress.py:164)
 
 Why: once, a fresh draining member held every slice and neither exited nor printed anything for
 240 s (docs/kafka.md, "A bounded run ends when the group has drained"); the cause could not be
