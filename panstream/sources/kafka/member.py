@@ -38,9 +38,9 @@ for the next run). A member that never got a partition of either group stops the
 draining member held every slice and neither exited nor printed a line for 240 s). "Without
 progress" counts every way a quiet member can wait: pending work that does not shrink (a count
 that only grows is no progress), a drain question the broker has not answered, answers that all
-predate the member's last activity (a group that keeps rebalancing), and no records at all while
-the groups rebalance too often for the member ever to be quiet; each gives up after
-:attr:`Member.give_up_seconds` with its own line. At the stop, a consumer that does not leave its
+predate the member's last activity (a group that rebalances during every question); each gives
+up after :attr:`Member.give_up_seconds` with its own line (no records at all while the groups
+rebalance too often for the member ever to be quiet is said once, not made fatal). At the stop, a consumer that does not leave its
 group within :attr:`Member.close_seconds` after its last commit is left behind with a notice (the
 broker drops it when its session expires), and a routing stage that cannot make its final commit
 fails the run. A :class:`~panstream.sources.kafka.watch.StallWatch` says once, with the code
@@ -136,6 +136,8 @@ class Member:
         self._unanswered_since: float | None = None  # quiet, and no usable answer since
         self._stale = 0  # answers dropped as older than this member's last activity, meanwhile
         self._rebalances_then = 0
+        self._rebalances_mark = 0  # rebalances seen at the last records or usable answer
+        self._restless_said = False
         self._records_at = time.monotonic()  # the slice stage's last records
         self._answered_at = 0.0  # the last usable answer to the drain question
         self._route_phase = "starting"
@@ -204,6 +206,7 @@ class Member:
         if pending is None:  # no answer yet that postdates this member's last work
             return self._unanswered(now)
         self._unanswered_since, self._stale, self._answered_at = None, 0, now
+        self._rebalances_mark, self._restless_said = self._rebalances(), False
         if not pending:
             if not self.slices._ever_assigned and self.route.assignments == 0:
                 msg = (f"stopped by --idle-timeout without ever getting a partition of "
@@ -256,25 +259,24 @@ class Member:
                          "checkpointed): run the group's members until it drains, then release")
         return True
 
-    def _restless(self, now: float) -> bool:
-        """Neither a record nor a usable answer for ``idle_timeout`` + :attr:`give_up_seconds`
-        (30 s more before the first assignment): the groups rebalance so often that the member is
-        never quiet for ``idle_timeout`` (a rebalance is activity), so it never asks: give up."""
+    def _restless(self, now: float) -> None:
+        """Say once when neither a record nor a usable answer came for ``idle_timeout`` +
+        :attr:`give_up_seconds` while the member is not quiet because its groups rebalanced
+        (a rebalance counts as activity, so it does not ask whether the group has drained). Only
+        said, not fatal: one long restore after one rebalance looks the same for a while."""
         s = self.slices
-        if s.config.idle_timeout is None:
-            return False
-        ready = s._ever_assigned or self.route.assignments > 0
+        if s.config.idle_timeout is None or self._restless_said:
+            return
         records = max(self._records_at, getattr(self.route, "last_records", 0.0))
         last = max(records, self._answered_at)
-        if now - last < s.config.idle_timeout + self.give_up_seconds + (0 if ready else 30):
-            return False
-        self._failure = (f"stopped by --idle-timeout without knowing whether the group has "
-                         f"drained: no records for {now - records:.0f} s, but its groups kept "
-                         f"rebalancing ({self._rebalances()} rebalances in this run), so this "
-                         "member was never quiet long enough to ask; nothing of this member is "
-                         "lost (its slices are checkpointed): run the group's members until it "
-                         "drains, then release")
-        return True
+        moved = self._rebalances() - self._rebalances_mark
+        if moved <= 0 or now - last < s.config.idle_timeout + self.give_up_seconds or self._idle(now):
+            return
+        self._restless_said = True
+        self.notice(f"no records for {now - records:.0f} s, but not quiet: its groups rebalanced "
+                    f"{moved} times meanwhile (a rebalance counts as activity, so this member has "
+                    "not asked whether the group has drained); a bounded run stops only once the "
+                    "group has drained")
 
     def _ask(self) -> Pending | None:
         """The group's pending work, asked after this member's last work; ``None`` while no such
@@ -392,9 +394,12 @@ class Member:
                     if applied:  # work came: a later wait starts afresh
                         self.pending = self._waiting_since = self._unanswered_since = None
                         self._records_at, self._stale = now, 0
-                    elif (self._idle(now) and self._may_stop(now)) or self._restless(now):
+                        self._rebalances_mark, self._restless_said = self._rebalances(), False
+                    elif self._idle(now) and self._may_stop(now):
                         self.summary.stopped_by = "idle-timeout"
                         break
+                    else:
+                        self._restless(now)
                     with self._lock:
                         s.metrics.tick(now)
                     s.maintain(now)
