@@ -40,11 +40,12 @@ progress" counts every way a quiet member can wait: pending work that does not s
 that only grows is no progress), a drain question the broker has not answered, answers that all
 predate the member's last activity (a group that rebalances during every question); each gives
 up after :attr:`Member.give_up_seconds` with its own line (no records at all while the groups
-rebalance too often for the member ever to be quiet is said once, not made fatal). At the stop, a consumer that does not leave its
-group within :attr:`Member.close_seconds` after its last commit is left behind with a notice (the
-broker drops it when its session expires), and a routing stage that cannot make its final commit
-fails the run. A :class:`~panstream.sources.kafka.watch.StallWatch` says once, with the code
-line, any step of any of the member's threads that lasts a minute.
+rebalance too often for the member ever to be quiet is said once, not made fatal). At the stop,
+a consumer that does not leave its group within :attr:`Member.close_seconds` after its last
+commit is left behind with a notice (the broker drops it when its session expires), and a routing
+stage that cannot make its final commit fails the run. A :class:`~panstream.sources.kafka.watch.
+StallWatch` says once, with the code line, any step of any of the member's threads that lasts a
+minute.
 """
 
 from __future__ import annotations
