@@ -238,9 +238,7 @@ def test_a_routing_consumer_that_does_not_leave_its_group_is_left_behind_with_a_
     stage.closing.clear()  # close() hangs (a consumer that never leaves its group)
     router = _router(m)
     try:
-        t0 = time.monotonic()
-        m._join_router(router)
-        assert time.monotonic() - t0 < 10  # before the fix: router.join() without a bound
+        m._join_router(router)  # before the fix: router.join() without a bound, forever
         assert m._route_error is None and m._router_left  # its final commit was made
         assert len(stage.notices) == 1
         assert stage.notices[0].startswith(
@@ -274,9 +272,7 @@ def test_a_slice_consumer_that_does_not_leave_its_group_does_not_hold_the_exit()
     m.close_seconds = 0.3
     stage.closing.clear()
     try:
-        t0 = time.monotonic()
-        m._close_slices()
-        assert time.monotonic() - t0 < 10
+        m._close_slices()  # returns, with its notice, though close() still hangs
         assert stage.notices and stage.notices[0].startswith(
             "the slice consumer has not left its group 0.3 s after its final checkpoint")
     finally:
