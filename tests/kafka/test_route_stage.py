@@ -10,6 +10,7 @@ member and announced once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from kafka import TopicPartition
 
 from panstream.errors import SourceError
 from panstream.sources.kafka import Metrics
-from panstream.sources.kafka.route import RouteConfig, RouteStage
+from panstream.sources.kafka.route import RouteConfig, RouteStage, _Rebalance
 from panstream.state.slices import SliceLayout
 from panstream.universe import Universe
 
@@ -252,3 +253,85 @@ def test_auto_on_lines_of_no_known_format_says_so_and_stops_without_a_guess() ->
     notices = [e[1] for e in events if isinstance(e, tuple) and e[0] == "notice"]
     assert len(notices) == 1 and "no known log format fits the first messages" in notices[0]
     assert "pins it" not in notices[0] and r.producer.sent == []
+
+
+class PositionedConsumer(Consumer):
+    """A consumer that says its assignment and positions (past control records it never hands
+    out: a transactional producer's commit markers)."""
+
+    def __init__(self, events: list[Any], batches: list[dict[Any, list[Rec]]],
+                 positions: dict[Any, int]) -> None:
+        super().__init__(events, batches)
+        self.positions = positions
+
+    def position(self, tp: Any, timeout_ms: int = 0) -> int | None:
+        return self.positions.get(tp)
+
+
+def test_a_partition_with_nothing_to_route_but_a_marker_is_committed_to_its_end() -> None:
+    """Issue 26 (a drain that cannot come): the previous owner of logs/1 committed offset 7, just
+    before a transaction's commit marker (a commit on revoke, before it read past the marker). This
+    member is assigned logs/1, reads past the marker (position 8) and gets no record: it must still
+    commit 8, or the group's committed offset stays one short of the partition's end forever and
+    a bounded member waits for a drain that cannot come."""
+    other = TopicPartition("logs", 1)
+    cells = np.arange(0, 65536, 40)
+    r, events = stage([{TP: [Rec(0, clf_lines(cells))]}])
+    r.consumer = PositionedConsumer(events, r.consumer.batches, {TP: 2, other: 8})
+    asyncio.run(_Rebalance(r).on_partitions_assigned({TP, other}))
+    assert r.poll_once(0)
+    r.commit()
+    assert events[-1] == ("commit", {0: 2, 1: 8})  # logs/0 past its marker too (position 2)
+
+
+def test_a_partition_without_a_position_yet_is_not_committed() -> None:
+    other = TopicPartition("logs", 1)
+    cells = np.arange(0, 65536, 40)
+    r, events = stage([{TP: [Rec(0, clf_lines(cells))]}])
+    r.consumer = PositionedConsumer(events, r.consumer.batches, {TP: 1})
+    r.consumer.positions[other] = None  # type: ignore[assignment]  # assigned, not fetched yet
+    asyncio.run(_Rebalance(r).on_partitions_assigned({TP, other}))
+    assert r.poll_once(0)
+    r.commit()
+    assert events[-1] == ("commit", {0: 1})
+
+
+def test_a_revoke_commits_past_the_markers_for_the_next_owner() -> None:
+    """The commit on revoke is the one the next owner starts from: it goes past the markers the
+    member read past, so the next owner is not left a marker short."""
+    cells = np.arange(0, 65536, 40)
+    r, events = stage([{TP: [Rec(0, clf_lines(cells))]}])
+    r.consumer = PositionedConsumer(events, r.consumer.batches, {TP: 2})
+    assert r.poll_once(0)
+
+    async def commit_async(offsets: dict[Any, Any]) -> None:
+        events.append(("commit", {tp.partition: om.offset for tp, om in offsets.items()}))
+
+    r.consumer.commit_async = commit_async  # type: ignore[attr-defined]
+    asyncio.run(_Rebalance(r).on_partitions_assigned({TP}))
+    asyncio.run(_Rebalance(r).on_partitions_revoked({TP}))
+    assert events[-1] == ("commit", {0: 2})
+    commits = sum(1 for e in events if e[0] == "commit")
+    r.commit()  # no longer owned: nothing committed for it while the group rebalances
+    assert sum(1 for e in events if e[0] == "commit") == commits and r._owned == set()
+
+
+def test_a_commit_during_a_running_rebalance_is_retried_not_fatal() -> None:
+    """kafka-python refuses a commit while its group rebalances with RebalanceInProgressError
+    (librdkafka's adapter says CommitFailedError): the offsets stay pending, the member goes on."""
+    from kafka.errors import RebalanceInProgressError
+
+    cells = np.arange(0, 65536, 40)
+    r, events = stage([{TP: [Rec(0, clf_lines(cells))]}])
+    assert r.poll_once(0)
+    real = r.consumer.commit
+
+    def refuse(offsets: dict[Any, Any]) -> None:
+        raise RebalanceInProgressError("Offset commit cannot be completed")
+
+    r.consumer.commit = refuse  # type: ignore[method-assign]
+    r.commit()
+    assert any(e[0] == "notice" and "rebalance" in e[1] for e in events if isinstance(e, tuple))
+    r.consumer.commit = real  # type: ignore[method-assign]
+    r.commit()
+    assert events[-1] == ("commit", {0: 1})

@@ -33,6 +33,19 @@ polling, so that a rebalance can hand it the orphaned slices, and says once what
 nothing moves for :attr:`Member.give_up_seconds` it stops with :class:`~panstream.sources.kafka.progress.
 PendingWorkError` (exit 1, one line saying what is pending; the records wait in the internal topic
 for the next run). A member that never got a partition of either group stops the same way.
+
+**Every wait of a stopping member is bounded, and says where it waits** (issue 26: once a fresh
+draining member held every slice and neither exited nor printed a line for 240 s). "Without
+progress" counts every way a quiet member can wait: pending work that does not shrink (a count
+that only grows is no progress), a drain question the broker has not answered, answers that all
+predate the member's last activity (a group that rebalances during every question); each gives
+up after :attr:`Member.give_up_seconds` with its own line (no records at all while the groups
+rebalance too often for the member ever to be quiet is said once, not made fatal). At the stop,
+a consumer that does not leave its group within :attr:`Member.close_seconds` after its last
+commit is left behind with a notice (the broker drops it when its session expires), and a routing
+stage that cannot make its final commit fails the run. A :class:`~panstream.sources.kafka.watch.
+StallWatch` says once, with the code line, any step of any of the member's threads that lasts a
+minute.
 """
 
 from __future__ import annotations
@@ -51,6 +64,7 @@ from panstream.sources.kafka.progress import GroupProgress, Pending, PendingWork
 from panstream.sources.kafka.route import RouteStage, ensure_internal_topic
 from panstream.sources.kafka.slices import SliceStage
 from panstream.sources.kafka.tail import RunSummary, kafka_errors
+from panstream.sources.kafka.watch import StallWatch, where
 
 #: The least wait for a group to drain: Tansu evicts a member killed with ``kill -9`` about a
 #: minute after its death with kafka-python's default 10 s session (measured; 7 s with a 6 s one).
@@ -67,6 +81,21 @@ def default_drain_timeout(consumer: Mapping[str, Any]) -> float:
     """
     session = float(consumer.get("session_timeout_ms", 10_000)) / 1000
     return max(MIN_DRAIN_TIMEOUT, 2 * session + 10)
+
+
+def progressed(before: Pending, now: Pending) -> bool:
+    """Whether the group moved between two answers: some partition's pending count went down (or
+    it drained). A count that only grows (records arriving that nobody routes or applies) is no
+    progress, or a member waiting on it would never give up.
+
+    >>> a = Pending({("logs", 0): 5}, {3: 40}, "g-cells")
+    >>> progressed(a, Pending({("logs", 0): 5}, {3: 39}, "g-cells"))
+    True
+    >>> progressed(a, Pending({("logs", 0): 9}, {3: 41}, "g-cells"))
+    False
+    """
+    return (any(now.source.get(k, 0) < v for k, v in before.source.items())
+            or any(now.cells.get(k, 0) < v for k, v in before.cells.items()))
 
 
 class Member:
@@ -101,8 +130,20 @@ class Member:
         #: progress: long enough for a dead member's session to expire and its slices to move.
         self.give_up_seconds = (float(drain_timeout) if drain_timeout is not None
                                 else default_drain_timeout(slices.config.consumer))
+        #: At the stop: how long a consumer may take to leave its group after its last commit.
+        self.close_seconds = 30.0
         self.pending: Pending | None = None
         self._pending_since = 0.0
+        self._unanswered_since: float | None = None  # quiet, and no usable answer since
+        self._stale = 0  # answers dropped as older than this member's last activity, meanwhile
+        self._rebalances_then = 0
+        self._rebalances_mark = 0  # rebalances seen at the last records or usable answer
+        self._restless_said = False
+        self._records_at = time.monotonic()  # the slice stage's last records
+        self._answered_at = 0.0  # the last usable answer to the drain question
+        self._route_phase = "starting"
+        self._route_closing_at = 0.0
+        self._router_left = False  # the routing thread was left behind at the stop
         self._last_check = 0.0
         self._failure: str | None = None  # why a bounded run stops with exit 1
         self._waiting_since: float | None = None
@@ -110,6 +151,8 @@ class Member:
         #: Where one-line notices go (the CLI prints them on stderr).
         self.notice = slices.notice
         self.summary = slices.summary
+        #: Says once any step of the member's threads that lasts a minute (module docstring).
+        self.watch = StallWatch(lambda line: self.notice(line))
         self._lock = threading.Lock()
         self._route_stop = threading.Event()
         self._settle = threading.Event()  # asks the routing thread to decide and commit now
@@ -162,7 +205,9 @@ class Member:
         self._last_check = now
         pending = self._ask()
         if pending is None:  # no answer yet that postdates this member's last work
-            return False
+            return self._unanswered(now)
+        self._unanswered_since, self._stale, self._answered_at = None, 0, now
+        self._rebalances_mark, self._restless_said = self._rebalances(), False
         if not pending:
             if not self.slices._ever_assigned and self.route.assignments == 0:
                 msg = (f"stopped by --idle-timeout without ever getting a partition of "
@@ -178,9 +223,10 @@ class Member:
             self.notice(f"idle, but the group has not drained: {pending.describe()}; waiting for "
                         f"it (a rebalance may hand this member their partitions; giving up after "
                         f"{self.give_up_seconds:g} s without progress)")
-        if self.pending is None or pending != self.pending:  # progress, or first sight
+        if self.pending is None or progressed(self.pending, pending):  # or first sight
             self.pending, self._pending_since = pending, now
             return False
+        self.pending = pending
         if now - self._pending_since >= self.give_up_seconds:
             msg = (f"stopped by --idle-timeout with work pending for the group: "
                    f"{pending.describe()}; nothing is lost (the records wait in "
@@ -189,6 +235,49 @@ class Member:
             self._failure = msg
             return True
         return False
+
+    def _rebalances(self) -> int:
+        """Rebalances both stages have seen (assignments of either group)."""
+        return int(self.route.assignments) + int(getattr(self.slices.summary, "rebalances", 0))
+
+    def _unanswered(self, now: float) -> bool:
+        """Quiet without a usable answer: give up after :attr:`give_up_seconds`, saying why."""
+        if self._unanswered_since is None:
+            self._unanswered_since, self._rebalances_then = now, self._rebalances()
+            return False
+        if now - self._unanswered_since < self.give_up_seconds:
+            return False
+        asking = self._asking
+        if asking is not None and asking.is_alive():
+            why = (f"the broker has not answered the drain check for {self.give_up_seconds:g} s "
+                   f"(it waits {where(asking)})")
+        else:
+            why = (f"for {self.give_up_seconds:g} s every answer of the broker predated this "
+                   f"member's last activity ({self._stale} dropped; "
+                   f"{self._rebalances() - self._rebalances_then} rebalances meanwhile)")
+        self._failure = (f"stopped by --idle-timeout without knowing whether the group has "
+                         f"drained: {why}; nothing of this member is lost (its slices are "
+                         "checkpointed): run the group's members until it drains, then release")
+        return True
+
+    def _restless(self, now: float) -> None:
+        """Say once when neither a record nor a usable answer came for ``idle_timeout`` +
+        :attr:`give_up_seconds` while the member is not quiet because its groups rebalanced
+        (a rebalance counts as activity, so it does not ask whether the group has drained). Only
+        said, not fatal: one long restore after one rebalance looks the same for a while."""
+        s = self.slices
+        if s.config.idle_timeout is None or self._restless_said:
+            return
+        records = max(self._records_at, getattr(self.route, "last_records", 0.0))
+        last = max(records, self._answered_at)
+        moved = self._rebalances() - self._rebalances_mark
+        if moved <= 0 or now - last < s.config.idle_timeout + self.give_up_seconds or self._idle(now):
+            return
+        self._restless_said = True
+        self.notice(f"no records for {now - records:.0f} s, but not quiet: its groups rebalanced "
+                    f"{moved} times meanwhile (a rebalance counts as activity, so this member has "
+                    "not asked whether the group has drained); a bounded run stops only once the "
+                    "group has drained")
 
     def _ask(self) -> Pending | None:
         """The group's pending work, asked after this member's last work; ``None`` while no such
@@ -210,6 +299,7 @@ class Member:
             return None
         started, pending = answer
         if started < max(self.route.last_activity, self.slices._last_activity):
+            self._stale += 1
             return None  # asked before this member's last work: ask again
         return pending
 
@@ -224,11 +314,14 @@ class Member:
 
     def _ask_in_thread(self) -> None:
         started = time.monotonic()
+        self.watch.step("asking the broker whether the group has drained")
         try:
             pending = self._ask_broker()
         except BaseException as exc:  # noqa: BLE001 - raised in the main thread
             self._answer_error = exc
             return
+        finally:
+            self.watch.done()
         with self._answer_lock:
             self._answer = (started, pending)
 
@@ -237,11 +330,15 @@ class Member:
         r = self.route
         interval = self.slices.config.checkpoint_interval
         timeout = self.slices.config.poll_timeout_ms
+        group = r.config.consumer.get("group_id")
         try:
             with kafka_errors():
+                self._route_phase = "routing"
+                self.watch.step(f"joining the source group {group}")
                 r.open()
                 last_commit = time.monotonic()
                 while not self._route_stop.is_set():
+                    self.watch.step("routing the source topics (one poll, route, commit)")
                     r.poll_once(timeout)
                     if self._settle.is_set():  # the member is quiet: decide and commit now
                         self._settle.clear()
@@ -251,12 +348,19 @@ class Member:
                     elif time.monotonic() - last_commit >= interval:
                         r.commit()
                         last_commit = time.monotonic()
+                self._route_phase = "finishing"
+                self.watch.step("making the routing stage's final commit")
                 r.finish()
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread, raised there
             self._route_error = exc
         finally:
             self._settled.set()  # nobody waits for a settle that will not come
+            self._route_closing_at = time.monotonic()
+            self._route_phase = "closing"
+            self.watch.step(f"leaving the source group {group} (closing the routing consumer)")
             r.close()
+            self._route_phase = "done"
+            self.watch.done()
 
     # -------------------------------------------------------------- the main thread
     def run(self, stop: threading.Event | None = None) -> RunSummary:
@@ -275,27 +379,40 @@ class Member:
         router = threading.Thread(target=self._route_loop, name="panstream-route", daemon=True)
         self._router = router
         self._async = True
+        self._records_at = time.monotonic()
+        cells = self.route.config.internal_topic
+        self.watch.start()
         try:
             with kafka_errors():
+                self.watch.step(f"joining the slice group of {cells}")
                 s.open()
                 router.start()
                 while not stop.is_set() and self._route_error is None:
+                    self.watch.step(f"applying {cells} to this member's slices (one poll, "
+                                    "checkpoint when due)")
                     applied = s.poll_once()
                     now = time.monotonic()
                     if applied:  # work came: a later wait starts afresh
-                        self.pending = self._waiting_since = None
+                        self.pending = self._waiting_since = self._unanswered_since = None
+                        self._records_at, self._stale = now, 0
+                        self._rebalances_mark, self._restless_said = self._rebalances(), False
                     elif self._idle(now) and self._may_stop(now):
                         self.summary.stopped_by = "idle-timeout"
                         break
+                    else:
+                        self._restless(now)
                     with self._lock:
                         s.metrics.tick(now)
                     s.maintain(now)
                 else:
                     self.summary.stopped_by = "signal" if self._route_error is None else "error"
                 self._route_stop.set()
-                router.join()
+                self.watch.step("waiting for the routing stage's final commit")
+                self._join_router(router)
                 if self._route_error is None:
+                    self.watch.step("draining what was routed to this member's slices")
                     self._drain()
+                self.watch.step("making the final checkpoint")
                 s.final_checkpoint()
             if self._route_error is not None:
                 raise self._route_error
@@ -303,17 +420,63 @@ class Member:
                 raise PendingWorkError(self._failure)
         finally:
             self._route_stop.set()
-            if router.is_alive():
-                router.join(timeout=30)
-            s.close()
+            if router.is_alive() and not self._router_left:
+                router.join(timeout=self.close_seconds)
+            self._close_slices()
             if self._asking is not None:
-                self._asking.join(timeout=30)
+                self._asking.join(timeout=self.close_seconds)
             self.progress.close()
             with self._lock:
                 s.metrics.close_window()
             s._summarize_counts()
             self.summary.seconds = time.monotonic() - t0
+            self.watch.stop()
         return self.summary
+
+    def _join_router(self, router: threading.Thread) -> None:
+        """Wait for the routing thread's final commit and its leaving, each bounded: a consumer
+        still leaving its group :attr:`close_seconds` after its last commit is left behind with a
+        notice (the broker drops it when its session expires); a final commit not made within
+        :attr:`give_up_seconds` fails the run (nothing is lost: the routed records are durable)."""
+        start = time.monotonic()
+        group = self.route.config.consumer.get("group_id")
+        while router.is_alive():
+            router.join(timeout=0.5)
+            if not router.is_alive():
+                return
+            now = time.monotonic()
+            if self._route_phase in ("closing", "done"):
+                if now - self._route_closing_at >= self.close_seconds:
+                    self._router_left = True
+                    self.notice(f"the routing consumer has not left group {group} "
+                                f"{self.close_seconds:g} s after its last commit (its thread "
+                                f"waits {where(router)}); this member goes on without it (the "
+                                "broker drops it when its session expires)")
+                    return
+            elif now - start >= self.give_up_seconds:
+                self._router_left = True
+                if self._route_error is None:
+                    msg = (f"the routing stage did not make its final commit within "
+                           f"{self.give_up_seconds:g} s (its thread waits {where(router)}); "
+                           "nothing is lost: the routed records are durable and a restart "
+                           "routes those messages again")
+                    self._route_error = SourceError(msg)
+                return
+
+    def _close_slices(self) -> None:
+        """Leave the slice group (after the final checkpoint, or on error), bounded by
+        :attr:`close_seconds`: the slice stage's snapshots are durable and committed by then."""
+        s = self.slices
+        self.watch.step(f"leaving the slice group of {self.route.config.internal_topic} "
+                        "(closing the slice consumer)")
+        closer = threading.Thread(target=s.close, name="panstream-close", daemon=True)
+        closer.start()
+        closer.join(timeout=self.close_seconds)
+        if closer.is_alive():
+            self.notice(f"the slice consumer has not left its group {self.close_seconds:g} s "
+                        f"after its final checkpoint (its thread waits {where(closer)}); this "
+                        "member exits without it (the broker drops it when its session expires)")
+        self.watch.done()
 
     def _drain(self) -> None:
         """Apply what was routed to this member's slices, until caught up (bounded)."""

@@ -53,7 +53,12 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
-from kafka.errors import CommitFailedError, KafkaError, TopicAlreadyExistsError
+from kafka.errors import (
+    CommitFailedError,
+    KafkaError,
+    RebalanceInProgressError,
+    TopicAlreadyExistsError,
+)
 from kafka.structs import OffsetAndMetadata
 
 from panstream.errors import ConfigurationError, SourceError
@@ -288,7 +293,9 @@ class _Rebalance(AsyncConsumerRebalanceListener):
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self.stage.last_activity = time.monotonic()  # a rebalance is not idleness
+        self.stage._past_control_records()  # the next owner must not stop one marker short
         offsets = self.stage._take(revoked, flush=True)
+        self.stage._owned.difference_update(revoked)
         if offsets:
             try:
                 await self.stage.consumer.commit_async(offsets)
@@ -298,9 +305,11 @@ class _Rebalance(AsyncConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self.stage.assignments += 1
+        self.stage._owned.update(assigned)
         self.stage.last_activity = time.monotonic()
 
     async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        self.stage._owned.difference_update(lost)
         self.stage._take(lost, flush=False)
 
 
@@ -324,6 +333,8 @@ class RouteStage:
         self.consumer: Any = None
         self.producer: Any = None
         self._next: dict[TopicPartition, int] = {}
+        #: The source partitions this member owns (assigned, not yet revoked or lost).
+        self._owned: set[TopicPartition] = set()
         self._futures: list[Any] = []  # sends since the last flush, checked before a commit
         #: Exact counts of the first sample (accepted, malformed, outside); None once decided.
         self._sample: dict[str, int] | None = (
@@ -334,7 +345,8 @@ class RouteStage:
         self._head_bytes = 0
         self._held: list[tuple[dict[TopicPartition, int], list[tuple[int, bytearray]]]] = []
         self.assignments = 0
-        self.last_activity = time.monotonic()
+        self.last_activity = time.monotonic()  # records or a rebalance
+        self.last_records = self.last_activity  # records only
         self.routed_bytes = 0
         #: Adds a batch's counts to the telemetry window (the member wraps it in a lock).
         self.count: Callable[[int, int, int, int], None] = metrics.batch
@@ -366,7 +378,7 @@ class RouteStage:
         if not records:
             return False
         self._route(records)
-        self.last_activity = time.monotonic()
+        self.last_activity = self.last_records = time.monotonic()
         return True
 
     def _past_control_records(self) -> None:
@@ -374,15 +386,21 @@ class RouteStage:
         Between polls they differ only by records a consumer never hands out: the control records
         (commit and abort markers) of transactional producers, which take offsets. Without this a
         partition ending in a marker is committed one offset short of its end forever. Only when
-        nothing is held (the first sample decided): every record before the position was routed."""
+        nothing is held (the first sample decided): every record before the position was routed.
+
+        That includes an assigned partition this member has routed nothing from: its previous
+        owner committed up to a marker (a commit on revoke, or one made before it read past the
+        marker), and this member read past it without a record to route. Without its position
+        committed, the partition stayed a marker short, and a bounded member waited for a drain
+        that could not come (issue 26)."""
         if self._sample is not None or self._held:
             return
-        for tp, nxt in list(self._next.items()):
+        for tp in set(self._next) | self._owned:
             try:
                 pos = self.consumer.position(tp, timeout_ms=0)
             except Exception:  # noqa: BLE001, S112 - no position (revoked meanwhile): keep ours
                 continue
-            if pos is not None and pos > nxt:
+            if pos is not None and pos > self._next.get(tp, -1):
                 self._next[tp] = pos
 
     def commit(self) -> None:
@@ -397,8 +415,9 @@ class RouteStage:
             return
         try:
             self.consumer.commit(offsets)
-        except CommitFailedError:
-            # The group rebalanced under this commit (a member joined, left or was killed): the
+        except (CommitFailedError, RebalanceInProgressError):
+            # The group rebalanced under this commit (a member joined, left or was killed;
+            # kafka-python raises RebalanceInProgressError while the rebalance runs): the
             # offsets stay pending here and are committed at the next checkpoint if this member
             # still owns the partitions; otherwise their new owner routes those messages again
             # from the last commit (the routed records are durable, a replay is harmless), and a
