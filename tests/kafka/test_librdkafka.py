@@ -390,7 +390,11 @@ def test_one_member_counts_every_line_of_every_codec(
     assert run.returncode == 0, run.stderr.decode()[-2000:]
     com = committed_offsets_by_topic(admin, group)
     for codec in CODECS:
-        assert com.get(topics[codec]) == librdkafka_topics["ends"][codec], codec
+        # A partition the producer left empty may be committed at 0 (kafka-python's position
+        # there: the member commits up to its position for every partition it owns).
+        got = {p: off for p, off in (com.get(topics[codec]) or {}).items()
+               if off or p in librdkafka_topics["ends"][codec]}
+        assert got == librdkafka_topics["ends"][codec], codec
     g = merge_store(DirectoryStore(state))
     try:
         bits = g.estimator.bits()
