@@ -28,6 +28,15 @@ line** of the members, of the broker and of this process (producer and end reade
 over the timed window. CPU per line does not depend on who else is running; it is the scaling
 model's input (docs/kafka.md, Throughput).
 
+What a 2-core machine can show at all: each group run also reports ``ceiling_lines_per_s`` (the
+cores / the CPU per line of members, broker, producer and reader together: a perfectly overlapped
+pipeline) and ``of_ceiling``; the summary's ``ceiling_over_ingest`` is the most any single member
+could show against ``ingest`` here. ``--probes N`` (default 3) first times small batches (one
+message a partition) to both committed ends: their median is the group's fixed cost (the
+checkpoint clock's phase, the commits), set apart as ``ingest``'s start-up is
+(``lines_per_s_less_fixed``). ``--backlog`` produces the lines while the joined members are stopped
+(SIGSTOP) and times them draining the backlog: the producer's CPU leaves the window.
+
 Prints one JSON line per measurement, then a summary with the ratios the issue asks for:
 ``two_over_one`` (best 2-member rate / best 1-member rate) and ``one_over_ingest`` (best 1-member
 rate / the better ingest rate), from wall-clock rates; and the same ratios from CPU alone, with the
