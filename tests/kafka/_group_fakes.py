@@ -3,6 +3,8 @@ and members' consumers that, like Kafka's, may commit only in the current genera
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -48,3 +50,51 @@ class Consumer:
 
     def resume(self, *tps: TopicPartition) -> None:
         pass
+
+
+# ------------------------------------------------------------------ stores, as the attacks use them
+def released_ones(store: Any) -> set[int]:
+    """The cells a release of ``store`` reads as 1 (its merge of the stored shards or slices)."""
+    import numpy as np
+
+    from panstream.state.stores import DirectoryStore, TopicStore, merge_store
+
+    assert isinstance(store, DirectoryStore | TopicStore)
+    group = merge_store(store)
+    try:
+        return set(np.flatnonzero(group.estimator.bits()).tolist())
+    finally:
+        group.estimator.wipe()
+
+
+class Unfenced:
+    """A store without claims: a member saves as before fencing (the attack's setting)."""
+
+    def __init__(self, store: Any) -> None:
+        self.inner = store
+
+    def save(self, key: str, data: bytes | bytearray) -> None:
+        self.inner.save(key, data)
+
+    def load(self, key: str) -> bytes | bytearray | None:
+        from panstream.state.stores import TopicStore
+
+        if isinstance(self.inner, TopicStore):
+            self.inner.refresh()
+        return self.inner.load(key)
+
+    def keys(self) -> list[str]:
+        return list(self.inner.keys())
+
+
+def store_factory(kind: str, tmp_path: Path) -> Callable[[], Any]:
+    """Handles on one store (``directory`` or ``topic``): each member opens its own, as processes
+    do."""
+    from fakes import MemoryLog
+
+    from panstream.state.stores import DirectoryStore, TopicStore
+
+    if kind == "directory":
+        return lambda: DirectoryStore(tmp_path / "state")
+    log = MemoryLog()
+    return lambda: TopicStore(log, chunk_bytes=40)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _group_fakes import Consumer, Group
+from _group_fakes import Consumer, Group, Unfenced, released_ones, store_factory
 from fakes import MemoryLog
 from kafka import TopicPartition
 
@@ -40,7 +40,7 @@ from panstream.errors import FencedError, SourceError
 from panstream.sources.kafka import Metrics, TailConfig
 from panstream.sources.kafka.tail import KafkaTail
 from panstream.state.checkpoint import ShardStore
-from panstream.state.stores import DirectoryStore, TopicStore, encode_shard, merge_store
+from panstream.state.stores import DirectoryStore, TopicStore, encode_shard
 from panstream.universe import Universe
 
 U = Universe.parse("range:1000")
@@ -85,45 +85,13 @@ def ones(t: KafkaTail) -> set[int]:
     return set(np.flatnonzero(t.shards[TP].estimator.bits()).tolist())
 
 
-def released_ones(store: ShardStore) -> set[int]:
-    """The cells a release of the store reads as 1 (its merge of the stored shards)."""
-    assert isinstance(store, DirectoryStore | TopicStore)
-    group = merge_store(store)
-    try:
-        return set(np.flatnonzero(group.estimator.bits()).tolist())
-    finally:
-        group.estimator.wipe()
-
-
-class Unfenced:
-    """A store without claims: the member saves as before fencing (the attack's setting)."""
-
-    def __init__(self, store: DirectoryStore | TopicStore) -> None:
-        self.inner = store
-
-    def save(self, key: str, data: bytes | bytearray) -> None:
-        self.inner.save(key, data)
-
-    def load(self, key: str) -> bytes | bytearray | None:
-        if isinstance(self.inner, TopicStore):
-            self.inner.refresh()
-        return self.inner.load(key)
-
-    def keys(self) -> list[str]:
-        return self.inner.keys()
-
-
 Stores = Callable[[], DirectoryStore | TopicStore]
 
 
 @pytest.fixture(params=["directory", "topic"])
 def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
     """A factory of store handles on one store: each member opens its own, as processes do."""
-    if request.param == "directory":
-        yield lambda: DirectoryStore(tmp_path / "state")
-    else:
-        log = MemoryLog()
-        yield lambda: TopicStore(log, chunk_bytes=40)
+    yield store_factory(request.param, tmp_path)
 
 
 def zombie_interleaving(open_store: Callable[[], ShardStore]) -> tuple[KafkaTail, Group]:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _group_fakes import Consumer, Group
+from _group_fakes import Consumer, Group, Unfenced, released_ones, store_factory
 from fakes import MemoryLog
 from kafka import TopicPartition
 
@@ -42,7 +42,6 @@ from panstream.state.stores import (
     DirectoryStore,
     TopicStore,
     encode_slice,
-    merge_store,
     rotate_slice_store,
 )
 from panstream.universe import Universe
@@ -91,45 +90,13 @@ def ones(s: SliceStage) -> set[int]:
     return set(np.flatnonzero(s.shards[TP].estimator.bits()).tolist())
 
 
-def released_ones(store: ShardStore) -> set[int]:
-    """The cells a release of the store reads as 1 (its merge of the stored slices)."""
-    assert isinstance(store, DirectoryStore | TopicStore)
-    group = merge_store(store)
-    try:
-        return set(np.flatnonzero(group.estimator.bits()).tolist())
-    finally:
-        group.estimator.wipe()
-
-
-class Unfenced:
-    """A store without claims: the stage saves as before fencing (the attack's setting)."""
-
-    def __init__(self, store: DirectoryStore | TopicStore) -> None:
-        self.inner = store
-
-    def save(self, key: str, data: bytes | bytearray) -> None:
-        self.inner.save(key, data)
-
-    def load(self, key: str) -> bytes | bytearray | None:
-        if isinstance(self.inner, TopicStore):
-            self.inner.refresh()
-        return self.inner.load(key)
-
-    def keys(self) -> list[str]:
-        return self.inner.keys()
-
-
 Stores = Callable[[], DirectoryStore | TopicStore]
 
 
 @pytest.fixture(params=["directory", "topic"])
 def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stores]:
     """A factory of store handles on one store: each member opens its own, as processes do."""
-    if request.param == "directory":
-        yield lambda: DirectoryStore(tmp_path / "state")
-    else:
-        log = MemoryLog()
-        yield lambda: TopicStore(log, chunk_bytes=40)
+    yield store_factory(request.param, tmp_path)
 
 
 STREAM = records(A, 0) + records(B, 5) + records(C, 10)
