@@ -26,6 +26,20 @@ no longer replace the new owner's snapshot (the directory store refuses the save
 than the stored epoch is allowed only if a commit proves the member current
 (:meth:`~panstream.sources.kafka.tail.KafkaTail._still_current`).
 
+**A commit that meets a rebalance** (kafka-python's ``RebalanceInProgressError``, or
+``CommitFailedError`` for a generation the group has left: librdkafka's ``ILLEGAL_GENERATION``)
+does not stop the member, as it does not the routing stage's
+(:meth:`~panstream.sources.kafka.route.RouteStage.commit`): the snapshots were made durable under
+the member's fenced epoch first, so the :class:`~panstream.state.checkpoint.Checkpointer` leaves
+the offsets uncommitted (:class:`~panstream.errors.CommitDeferredError`), the member says so once
+per checkpoint, and nothing is deleted. If the member keeps the slice, its next checkpoint (or the
+save on revoke) commits them; if the slice moves, its next owner restores the snapshot and
+re-applies the records after the last commit: a replay, harmless for the bit table, counted twice
+by the counter family, as after a crash. A bounded member exits 0 only once the broker's commits
+show the group drained, and a final checkpoint whose commit meets a rebalance stops with one line
+(exit 1) unless the broker already holds those offsets. Without a fenced store (tests) the member
+stops as before.
+
 Counts: the routing stage already counted messages and items (telemetry windows); this stage
 counts nothing.
 """
@@ -189,8 +203,8 @@ class SliceStage(KafkaTail):
             shard.applied(recs[-1].offset)
 
     # -------------------------------------------------------------- checkpoint, then delete
-    #: A checkpoint's commit that meets a rebalance waits for the next checkpoint (module
-    #: docstring, "A commit that meets a rebalance"), with a fenced store.
+    #: A checkpoint's commit that meets a rebalance waits for the next checkpoint, with a fenced
+    #: store (module docstring, "A commit that meets a rebalance").
     defers_rebalanced_commits = True
 
     def checkpoint(self) -> None:

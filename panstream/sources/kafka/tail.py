@@ -234,13 +234,10 @@ class KafkaTail:
         """
         try:
             self.consumer.commit(self._offsets(offsets))
-        except (CommitFailedError, RebalanceInProgressError) as exc:
-            if self.defers_rebalanced_commits and self._fenced is not None:
-                raise CommitDeferredError(str(exc)) from None
-            msg = (f"offset commit failed: {exc}; the snapshots are durable, so a restart replays "
-                   "a few messages, which is harmless")
-            raise SourceError(msg) from None
         except KafkaError as exc:
+            if (isinstance(exc, CommitFailedError | RebalanceInProgressError)
+                    and self.defers_rebalanced_commits and self._fenced is not None):
+                raise CommitDeferredError(" ".join(str(exc).split())) from None
             msg = (f"offset commit failed: {exc}; the snapshots are durable, so a restart replays "
                    "a few messages, which is harmless")
             raise SourceError(msg) from None
