@@ -57,6 +57,14 @@ class SourceError(PanstreamError):
     """An input source (stdin, file, Kafka) failed in a way the operator must fix."""
 
 
+class CommitDeferredError(SourceError):
+    """An offset commit met a consumer-group rebalance after the snapshots it covers were made
+    durable (fenced). Raised by a source's committer to its
+    :class:`~panstream.state.checkpoint.Checkpointer`, which leaves the offsets uncommitted
+    (the next checkpoint commits them, or the partition's next owner re-applies from the last
+    commit) instead of stopping; it reaches the operator only where that is not safe."""
+
+
 class InputFormatError(SourceError):
     """(Almost) nothing of the input was accepted: the format or the universe is wrong. The message
     names the format used, the shares malformed and outside, and the option that fixes it

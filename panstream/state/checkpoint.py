@@ -28,7 +28,13 @@ the save of a shard or slice another member has claimed since; the order below i
 4. **Commit.** Only when *every* write of step 3 succeeded, commit for every shard that has
    processed a message the offset of its last processed message + 1 (kafka-python's convention;
    committing an unchanged offset again is harmless). If a write fails, nothing is committed and
-   the error propagates: the consumer stops with a one-line message.
+   the error propagates: the consumer stops with a one-line message. If the commit fails, the
+   error propagates too (the snapshots stay: a replay follows), except a
+   :class:`~panstream.errors.CommitDeferredError`: the committer says the commit met a
+   consumer-group rebalance and may wait. The checkpoint then counts as durable (step 5 runs),
+   nothing counts as committed (:attr:`CheckpointResult.deferred` holds the offsets), and since
+   a shard's ``next_offset`` stays in memory the next checkpoint, or the save on revoke, commits
+   them again; a partition that moved is re-applied by its next owner from the last commit.
 5. **Record** the time of this durable checkpoint (served as a metric).
 
 **When.** Periodic checkpoints run on a fixed clock (:mod:`panstream.schedule`): the k-th is due at
@@ -84,6 +90,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from panstream.errors import CommitDeferredError
 from panstream.estimators.base import Estimator
 from panstream.schedule import Schedule
 
@@ -148,6 +155,11 @@ class CheckpointResult:
     saved: tuple[str, ...] = ()
     committed: dict[Hashable, int] = field(default_factory=dict)
     seconds: float = 0.0
+    #: Offsets whose commit met a rebalance (:class:`~panstream.errors.CommitDeferredError`): the
+    #: snapshots are durable, the offsets are not committed; empty otherwise.
+    deferred: dict[Hashable, int] = field(default_factory=dict)
+    #: The committer's one line for :attr:`deferred` (empty when nothing was deferred).
+    why: str = ""
 
 
 class Checkpointer:
@@ -202,17 +214,25 @@ class Checkpointer:
 
         Raises:
             StateError, SourceError or OSError: a snapshot could not be made durable (nothing is
-                committed then) or the commit failed (the snapshots stay; a replay follows).
+                committed then) or the commit failed (the snapshots stay; a replay follows). A
+                :class:`~panstream.errors.CommitDeferredError` of the committer is not raised:
+                the result's ``deferred`` holds those offsets (step 4 of the module docstring).
         """
         t0 = self._clock()
         if self._schedule is not None and self._schedule.due(t0):
             self._schedule.advance(t0)                                  # this instant is served
         shards = list(shards)
         offsets = self.durable(shards)                                  # steps 1-3
+        deferred: dict[Hashable, int] = {}
+        why = ""
         if offsets:
-            self._commit(dict(offsets))                                 # step 4
-        self.done()                                                     # step 5
-        return CheckpointResult(tuple(s.key for s in shards), offsets, self._clock() - t0)
+            try:
+                self._commit(dict(offsets))                             # step 4
+            except CommitDeferredError as exc:                          # a rebalance: not now
+                deferred, offsets, why = offsets, {}, str(exc)
+        self.done()                                                     # step 5: durable
+        return CheckpointResult(tuple(s.key for s in shards), offsets, self._clock() - t0,
+                                deferred, why)
 
     def _grid(self, interval: float) -> Schedule:
         if self._schedule is None or self._schedule.interval != interval:

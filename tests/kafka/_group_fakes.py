@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kafka import TopicPartition
-from kafka.errors import CommitFailedError
+from kafka.errors import CommitFailedError, RebalanceInProgressError
 
 
 class Group:
@@ -19,6 +19,9 @@ class Group:
     def __init__(self) -> None:
         self.generation = 1
         self.committed: dict[TopicPartition, int] = {}
+        #: A rebalance is running: every commit fails, as kafka-python's does
+        #: (``RebalanceInProgressError``) until its member has rejoined.
+        self.rebalancing = False
 
     def rebalance(self) -> None:
         self.generation += 1
@@ -35,6 +38,8 @@ class Consumer:
             generation_id=self.generation))
 
     def commit(self, offsets: dict[TopicPartition, Any]) -> None:
+        if self.group.rebalancing:
+            raise RebalanceInProgressError("the consumer is undergoing a rebalance")
         if self.generation != self.group.generation:
             raise CommitFailedError("the group has already rebalanced")
         self.group.committed.update({tp: om.offset for tp, om in offsets.items()})

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from panstream.errors import StateError
+from panstream.errors import CommitDeferredError, SourceError, StateError
 from panstream.estimators.density import DensityEstimator
 from panstream.state import format as fmt
 from panstream.state.checkpoint import Checkpointer, Shard, restore_shard
@@ -103,6 +103,37 @@ def test_a_failed_save_commits_nothing() -> None:
     with pytest.raises(StateError):
         cp.checkpoint([s])
     assert events == []
+
+
+def test_a_commit_the_committer_defers_leaves_the_offsets_for_the_next_checkpoint() -> None:
+    """A committer may say that its commit met a rebalance (CommitDeferredError): the snapshots
+    are durable, so the checkpoint counts (its time is recorded), nothing counts as committed, and
+    the next checkpoint commits the same offsets, since a shard keeps its next offset in memory.
+    Any other commit error still propagates (below)."""
+    events: list[str] = []
+    ticks = iter(range(100))
+    refuse = [True]
+
+    def commit(offs: dict) -> None:
+        if refuse[0]:
+            raise CommitDeferredError("the group is rebalancing")
+        events.append(f"commit {sorted(offs.items())}")
+
+    cp = Checkpointer(Memory(events), commit, clock=lambda: float(next(ticks)))
+    s = Shard("t/0", 0, DensityEstimator(U))
+    s.applied(last_offset=9)
+    res = cp.checkpoint([s])
+    assert events == ["save t/0"] and res.committed == {} and res.deferred == {0: 10}
+    assert res.why == "the group is rebalancing" and cp.checkpoints == 1
+    refuse[0] = False
+    res = cp.checkpoint([s])
+    assert events == ["save t/0", "save t/0", "commit [(0, 10)]"] and res.deferred == {}
+
+    def broken(offs: dict) -> None:
+        raise SourceError("offset commit failed: the broker is gone")
+
+    with pytest.raises(SourceError, match="broker is gone"):
+        Checkpointer(Memory([]), broken).checkpoint([s])
 
 
 def test_snapshot_holds_no_offset(tmp_path) -> None:

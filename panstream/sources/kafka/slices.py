@@ -26,6 +26,20 @@ no longer replace the new owner's snapshot (the directory store refuses the save
 than the stored epoch is allowed only if a commit proves the member current
 (:meth:`~panstream.sources.kafka.tail.KafkaTail._still_current`).
 
+**A commit that meets a rebalance** (kafka-python's ``RebalanceInProgressError``, or
+``CommitFailedError`` for a generation the group has left: librdkafka's ``ILLEGAL_GENERATION``)
+does not stop the member, as it does not the routing stage's
+(:meth:`~panstream.sources.kafka.route.RouteStage.commit`): the snapshots were made durable under
+the member's fenced epoch first, so the :class:`~panstream.state.checkpoint.Checkpointer` leaves
+the offsets uncommitted (:class:`~panstream.errors.CommitDeferredError`), the member says so once
+per checkpoint, and nothing is deleted. If the member keeps the slice, its next checkpoint (or the
+save on revoke) commits them; if the slice moves, its next owner restores the snapshot and
+re-applies the records after the last commit: a replay, harmless for the bit table, counted twice
+by the counter family, as after a crash. A bounded member exits 0 only once the broker's commits
+show the group drained, and a final checkpoint whose commit meets a rebalance stops with one line
+(exit 1) unless the broker already holds those offsets. Without a fenced store (tests) the member
+stops as before.
+
 Counts: the routing stage already counted messages and items (telemetry windows); this stage
 counts nothing.
 """
@@ -42,10 +56,11 @@ import numpy as np
 from kafka import KafkaAdminClient, TopicPartition
 
 from panstream import estimators
-from panstream.errors import StateError
+from panstream.errors import SourceError, StateError
 from panstream.estimators.base import Estimator
 from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.metrics import Metrics
+from panstream.sources.kafka.progress import ranges
 from panstream.sources.kafka.tail import KafkaTail, TailConfig
 from panstream.state.checkpoint import Checkpointer, Shard, shard_key
 from panstream.state.slices import (
@@ -85,8 +100,6 @@ def expired_warning(topic: str, lost: Mapping[int, int]) -> str:
     >>> expired_warning("g-cells", {3: 12, 4: 1})[:66]
     'warning: 13 routed records of slices 3-4 expired from g-cells befo'
     """
-    from panstream.sources.kafka.progress import ranges
-
     return (f"warning: {sum(lost.values()):,} routed records of slices {ranges(lost)} expired "
             f"from {topic} before a slice applied them (the group was down longer than its "
             "retention.ms): those arrivals are lost, and releases of this table miss them")
@@ -113,6 +126,9 @@ class SliceStage(KafkaTail):
         self._admin: Any = None
         self.deletes = "on" if admin_client is not None else "off"
         self.on_assign: Any = None  # callback(list of slice indices) for the startup notice
+        #: The offsets of the last checkpoint whose commit met a rebalance, and why (else empty).
+        self._deferred: dict[Any, int] = {}
+        self._deferred_why = ""
         #: Where one-line operational notices go (the CLI prints them on stderr).
         self.notice: Callable[[str], None] = log.info
 
@@ -187,13 +203,61 @@ class SliceStage(KafkaTail):
             shard.applied(recs[-1].offset)
 
     # -------------------------------------------------------------- checkpoint, then delete
+    #: A checkpoint's commit that meets a rebalance waits for the next checkpoint, with a fenced
+    #: store (module docstring, "A commit that meets a rebalance").
+    defers_rebalanced_commits = True
+
     def checkpoint(self) -> None:
+        """Every owned slice durable, then the offsets committed, then the records before them
+        deleted; a commit that met a rebalance is said and left to the next checkpoint (nothing
+        deleted: the records stay for whoever re-applies them)."""
         res = self.checkpointer.checkpoint(list(self.shards.values()))
         if res.saved:
             self.metrics.checkpoints.inc()
             self.summary.checkpoints += 1
         if res.committed:
             self._delete(res.committed)
+        self._deferred, self._deferred_why = dict(res.deferred), res.why
+        if res.deferred:
+            self.notice(f"a commit of {self.config.topics[0]} slices "
+                        f"{ranges(tp.partition for tp in self._deferred)} met a rebalance "
+                        f"({res.why}); their snapshots are durable: it is retried at the next "
+                        "checkpoint, or a slice's next owner re-applies its records from the "
+                        "last commit")
+
+    def final_checkpoint(self) -> None:
+        """The last checkpoint before leaving. If its commit met a rebalance, the member may exit
+        0 only if the broker already holds offsets at least as far (a drained group's member
+        commits what was committed already); otherwise the slices' records after the last commit
+        are pending for their next owner, and the member says so and stops with exit 1.
+
+        Raises:
+            SourceError: the final commit met a rebalance and the broker's offsets are behind.
+        """
+        self.checkpoint()
+        self._final_checkpoint_done = True  # durable: close() writes nothing more
+        self.summary.partitions = sorted(s.key for s in self.shards.values())
+        behind = self._behind(self._deferred)
+        if behind:
+            msg = (f"the final commit of {self.config.topics[0]} slices {ranges(behind)} met a "
+                   f"rebalance ({self._deferred_why}); their snapshots are durable and nothing "
+                   "is lost, but their records after the last commit are pending: their next "
+                   "owner re-applies them (the frequency family counts those twice); run the "
+                   "group's members until it drains, then release")
+            raise SourceError(msg)
+
+    def _behind(self, offsets: Mapping[Any, int]) -> list[int]:
+        """The slices of ``offsets`` whose committed offset (asked of the broker) is lower, or
+        unknown."""
+        out = []
+        for tp, off in offsets.items():
+            try:
+                done = self.consumer.committed(tp)
+            except Exception:  # noqa: BLE001 - a broker that cannot say: behind
+                done = None
+            if done is None or int(done) < int(off):
+                out.append(tp.partition)
+        return sorted(out)
 
     def _delete(self, committed: Mapping[Any, int]) -> None:
         """Delete the internal records before the committed offsets (durable in a slice)."""

@@ -24,12 +24,17 @@ from typing import Any
 
 from kafka import TopicPartition
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
-from kafka.errors import KafkaError, UnsupportedCodecError
+from kafka.errors import (
+    CommitFailedError,
+    KafkaError,
+    RebalanceInProgressError,
+    UnsupportedCodecError,
+)
 from kafka.structs import OffsetAndMetadata
 
 from panstream import estimators
 from panstream.calibration import DEFAULT_MODULUS
-from panstream.errors import PanstreamError, SourceError
+from panstream.errors import CommitDeferredError, PanstreamError, SourceError
 from panstream.estimators.base import Estimator
 from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.config import unreachable_message
@@ -211,10 +216,28 @@ class KafkaTail:
     def _offsets(offsets: Mapping[Hashable, int]) -> dict[TopicPartition, OffsetAndMetadata]:
         return {tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}
 
+    #: Whether a checkpoint's commit that meets a rebalance waits for the next checkpoint
+    #: (:class:`~panstream.errors.CommitDeferredError`) instead of stopping the member: the
+    #: routed slice stage's choice (:class:`~panstream.sources.kafka.slices.SliceStage`), and only
+    #: with a fenced store. Off here: a per-partition member stops (exit 1), a restart replays.
+    defers_rebalanced_commits = False
+
     def _commit_sync(self, offsets: dict[Hashable, int]) -> None:
+        """Commit ``offsets`` (the checkpointer's step 4).
+
+        Raises:
+            CommitDeferredError: the commit met a rebalance (kafka-python's
+                ``RebalanceInProgressError``; ``CommitFailedError`` for a generation the group
+                has left behind, librdkafka's ``ILLEGAL_GENERATION`` included), where
+                :attr:`defers_rebalanced_commits` and the store is fenced.
+            SourceError: any other failed commit (or that one elsewhere).
+        """
         try:
             self.consumer.commit(self._offsets(offsets))
         except KafkaError as exc:
+            if (isinstance(exc, CommitFailedError | RebalanceInProgressError)
+                    and self.defers_rebalanced_commits and self._fenced is not None):
+                raise CommitDeferredError(" ".join(str(exc).split())) from None
             msg = (f"offset commit failed: {exc}; the snapshots are durable, so a restart replays "
                    "a few messages, which is harmless")
             raise SourceError(msg) from None

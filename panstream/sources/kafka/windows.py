@@ -476,6 +476,11 @@ class WindowSliceStage(SliceStage):
         wall_clock: the wall clock the schedule runs on (tests inject one).
     """
 
+    #: A commit that meets a rebalance stops the member (exit 1), as before: window-slices
+    #: commit outside the checkpointer (:meth:`checkpoint`), and a replay into windows the clock
+    #: has closed meanwhile has not been examined for a deferred commit.
+    defers_rebalanced_commits = False
+
     def __init__(self, config: TailConfig, layout: SliceLayout, metrics: Metrics | None = None,
                  admin_client: Mapping[str, Any] | None = None, *, spec: WindowSpec, group: str,
                  sources: list[str], wstore: DirectoryStore, series_path: str,
