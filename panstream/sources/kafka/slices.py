@@ -28,7 +28,8 @@ than the stored epoch is allowed only if a commit proves the member current
 
 **A commit that meets a rebalance** (kafka-python's ``RebalanceInProgressError``, or
 ``CommitFailedError`` for a generation the group has left: librdkafka's ``ILLEGAL_GENERATION``)
-does not stop the member, as it does not the routing stage's
+does not stop the member (:class:`~panstream.sources.kafka.tail.KafkaTail` decides, for every
+layout), as it does not the routing stage's
 (:meth:`~panstream.sources.kafka.route.RouteStage.commit`): the snapshots were made durable under
 the member's fenced epoch first, so the :class:`~panstream.state.checkpoint.Checkpointer` leaves
 the offsets uncommitted (:class:`~panstream.errors.CommitDeferredError`), the member says so once

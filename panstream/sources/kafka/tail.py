@@ -10,6 +10,20 @@ higher than the stored epoch is allowed only if a commit proves the member curre
 (:meth:`KafkaTail._still_current`). The per-partition layout, the routed slice stage
 (:class:`~panstream.sources.kafka.slices.SliceStage`) and the window slices
 (:class:`~panstream.sources.kafka.windows.WindowSliceStage`) all inherit this.
+
+**A commit that meets a rebalance** (kafka-python's ``RebalanceInProgressError``, or
+``CommitFailedError`` for a generation the group has left: librdkafka's ``ILLEGAL_GENERATION``)
+does not stop the member where the store is fenced: the shards were made durable under the
+member's claimed epoch first, so the :class:`~panstream.state.checkpoint.Checkpointer` leaves the
+offsets uncommitted (:class:`~panstream.errors.CommitDeferredError`), the member says so once per
+checkpoint and goes on. If it keeps the partition, its next checkpoint (or the save on revoke)
+commits them; if the partition moves, its next owner restores the shard and re-reads the records
+after the last commit: a replay, harmless for the bit table, counted twice by the counter family,
+as after a crash. The final checkpoint's commit meeting a rebalance exits 0 only if the broker
+already holds offsets at least as far (:meth:`KafkaTail.final_checkpoint`), else one line, exit 1.
+The routed slices (:mod:`~panstream.sources.kafka.slices`) and the window-slices
+(:mod:`~panstream.sources.kafka.windows`, where a replay into a window closed since is dropped)
+inherit this. Without a fenced store (tests) the member stops as before.
 """
 
 from __future__ import annotations

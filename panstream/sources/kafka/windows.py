@@ -49,6 +49,18 @@ cannot write its older tables over the new owner's open windows, nor close a win
 (a closed slice is what the window's one release reads): it stops with
 :class:`~panstream.errors.FencedError` (exit 1) before writing anything.
 
+**A commit that meets a rebalance** waits for the next checkpoint, as in the other layouts
+(:mod:`panstream.sources.kafka.tail`): the checkpoint has already followed the schedule under the
+slice's claim (the windows due closed durably, every open window saved), so the offsets may stay
+uncommitted (nothing is deleted) and the complete windows are still released. A replay of the
+uncommitted records by the slice's next owner is safe per window: a record of a window still open
+re-enters the restored open window-slice that holds it (harmless for the bit table, counted twice
+by the counter family, as after a crash); a record of a window closed since was applied before
+the close wrote the closed slice, and the next owner finds the window closed (its closed slice,
+or its record in the series) and drops it, so a replay neither misses nor doubles an arrival of a
+closed window nor releases one twice. The final checkpoint stops with exit 1 (one line) if its
+commit met a rebalance and the broker's offsets are behind.
+
 Nothing about arrivals is counted: late and untimed lines are dropped without a count on Kafka.
 """
 
