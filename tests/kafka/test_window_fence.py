@@ -87,7 +87,10 @@ class Clock:
 
 
 class Unfenced(WindowSliceStage):
-    """The stage as it stood before this change: no claim, window files written unchecked."""
+    """The stage as it stood before this change: no claim, window files written unchecked (and
+    a commit that meets a rebalance stops it: deferring needs the fence)."""
+
+    defers_rebalanced_commits = False
 
     def _claim(self, tp: TopicPartition) -> None:
         pass

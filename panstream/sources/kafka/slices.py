@@ -28,7 +28,8 @@ than the stored epoch is allowed only if a commit proves the member current
 
 **A commit that meets a rebalance** (kafka-python's ``RebalanceInProgressError``, or
 ``CommitFailedError`` for a generation the group has left: librdkafka's ``ILLEGAL_GENERATION``)
-does not stop the member, as it does not the routing stage's
+does not stop the member (:class:`~panstream.sources.kafka.tail.KafkaTail` decides, for every
+layout), as it does not the routing stage's
 (:meth:`~panstream.sources.kafka.route.RouteStage.commit`): the snapshots were made durable under
 the member's fenced epoch first, so the :class:`~panstream.state.checkpoint.Checkpointer` leaves
 the offsets uncommitted (:class:`~panstream.errors.CommitDeferredError`), the member says so once
@@ -56,7 +57,7 @@ import numpy as np
 from kafka import KafkaAdminClient, TopicPartition
 
 from panstream import estimators
-from panstream.errors import SourceError, StateError
+from panstream.errors import StateError
 from panstream.estimators.base import Estimator
 from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.metrics import Metrics
@@ -126,9 +127,6 @@ class SliceStage(KafkaTail):
         self._admin: Any = None
         self.deletes = "on" if admin_client is not None else "off"
         self.on_assign: Any = None  # callback(list of slice indices) for the startup notice
-        #: The offsets of the last checkpoint whose commit met a rebalance, and why (else empty).
-        self._deferred: dict[Any, int] = {}
-        self._deferred_why = ""
         #: Where one-line operational notices go (the CLI prints them on stderr).
         self.notice: Callable[[str], None] = log.info
 
@@ -203,10 +201,6 @@ class SliceStage(KafkaTail):
             shard.applied(recs[-1].offset)
 
     # -------------------------------------------------------------- checkpoint, then delete
-    #: A checkpoint's commit that meets a rebalance waits for the next checkpoint, with a fenced
-    #: store (module docstring, "A commit that meets a rebalance").
-    defers_rebalanced_commits = True
-
     def checkpoint(self) -> None:
         """Every owned slice durable, then the offsets committed, then the records before them
         deleted; a commit that met a rebalance is said and left to the next checkpoint (nothing
@@ -217,47 +211,10 @@ class SliceStage(KafkaTail):
             self.summary.checkpoints += 1
         if res.committed:
             self._delete(res.committed)
-        self._deferred, self._deferred_why = dict(res.deferred), res.why
-        if res.deferred:
-            self.notice(f"a commit of {self.config.topics[0]} slices "
-                        f"{ranges(tp.partition for tp in self._deferred)} met a rebalance "
-                        f"({res.why}); their snapshots are durable: it is retried at the next "
-                        "checkpoint, or a slice's next owner re-applies its records from the "
-                        "last commit")
+        self._defer(res.deferred, res.why)
 
-    def final_checkpoint(self) -> None:
-        """The last checkpoint before leaving. If its commit met a rebalance, the member may exit
-        0 only if the broker already holds offsets at least as far (a drained group's member
-        commits what was committed already); otherwise the slices' records after the last commit
-        are pending for their next owner, and the member says so and stops with exit 1.
-
-        Raises:
-            SourceError: the final commit met a rebalance and the broker's offsets are behind.
-        """
-        self.checkpoint()
-        self._final_checkpoint_done = True  # durable: close() writes nothing more
-        self.summary.partitions = sorted(s.key for s in self.shards.values())
-        behind = self._behind(self._deferred)
-        if behind:
-            msg = (f"the final commit of {self.config.topics[0]} slices {ranges(behind)} met a "
-                   f"rebalance ({self._deferred_why}); their snapshots are durable and nothing "
-                   "is lost, but their records after the last commit are pending: their next "
-                   "owner re-applies them (the frequency family counts those twice); run the "
-                   "group's members until it drains, then release")
-            raise SourceError(msg)
-
-    def _behind(self, offsets: Mapping[Any, int]) -> list[int]:
-        """The slices of ``offsets`` whose committed offset (asked of the broker) is lower, or
-        unknown."""
-        out = []
-        for tp, off in offsets.items():
-            try:
-                done = self.consumer.committed(tp)
-            except Exception:  # noqa: BLE001 - a broker that cannot say: behind
-                done = None
-            if done is None or int(done) < int(off):
-                out.append(tp.partition)
-        return sorted(out)
+    #: What the notices call the partitions of the internal topic this stage owns.
+    _unit = "slices"
 
     def _delete(self, committed: Mapping[Any, int]) -> None:
         """Delete the internal records before the committed offsets (durable in a slice)."""

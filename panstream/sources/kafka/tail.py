@@ -10,6 +10,20 @@ higher than the stored epoch is allowed only if a commit proves the member curre
 (:meth:`KafkaTail._still_current`). The per-partition layout, the routed slice stage
 (:class:`~panstream.sources.kafka.slices.SliceStage`) and the window slices
 (:class:`~panstream.sources.kafka.windows.WindowSliceStage`) all inherit this.
+
+**A commit that meets a rebalance** (kafka-python's ``RebalanceInProgressError``, or
+``CommitFailedError`` for a generation the group has left: librdkafka's ``ILLEGAL_GENERATION``)
+does not stop the member where the store is fenced: the shards were made durable under the
+member's claimed epoch first, so the :class:`~panstream.state.checkpoint.Checkpointer` leaves the
+offsets uncommitted (:class:`~panstream.errors.CommitDeferredError`), the member says so once per
+checkpoint and goes on. If it keeps the partition, its next checkpoint (or the save on revoke)
+commits them; if the partition moves, its next owner restores the shard and re-reads the records
+after the last commit: a replay, harmless for the bit table, counted twice by the counter family,
+as after a crash. The final checkpoint's commit meeting a rebalance exits 0 only if the broker
+already holds offsets at least as far (:meth:`KafkaTail.final_checkpoint`), else one line, exit 1.
+The routed slices (:mod:`~panstream.sources.kafka.slices`) and the window-slices
+(:mod:`~panstream.sources.kafka.windows`, where a replay into a window closed since is dropped)
+inherit this. Without a fenced store (tests) the member stops as before.
 """
 
 from __future__ import annotations
@@ -18,7 +32,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +55,7 @@ from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoder
 from panstream.sources.kafka.joins import group_consumer
 from panstream.sources.kafka.metrics import Metrics
+from panstream.sources.kafka.progress import ranges
 from panstream.state.checkpoint import Checkpointer, Shard, ShardStore, restore_shard, shard_key
 from panstream.state.fence import FencedSaves, FencedStore
 from panstream.state.stores import decode_shard
@@ -198,6 +213,9 @@ class KafkaTail:
         self._ever_assigned = False
         self._last_lag = 0.0
         self._final_checkpoint_done = False
+        #: The offsets of the last checkpoint whose commit met a rebalance, and why (else empty).
+        self._deferred: dict[Any, int] = {}
+        self._deferred_why = ""
 
     # -------------------------------------------------------------- estimators
     def _fresh(self) -> Estimator:
@@ -217,10 +235,11 @@ class KafkaTail:
         return {tp: OffsetAndMetadata(off, "", -1) for tp, off in offsets.items()}
 
     #: Whether a checkpoint's commit that meets a rebalance waits for the next checkpoint
-    #: (:class:`~panstream.errors.CommitDeferredError`) instead of stopping the member: the
-    #: routed slice stage's choice (:class:`~panstream.sources.kafka.slices.SliceStage`), and only
-    #: with a fenced store. Off here: a per-partition member stops (exit 1), a restart replays.
-    defers_rebalanced_commits = False
+    #: (:class:`~panstream.errors.CommitDeferredError`) instead of stopping the member, where the
+    #: store is fenced (module docstring, "A commit that meets a rebalance"): every layout's
+    #: choice (per-partition shards, routed slices, ``--window`` window-slices); a subclass may
+    #: turn it off to stop with exit 1 as before.
+    defers_rebalanced_commits = True
 
     def _commit_sync(self, offsets: dict[Hashable, int]) -> None:
         """Commit ``offsets`` (the checkpointer's step 4).
@@ -385,13 +404,65 @@ class KafkaTail:
         self.metrics.since_checkpoint.set(self.checkpointer.seconds_since_durable())
 
     def checkpoint(self) -> None:
-        """Snapshots durable, then commit (see :mod:`panstream.state.checkpoint`)."""
+        """Snapshots durable, then commit (see :mod:`panstream.state.checkpoint`); a commit that
+        met a rebalance is said and left to the next checkpoint (module docstring)."""
         res = self.checkpointer.checkpoint(list(self.shards.values()))
         if res.saved:
             self.metrics.checkpoints.inc()
             self.summary.checkpoints += 1
         for tp, off in res.committed.items():  # what the broker shows any client of the group
             self.metrics.committed.labels(tp.topic, str(tp.partition)).set(off)  # type: ignore[attr-defined]
+        self._defer(res.deferred, res.why)
+
+    # -------------------------------------------------------------- a commit that met a rebalance
+    #: What the notices call the partitions this stage owns (``slices`` in the routed stages).
+    _unit = "partitions"
+
+    def _where(self, tps: Iterable[Any]) -> str:
+        """``events partitions 0-3`` (per topic, ``; `` between topics): public names."""
+        by: dict[str, list[int]] = {}
+        for tp in tps:
+            by.setdefault(tp.topic, []).append(tp.partition)
+        return "; ".join(f"{t} {self._unit} {ranges(ps)}" for t, ps in sorted(by.items()))
+
+    def _defer(self, offsets: Mapping[Any, int], why: str) -> None:
+        """Remember the offsets of this checkpoint whose commit met a rebalance (empty: none),
+        and say so once for the checkpoint."""
+        self._deferred, self._deferred_why = dict(offsets), why
+        if offsets:
+            self.notice(f"a commit of {self._where(offsets)} met a rebalance ({why}); their "
+                        "snapshots are durable: it is retried at the next checkpoint, or their "
+                        "next owner re-applies their records from the last commit")
+
+    def _behind(self, offsets: Mapping[Any, int]) -> list[Any]:
+        """The partitions of ``offsets`` whose committed offset (asked of the broker) is lower, or
+        unknown."""
+        out = []
+        for tp, off in offsets.items():
+            try:
+                done = self.consumer.committed(tp)
+            except Exception:  # noqa: BLE001 - a broker that cannot say: behind
+                done = None
+            if done is None or int(done) < int(off):
+                out.append(tp)
+        return sorted(out)
+
+    def _final_deferred(self) -> None:
+        """After the final checkpoint: exit 0 only if nothing is pending. A final commit that met
+        a rebalance leaves work pending unless the broker already holds offsets at least as far
+        (a drained member commits what was committed already).
+
+        Raises:
+            SourceError: the final commit met a rebalance and the broker's offsets are behind.
+        """
+        behind = self._behind(self._deferred)
+        if behind:
+            msg = (f"the final commit of {self._where(behind)} met a rebalance "
+                   f"({self._deferred_why}); their snapshots are durable and nothing is lost, but "
+                   "their records after the last commit are pending: their next owner re-applies "
+                   "them (the frequency family counts those twice); run the group's members "
+                   "until it drains, then release")
+            raise SourceError(msg)
 
     def run(self, stop: threading.Event | None = None) -> RunSummary:
         """Consume until ``stop`` is set or ``idle_timeout`` passes without messages.
@@ -472,10 +543,17 @@ class KafkaTail:
             self._last_lag = now
 
     def final_checkpoint(self) -> None:
-        """The last checkpoint (snapshots durable, then commit) before leaving the group."""
+        """The last checkpoint (snapshots durable, then commit) before leaving the group. If its
+        commit met a rebalance, the member exits 0 only if the broker already holds offsets at
+        least as far; otherwise it says what is pending and stops with exit 1.
+
+        Raises:
+            SourceError: the final commit met a rebalance and the broker's offsets are behind.
+        """
         self.checkpoint()
-        self._final_checkpoint_done = True
+        self._final_checkpoint_done = True  # durable: close() writes nothing more
         self.summary.partitions = sorted(s.key for s in self.shards.values())
+        self._final_deferred()
 
     def close(self) -> None:
         """Leave the group and wipe every table (after :meth:`final_checkpoint`, or on error)."""

@@ -49,6 +49,18 @@ cannot write its older tables over the new owner's open windows, nor close a win
 (a closed slice is what the window's one release reads): it stops with
 :class:`~panstream.errors.FencedError` (exit 1) before writing anything.
 
+**A commit that meets a rebalance** waits for the next checkpoint, as in the other layouts
+(:mod:`panstream.sources.kafka.tail`): the checkpoint has already followed the schedule under the
+slice's claim (the windows due closed durably, every open window saved), so the offsets may stay
+uncommitted (nothing is deleted) and the complete windows are still released. A replay of the
+uncommitted records by the slice's next owner is safe per window: a record of a window still open
+re-enters the restored open window-slice that holds it (harmless for the bit table, counted twice
+by the counter family, as after a crash); a record of a window closed since was applied before
+the close wrote the closed slice, and the next owner finds the window closed (its closed slice,
+or its record in the series) and drops it, so a replay neither misses nor doubles an arrival of a
+closed window nor releases one twice. The final checkpoint stops with exit 1 (one line) if its
+commit met a rebalance and the broker's offsets are behind.
+
 Nothing about arrivals is counted: late and untimed lines are dropped without a count on Kafka.
 """
 
@@ -72,7 +84,13 @@ import numpy as np
 from kafka import TopicPartition
 
 from panstream import estimators
-from panstream.errors import BudgetExhaustedError, ConfigurationError, FencedError, StateError
+from panstream.errors import (
+    BudgetExhaustedError,
+    CommitDeferredError,
+    ConfigurationError,
+    FencedError,
+    StateError,
+)
 from panstream.estimators.base import Estimator
 from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.metrics import Metrics
@@ -476,11 +494,6 @@ class WindowSliceStage(SliceStage):
         wall_clock: the wall clock the schedule runs on (tests inject one).
     """
 
-    #: A commit that meets a rebalance stops the member (exit 1), as before: window-slices
-    #: commit outside the checkpointer (:meth:`checkpoint`), and a replay into windows the clock
-    #: has closed meanwhile has not been examined for a deferred commit.
-    defers_rebalanced_commits = False
-
     def __init__(self, config: TailConfig, layout: SliceLayout, metrics: Metrics | None = None,
                  admin_client: Mapping[str, Any] | None = None, *, spec: WindowSpec, group: str,
                  sources: list[str], wstore: DirectoryStore, series_path: str,
@@ -708,13 +721,19 @@ class WindowSliceStage(SliceStage):
         window-slice durable, then the internal offsets committed (then deleted), then any
         complete window released (and published to the results topic)."""
         offsets = self._save_open(list(self.shards.values()), self.wall_clock())
+        deferred: dict[TopicPartition, int] = {}
+        why = ""
         if offsets:
-            self._commit_sync(dict(offsets))
+            try:
+                self._commit_sync(dict(offsets))
+            except CommitDeferredError as exc:  # a rebalance: the next checkpoint commits
+                deferred, offsets, why = offsets, {}, str(exc)
         self.checkpointer.checkpoint([])  # serves this instant of the fixed clock; records it
         self.metrics.checkpoints.inc()
         self.summary.checkpoints += 1
         if offsets:
             self._delete(offsets)
+        self._defer(deferred, why)
         recs = release_complete(
             self.wstore, self.group, self.layout, self.config, self.spec, self.series_path,
             wait=30.0 if self._final_checkpoint_done else 0.0, notice=self.notice,
@@ -724,9 +743,17 @@ class WindowSliceStage(SliceStage):
             self.results.publish(recs)
 
     def final_checkpoint(self) -> None:
+        """The last checkpoint (its releases wait for the series lock); a commit of it that met
+        a rebalance stops the member with exit 1 unless the broker holds the offsets already
+        (:meth:`~panstream.sources.kafka.tail.KafkaTail.final_checkpoint`).
+
+        Raises:
+            SourceError: the final commit met a rebalance and the broker's offsets are behind.
+        """
         self._final_checkpoint_done = True  # releases wait for the series lock this time
         self.checkpoint()
         self.summary.partitions = sorted(s.key for s in self.shards.values())
+        self._final_deferred()
 
     def _release(self, tps: set[TopicPartition], save: bool) -> Any:
         shards = [self.shards[tp] for tp in tps if tp in self.shards]
