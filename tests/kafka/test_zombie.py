@@ -66,6 +66,23 @@ def assert_stopped_by_the_fence(code: int, text: str) -> None:
     assert any(f in lines[-1] for f in FENCE_LINES), text[-3000:]
 
 
+def wake_the_zombie_as_the_owner_dies(a: Any, b: Any, timeout: float) -> int:
+    """The zombie A wakes (SIGCONT) as the owner B dies (``kill -9``): A's exit code."""
+    a.send_signal(signal.SIGCONT)
+    os.kill(b.pid, signal.SIGKILL)
+    b.wait(timeout=10)
+    return int(a.wait(timeout=timeout))
+
+
+def stop_all(procs: list[Any]) -> None:
+    """Whatever still runs (a stopped one woken first) is killed."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+            p.wait()
+
+
 def test_a_zombie_woken_after_a_rebalance_loses_nothing(
         kafka_broker: Broker, admin: Any, producer: Any, tmp_path: Path) -> None:
     topic = _topic(admin, "zombie")
@@ -90,16 +107,9 @@ def test_a_zombie_woken_after_a_rebalance_loses_nothing(
         wait_for(lambda: committed_offsets(admin, group) == hw, 120, "B routing everything",
                  [b])
         time.sleep(3.0)                                  # B's checkpoints cover the rest
-        a.send_signal(signal.SIGCONT)                    # the zombie wakes
-        os.kill(b.pid, signal.SIGKILL)                   # and the owner dies
-        b.wait(timeout=10)
-        code = a.wait(timeout=180)
+        code = wake_the_zombie_as_the_owner_dies(a, b, 180)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGCONT)
-                p.kill()
-                p.wait()
+        stop_all(procs)
     assert_stopped_by_the_fence(code, logs[0].read_text())
     text = logs[0].read_text()
     # A fresh member drains whatever is left (A's slices were replayed, not lost).
@@ -149,16 +159,9 @@ def test_a_zombie_of_the_partition_layout_loses_nothing(
         wait_for(lambda: committed_offsets(admin, group) == hw, 60, "B committing everything",
                  [b])
         time.sleep(1.0)                                  # B's checkpoints go on (every 0.5 s)
-        a.send_signal(signal.SIGCONT)                    # the zombie wakes
-        os.kill(b.pid, signal.SIGKILL)                   # and the owner dies
-        b.wait(timeout=10)
-        code = a.wait(timeout=120)
+        code = wake_the_zombie_as_the_owner_dies(a, b, 120)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGCONT)
-                p.kill()
-                p.wait()
+        stop_all(procs)
     assert_stopped_by_the_fence(code, logs[0].read_text())
     text = logs[0].read_text()
     log = tmp_path / "c.log"
