@@ -103,3 +103,15 @@ def store_factory(kind: str, tmp_path: Path) -> Callable[[], Any]:
         return lambda: DirectoryStore(tmp_path / "state")
     log = MemoryLog()
     return lambda: TopicStore(log, chunk_bytes=40)
+
+
+def assert_counted_once_more(est: Any, held: Any, cells: list[int]) -> None:
+    """The counter table ``est`` minus the counters ``held`` before: 1 on ``cells`` (each new or
+    replayed arrival counted once more), 0 on every other cell: nothing lost, nothing else."""
+    import numpy as np
+
+    assert held is not None
+    diff = (est.counters().astype(np.int64) - held) % est.modulus
+    expect = np.zeros_like(diff)
+    expect[cells] = 1
+    assert diff.tolist() == expect.tolist()

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _group_fakes import Consumer, Group
+from _group_fakes import Consumer, Group, assert_counted_once_more
 from test_slice_fence import (
     KEY,
     LAYOUT,
@@ -142,11 +142,7 @@ def test_a_slice_that_moves_is_reapplied_by_its_next_owner(tmp_path: Path, kind:
     else:
         # N's counters minus the snapshot Z held: C counted once (new), B once more (replayed:
         # B is now counted twice in all), every other cell untouched. Nothing lost.
-        assert held is not None
-        diff = (est.counters().astype(np.int64) - held) % n.config.modulus
-        expect = np.zeros_like(diff)
-        expect[list(B) + list(C)] = 1
-        assert diff.tolist() == expect.tolist()
+        assert_counted_once_more(est, held, list(B) + list(C))
 
 
 def test_a_final_commit_that_meets_a_rebalance_never_exits_0_with_work_pending(
