@@ -7,7 +7,10 @@ evicted while it went on running (a "zombie", e.g. SIGSTOPped past its session) 
 write its older table over the new owner's (a state directory refuses the save with
 :class:`~panstream.errors.FencedError`, exit 1; readers of a state topic ignore it). A claim not
 higher than the stored epoch is allowed only if a commit proves the member current
-(:meth:`KafkaTail._still_current`). The per-partition layout, the routed slice stage
+(:meth:`KafkaTail._still_current`); a proof that meets a rebalance (``RebalanceInProgressError``)
+proves neither, so the partition stays unclaimed, unread and paused and is claimed after the next
+poll (:class:`~panstream.errors.ClaimDeferredError`; before, a current member stopped on the
+fence). The per-partition layout, the routed slice stage
 (:class:`~panstream.sources.kafka.slices.SliceStage`) and the window slices
 (:class:`~panstream.sources.kafka.windows.WindowSliceStage`) all inherit this.
 
