@@ -65,6 +65,14 @@ class CommitDeferredError(SourceError):
     commit) instead of stopping; it reaches the operator only where that is not safe."""
 
 
+class ClaimDeferredError(SourceError):
+    """A claim's proof that its member is current (a commit, :func:`panstream.state.fence.
+    claim_epoch`) met a consumer-group rebalance: the member can be told neither current nor
+    evicted now. Raised by a Kafka stage's proof to its own restore, which leaves the partition
+    unclaimed, unread and paused and claims it again after its next poll (the rebalance revokes
+    it, or assigns it again); it never reaches the operator."""
+
+
 class InputFormatError(SourceError):
     """(Almost) nothing of the input was accepted: the format or the universe is wrong. The message
     names the format used, the shares malformed and outside, and the option that fixes it

@@ -97,6 +97,39 @@ def test_librdkafka_settings_are_kafka_pythons_translated() -> None:
     assert "\n" not in str(err.value) and "-C metadata_max_age_ms" in str(err.value)
 
 
+@pytest.mark.parametrize(("code", "raised"), [
+    ("REBALANCE_IN_PROGRESS", "RebalanceInProgressError"),
+    ("ILLEGAL_GENERATION", "CommitFailedError"),
+    ("UNKNOWN_MEMBER_ID", "CommitFailedError"),
+])
+def test_a_librdkafka_commit_refused_by_the_group_says_why_as_kafka_python_does(
+        code: str, raised: str) -> None:
+    """A commit refused while the group rebalances is kafka-python's
+    ``RebalanceInProgressError`` (the member is current, and a claim's proof of that waits for
+    the rebalance); one from a generation the group has left, or a member it forgot, is
+    ``CommitFailedError`` (a claim's proof fails: an evicted member). Both wait for the next
+    checkpoint in a commit of the checkpointer. Before, the adapter said ``CommitFailedError``
+    for all three, and a current librdkafka member whose claim needed proof during a rebalance
+    stopped on the fence."""
+    import confluent_kafka
+    from kafka import TopicPartition
+    from kafka import errors as kafka_errors_module
+
+    from panstream.sources.kafka.rdkafka import RdKafkaConsumer
+
+    class Refusing:
+        def commit(self, offsets: Any, asynchronous: bool) -> None:
+            err = confluent_kafka.KafkaError(getattr(confluent_kafka.KafkaError, code))
+            raise confluent_kafka.KafkaException(err)
+
+    consumer = RdKafkaConsumer.__new__(RdKafkaConsumer)  # no broker: only commit() is asked
+    consumer._ck = confluent_kafka
+    consumer._consumer = Refusing()
+    with pytest.raises(getattr(kafka_errors_module, raised)) as err:
+        consumer.commit({TopicPartition("t", 0): 5})
+    assert type(err.value) is getattr(kafka_errors_module, raised)
+
+
 def test_librdkafka_source_client_is_for_the_routed_layout_only(tmp_path: Path) -> None:
     """The per-partition layout and --window keep kafka-python: one line, exit 2 or 1."""
     run = subprocess.run(panstream_cmd(

@@ -22,6 +22,7 @@ with probability below 1e-9.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,3 +248,37 @@ def test_a_rotation_replaces_the_fenced_slices(stores: Stores) -> None:
     rotate_slice_store(stores())
     group.rebalance()
     assert not ones(member(stores(), group))
+
+
+def test_a_current_member_whose_proof_meets_a_rebalance_waits_and_claims_after_it(
+        stores: Stores) -> None:
+    """Tansu counts generations from 0, and the claim counts 0 as 1: the member assigned slice 0
+    in generation 1 claims no higher than its owner of generation 0, so it must prove itself
+    current with a commit. If a rebalance has begun meanwhile (another member joins), that commit
+    fails with ``RebalanceInProgressError``, which says nothing of eviction: before, the claim read
+    it as "not current" and stopped a current member on the fence (exit 1). It now leaves the
+    slice unclaimed, unread and paused, and claims it after the rebalance."""
+    group = Group()
+    group.generation = 0
+    a = member(stores(), group)                          # generation 0: epoch 1
+    a._apply({TP: STREAM[:5]})
+    a.checkpoint()
+    group.rebalance()                                    # generation 1: slice 0 moves to B
+    b = SliceStage(TailConfig({}, ["g-cells"], U, 30.0, "rr", stores()), LAYOUT, Metrics())
+    said: list[str] = []
+    b.notice = said.append
+    b.consumer = Consumer(group)
+    b._assigned({TP})
+    group.rebalancing = True                             # a third member joins
+    b._restore_pending()                                 # before: FencedError
+    b._restore_pending()                                 # still rebalancing: said once
+    assert not b.shards and b._pending == {TP} and KEY not in b._epochs
+    assert len(said) == 1 and "claim of g-cells slices 0 met a rebalance" in said[0], said
+    group.rebalancing = False                            # B stays current, slice 0 with it
+    b._restore_pending()
+    assert ones(b) == set(A) and b._epochs[KEY] == 2     # proved current: rebased, 1 + 1
+    replay(b, STREAM, group)
+    b.checkpoint()
+    with contextlib.suppress(FencedError):               # the old owner's late save: refused
+        a.checkpoint()                                   # (directory) or ignored (topic)
+    assert released_ones(stores()) == set(A) | set(B) | set(C)

@@ -47,7 +47,7 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from kafka import TopicPartition
-from kafka.errors import CommitFailedError, KafkaError
+from kafka.errors import CommitFailedError, KafkaError, RebalanceInProgressError
 
 from panstream.errors import ConfigurationError
 
@@ -376,8 +376,11 @@ class RdKafkaConsumer:
         except self._ck.KafkaException as exc:
             err: Any = exc.args[0] if exc.args else None
             code = err.code() if err is not None and hasattr(err, "code") else None
-            if code in (self._ck.KafkaError.ILLEGAL_GENERATION, self._ck.KafkaError.UNKNOWN_MEMBER_ID,
-                        self._ck.KafkaError.REBALANCE_IN_PROGRESS):
+            if code == self._ck.KafkaError.REBALANCE_IN_PROGRESS:
+                # the group rebalances now (librdkafka joins on its own thread): what kafka-python
+                # raises while its member rejoins; neither current nor evicted can be told yet
+                raise RebalanceInProgressError(f"librdkafka commit: {exc}") from None
+            if code in (self._ck.KafkaError.ILLEGAL_GENERATION, self._ck.KafkaError.UNKNOWN_MEMBER_ID):
                 # librdkafka rebalances on its own thread, so a commit can meet a newer generation:
                 # what kafka-python raises for the same case (the routing stage retries or hands over)
                 raise CommitFailedError(f"librdkafka commit: {exc}") from None

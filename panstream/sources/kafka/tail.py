@@ -7,7 +7,10 @@ evicted while it went on running (a "zombie", e.g. SIGSTOPped past its session) 
 write its older table over the new owner's (a state directory refuses the save with
 :class:`~panstream.errors.FencedError`, exit 1; readers of a state topic ignore it). A claim not
 higher than the stored epoch is allowed only if a commit proves the member current
-(:meth:`KafkaTail._still_current`). The per-partition layout, the routed slice stage
+(:meth:`KafkaTail._still_current`); a proof that meets a rebalance (``RebalanceInProgressError``)
+proves neither, so the partition stays unclaimed, unread and paused and is claimed after the next
+poll (:class:`~panstream.errors.ClaimDeferredError`; before, a current member stopped on the
+fence). The per-partition layout, the routed slice stage
 (:class:`~panstream.sources.kafka.slices.SliceStage`) and the window slices
 (:class:`~panstream.sources.kafka.windows.WindowSliceStage`) all inherit this.
 
@@ -48,7 +51,12 @@ from kafka.structs import OffsetAndMetadata
 
 from panstream import estimators
 from panstream.calibration import DEFAULT_MODULUS
-from panstream.errors import CommitDeferredError, PanstreamError, SourceError
+from panstream.errors import (
+    ClaimDeferredError,
+    CommitDeferredError,
+    PanstreamError,
+    SourceError,
+)
 from panstream.estimators.base import Estimator
 from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.config import unreachable_message
@@ -201,6 +209,8 @@ class KafkaTail:
                                             else None)
         self._epochs: dict[str, int] = {}
         self._generations: dict[TopicPartition, int] = {}
+        #: Partitions whose claim met a rebalance and waits (said once each).
+        self._claim_waits: set[TopicPartition] = set()
         #: What the checkpointer saves through: every save carries its key's claimed epoch.
         self.saves: ShardStore = (config.store if self._fenced is None
                                   else FencedSaves(self._fenced, self._epochs))
@@ -273,12 +283,22 @@ class KafkaTail:
     def _still_current(self, tp: TopicPartition) -> bool:
         """Whether this member is in the group's current generation: Kafka accepts a commit only
         from one. The offset committed is the partition's committed one again (its log start if
-        none: where an uncommitted partition starts anyway), which changes nothing."""
+        none: where an uncommitted partition starts anyway), which changes nothing.
+
+        Raises:
+            ClaimDeferredError: the commit met a rebalance (kafka-python's
+                ``RebalanceInProgressError``, raised while its member rejoins; librdkafka's
+                ``REBALANCE_IN_PROGRESS``): neither answer can be given now. Before, that was
+                "not current", and a current member stopped on the fence (``FencedError``,
+                exit 1) whenever a rebalance began between its assignment and its claim.
+        """
         try:
             off = self.consumer.committed(tp)
             if off is None:
                 off = self.consumer.beginning_offsets([tp])[tp]
             self.consumer.commit({tp: OffsetAndMetadata(int(off), "", -1)})
+        except RebalanceInProgressError as exc:
+            raise ClaimDeferredError(" ".join(str(exc).split())) from None
         except KafkaError:
             return False
         return True
@@ -296,11 +316,13 @@ class KafkaTail:
         """
         if self._fenced is None:
             return
-        gen = self._generations.pop(tp, None)
+        gen = self._generations.get(tp)  # kept until the claim is made (a deferred one retries)
         if gen is None:
             gen = self._generation()
         key = self._claim_key(tp)
         self._epochs[key] = self._fenced.claim(key, gen, lambda: self._still_current(tp))
+        self._generations.pop(tp, None)
+        self._claim_waits.discard(tp)
 
     # -------------------------------------------------------------- rebalance (IO thread)
     def _assigned(self, assigned: set[TopicPartition]) -> None:
@@ -344,6 +366,7 @@ class KafkaTail:
         again); the store keeps the claim, so a save of this member's is refused from now on."""
         self._epochs.pop(self._claim_key(tp), None)
         self._generations.pop(tp, None)
+        self._claim_waits.discard(tp)
 
     # -------------------------------------------------------------- main thread
     def _restore_pending(self) -> None:
@@ -352,10 +375,20 @@ class KafkaTail:
         refresh = getattr(self.config.store, "refresh", None)
         if refresh is not None:
             refresh()  # one replay of a state topic for the whole batch
+        waiting: set[TopicPartition] = set()
         for tp in sorted(self._pending):
-            self.shards[tp] = self._restore(tp)
-        ready = list(self._pending)
-        self._pending.clear()
+            try:
+                self.shards[tp] = self._restore(tp)
+            except ClaimDeferredError as exc:  # nothing claimed, read or written: try again
+                waiting.add(tp)
+                if tp in self._claim_waits:
+                    continue
+                self._claim_waits.add(tp)
+                self.notice(f"the claim of {self._where([tp])} met a rebalance ({exc}); it stays "
+                            "paused and is claimed after the next poll, unless the rebalance "
+                            "moves it")
+        ready = [tp for tp in self._pending if tp not in waiting]
+        self._pending = waiting
         self.consumer.resume(*ready)
         self.metrics.assigned.set(len(self.shards))
         self._last_activity = time.monotonic()  # idle time counts from when reading can start
