@@ -4,6 +4,7 @@ and members' consumers that, like Kafka's, may commit only in the current genera
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -115,3 +116,32 @@ def assert_counted_once_more(est: Any, held: Any, cells: list[int]) -> None:
     expect = np.zeros_like(diff)
     expect[cells] = 1
     assert diff.tolist() == expect.tolist()
+
+
+# ------------------------------------------------------------------ what a member's consumer reads
+@dataclass
+class Rec:
+    """A record as a stage reads it: its offset and value."""
+
+    offset: int
+    value: bytes
+
+
+def read_from_commit(stage: Any, tp: TopicPartition, stream: list[Any], group: Group) -> None:
+    """What a member's consumer reads of ``tp``: the records of ``stream`` from the group's
+    committed offset on (a new owner's replay), applied by ``stage``."""
+    start = group.committed.get(tp, 0)
+    todo = [r for r in stream if r.offset >= start]
+    if todo:
+        stage._apply({tp: todo})
+
+
+class DeletesAdmin:
+    """DeleteRecords, recorded (a stage deletes only the records a durable, committed checkpoint
+    covers)."""
+
+    def __init__(self) -> None:
+        self.deleted: list[dict[Any, int]] = []
+
+    def delete_records(self, offsets: dict[Any, int]) -> None:
+        self.deleted.append(dict(offsets))

@@ -26,12 +26,11 @@ falsely with probability below 1e-9.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from _group_fakes import Consumer, Group, Unfenced, released_ones, store_factory
+from _group_fakes import Consumer, Group, Rec, Unfenced, read_from_commit, released_ones, store_factory
 from fakes import MemoryLog
 from kafka import TopicPartition
 
@@ -47,12 +46,6 @@ U = Universe.parse("range:1000")
 TP = TopicPartition("events", 0)
 KEY = "events/0"
 A, B, C = range(0, 50), range(100, 150), range(200, 250)  # arrivals, one item a message
-
-
-@dataclass
-class Rec:
-    offset: int
-    value: bytes
 
 
 def messages(items: range, first_offset: int) -> list[Rec]:
@@ -75,10 +68,7 @@ def member(store: ShardStore, group: Group) -> KafkaTail:
 
 def replay(t: KafkaTail, group: Group) -> None:
     """What the member's consumer reads: the messages from the committed offset on."""
-    start = group.committed.get(TP, 0)
-    todo = [m for m in STREAM if m.offset >= start]
-    if todo:
-        t._apply({TP: todo})
+    read_from_commit(t, TP, STREAM, group)
 
 
 def ones(t: KafkaTail) -> set[int]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
+from _group_fakes import Rec
 from kafka import TopicPartition
 
 from panstream.errors import SourceError
@@ -27,12 +27,6 @@ from panstream.universe import Universe
 
 U = Universe.parse("ipv4:10.9.0.0/16")
 TP = TopicPartition("logs", 0)
-
-
-@dataclass
-class Rec:
-    offset: int
-    value: bytes
 
 
 class Future:

@@ -22,11 +22,10 @@ counters (no randomness after the initial draw: exact differences).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from _group_fakes import Consumer, Group, assert_counted_once_more
+from _group_fakes import Consumer, DeletesAdmin, Group, assert_counted_once_more
 from test_slice_fence import (
     KEY,
     LAYOUT,
@@ -49,23 +48,12 @@ from panstream.state.checkpoint import ShardStore
 from panstream.state.stores import DirectoryStore
 
 
-class Admin:
-    """DeleteRecords, recorded (the stage deletes the records a durable, committed checkpoint
-    covers)."""
-
-    def __init__(self) -> None:
-        self.deleted: list[dict[Any, int]] = []
-
-    def delete_records(self, offsets: dict[Any, int]) -> None:
-        self.deleted.append(dict(offsets))
-
-
 def member(store: ShardStore, group: Group, kind: str = "density") -> SliceStage:
     """A slice stage owning slice 0 in the group's current generation, deleting through a fake
     admin client, its notices kept in ``s.said``."""
     s = SliceStage(TailConfig({}, ["g-cells"], U, 30.0, "rr", store, estimator=kind), LAYOUT,
                    Metrics(), admin_client={})
-    s._admin = Admin()
+    s._admin = DeletesAdmin()
     s.said = []  # type: ignore[attr-defined]
     s.notice = s.said.append  # type: ignore[attr-defined]
     s.consumer = Consumer(group)

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from _group_fakes import Consumer, Group, Unfenced, released_ones, store_factory
+from _group_fakes import Consumer, Group, Rec, Unfenced, read_from_commit, released_ones, store_factory
 from fakes import MemoryLog
 from kafka import TopicPartition
 
@@ -54,12 +53,6 @@ KEY = "g-cells/0"
 A, B, C = range(0, 50), range(100, 150), range(200, 250)  # arrivals, 10 cells a record
 
 
-@dataclass
-class Rec:
-    offset: int
-    value: bytes
-
-
 def records(cells: range, first_offset: int) -> list[Rec]:
     """The routed records of ``cells``, 10 cells a record, from ``first_offset`` on."""
     out = []
@@ -81,10 +74,7 @@ def member(store: ShardStore, group: Group) -> SliceStage:
 
 def replay(s: SliceStage, stream: list[Rec], group: Group) -> None:
     """What the member's consumer reads: the records from the committed offset on."""
-    start = group.committed.get(TP, 0)
-    todo = [r for r in stream if r.offset >= start]
-    if todo:
-        s._apply({TP: todo})
+    read_from_commit(s, TP, stream, group)
 
 
 def ones(s: SliceStage) -> set[int]:

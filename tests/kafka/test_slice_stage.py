@@ -8,12 +8,12 @@ A store written with another layout is refused on assignment instead of being mi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from _group_fakes import Rec
 from kafka import TopicPartition
 
 from panstream.errors import StateError
@@ -24,12 +24,6 @@ from panstream.state.stores import DirectoryStore
 from panstream.universe import Universe
 
 U = Universe.parse("range:1000")
-
-
-@dataclass
-class Rec:
-    offset: int
-    value: bytes
 
 
 class Log:

@@ -31,11 +31,10 @@ counters (no randomness after the initial draw: exact differences).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from _group_fakes import Consumer, Group
+from _group_fakes import Consumer, DeletesAdmin, Group
 from kafka import TopicPartition
 from test_window_fence import CLOSED, LAYOUT, OPEN, SPEC, STREAM, TP, A, B, C, Clock, H, stored
 
@@ -50,17 +49,6 @@ from panstream.windows.series import Series
 TP1 = TopicPartition("g-wcells", 1)
 
 
-class Admin:
-    """DeleteRecords, recorded (the stage deletes only the records a committed checkpoint
-    covers)."""
-
-    def __init__(self) -> None:
-        self.deleted: list[dict[Any, int]] = []
-
-    def delete_records(self, offsets: dict[Any, int]) -> None:
-        self.deleted.append(dict(offsets))
-
-
 def member(tmp: Path, clock: Clock, group: Group, kind: str = "density",
            tps: tuple[TopicPartition, ...] = (TP,)) -> WindowSliceStage:
     """A member of ``g-slices`` owning ``tps`` (slice 0 by default) in the group's current
@@ -70,7 +58,7 @@ def member(tmp: Path, clock: Clock, group: Group, kind: str = "density",
     s = WindowSliceStage(cfg, LAYOUT, admin_client={}, spec=SPEC, group="g", sources=["logs"],
                          wstore=DirectoryStore(tmp / "state" / "windows"),
                          series_path=str(tmp / "state" / "g-series.jsonl"), wall_clock=clock)
-    s._admin = Admin()
+    s._admin = DeletesAdmin()
     s.said = []  # type: ignore[attr-defined]
     s.notice = s.said.append  # type: ignore[attr-defined]
     s.consumer = Consumer(group)

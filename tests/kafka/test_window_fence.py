@@ -30,12 +30,11 @@ probability below 1e-10.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
-from _group_fakes import Consumer, Group
+from _group_fakes import Consumer, Group, Rec, read_from_commit
 from kafka import TopicPartition
 
 from panstream import estimators
@@ -57,12 +56,6 @@ LAYOUT = SliceLayout(Universe.parse("ipv4:10.9.0.0/24"), 2)  # slice 0: cells 0.
 TP = TopicPartition("g-wcells", 0)
 OPEN, CLOSED = window_keys("g", H, 0)
 A, B, C = range(0, 20), range(40, 60), range(80, 100)
-
-
-@dataclass
-class Rec:
-    offset: int
-    value: bytes
 
 
 def records(cells: range, first_offset: int) -> list[Rec]:
@@ -115,10 +108,7 @@ def member(tmp: Path, clock: Clock, group: Group,
 
 def replay(s: WindowSliceStage, group: Group) -> None:
     """What the member's consumer reads: the records from the committed offset on."""
-    start = group.committed.get(TP, 0)
-    todo = [r for r in STREAM if r.offset >= start]
-    if todo:
-        s._apply({TP: todo})
+    read_from_commit(s, TP, STREAM, group)
 
 
 def in_memory(s: WindowSliceStage) -> set[int]:
