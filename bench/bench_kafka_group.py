@@ -387,6 +387,26 @@ def ingest(msgs: list[bytes], work: Path) -> tuple[float, float]:
     return rate, per_cpu
 
 
+def by_members(runs: list[dict[str, Any]], client: str, key: str) -> dict[int, list[Any]]:
+    """``key`` of this tree's runs of ``client`` that measured it, by group size."""
+    out: dict[int, list[Any]] = {}
+    for r in runs:
+        if r[key] and r["source_client"] == client and r["code"] == "this tree":
+            out.setdefault(r["members"], []).append(r[key])
+    return out
+
+
+def ratios(into: dict[str, Any], by: dict[int, list[Any]], suffix: str, ingest: float,
+           per_member: bool = False) -> None:
+    """``two_over_one`` and ``one_over_ingest`` (+ ``suffix``) from the best of each size
+    (``per_member``: two members' figure counts twice, as on two free cores)."""
+    best = {n: max(v) for n, v in by.items()}
+    if 1 in best and 2 in best:
+        into[f"two_over_one{suffix}"] = round((2 if per_member else 1) * best[2] / best[1], 2)
+    if 1 in best:
+        into[f"one_over_ingest{suffix}"] = round(best[1] / ingest, 3)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--members", default="1,2,1",
@@ -468,55 +488,29 @@ def main() -> None:
                                    "ingest_lines_per_cpu_s": [round(ing_cpu), round(ing2_cpu)],
                                    "startup_s": [r["startup_s"] for r in runs]}
         for client in ("librdkafka", "kafka-python"):
-            by: dict[int, list[float]] = {}
-            for r in runs:
-                if r["lines_per_s"] and r["source_client"] == client and r["code"] == "this tree":
-                    by.setdefault(r["members"], []).append(r["lines_per_s"])
+            by = by_members(runs, client, "lines_per_s")
             if not by:
                 continue
-            best = {n: max(v) for n, v in by.items()}
             summary[client] = {"lines_per_s_by_members": by}
-            if 1 in best and 2 in best:
-                summary[client]["two_over_one"] = round(best[2] / best[1], 2)
-            if 1 in best:
-                summary[client]["one_over_ingest"] = round(best[1] / max(ing, ing2), 3)
-                # The most any single member could show against ingest on this machine: the
-                # CPU ceiling of the whole pipeline (members, broker, producer, reader) / ingest.
-                ceil1 = max(r["ceiling_lines_per_s"] for r in runs
-                            if r["members"] == 1 and r["source_client"] == client
-                            and r["code"] == "this tree")
+            # one_over_ingest, and the most any single member could show against ingest on this
+            # machine: the CPU ceiling of the whole pipeline (members, broker, producer, reader).
+            ratios(summary[client], by, "", max(ing, ing2))
+            if 1 in by:
+                ceil1 = max(by_members(runs, client, "ceiling_lines_per_s")[1])
                 summary[client]["ceiling_over_ingest"] = round(ceil1 / max(ing, ing2), 3)
             # The same ratios less each side's fixed cost (the group's: --probes; ingest's: the
             # one-line file), as a long run would see them.
-            lf: dict[int, list[int]] = {}
-            for r in runs:
-                if (r["lines_per_s_less_fixed"] and r["source_client"] == client
-                        and r["code"] == "this tree"):
-                    lf.setdefault(r["members"], []).append(r["lines_per_s_less_fixed"])
+            lf = by_members(runs, client, "lines_per_s_less_fixed")
             if lf:
-                lbest = {n: max(v) for n, v in lf.items()}
                 summary[client]["lines_per_s_less_fixed_by_members"] = lf
-                if 1 in lbest and 2 in lbest:
-                    summary[client]["two_over_one_less_fixed"] = round(lbest[2] / lbest[1], 2)
-                if 1 in lbest:
-                    summary[client]["one_over_ingest_less_fixed"] = round(
-                        lbest[1] / max(ing, ing2), 3)
+                ratios(summary[client], lf, "_less_fixed", max(ing, ing2))
             # The same ratios from CPU alone (the broker's and the producer's costs set apart):
             # a member on a core of its own routes lines_per_member_cpu_s lines a second, so N
             # members on N cores route N x the N-member group's figure.
-            cpu: dict[int, list[int]] = {}
-            for r in runs:
-                if (r["source_client"] == client and r["lines_per_member_cpu_s"]
-                        and r["code"] == "this tree"):
-                    cpu.setdefault(r["members"], []).append(r["lines_per_member_cpu_s"])
+            cpu = by_members(runs, client, "lines_per_member_cpu_s")
             if cpu:
-                cbest = {n: max(v) for n, v in cpu.items()}
                 summary[client]["lines_per_member_cpu_s"] = cpu
-                if 1 in cbest and 2 in cbest:
-                    summary[client]["two_over_one_cpu"] = round(2 * cbest[2] / cbest[1], 2)
-                if 1 in cbest:
-                    summary[client]["one_over_ingest_cpu"] = round(
-                        cbest[1] / max(ing_cpu, ing2_cpu), 3)
+                ratios(summary[client], cpu, "_cpu", max(ing_cpu, ing2_cpu), per_member=True)
         emit(**summary)
     finally:
         proc.send_signal(signal.SIGINT)
