@@ -279,12 +279,13 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                               value_format, checkpoint_interval, idle_timeout,
                               estimator=estimator, modulus=modulus, fmt=fmt.spec)
     runner: Any
-    if (layout == "partition" or window is not None) and not given(ctx, "source_client"):
-        source_client = "kafka-python"  # the default (librdkafka) is the routed layout's client
-    if source_client != "kafka-python" and (layout == "partition" or window is not None):
-        msg = (f"--source-client {source_client} is for the routed layout without --window; "
-               "use --source-client kafka-python here")
-        raise ConfigurationError(msg)
+    if layout == "partition" or window is not None:
+        if not given(ctx, "source_client"):
+            source_client = "kafka-python"  # the default (librdkafka) is the routed layout's
+        elif source_client != "kafka-python":
+            msg = (f"--source-client {source_client} is for the routed layout without --window; "
+                   "use --source-client kafka-python here")
+            raise ConfigurationError(msg)
     if layout == "partition":
         runner = src.KafkaTail(tail_cfg, metrics)
         runner.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)

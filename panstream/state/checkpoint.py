@@ -91,7 +91,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from panstream.errors import CommitDeferredError
-from panstream.estimators.base import Estimator
+from panstream.estimators.base import Estimator, wipe_buffer
 from panstream.schedule import Schedule
 
 
@@ -196,7 +196,7 @@ class Checkpointer:
                 self.store.save(shard.key, data)                        # step 3
             finally:
                 if isinstance(data, bytearray):
-                    data[:] = bytes(len(data))
+                    wipe_buffer(data)
             if shard.next_offset is not None:
                 offsets[shard.partition] = shard.next_offset
         return offsets
@@ -222,17 +222,26 @@ class Checkpointer:
         if self._schedule is not None and self._schedule.due(t0):
             self._schedule.advance(t0)                                  # this instant is served
         shards = list(shards)
-        offsets = self.durable(shards)                                  # steps 1-3
-        deferred: dict[Hashable, int] = {}
-        why = ""
-        if offsets:
-            try:
-                self._commit(dict(offsets))                             # step 4
-            except CommitDeferredError as exc:                          # a rebalance: not now
-                deferred, offsets, why = offsets, {}, str(exc)
+        committed, deferred, why = self.commit(self.durable(shards))  # steps 1-3, then 4
         self.done()                                                     # step 5: durable
-        return CheckpointResult(tuple(s.key for s in shards), offsets, self._clock() - t0,
+        return CheckpointResult(tuple(s.key for s in shards), committed, self._clock() - t0,
                                 deferred, why)
+
+    def commit(self, offsets: dict[Hashable, int]
+               ) -> tuple[dict[Hashable, int], dict[Hashable, int], str]:
+        """Step 4: commit ``offsets`` (made durable by :meth:`durable` or the caller's own saves).
+
+        Returns:
+            ``(committed, deferred, why)``: a :class:`~panstream.errors.CommitDeferredError` of
+            the committer (a rebalance) defers the offsets instead of raising.
+        """
+        if not offsets:
+            return {}, {}, ""
+        try:
+            self._commit(dict(offsets))
+        except CommitDeferredError as exc:                              # a rebalance: not now
+            return {}, offsets, str(exc)
+        return offsets, {}, ""
 
     def _grid(self, interval: float) -> Schedule:
         if self._schedule is None or self._schedule.interval != interval:
@@ -280,7 +289,7 @@ def restore_shard(store: ShardStore, key: str, partition: Hashable,
         return Shard(key, partition, decode(data))
     finally:
         if isinstance(data, bytearray):  # no copy of the restored table left in freed memory
-            data[:] = bytes(len(data))
+            wipe_buffer(data)
 
 
 def shard_key(topic: str, partition: int) -> str:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Coroutine, Mapping
+from types import SimpleNamespace
 from typing import Any
 
 from kafka import TopicPartition
@@ -144,24 +145,6 @@ def _finish(coro: Coroutine[Any, Any, Any]) -> None:
 _CGMD = b"CGMDv2:"
 
 
-class _Generation:
-    """kafka-python's ``Generation`` as far as the slice stage reads it."""
-
-    def __init__(self, consumer: RdKafkaConsumer) -> None:
-        self._consumer = consumer
-
-    @property
-    def generation_id(self) -> int | None:
-        return self._consumer.generation()
-
-
-class _Coordinator:
-    """kafka-python's ``ConsumerCoordinator`` as far as the slice stage reads it."""
-
-    def __init__(self, consumer: RdKafkaConsumer) -> None:
-        self._generation = _Generation(consumer)
-
-
 class _Done:
     """An awaitable that is already complete (``commit_async`` under librdkafka)."""
 
@@ -245,7 +228,7 @@ class RdKafkaConsumer:
     def _coordinator(self) -> Any:
         """kafka-python's ``consumer._coordinator._generation.generation_id``, which the slice
         stage's fencing reads (``KafkaTail._generation``), answered from :meth:`generation`."""
-        return _Coordinator(self)
+        return SimpleNamespace(_generation=SimpleNamespace(generation_id=self.generation()))
 
     # ------------------------------------------------------------- records
     def poll(self, timeout_ms: int = 0) -> dict[TopicPartition, list[_Record]]:
@@ -292,7 +275,7 @@ class RdKafkaConsumer:
         c = self._consumer
         msgs = c.consume(self._batch, timeout=0)
         if msgs or timeout <= 0:
-            return list(msgs)
+            return msgs  # a fresh list of librdkafka's: poll() clears it
         first = c.poll(timeout)
         if first is None:
             return []

@@ -327,10 +327,8 @@ class KafkaTail:
     # -------------------------------------------------------------- rebalance (IO thread)
     def _assigned(self, assigned: set[TopicPartition]) -> None:
         gen = self._generation()  # the generation of this assignment (IO thread, in the callback)
-        for tp in assigned:
-            if tp not in self.shards:
-                self._generations[tp] = gen
         new = [tp for tp in assigned if tp not in self.shards]
+        self._generations.update(dict.fromkeys(new, gen))
         if new:
             self.consumer.pause(*new)
             self._pending.update(new)

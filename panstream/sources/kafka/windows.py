@@ -86,12 +86,11 @@ from kafka import TopicPartition
 from panstream import estimators
 from panstream.errors import (
     BudgetExhaustedError,
-    CommitDeferredError,
     ConfigurationError,
     FencedError,
     StateError,
 )
-from panstream.estimators.base import Estimator
+from panstream.estimators.base import Estimator, wipe_buffer
 from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.route import RECORD_BYTES, RouteConfig, RouteStage
@@ -337,14 +336,8 @@ class WindowRouteStage(RouteStage):
         a word. Judged at the window's end, they have the lateness to reach their slices. When
         the sample is judged depends on the clock and on when lines came, as before."""
         first = self._held_first
-        if first is None:
-            return
-        if self._sample is None or not self._held:
-            self._held_first = None
-            return
-        if self.wall_clock() >= first + self.spec.size:
-            self._decide()
-            self._held_first = None
+        if first is not None and self.wall_clock() >= first + self.spec.size:
+            self._decide()  # which forgets _held_first
 
     def _decide(self) -> None:
         self._held_first = None
@@ -387,7 +380,7 @@ class WindowRouteStage(RouteStage):
             try:
                 n, k, m, o = self._partition(tp, buf, kind, out)
             finally:
-                buf[:] = bytes(len(buf))
+                wipe_buffer(buf)
             lines, items, bad, outside = lines + n, items + k, bad + m, outside + o
         self.count(sum(len(v) for v in records.values()), items, bad, outside)
         s = self._sample
@@ -455,7 +448,7 @@ class WindowRouteStage(RouteStage):
                         continue
                     for i in range(0, max(len(data), 1), RECORD_BYTES):
                         out.append((r, encode_data(int(s), data[i:i + RECORD_BYTES])))
-                    data[:] = bytes(len(data))
+                    wipe_buffer(data)
             wins.fill(0)
         finally:
             secs.fill(0)
@@ -558,7 +551,7 @@ class WindowSliceStage(SliceStage):
             est.ledger = ShardLedger()
             return est
         finally:
-            data[:] = bytes(len(data))
+            wipe_buffer(data)
 
     def _restore(self, tp: TopicPartition) -> Shard:
         r = tp.partition
@@ -674,7 +667,7 @@ class WindowSliceStage(SliceStage):
         try:
             self.wstore.save(closed, data)
         finally:
-            data[:] = bytes(len(data))
+            wipe_buffer(data)
             est.wipe()
         self.wstore.delete(opened)
         self.closed[r].add(start)
@@ -701,7 +694,7 @@ class WindowSliceStage(SliceStage):
                     try:
                         self.wstore.save(window_keys(self.group, start, r)[0], data)
                     finally:
-                        data[:] = bytes(len(data))
+                        wipe_buffer(data)
             if shard.next_offset is not None:
                 offsets[shard.partition] = shard.next_offset
         return offsets
@@ -720,14 +713,8 @@ class WindowSliceStage(SliceStage):
         """The schedule followed at this instant (due windows closed, open ones made), every open
         window-slice durable, then the internal offsets committed (then deleted), then any
         complete window released (and published to the results topic)."""
-        offsets = self._save_open(list(self.shards.values()), self.wall_clock())
-        deferred: dict[TopicPartition, int] = {}
-        why = ""
-        if offsets:
-            try:
-                self._commit_sync(dict(offsets))
-            except CommitDeferredError as exc:  # a rebalance: the next checkpoint commits
-                deferred, offsets, why = offsets, {}, str(exc)
+        offsets, deferred, why = self.checkpointer.commit(  # a rebalance defers to the next one
+            self._save_open(list(self.shards.values()), self.wall_clock()))
         self.checkpointer.checkpoint([])  # serves this instant of the fixed clock; records it
         self.metrics.checkpoints.inc()
         self.summary.checkpoints += 1
@@ -866,7 +853,7 @@ def _release_one(wstore: DirectoryStore, closed: list[str], group: str, layout: 
                                               c.calibration, c.modulus)
                 parts[r] = estimators.restore(data, expect=expect, layout=layout.table_layout)
             finally:
-                data[:] = bytes(len(data))
+                wipe_buffer(data)
         est = merge_slices(parts, layout)
     finally:
         for e in parts.values():
