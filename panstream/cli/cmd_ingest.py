@@ -111,24 +111,17 @@ def release_line(rel: dict[str, Any]) -> str:
     flag = (f", {NOISE_FLAG} (interval wider than the value)" if rel.get("noise_dominated")
             else "")
     tail = f"epsilon {eps_out:g}, budget left {rel['budget_remaining']:g}{flag}"
-    marked = False
 
     def c(x: float | None) -> str:
-        nonlocal marked
-        if x is None:
-            return "-"
-        text = shown_count(x)
-        marked |= text.endswith("*")
-        return text
+        return "-" if x is None else shown_count(x)
 
     if "cardinality" in rel:  # a sketch
         line = f"release: distinct {c(rel['distinct'])} [{c(rel['low'])}, {c(rel['high'])}], {tail}"
     elif "distinct" in rel:
         d = float(rel["density"])
-        mark = "*" if shown(d, 0, 1) != d else ""
-        marked |= bool(mark)
+        ds = shown(d, 0, 1)
         line = (f"release: distinct {c(rel['distinct'])} [{c(rel['distinct_low'])}, "
-                f"{c(rel['distinct_high'])}], density {shown(d, 0, 1):.6f}{mark}, {tail}")
+                f"{c(rel['distinct_high'])}], density {ds:.6f}{'*' if ds != d else ''}, {tail}")
     else:
         s = rel["stats"]
 
@@ -138,7 +131,8 @@ def release_line(rel: dict[str, Any]) -> str:
 
         line = (f"release: present {iv('present')}, seen once {iv('once')}, returning "
                 f"{iv('returning')}, {tail}")
-    return line + (f" ({CLAMP_MARK_NOTE})" if marked else "")
+    # nothing else on the line holds a '*' (the tail is numbers and NOISE_FLAG's words)
+    return line + (f" ({CLAMP_MARK_NOTE})" if "*" in line else "")
 
 
 def _lines(s: IngestStats) -> str:

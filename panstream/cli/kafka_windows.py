@@ -140,7 +140,7 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
     spec = WindowSpec(window, lateness, float(release_epsilon), first=range_from, stop=range_to,
                       time_zone=time_zone.name if time_zone is not None else None)
     spec.schedule  # noqa: B018  (refuses a --from/--to off the window grid, before connecting)
-    if c.fmt != "auto" and has_time(c.fmt):  # a local time without --time-zone: refused now
+    if has_time(c.fmt):  # a local time without --time-zone: refused now (never for auto)
         check_time(c.fmt, spec.zone)
     unused = zone_notice(c.fmt, time_zone)
     if unused:

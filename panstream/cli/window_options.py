@@ -309,9 +309,7 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
     if close_at_end is None:  # a replay ends with its input; live windows end on the clock
         close_at_end = schedule.finite
     if mode == "event" and has_time(fmt.spec):  # a local time without its zone: refused now
-        first, stop = schedule.first, schedule.stop
-        check_time(fmt.spec, time_zone, (first, stop) if first is not None and stop is not None
-                   and schedule.finite else None)
+        check_time(fmt.spec, time_zone, schedule.span)
     unused = zone_notice(fmt.spec, time_zone, mode)
     if unused:
         click.echo(f"panstream: {unused}", err=True)

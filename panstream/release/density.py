@@ -45,6 +45,7 @@ from panstream.release.honesty import (
     BELOW_ZERO,
     advice,
     clamp_note,
+    count_cap,
     flag_line,
     noise_dominated,
     shown,
@@ -283,7 +284,7 @@ def format_release(r: Release) -> str:
         panstream release: laplace mechanism, epsilon 0.5 over range:4096 (4,096 cells)
     """
     pct = f"{100 * r.confidence:g}%"
-    top = float(r.size) if not r.universe.startswith("hashed") else math.inf
+    top = count_cap(r.universe, r.size)
     clamped = (r.distinct_low < 0 or r.distinct_high > top or r.density_low < 0
                or r.density_high > 1)
     flag = flag_line(r.distinct, r.distinct_low, r.distinct_high, r.confidence, r.advice())

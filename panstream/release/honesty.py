@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["BELOW_ZERO", "CLAMP_MARK_NOTE", "NOISE_FLAG", "advice", "clamp_note", "flag_line",
-           "noise_dominated", "shown", "shown_count"]
+__all__ = ["BELOW_ZERO", "CLAMP_MARK_NOTE", "NOISE_FLAG", "advice", "clamp_note", "count_cap",
+           "flag_line", "noise_dominated", "shown", "shown_count"]
 
 #: The mark a one-line printout appends to a noise-dominated estimate.
 NOISE_FLAG = "NOISE-DOMINATED"
@@ -53,6 +53,18 @@ def noise_dominated(estimate: float, low: float, high: float) -> bool:
 def shown(value: float, low: float = 0.0, high: float = math.inf) -> float:
     """``value`` clamped to ``[low, high]`` for display (released values are never clamped)."""
     return float(min(max(float(value), low), high))
+
+
+def count_cap(universe: str, size: float | None) -> float:
+    """The most a count can show: the universe's size; unbounded for a hashed table (linear
+    counting reaches ``size ln size``, where the release itself caps it) or an unknown size.
+
+    >>> count_cap("range:4096", 4096), count_cap("hashed-ip:65536", 65536), count_cap("x", None)
+    (4096.0, inf, inf)
+    """
+    if universe.startswith("hashed") or size is None or size <= 0:
+        return math.inf
+    return float(size)
 
 
 def shown_count(value: float, low: float = 0.0, high: float = math.inf) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 from panstream import __version__
 from panstream.errors import ConfigurationError
+from panstream.release.honesty import count_cap
 from panstream.report.fields import (
     Bucket,
     Figure,
@@ -172,10 +173,7 @@ def _cap(d: Mapping[str, Any]) -> float:
     """The largest count a release's figure can have: its universe's size where the file says
     it, else unbounded. A hashed table's linear count may exceed its size (up to ``size ln
     size``, where the release itself caps it), so it is unbounded here."""
-    size = _finite(get(d, "size"))
-    if str(get(d, "universe") or "").startswith("hashed"):
-        return math.inf
-    return math.inf if size is None or size <= 0 else size
+    return count_cap(str(get(d, "universe") or ""), _finite(get(d, "size")))
 
 
 def render(series: Sequence[SeriesInput] = (), releases: Sequence[ReleaseInput] = (), *,

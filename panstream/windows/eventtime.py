@@ -120,7 +120,6 @@ _MONTHS = (b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep
 _MONTH_CODES = np.array([(m[0] << 16) | (m[1] << 8) | m[2] for m in _MONTHS], dtype=np.int64)
 _MONTH_ORDER = np.argsort(_MONTH_CODES)
 _MONTH_SORTED = _MONTH_CODES[_MONTH_ORDER]
-_DAYS_IN_MONTH = np.array([31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
 
 #: ``24/Nov/2026:10:00:00 +0000`` is 26 bytes; the ``]`` follows it.
 _CLF_LEN = 26
@@ -290,19 +289,15 @@ def _clf(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
         good &= (w[:, _SEP_COLS] == _SEP_VALUES).all(axis=1)
         sign = w[:, 22]
         good &= (sign == ord("+")) | (sign == ord("-"))
-        code = (w[:, 4].astype(np.int64) << 16) | (w[:, 5].astype(np.int64) << 8) | w[:, 6]
-        mi = np.minimum(np.searchsorted(_MONTH_SORTED, code), 11)
-        good &= _MONTH_SORTED[mi] == code
-        month = _MONTH_ORDER[mi] + 1
+        month, okm = _month_of(w, 4)
+        good &= okm
         d = d8.astype(np.int64)
         day = d[:, 0] * 10 + d[:, 1]
         year = d[:, 2] * 1000 + d[:, 3] * 100 + d[:, 4] * 10 + d[:, 5]
         hh, mm, ss = d[:, 6] * 10 + d[:, 7], d[:, 8] * 10 + d[:, 9], d[:, 10] * 10 + d[:, 11]
         zh, zm = d[:, 12] * 10 + d[:, 13], d[:, 14] * 10 + d[:, 15]
-        leap = ((year % 4 == 0) & (year % 100 != 0)) | (year % 400 == 0)
-        dim = _DAYS_IN_MONTH[month - 1] - ((month == 2) & ~leap)
-        good &= (day >= 1) & (day <= dim) & (hh < 24) & (mm < 60) & (ss <= 60)
-        good &= (zh <= 14) & (zm < 60)
+        good &= (day >= 1) & (day <= days_in_month(year, month)) & (hh < 24) & (mm < 60)
+        good &= (ss <= 60) & (zh <= 14) & (zm < 60)
         offset = np.where(sign == ord("-"), -1, 1) * (zh * 3600 + zm * 60)
         secs = _days_from_civil(year, month, day) * 86400 + hh * 3600 + mm * 60 + ss - offset
         out[rows[good]] = secs[good].astype("datetime64[s]")
@@ -336,9 +331,7 @@ def _civil_seconds(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hh, mm, ss = d[:, 8] * 10 + d[:, 9], d[:, 10] * 10 + d[:, 11], d[:, 12] * 10 + d[:, 13]
     good = (month >= 1) & (month <= 12)
     m1 = np.clip(month, 1, 12)
-    leap = ((year % 4 == 0) & (year % 100 != 0)) | (year % 400 == 0)
-    dim = _DAYS_IN_MONTH[m1 - 1] - ((m1 == 2) & ~leap)
-    good &= (day >= 1) & (day <= dim) & (hh < 24) & (mm < 60) & (ss <= 60)
+    good &= (day >= 1) & (day <= days_in_month(year, m1)) & (hh < 24) & (mm < 60) & (ss <= 60)
     secs = _days_from_civil(year, m1, day) * 86400 + hh * 3600 + mm * 60 + ss
     return secs, good
 
@@ -534,10 +527,11 @@ def _haproxy(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
     good = np.zeros(n, dtype=bool)
     br = np.flatnonzero(b == ord("["))
     br = br[br > 0]
+    br = br[b[br - 1] == ord(" ")]  # not the syslog tag's "haproxy[PID]": no window for it
     if n == 0 or br.size == 0:
         return local, good
     line = _in_line(br, ends)
-    ok = (line < n) & (b[br - 1] == ord(" "))
+    ok = line < n
     w = _extract.windows(b, br, _HAPROXY_WIDTH)
     try:
         inside = (br[:, None] + np.arange(_HAPROXY_WIDTH)[None, :]) >= ends[np.minimum(line, n - 1)][:, None]
@@ -607,6 +601,11 @@ def _apache_error(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
     return local, good
 
 
+#: ``yyyy/mm/dd HH:MM:SS``: the separators' columns and bytes (the digits are ISO 8601's columns).
+_NGINX_SEPS = np.array([4, 7, 10, 13, 16])
+_NGINX_SEP_VALUES = np.frombuffer(b"// ::", dtype=np.uint8)
+
+
 def _nginx_error(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray]:
     """nginx's error log, ``yyyy/mm/dd HH:MM:SS [level]`` opening the line: ``(local seconds,
@@ -619,18 +618,15 @@ def _nginx_error(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
     w = _extract.windows(b, starts, 20)
     try:
         w[(starts[:, None] + np.arange(20)[None, :]) >= ends[:, None]] = 0
-        year, ok = _digits(w, [0, 1, 2, 3])
-        month, okm = _digits(w, [5, 6])
-        day, okd = _digits(w, [8, 9])
-        sod, okt = _hms(w, 11)
-        ok &= okm & okd & okt & (month >= 1) & (month <= 12)
-        ok &= (w[:, 4] == ord("/")) & (w[:, 7] == ord("/")) & (w[:, 10] == ord(" "))
+        d8 = w[:, _ISO_DIGITS] - np.uint8(48)  # the digits sit in ISO 8601's columns
+        ok = (d8 <= 9).all(axis=1) & (w[:, _NGINX_SEPS] == _NGINX_SEP_VALUES).all(axis=1)
         ok &= (w[:, 19] == ord(" ")) | (w[:, 19] == 0)
-        secs, okc = _date(year, np.clip(month, 1, 12), day, sod)
+        d = d8.astype(np.int64)
+        secs, okc = _civil_seconds(d)
         ok &= okc
         local[ok] = secs[ok]
         good[ok] = True
-        for a in (secs, sod, day, year, month):
+        for a in (secs, d, d8):
             a.fill(0)
     finally:
         w.fill(0)

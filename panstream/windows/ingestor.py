@@ -576,10 +576,8 @@ class WindowedIngestor:
         times cannot be placed."""
         reader = self._clocks.get(kind)
         if reader is None:
-            sch = self.schedule
-            span = (sch.first, sch.stop) if sch.finite and sch.first is not None \
-                and sch.stop is not None else None
-            reader = self._clocks[kind] = TimeReader(kind, self.time_zone, span, self.wall_clock)
+            reader = self._clocks[kind] = TimeReader(kind, self.time_zone, self.schedule.span,
+                                                     self.wall_clock)
         return reader
 
     def _in_open(self, ws: np.ndarray, valid: np.ndarray) -> np.ndarray:

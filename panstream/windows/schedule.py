@@ -159,6 +159,14 @@ class WindowSchedule:
         return cls(size, int(lateness), first, stop, False)
 
     # -------------------------------------------------------------- answers
+    @property
+    def span(self) -> tuple[int, int] | None:
+        """A replay's declared range ``[first, stop)`` (whence a year-less time's year), else
+        ``None``."""
+        if self.finite and self.first is not None and self.stop is not None:
+            return self.first, self.stop
+        return None
+
     def in_range(self, start: int) -> bool:
         """Whether the window at ``start`` is within the declared range."""
         return ((self.first is None or start >= self.first)
