@@ -14,7 +14,9 @@ every topic, so one size is measured on both sides of the other):
    (from the producer's acknowledgements) and ``GROUP-slices`` the internal topic's ends (from the
    high-water marks of fetch responses; Tansu's ListOffsets LATEST is wrong for multi-record
    batches). Members checkpoint every ``--checkpoint-interval`` (1 s: the commit is what is timed,
-   so it bounds the resolution). Then SIGTERM, and a release checks the group's table.
+   so it bounds the resolution). Then SIGTERM, and a release checks the group's table: each run
+   prints the release and ``sd_from_truth``, its distance from the truth in the release's own
+   standard deviations (the summary lists them all; |z| > 5 is about one in 1.7 million by chance).
 
 In the same run, on the same lines: ``panstream ingest -f clf`` of a file holding them (the
 pipeline without Kafka; its rate without the process's fixed start-up cost, measured on a one-line
@@ -276,8 +278,11 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     try:
         r = json.loads(rel.stdout.strip().splitlines()[-1])
         est = [round(r["distinct"]), round(r["distinct_low"]), round(r["distinct_high"])]
-    except (ValueError, IndexError, KeyError):
-        est = [None, None, rel.stderr[-200:]]
+        # The release's distance from the truth in its own standard deviations (state and
+        # release noise together): |z| > 5 happens by chance about once in 1.7 million releases.
+        sd_from_truth: float | None = round((r["distinct"] - TRUTH) / r["stderr"], 2)
+    except (ValueError, IndexError, KeyError, ZeroDivisionError):
+        est, sd_from_truth = [None, None, rel.stderr[-200:]], None
     admin.close()
     if args.keep:
         for e in errs:
@@ -304,7 +309,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
            "ceiling_lines_per_s": round(ceiling),
            "of_ceiling": sliced_at and round(lines / sliced_at / ceiling, 2),
            "rcs": rcs,
-           "distinct": est, "truth": TRUTH}
+           "distinct": est, "truth": TRUTH, "sd_from_truth": sd_from_truth}
     emit(**out)
     return out
 
@@ -486,7 +491,8 @@ def main() -> None:
         summary: dict[str, Any] = {"what": "summary",
                                    "ingest_lines_per_s": [round(ing), round(ing2)],
                                    "ingest_lines_per_cpu_s": [round(ing_cpu), round(ing2_cpu)],
-                                   "startup_s": [r["startup_s"] for r in runs]}
+                                   "startup_s": [r["startup_s"] for r in runs],
+                                   "sd_from_truth": [r["sd_from_truth"] for r in runs]}
         for client in ("librdkafka", "kafka-python"):
             by = by_members(runs, client, "lines_per_s")
             if not by:
