@@ -331,11 +331,13 @@ def plot_series(records: Sequence[Mapping[str, Any]], path: str | os.PathLike[st
 class SeriesMetrics:
     """Prometheus gauges of the last closed window's release, served on ``host:port``.
 
-    Gauges (labels ``window``, ``window_end``, ``statistic``, ``family``; only the last window is
-    kept): ``panstream_window_estimate``, ``panstream_window_low``, ``panstream_window_high``,
-    ``panstream_window_epsilon`` (the window's state + release epsilon) and
-    ``panstream_windows_released`` (how many windows this run released: the clock's doing, not the
-    data's). Nothing about arrivals.
+    Gauges (labels ``statistic`` and ``family``, fixed for a run; only the last window is kept):
+    ``panstream_window_estimate``, ``panstream_window_low``, ``panstream_window_high``,
+    ``panstream_window_epsilon`` (the window's state + release epsilon), and the window itself as
+    values, ``panstream_window_start_seconds`` and ``panstream_window_end_seconds`` (Unix time);
+    the counter ``panstream_windows_released_total`` (how many windows this run released: the
+    clock's doing, not the data's). Nothing about arrivals. (Until issue 37 the window's start
+    and end were labels, a new series per window, and the count a gauge without ``_total``.)
 
     Args:
         port: TCP port (0: any free port, see :attr:`port`).
@@ -347,12 +349,12 @@ class SeriesMetrics:
 
     def __init__(self, port: int, host: str = "127.0.0.1") -> None:
         try:
-            from prometheus_client import CollectorRegistry, Gauge, start_http_server
+            from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
         except ImportError:  # pragma: no cover - a declared dependency
             raise ConfigurationError("--metrics-port needs prometheus-client: pip install "
                                      "prometheus-client") from None
         self.registry = r = CollectorRegistry()
-        labels = ["window", "window_end", "statistic", "family"]
+        labels = ["statistic", "family"]
         self.estimate = Gauge("panstream_window_estimate", "Released estimate of the last closed "
                               "window (noisy, unclamped: may be below 0)", labels, registry=r)
         self.low = Gauge("panstream_window_low", "Lower bound of its interval", labels, registry=r)
@@ -361,8 +363,12 @@ class SeriesMetrics:
         self.epsilon = Gauge("panstream_window_epsilon", "Epsilon of one window (state + "
                              "release): a person seen in W windows is covered at W x this",
                              labels, registry=r)
-        self.released = Gauge("panstream_windows_released", "Windows released by this run",
-                              registry=r)
+        self.start = Gauge("panstream_window_start_seconds", "Start of the last closed window "
+                           "(Unix time)", registry=r)
+        self.end = Gauge("panstream_window_end_seconds", "End of the last closed window "
+                         "(Unix time)", registry=r)
+        self.released = Counter("panstream_windows_released", "Windows released by this run",
+                                registry=r)
         self._gauges = (self.estimate, self.low, self.high, self.epsilon)
         self.count = 0
         try:
@@ -380,26 +386,20 @@ class SeriesMetrics:
         """Make ``rec`` (a series record) the one served; ``count``: it was released by this run."""
         for g in self._gauges:
             g.clear()
-        lab = {"window": str(rec["window"]),
-               "window_end": _iso(float(rec["end"])),
-               "statistic": str(rec.get("statistic", "estimate")),
+        lab = {"statistic": str(rec.get("statistic", "estimate")),
                "family": str(rec.get("family", ""))}
         self.estimate.labels(**lab).set(float(rec["estimate"]))
         self.low.labels(**lab).set(float(rec["low"]))
         self.high.labels(**lab).set(float(rec["high"]))
         self.epsilon.labels(**lab).set(float(rec["epsilon_window"]))
+        self.start.set(float(rec["start"]))
+        self.end.set(float(rec["end"]))
         if count:
             self.count += 1
-            self.released.set(self.count)
+            self.released.inc()
 
     def close(self) -> None:
         """Stop serving."""
         with contextlib.suppress(Exception):
             self.server.shutdown()
             self.server.server_close()
-
-
-def _iso(t: float) -> str:
-    from panstream.windows.eventtime import label
-
-    return label(t)

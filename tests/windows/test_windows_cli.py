@@ -169,12 +169,18 @@ def test_metrics_serve_the_last_closed_window_over_http(tmp_path: Path) -> None:
         proc.stdin.write("10.0.0.1\n10.0.0.2\n")
         proc.stdin.flush()
         _wait(lambda: len(_windows(series)) == 2, "both windows released on the clock")
-        _wait(lambda: "panstream_window_estimate" in _scrape(port), "the gauges")
+        # the series record is written, then the gauges set: wait for the second window's
+        _wait(lambda: _scrape(port).get("panstream_windows_released_total", ({}, 0))[1] == 2,
+              "the gauges of the second window")
         got = _scrape(port)
         last = read(series)[-1]
         labels, value = got["panstream_window_estimate"]
-        assert labels["window"] == last["window"] and last["start"] == first + 2
-        assert labels["statistic"] == "distinct" and labels["family"] == "density"
+        # the window is a value, not a label (issue 37: a label made a new series per window)
+        assert labels == {"statistic": "distinct", "family": "density"}
+        assert last["start"] == first + 2
+        assert got["panstream_window_start_seconds"] == ({}, last["start"])
+        assert got["panstream_window_end_seconds"] == ({}, last["end"])
+        assert got["panstream_windows_released_total"] == ({}, 2.0)  # a counter: _total
         assert last["released_at"] == first + 4  # the schedule's instant: its end
         assert value == pytest.approx(last["estimate"])
         assert got["panstream_window_low"][1] == pytest.approx(last["low"])
@@ -183,7 +189,9 @@ def test_metrics_serve_the_last_closed_window_over_http(tmp_path: Path) -> None:
         # nothing about arrivals: only the release, its epsilon and how many windows closed
         assert set(got) == {"panstream_window_estimate", "panstream_window_low",
                             "panstream_window_high", "panstream_window_epsilon",
-                            "panstream_windows_released"}
+                            "panstream_window_start_seconds", "panstream_window_end_seconds",
+                            "panstream_windows_released_total",
+                            "panstream_windows_released_created"}
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
     finally:
