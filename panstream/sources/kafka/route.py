@@ -64,7 +64,7 @@ from kafka.structs import OffsetAndMetadata
 from panstream.errors import ConfigurationError, SourceError
 from panstream.estimators.base import wipe_buffer
 from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
-from panstream.inputs.check import verdict
+from panstream.inputs.check import skipped_notice, verdict
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoded, Decoder
 from panstream.sources.kafka.joins import group_consumer
@@ -575,6 +575,11 @@ class RouteStage:
                 msg = (f"{', '.join(c.topics)} (--value-format {c.value_format}): the first "
                        f"sample: {v}{tail}. Nothing was routed or committed")
                 raise SourceError(msg)
+            # a sample let through with some of it unread: one bit more, said (issue 37)
+            note = skipped_notice(s, self.decoder.format.spec, c.layout.universe,
+                                  exact=self.metrics.telemetry.exact)
+            if note is not None:
+                self.notice(f"{', '.join(c.topics)} (--value-format {c.value_format}): {note}")
         finally:
             s.clear()
             self._forget_head()
