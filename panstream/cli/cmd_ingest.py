@@ -13,10 +13,12 @@ import click
 from panstream import estimators
 from panstream.calibration import DEFAULT_MODULUS
 from panstream.cli.common import (
+    AliasOption,
     FiniteFloatRange,
     SpecParam,
     StatePath,
     apply_split,
+    budget_option,
     calibration_option,
     check_family_options,
     emit_json,
@@ -40,7 +42,6 @@ from panstream.estimators.base import Estimator
 from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.inputs.parser import Format, parse_format, tune_allocator
 from panstream.release.honesty import CLAMP_MARK_NOTE, NOISE_FLAG, shown, shown_count
-from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.sources import open_input, stdin_reader
 from panstream.sources.files import require_codec, sniff
 from panstream.state.files import state_lock
@@ -272,8 +273,9 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
               help="Go on when (almost) nothing is accepted (by default the run stops with exit 1 "
                    "and a one-line hint as soon as its counts show under 1 % of the lines "
                    "accepted; docs/logs.md).", **env("KEEP_GOING"))
-@click.option("--checkpoint-every", type=FiniteFloatRange(min=0), default=60.0, show_default=True,
-              metavar="SECONDS", help="Save the state this often (0: only at exit). A crash loses "
+@click.option("--checkpoint-every", "--checkpoint-interval", "checkpoint_every", cls=AliasOption,
+              hidden_aliases=("--checkpoint-interval",),  # kafka's spelling (issue 37)
+              type=FiniteFloatRange(min=0), default=60.0, show_default=True, metavar="SECONDS", help="Save the state this often (0: only at exit). A crash loses "
               "at most this much input.", **env("CHECKPOINT_EVERY"))
 @click.option("--release-every", type=FiniteFloatRange(min=0, min_open=True), default=None,
               metavar="SECONDS", help="Publish a noisy release this often (one line on stdout, JSON with "
@@ -282,8 +284,7 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
               help="Output epsilon of each periodic release.", **env("RELEASE_EPSILON"))
 @click.option("--release-mechanism", type=click.Choice(["laplace", "geometric"]), default="laplace",
               show_default=True, help="Noise of periodic releases.", **env("RELEASE_MECHANISM"))
-@click.option("--budget", type=FiniteFloatRange(min=0), default=DEFAULT_BUDGET, show_default=True,
-              help="Total output epsilon releases may spend (new states only).", **env("BUDGET"))
+@budget_option()
 @total_epsilon_options()
 @expected_option()
 @click.option("--progress/--no-progress", default=None,

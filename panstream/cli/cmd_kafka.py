@@ -13,9 +13,11 @@ import click
 
 from panstream import estimators
 from panstream.cli.common import (
+    AliasOption,
     FiniteFloatRange,
     SpecParam,
     apply_split,
+    budget_option,
     calibration_option,
     check_family_options,
     emit_json,
@@ -71,16 +73,21 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
 @click.option("-g", "--group", required=True, help="Consumer group id: members split partitions.",
               **env("KAFKA_GROUP"))
 @universe_option(required=False)
-@epsilon_option(required=False, help="State epsilon: privacy of a leaked table (or give "
-                "--total-epsilon instead).")
+@epsilon_option(default=1.0, help="State epsilon: privacy of a leaked table (as 'ingest'; or "
+                "give --total-epsilon instead).")
+@budget_option(help="Total output epsilon the group's releases may spend (a new group ledger "
+               "only; not with --window, whose windows are released once each).")
 @total_epsilon_options()
 @estimator_options()
 @sketch_hash_option()
 @calibration_option()
 @expected_option()
-@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Directory of the shard snapshots (one file per partition; shared or "
-                   "persistent volume for several hosts).", **env("STATE_DIR"))
+@click.option("--state-dir", "-s", "--state", "state_dir", cls=AliasOption,
+              hidden_aliases=("-s", "--state"),  # ingest's and release's spelling (issue 37)
+              type=click.Path(file_okay=False), default=None,
+              help="Directory of the group's snapshots (one file per slice, or per partition "
+                   "with --layout partition) and its release ledger; a shared or persistent "
+                   "volume for several hosts.", **env("STATE_DIR"))
 @click.option("--state-topic", default=None,
               help="Keep shard snapshots in this compacted Kafka topic instead of a directory "
                    "(created if missing).", **env("KAFKA_STATE_TOPIC"))
@@ -132,7 +139,9 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
                    "deleted once their slice checkpoint is durable (where the broker supports "
                    "DeleteRecords).",
               **env("KAFKA_CELLS_RETENTION"))
-@click.option("--checkpoint-interval", type=FiniteFloatRange(min=0.0), default=5.0,
+@click.option("--checkpoint-interval", "--checkpoint-every", "checkpoint_interval",
+              cls=AliasOption, hidden_aliases=("--checkpoint-every",),  # ingest's (issue 37)
+              type=FiniteFloatRange(min=0.0), default=5.0,
               show_default=True, help="Seconds between checkpoints (snapshots durable, then commit).",
               **env("KAFKA_CHECKPOINT_INTERVAL"))
 @click.option("--idle-timeout", type=FiniteFloatRange(min=0.0), default=None,
@@ -146,9 +155,12 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
                    "group to drain (a dead member's partitions to move to it) before it stops "
                    "with exit 1 and one line saying what is pending.",
               **env("KAFKA_DRAIN_TIMEOUT"))
-@connection_options("kafka-python KafkaConsumer setting, e.g. -C session_timeout_ms=6000 "
-                    "(repeat; unknown keys are an error; connection and security keys also reach "
-                    "the state-topic clients).")
+@connection_options("Consumer setting by its kafka-python name (-C session_timeout_ms=6000) "
+                    "or, for the settings panstream translates, librdkafka's (-C "
+                    "session.timeout.ms=6000, fetch.wait.max.ms=100, sasl.username=U: the "
+                    "default --source-client is librdkafka; docs/kafka.md lists them). Repeat; "
+                    "unknown keys are an error; connection and security keys also reach the "
+                    "state-topic clients.")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
               help="Serve Prometheus metrics on this port (operational figures only: uptime, "
                    "checkpoints, lag, committed offsets; message and item counts only with "
@@ -165,7 +177,7 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
 @click.pass_context
 @handle_errors
 def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: str,
-            universe: Universe | None, epsilon: float | None, total_epsilon: float | None,
+            universe: Universe | None, epsilon: float, budget: float, total_epsilon: float | None,
             releases: int | None, estimator: str, modulus: int, sketch_hash: str | None,
             calibration: str, expected_distinct: int | None, state_dir: str | None,
             state_topic: str | None,
@@ -221,7 +233,6 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     logging.basicConfig(level=log_level.upper(), format="panstream: %(levelname)s: %(message)s")
     if log_level in ("warning", "error"):  # kafka-python logs every reconnect attempt
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    from panstream.release.ledger import DEFAULT_BUDGET
     from panstream.sources import kafka as src
     from panstream.state.stores import DirectoryStore, ensure_ledger
 
@@ -246,15 +257,14 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         raise click.UsageError("--window with --estimator sketch is not supported on Kafka yet: "
                                "window a density or frequency table, or export a sketch per epoch "
                                "with 'panstream rotate --state-dir DIR --export-presto FILE'")
-    budget = DEFAULT_BUDGET
-    if (epsilon is None) == (total_epsilon is None):
-        raise click.UsageError("give exactly one of --epsilon or --total-epsilon")
+    if window is not None and given(ctx, "budget"):
+        raise click.UsageError("--window gives each window a budget of exactly its one release: "
+                               "drop --budget")
     if releases is not None and total_epsilon is None:
         raise click.UsageError("--releases goes with --total-epsilon")
-    if total_epsilon is not None:
+    if total_epsilon is not None:  # refuses a given --epsilon or --budget with it
         epsilon, budget, _ = apply_split(ctx, total_epsilon, releases, universe, calibration,
                                          telemetry=telemetry)
-    assert epsilon is not None
     warn_settings(universe, epsilon, calibration, estimator, modulus, expected_distinct)
     if (state_dir is None) == (state_topic is None):
         msg = "give exactly one of --state-dir DIR or --state-topic TOPIC (where shards are kept)"
@@ -271,8 +281,10 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         store = src.topic_store(state_topic, src.client_config(cfg), state_chunk_bytes)
         where = f"topic {state_topic}"
     # the group's release ledger lives beside the shards (a windowed group: one per window)
-    if window is None and not ensure_ledger(store, budget) and total_epsilon is not None:
-        click.echo("panstream: the group's release ledger already exists: --total-epsilon does not "
+    if window is None and not ensure_ledger(store, budget) and \
+            (total_epsilon is not None or given(ctx, "budget")):
+        asked = "--total-epsilon" if total_epsilon is not None else "--budget"
+        click.echo(f"panstream: the group's release ledger already exists: {asked} does not "
                    "change its budget (release prints the budget left)", err=True)
     metrics = src.Metrics(metrics_port, metrics_host, telemetry)
     tail_cfg = src.TailConfig(cfg, topic_list, universe, epsilon, calibration, store,
