@@ -11,6 +11,7 @@ fails after the options are settled and the group's ledger is opened.
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 from collections.abc import Callable
@@ -93,3 +94,29 @@ def test_kafka_refuses_what_ingest_refuses(run_cli: Run, tmp_path: Path, extra: 
     r = _kafka(run_cli, tmp_path, "--state-dir", str(tmp_path / "st"), *extra)
     err = r.stderr.decode()
     assert r.returncode == 2 and says in err and "Traceback" not in err, err
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "kafka.md"
+
+
+def test_kafka_help_leads_with_a_screen_of_essentials_and_every_option_is_in_the_docs() -> None:
+    """The help's first screen (before the options list, under 40 lines) holds the essentials
+    and a runnable example; the details live in docs/kafka.md, whose options table names every
+    option the command takes, with its environment variable."""
+    text = _help(kafka)
+    head = text.split("\nOptions:")[0]
+    assert len(head.splitlines()) <= 40, len(head.splitlines())
+    for essential in ("-b HOST:PORT", "-t TOPIC", "-g GROUP", "-u UNIVERSE", "--state-dir",
+                      "-f FORMAT", "--idle-timeout", "docs/kafka.md"):
+        assert essential in head, essential
+    assert "\n    panstream kafka -b " in head and "\n    panstream release --state-dir" in head
+    table = [ln for ln in DOCS.read_text().split("\n## Options\n")[1].split("\n## ")[0]
+             .splitlines() if ln.startswith("| `")]
+    for p in kafka.params:
+        if not isinstance(p, click.Option) or p.name == "help":
+            continue
+        names = [o for o in p.opts if o.startswith("--")]
+        rows = [ln for ln in table if any(re.search(rf"(?<![\w-]){o}(?![\w-])", ln.split(" | ")[0])
+                                          for o in names)]
+        assert rows, f"{names} is not in the options table of docs/kafka.md"
+        assert any(str(p.envvar) in ln or "..." in ln for ln in rows), (names, p.envvar)
