@@ -8,14 +8,11 @@ interval, its epsilon), which stdout prints anyway. Nothing that counts arrivals
 from __future__ import annotations
 
 import json
-import os
-import re
 import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
+from metrics_scrape import by_name, ingest_serving
 
 ALLOWED = {"panstream_ingest_uptime_seconds", "panstream_ingest_checkpoints_total",
            "panstream_ingest_checkpoints_created", "panstream_releases_total",
@@ -23,42 +20,19 @@ ALLOWED = {"panstream_ingest_uptime_seconds", "panstream_ingest_checkpoints_tota
            "panstream_release_high", "panstream_release_epsilon"}
 
 
-def _scrape(port: int) -> dict[str, tuple[dict[str, str], float]]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"^(\w+)(?:\{(.*)\})? (\S+)$", line)
-        if m:
-            out[m.group(1)] = (dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or "")),
-                               float(m.group(3)))
-    return out
-
-
 def test_ingest_without_window_serves_liveness_and_the_last_release() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PANSTREAM_")}
-    proc = subprocess.Popen([sys.executable, "-m", "panstream", "ingest", "-u", "ipv4:10.0.0.0/24",
-                             "-f", "plain", "--release-every", "1", "--release-epsilon", "0.5",
-                             "--budget", "100", "--metrics-port", "0", "--json"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdin is not None and proc.stderr is not None and proc.stdout is not None
-        port = None
-        for _ in range(10):
-            m = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", proc.stderr.readline())
-            if m:
-                port = int(m.group(1))
-                break
-        assert port is not None
+    with ingest_serving("-u", "ipv4:10.0.0.0/24", "-f", "plain", "--release-every", "1",
+                        "--release-epsilon", "0.5", "--budget", "100", "--json",
+                        stdout=subprocess.PIPE) as (proc, port):
+        assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write("".join(f"10.0.0.{i}\n" for i in range(100)))
         proc.stdin.flush()
         release = json.loads(proc.stdout.readline())["release"]  # the first periodic release
         deadline = time.monotonic() + 60
-        while _scrape(port).get("panstream_releases_total", ({}, 0))[1] < 1:
+        while by_name(port).get("panstream_releases_total", ({}, 0))[1] < 1:
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.1)
-        got = _scrape(port)
+        got = by_name(port)
         assert set(got) <= ALLOWED, set(got) - ALLOWED  # nothing that counts arrivals
         assert got["panstream_ingest_uptime_seconds"][1] > 0
         labels, est = got["panstream_release_estimate"]
@@ -69,7 +43,3 @@ def test_ingest_without_window_serves_liveness_and_the_last_release() -> None:
         assert got["panstream_release_epsilon"][1] == 0.5
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
