@@ -13,10 +13,12 @@ import click
 from panstream import estimators
 from panstream.calibration import DEFAULT_MODULUS
 from panstream.cli.common import (
+    AliasOption,
     FiniteFloatRange,
     SpecParam,
     StatePath,
     apply_split,
+    budget_option,
     calibration_option,
     check_family_options,
     emit_json,
@@ -40,12 +42,12 @@ from panstream.estimators.base import Estimator
 from panstream.ingest import Ingestor, IngestStats, Input
 from panstream.inputs.parser import Format, parse_format, tune_allocator
 from panstream.release.honesty import CLAMP_MARK_NOTE, NOISE_FLAG, shown, shown_count
-from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.sources import open_input, stdin_reader
 from panstream.sources.files import require_codec, sniff
 from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
+from panstream.windows.series import ReleaseMetrics
 
 
 def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | None,
@@ -272,9 +274,11 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
               help="Go on when (almost) nothing is accepted (by default the run stops with exit 1 "
                    "and a one-line hint as soon as its counts show under 1 % of the lines "
                    "accepted; docs/logs.md).", **env("KEEP_GOING"))
-@click.option("--checkpoint-every", type=FiniteFloatRange(min=0), default=60.0, show_default=True,
-              metavar="SECONDS", help="Save the state this often (0: only at exit). A crash loses "
-              "at most this much input.", **env("CHECKPOINT_EVERY"))
+@click.option("--checkpoint-every", "--checkpoint-interval", "checkpoint_every", cls=AliasOption,
+              hidden_aliases=("--checkpoint-interval",),  # kafka's spelling (issue 37)
+              type=FiniteFloatRange(min=0), default=60.0, show_default=True, metavar="SECONDS",
+              help="Save the state this often (0: only at exit). A crash loses at most this much "
+              "input.", **env("CHECKPOINT_EVERY"))
 @click.option("--release-every", type=FiniteFloatRange(min=0, min_open=True), default=None,
               metavar="SECONDS", help="Publish a noisy release this often (one line on stdout, JSON with "
               "--json); each spends --release-epsilon of the budget.", **env("RELEASE_EVERY"))
@@ -282,8 +286,7 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
               help="Output epsilon of each periodic release.", **env("RELEASE_EPSILON"))
 @click.option("--release-mechanism", type=click.Choice(["laplace", "geometric"]), default="laplace",
               show_default=True, help="Noise of periodic releases.", **env("RELEASE_MECHANISM"))
-@click.option("--budget", type=FiniteFloatRange(min=0), default=DEFAULT_BUDGET, show_default=True,
-              help="Total output epsilon releases may spend (new states only).", **env("BUDGET"))
+@budget_option()
 @total_epsilon_options()
 @expected_option()
 @click.option("--progress/--no-progress", default=None,
@@ -378,7 +381,8 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
             held.enter_context(state_lock(state, "ingest"))
         _run(ctx, universe, epsilon, calibration, state, fmt, checkpoint_every, release_every,
              release_epsilon, release_mechanism, budget, progress, telemetry, as_json, files, split,
-             estimator, modulus, keep_going)
+             estimator, modulus, keep_going,
+             metrics=(windowing.get("metrics_port"), windowing.get("metrics_host", "127.0.0.1")))
 
 
 def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibration: str,
@@ -386,7 +390,8 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
          release_epsilon: float | None, release_mechanism: str, budget: float,
          progress: bool | None, telemetry: TelemetryPolicy, as_json: bool,
          files: tuple[str, ...], split: bool = False, estimator: str = "density",
-         modulus: int = DEFAULT_MODULUS, keep_going: bool = False) -> None:
+         modulus: int = DEFAULT_MODULUS, keep_going: bool = False,
+         metrics: tuple[int | None, str] = (None, "127.0.0.1")) -> None:
     est, resumed = _open_estimator(ctx, state, universe, epsilon, calibration, budget, split,
                                    estimator, modulus)
     show_progress = sys.stderr.isatty() if progress is None else progress
@@ -394,7 +399,11 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
     def notice(msg: str) -> None:
         click.echo(f"panstream: {msg}", err=True)
 
+    served: list[ReleaseMetrics] = []  # --metrics-port (issue 37: none without --window)
+
     def on_release(rel: dict[str, Any]) -> None:
+        for m in served:
+            m.show(rel, estimator)
         if as_json:
             emit_json({"release": rel})
         else:
@@ -407,6 +416,10 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
                    on_progress=_progress_printer(sys.stderr.isatty()) if show_progress else None,
                    telemetry=telemetry, check=not keep_going)
 
+    if metrics[0] is not None:
+        served.append(ReleaseMetrics(metrics[0], metrics[1], lambda: ing.stats))
+        click.echo(f"panstream: metrics (liveness, the last periodic release) on "
+                   f"http://{metrics[1]}:{served[0].port}/metrics", err=True)
     opened: list[str] = []
 
     def inputs() -> Iterator[Input]:
@@ -424,7 +437,9 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
                 yield Input(path, f.reader, f.position)
 
     try:
-        with stop_on_signals(ing):
+        with stop_on_signals(ing), contextlib.ExitStack() as serving:
+            for m in served:
+                serving.callback(m.close)
             stats = ing.run(inputs())
     except InputFormatError as exc:
         kept = (f"; the state {state} was {'saved' if resumed else 'created'} with what was "

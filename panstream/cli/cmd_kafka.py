@@ -13,9 +13,11 @@ import click
 
 from panstream import estimators
 from panstream.cli.common import (
+    AliasOption,
     FiniteFloatRange,
     SpecParam,
     apply_split,
+    budget_option,
     calibration_option,
     check_family_options,
     emit_json,
@@ -71,16 +73,21 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
 @click.option("-g", "--group", required=True, help="Consumer group id: members split partitions.",
               **env("KAFKA_GROUP"))
 @universe_option(required=False)
-@epsilon_option(required=False, help="State epsilon: privacy of a leaked table (or give "
-                "--total-epsilon instead).")
+@epsilon_option(default=1.0, help="State epsilon: privacy of a leaked table (as 'ingest'; or "
+                "give --total-epsilon instead).")
+@budget_option(help="Total output epsilon the group's releases may spend (a new group ledger "
+               "only; not with --window, whose windows are released once each).")
 @total_epsilon_options()
 @estimator_options()
 @sketch_hash_option()
 @calibration_option()
 @expected_option()
-@click.option("--state-dir", type=click.Path(file_okay=False), default=None,
-              help="Directory of the shard snapshots (one file per partition; shared or "
-                   "persistent volume for several hosts).", **env("STATE_DIR"))
+@click.option("--state-dir", "-s", "--state", "state_dir", cls=AliasOption,
+              hidden_aliases=("-s", "--state"),  # ingest's and release's spelling (issue 37)
+              type=click.Path(file_okay=False), default=None,
+              help="Directory of the group's snapshots (one file per slice, or per partition "
+                   "with --layout partition) and its release ledger; a shared or persistent "
+                   "volume for several hosts.", **env("STATE_DIR"))
 @click.option("--state-topic", default=None,
               help="Keep shard snapshots in this compacted Kafka topic instead of a directory "
                    "(created if missing).", **env("KAFKA_STATE_TOPIC"))
@@ -92,67 +99,53 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
               "per message (as log shippers batch them).", **env("KAFKA_VALUE_FORMAT"))
 @click.option("-f", "--format", "fmt", type=SpecParam("FORMAT", parse_format, Format), default="auto",
               show_default=True,
-              help="Line format of each item (as 'panstream ingest -f', docs/logs.md): plain "
-                   "(the bare item), clf (whole Apache/nginx access-log lines), field:N, "
-                   "json:PATH, csv:COLUMN, w3c:FIELD, zeek:FIELD, alb, elb, vhost, sshd, pam, "
-                   "haproxy, squid, apache-error, nginx-error, xff, 'regex:...', GoAccess's "
-                   "--log-format names, or auto (detected once per member from its first messages and "
-                   "announced on stderr with the -f that pins it).", **env("KAFKA_FORMAT"))
+              help="Line format of each item, as 'panstream ingest -f' (plain, clf, field:N, "
+                   "json:PATH, csv:COLUMN, ...: docs/logs.md); auto: detected once per member "
+                   "and announced with the -f that pins it.", **env("KAFKA_FORMAT"))
 @click.option("--keep-going", is_flag=True, default=False,
-              help="Route even if the first 1,000 lines are (almost) all malformed or outside "
-                   "the universe (by default the member stops with exit 1 and the -f that "
-                   "would parse them, before routing or committing anything).",
+              help="Route even if (almost) nothing of the first 1,000 lines reads (by default "
+                   "the member stops with exit 1 and the -f that would read them).",
               **env("KAFKA_KEEP_GOING"))
 @click.option("--layout", type=click.Choice(["slices", "partition"]), default="slices",
               show_default=True,
-              help="slices: route every arrival by cell range through the internal topic "
-                   "GROUP-cells, so the group keeps exactly one table, any producer keying; "
-                   "partition: the old layout, one full table per source partition (right only "
-                   "for topics keyed by the item).", **env("KAFKA_LAYOUT"))
+              help="slices: one table for the group, routed through GROUP-cells, any keying; "
+                   "partition: the old layout, a table per source partition (topics keyed by "
+                   "the item only).", **env("KAFKA_LAYOUT"))
 @click.option("--source-client", type=click.Choice(["librdkafka", "kafka-python"]),
               default="librdkafka", show_default=True,
-              help="With --layout slices and no --window: the client of the member's two "
-                   "consumer groups (the source topics, GROUP-cells). librdkafka "
-                   "(confluent-kafka) reads in C, a quarter of kafka-python's CPU per line; -C "
-                   "keys are translated to librdkafka's. The partition layout and windows use "
-                   "kafka-python.",
+              help="The routed member's consumer client (the partition layout and --window "
+                   "use kafka-python); librdkafka reads in C.",
               **env("KAFKA_SOURCE_CLIENT"))
 @click.option("--slices", "slice_count", type=click.IntRange(min=1, max=MAX_SLICES),
               default=None, show_default=f"{DEFAULT_SLICES}, or |X| if smaller",
-              help="With --layout slices: R, the partitions of GROUP-cells; slice r holds cells "
-                   "[r|X|/R, (r+1)|X|/R) (of a sketch grid: buckets [rB/R, (r+1)B/R) at every "
-                   "level). Public; fixed for the life of the group's state.",
+              help="The partitions of GROUP-cells, each a slice of the table (public; fixed "
+                   "for the life of the group's state).",
               **env("KAFKA_SLICES"))
 @click.option("--cells-retention", type=FiniteFloatRange(min=0.0), default=0.0,
               show_default="0: the source topics' longest retention", metavar="SECONDS",
-              help="Least retention.ms of GROUP-cells. Its records say which cells arrived, as "
-                   "sensitive as the raw lines, and one that expires before its slice applies it "
-                   "is an arrival lost: so it is never shorter than the source topics' retention "
-                   "(read from the broker; a shorter value is raised to it). Records are also "
-                   "deleted once their slice checkpoint is durable (where the broker supports "
-                   "DeleteRecords).",
+              help="Least retention of GROUP-cells (never shorter than the source topics'; a "
+                   "shorter value is raised).",
               **env("KAFKA_CELLS_RETENTION"))
-@click.option("--checkpoint-interval", type=FiniteFloatRange(min=0.0), default=5.0,
+@click.option("--checkpoint-interval", "--checkpoint-every", "checkpoint_interval",
+              cls=AliasOption, hidden_aliases=("--checkpoint-every",),  # ingest's (issue 37)
+              type=FiniteFloatRange(min=0.0), default=5.0,
               show_default=True, help="Seconds between checkpoints (snapshots durable, then commit).",
               **env("KAFKA_CHECKPOINT_INTERVAL"))
 @click.option("--idle-timeout", type=FiniteFloatRange(min=0.0), default=None,
-              help="Exit cleanly (final checkpoint and commit) after this many seconds without "
-                   "new messages, once the whole group has drained (every source offset "
-                   "committed, every routed record applied). Default: run until SIGTERM/SIGINT.",
+              help="Stop with exit 0 after this many seconds without messages, once the "
+                   "whole group has drained (default: run until SIGTERM/SIGINT).",
               **env("KAFKA_IDLE_TIMEOUT"))
 @click.option("--drain-timeout", type=FiniteFloatRange(min=0.0), default=None, metavar="SECONDS",
               show_default="120, or 2 x session_timeout_ms + 10 s if longer",
-              help="With --idle-timeout: how long a quiet member waits without progress for its "
-                   "group to drain (a dead member's partitions to move to it) before it stops "
-                   "with exit 1 and one line saying what is pending.",
+              help="With --idle-timeout: how long a quiet member waits for its group to drain "
+                   "before it stops with exit 1, saying what is pending.",
               **env("KAFKA_DRAIN_TIMEOUT"))
-@connection_options("kafka-python KafkaConsumer setting, e.g. -C session_timeout_ms=6000 "
-                    "(repeat; unknown keys are an error; connection and security keys also reach "
-                    "the state-topic clients).")
+@connection_options("Consumer setting, by its kafka-python name (session_timeout_ms=6000) or "
+                    "librdkafka's (session.timeout.ms, fetch.wait.max.ms, sasl.username: the "
+                    "ones docs/kafka.md lists). Repeat.")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
-              help="Serve Prometheus metrics on this port (operational figures only: uptime, "
-                   "checkpoints, lag, committed offsets; message and item counts only with "
-                   "--telemetry-epsilon or --exact-counts).",
+              help="Serve Prometheus metrics here: liveness, lag and committed offsets (public "
+                   "broker facts); counts only under --telemetry-epsilon or --exact-counts.",
               **env("METRICS_PORT"))
 @click.option("--metrics-host", default="127.0.0.1", show_default=True,
               help="Address the metrics endpoint binds (0.0.0.0 in a container).",
@@ -165,7 +158,7 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
 @click.pass_context
 @handle_errors
 def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: str,
-            universe: Universe | None, epsilon: float | None, total_epsilon: float | None,
+            universe: Universe | None, epsilon: float, budget: float, total_epsilon: float | None,
             releases: int | None, estimator: str, modulus: int, sketch_hash: str | None,
             calibration: str, expected_distinct: int | None, state_dir: str | None,
             state_topic: str | None,
@@ -181,47 +174,38 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             series_topic: str | None = None, horizon: int | None = None,
             range_from: int | None = None, range_to: int | None = None,
             time_zone: Any = None) -> None:
-    """Tail Kafka topics in a consumer group into one pan-private table, any keying.
+    """Tail Kafka topics into one pan-private table, as a consumer group, any keying.
 
-    Each member parses its share of the source partitions (--value-format, -f as in 'panstream
-    ingest') and routes every arrival by its cell to the internal topic GROUP-cells (--slices R
-    partitions, kept as long as the source topics); as a second consumer group it keeps the slices
-    of its assigned internal partitions (|X|/R cells each: a bit per cell, or with --estimator
-    frequency a counter mod --modulus; with --estimator sketch, whole buckets of one
-    Sketch-Flip-Merge grid at every level: -u sketch:BxP:ip|id, by default the grid 'ingest
-    --estimator sketch' uses, sketch:4096x24:ip), restored from the state store on assignment and
-    checkpointed every --checkpoint-interval seconds and before a rebalance takes them away:
-    snapshots durable first, then offsets committed (auto-commit is off; source offsets only after
-    the routed records are acknowledged). The slices laid end to end are one table: 'panstream
-    release --state-dir DIR' (or '--state-topic TOPIC -b ...') releases it with state epsilon x1.
-    SIGTERM/SIGINT make a final checkpoint and commit, leave the groups and exit 0.
-    --layout partition keeps the old layout (one full table per source partition).
+    Each member reads its share of the topics' partitions, parses every line as 'panstream
+    ingest' does (-f, --value-format) and routes its cell through the group's internal topic
+    GROUP-cells; the members keep the table's slices in --state-dir (or --state-topic), one table
+    for the group. Snapshots are durable before offsets are committed; SIGTERM/SIGINT make a
+    final checkpoint and exit 0. Release with 'panstream release --state-dir DIR'.
 
     \b
-    Example:
+    Essentials:
+      -b HOST:PORT -t TOPIC -g GROUP        brokers, source topics, consumer group
+      -u UNIVERSE [--epsilon E]             the table, as in ingest (E = 1; or --total-epsilon)
+      -f FORMAT --value-format item|lines   how a message reads (-f auto: detected, announced)
+      --state-dir DIR | --state-topic T     where the slices and the group's ledger live
+      --idle-timeout S                      a bounded run (default: until SIGTERM)
+      --window 1h --release-epsilon E       a released series of windows (docs/windows.md)
+
+    \b
+    Examples:
       panstream kafka -b 127.0.0.1:9092 -t access-logs -g panstream -f clf \\
-          --value-format lines --universe ipv4:10.0.0.0/16 --epsilon 1 \\
-          --state-dir /var/lib/panstream
-
-    --total-epsilon E [--releases R] instead of --epsilon splits E between the shard tables'
-    state epsilon and the group's release budget (R releases), as 'panstream plan
-    --total-epsilon' shows; it sets the budget of a new group ledger (default 1 otherwise).
-
-    --window 1h (event time, -f clf): every window keeps a fresh table in the same slices, open
-    on the wall clock from its start to its end + --lateness (within --from/--to if given); then
-    its slices are released together, once, at --release-epsilon into --series (default
-    STATE_DIR/GROUP-series.jsonl; also published to the compacted topic GROUP-series), empty or
-    not, and deleted. No line opens or closes a window. See docs/windows.md.
-
-    \b
-      panstream kafka -b 127.0.0.1:9092 -t access-logs -g hourly -f clf --value-format lines \\
-          --universe ipv4:10.0.0.0/16 --epsilon 1 --window 1h --lateness 5m \\
+          --value-format lines -u ipv4:10.0.0.0/16 --state-dir /var/lib/panstream
+      panstream release --state-dir /var/lib/panstream --epsilon 0.5
+      panstream kafka -b 127.0.0.1:9092 -t access-logs -g hourly -f clf \\
+          --value-format lines -u ipv4:10.0.0.0/16 --window 1h --lateness 5m \\
           --release-epsilon 0.5 --state-dir /var/lib/panstream
+
+    Every option is listed below, briefly; docs/kafka.md explains each (the routed layout, the
+    commit order, the first-sample check, metrics, the per-partition layout, Docker).
     """
     logging.basicConfig(level=log_level.upper(), format="panstream: %(levelname)s: %(message)s")
     if log_level in ("warning", "error"):  # kafka-python logs every reconnect attempt
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    from panstream.release.ledger import DEFAULT_BUDGET
     from panstream.sources import kafka as src
     from panstream.state.stores import DirectoryStore, ensure_ledger
 
@@ -246,15 +230,14 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         raise click.UsageError("--window with --estimator sketch is not supported on Kafka yet: "
                                "window a density or frequency table, or export a sketch per epoch "
                                "with 'panstream rotate --state-dir DIR --export-presto FILE'")
-    budget = DEFAULT_BUDGET
-    if (epsilon is None) == (total_epsilon is None):
-        raise click.UsageError("give exactly one of --epsilon or --total-epsilon")
+    if window is not None and given(ctx, "budget"):
+        raise click.UsageError("--window gives each window a budget of exactly its one release: "
+                               "drop --budget")
     if releases is not None and total_epsilon is None:
         raise click.UsageError("--releases goes with --total-epsilon")
-    if total_epsilon is not None:
+    if total_epsilon is not None:  # refuses a given --epsilon or --budget with it
         epsilon, budget, _ = apply_split(ctx, total_epsilon, releases, universe, calibration,
                                          telemetry=telemetry)
-    assert epsilon is not None
     warn_settings(universe, epsilon, calibration, estimator, modulus, expected_distinct)
     if (state_dir is None) == (state_topic is None):
         msg = "give exactly one of --state-dir DIR or --state-topic TOPIC (where shards are kept)"
@@ -271,8 +254,10 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         store = src.topic_store(state_topic, src.client_config(cfg), state_chunk_bytes)
         where = f"topic {state_topic}"
     # the group's release ledger lives beside the shards (a windowed group: one per window)
-    if window is None and not ensure_ledger(store, budget) and total_epsilon is not None:
-        click.echo("panstream: the group's release ledger already exists: --total-epsilon does not "
+    if window is None and not ensure_ledger(store, budget) and \
+            (total_epsilon is not None or given(ctx, "budget")):
+        asked = "--total-epsilon" if total_epsilon is not None else "--budget"
+        click.echo(f"panstream: the group's release ledger already exists: {asked} does not "
                    "change its budget (release prints the budget left)", err=True)
     metrics = src.Metrics(metrics_port, metrics_host, telemetry)
     tail_cfg = src.TailConfig(cfg, topic_list, universe, epsilon, calibration, store,

@@ -212,6 +212,44 @@ def check_family_options(ctx: click.Context, estimator: str) -> None:
                                "frequency")
 
 
+def budget_option(help: str = "Total output epsilon releases may spend (new states only)."
+                  ) -> Callable[[F], F]:
+    """``--budget E``: the release budget of a new ledger (``ingest``'s state, ``kafka``'s group)."""
+    from panstream.release.ledger import DEFAULT_BUDGET
+
+    return click.option("--budget", type=FiniteFloatRange(min=0), default=DEFAULT_BUDGET,
+                        show_default=True, help=help, **env("BUDGET"))
+
+
+class AliasOption(click.Option):
+    """An option with spellings it accepts but does not show in ``--help`` (``hidden_aliases``):
+    the spelling of another command for the same thing (``--checkpoint-every`` of ``ingest`` and
+    ``--checkpoint-interval`` of ``kafka``, issue 37), so a habit from one works in the other.
+
+    >>> @click.command()
+    ... @click.option("--a", "--b", "x", cls=AliasOption, hidden_aliases=("--b",), default=0)
+    ... def f(x: int) -> None:
+    ...     click.echo(x)
+    >>> from click.testing import CliRunner
+    >>> CliRunner().invoke(f, ["--b", "3"]).output.strip()
+    '3'
+    >>> "--b" in CliRunner().invoke(f, ["--help"]).output
+    False
+    """
+
+    def __init__(self, *args: Any, hidden_aliases: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hidden_aliases = set(hidden_aliases)
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown, hidden = self.opts, self.hidden_aliases
+        self.opts = [o for o in shown if o not in hidden]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = shown
+
+
 def total_epsilon_options() -> Callable[[F], F]:
     """``--total-epsilon E`` and ``--releases R``: split one total pan-private epsilon between the
     state and R releases (:func:`panstream.planning.plan_split`) instead of --epsilon/--budget."""

@@ -42,13 +42,10 @@ def kafka_window_options() -> Callable[[F], F]:
     """``--window``, ``--lateness``, ``--release-epsilon``, ``--series``, ``--horizon``."""
     opts = [
         click.option("--window", default=None, metavar="DURATION", callback=_duration("--window"),
-                     help="Tumbling windows by event time (1h, 1d, 15m; aligned to UTC): every "
-                          "window keeps a fresh table (as slices), open on the wall clock from "
-                          "its start to its end + --lateness, then released ONCE at "
-                          "--release-epsilon, empty or not, appended to --series, then deleted. "
-                          "Needs a format whose lines carry a time (-f clf, ...; haproxy, "
-                          "apache-error, nginx-error, sshd, pam with --time-zone) and "
-                          "--state-dir. See docs/windows.md.",
+                     help="Tumbling windows by event time (1h, 1d, 15m; aligned to UTC): a "
+                          "fresh table per window, released ONCE at --release-epsilon after its "
+                          "end + --lateness, appended to --series. Needs a timed -f (clf, ...) "
+                          "and --state-dir (docs/windows.md).",
                      **env("KAFKA_WINDOW")),
         click.option("--lateness", default=DEFAULT_LATENESS, show_default=True,
                      metavar="DURATION", callback=_duration("--lateness", zero_ok=True),

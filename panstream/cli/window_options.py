@@ -44,8 +44,8 @@ from panstream.windows.zones import Zone, parse_zone
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options only a windowed run takes (checked when --window is missing).
-WINDOW_ONLY = ("time", "lateness", "series", "horizon", "close_at_end", "metrics_port",
-               "metrics_host", "export_presto_dir", "range_from", "range_to", "time_zone")
+WINDOW_ONLY = ("time", "lateness", "series", "horizon", "close_at_end", "export_presto_dir",
+               "range_from", "range_to", "time_zone")
 
 #: Default allowed lateness of event-time windows.
 DEFAULT_LATENESS = "5m"
@@ -170,9 +170,11 @@ def window_options() -> Callable[[F], F]:
                           "(default for live input: its windows close on the clock).",
                      **env("CLOSE_AT_END")),
         click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
-                     help="With --window: serve the last closed window's release (estimate, "
-                          "interval, epsilon; labelled by window) as Prometheus gauges on "
-                          "/metrics (0: any free port). Nothing about arrivals.",
+                     help="Serve Prometheus metrics on /metrics (0: any free port): with "
+                          "--window the last closed window's release (estimate, interval, "
+                          "epsilon, its start and end); without, the last --release-every "
+                          "release and liveness (uptime, checkpoints, releases). Nothing about "
+                          "arrivals.",
                      **env("METRICS_PORT")),
         click.option("--metrics-host", default="127.0.0.1", show_default=True,
                      help="Address the metrics server binds.", **env("METRICS_HOST")),

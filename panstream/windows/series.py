@@ -34,7 +34,8 @@ import io
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from statistics import NormalDist
 from typing import Any
 
@@ -43,8 +44,8 @@ import numpy as np
 from panstream.errors import ConfigurationError, StateError
 from panstream.release.honesty import noise_dominated
 
-__all__ = ["CSV_FIELDS", "Series", "SeriesMetrics", "complete", "headline", "plot_series", "read",
-           "record"]
+__all__ = ["CSV_FIELDS", "ReleaseMetrics", "Series", "SeriesMetrics", "complete", "headline",
+           "plot_series", "read", "record"]
 
 #: Columns of a CSV series (a JSON-lines series also keeps the whole release under ``release``).
 CSV_FIELDS = ("window", "start", "end", "family", "statistic", "estimate", "low", "high",
@@ -328,14 +329,71 @@ def plot_series(records: Sequence[Mapping[str, Any]], path: str | os.PathLike[st
     return fig
 
 
-class SeriesMetrics:
+def _prometheus() -> Any:
+    try:
+        import prometheus_client
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise ConfigurationError("--metrics-port needs prometheus-client: pip install "
+                                 "prometheus-client") from None
+    return prometheus_client
+
+
+class _Served:
+    """A registry served on ``host:port`` (``/metrics``); :meth:`close` stops serving."""
+
+    def __init__(self, port: int, host: str) -> None:
+        self.registry = _prometheus().CollectorRegistry()
+        self._port, self._host = port, host
+
+    def _serve(self) -> None:
+        try:
+            self.server, _ = _prometheus().start_http_server(self._port, addr=self._host,
+                                                             registry=self.registry)
+        except OSError as exc:
+            msg = (f"cannot serve metrics on {self._host}:{self._port}: {exc.strerror}; pick a "
+                   "free port")
+            raise ConfigurationError(msg) from None
+
+    @property
+    def port(self) -> int:
+        """The port actually bound."""
+        return int(self.server.server_port)
+
+    def close(self) -> None:
+        """Stop serving."""
+        with contextlib.suppress(Exception):
+            self.server.shutdown()
+            self.server.server_close()
+
+    def _release_gauges(self, prefix: str, what: str) -> None:
+        """``{prefix}_estimate``, ``_low``, ``_high``, ``_epsilon`` (labels statistic, family)."""
+        g, r, labels = _prometheus().Gauge, self.registry, ["statistic", "family"]
+        self.estimate = g(f"{prefix}_estimate", f"Released estimate of {what} (noisy, unclamped: "
+                          "may be below 0)", labels, registry=r)
+        self.low = g(f"{prefix}_low", "Lower bound of its interval", labels, registry=r)
+        self.high = g(f"{prefix}_high", "Upper bound of its interval", labels, registry=r)
+        self._gauges = (self.estimate, self.low, self.high)
+
+    def _show_release(self, rel: Mapping[str, Any], family: str) -> None:
+        stat, est, lo, hi = headline(rel)
+        for gauge in (*self._gauges, self.epsilon):
+            gauge.clear()
+        lab = {"statistic": stat, "family": family}
+        self.estimate.labels(**lab).set(est)
+        self.low.labels(**lab).set(lo)
+        self.high.labels(**lab).set(hi)
+
+
+class SeriesMetrics(_Served):
     """Prometheus gauges of the last closed window's release, served on ``host:port``.
 
-    Gauges (labels ``window``, ``window_end``, ``statistic``, ``family``; only the last window is
-    kept): ``panstream_window_estimate``, ``panstream_window_low``, ``panstream_window_high``,
-    ``panstream_window_epsilon`` (the window's state + release epsilon) and
-    ``panstream_windows_released`` (how many windows this run released: the clock's doing, not the
-    data's). Nothing about arrivals.
+    Gauges (labels ``statistic`` and ``family``, fixed for a run; only the last window is kept):
+    ``panstream_window_estimate``, ``panstream_window_low``, ``panstream_window_high``,
+    ``panstream_window_epsilon`` (the window's state + release epsilon), and the window itself as
+    values, ``panstream_window_start_seconds`` and ``panstream_window_end_seconds`` (Unix time);
+    the counter ``panstream_windows_released_total`` (how many windows this run released: the
+    clock's doing, not the data's). Nothing about arrivals. (Until issue 37 the window's start
+    and end were labels, a new series per window, and the count a gauge without ``_total``.)
 
     Args:
         port: TCP port (0: any free port, see :attr:`port`).
@@ -346,60 +404,83 @@ class SeriesMetrics:
     """
 
     def __init__(self, port: int, host: str = "127.0.0.1") -> None:
-        try:
-            from prometheus_client import CollectorRegistry, Gauge, start_http_server
-        except ImportError:  # pragma: no cover - a declared dependency
-            raise ConfigurationError("--metrics-port needs prometheus-client: pip install "
-                                     "prometheus-client") from None
-        self.registry = r = CollectorRegistry()
-        labels = ["window", "window_end", "statistic", "family"]
-        self.estimate = Gauge("panstream_window_estimate", "Released estimate of the last closed "
-                              "window (noisy, unclamped: may be below 0)", labels, registry=r)
-        self.low = Gauge("panstream_window_low", "Lower bound of its interval", labels, registry=r)
-        self.high = Gauge("panstream_window_high", "Upper bound of its interval", labels,
-                          registry=r)
-        self.epsilon = Gauge("panstream_window_epsilon", "Epsilon of one window (state + "
-                             "release): a person seen in W windows is covered at W x this",
-                             labels, registry=r)
-        self.released = Gauge("panstream_windows_released", "Windows released by this run",
-                              registry=r)
-        self._gauges = (self.estimate, self.low, self.high, self.epsilon)
+        super().__init__(port, host)
+        pc, r = _prometheus(), self.registry
+        self._release_gauges("panstream_window", "the last closed window")
+        self.epsilon = pc.Gauge("panstream_window_epsilon", "Epsilon of one window (state + "
+                                "release): a person seen in W windows is covered at W x this",
+                                ["statistic", "family"], registry=r)
+        self.start = pc.Gauge("panstream_window_start_seconds", "Start of the last closed window "
+                              "(Unix time)", registry=r)
+        self.end = pc.Gauge("panstream_window_end_seconds", "End of the last closed window "
+                            "(Unix time)", registry=r)
+        self.released = pc.Counter("panstream_windows_released", "Windows released by this run",
+                                   registry=r)
         self.count = 0
-        try:
-            self.server, _ = start_http_server(port, addr=host, registry=r)
-        except OSError as exc:
-            msg = f"cannot serve metrics on {host}:{port}: {exc.strerror}; pick a free port"
-            raise ConfigurationError(msg) from None
-
-    @property
-    def port(self) -> int:
-        """The port actually bound."""
-        return int(self.server.server_port)
+        self._serve()
 
     def show(self, rec: Mapping[str, Any], *, count: bool = True) -> None:
         """Make ``rec`` (a series record) the one served; ``count``: it was released by this run."""
-        for g in self._gauges:
-            g.clear()
-        lab = {"window": str(rec["window"]),
-               "window_end": _iso(float(rec["end"])),
-               "statistic": str(rec.get("statistic", "estimate")),
-               "family": str(rec.get("family", ""))}
-        self.estimate.labels(**lab).set(float(rec["estimate"]))
-        self.low.labels(**lab).set(float(rec["low"]))
-        self.high.labels(**lab).set(float(rec["high"]))
-        self.epsilon.labels(**lab).set(float(rec["epsilon_window"]))
+        self._show_release(rec, str(rec.get("family", "")))
+        self.epsilon.labels(statistic=str(rec.get("statistic", "estimate")),
+                            family=str(rec.get("family", ""))).set(float(rec["epsilon_window"]))
+        self.start.set(float(rec["start"]))
+        self.end.set(float(rec["end"]))
         if count:
             self.count += 1
-            self.released.set(self.count)
-
-    def close(self) -> None:
-        """Stop serving."""
-        with contextlib.suppress(Exception):
-            self.server.shutdown()
-            self.server.server_close()
+            self.released.inc()
 
 
-def _iso(t: float) -> str:
-    from panstream.windows.eventtime import label
+class ReleaseMetrics(_Served):
+    """Prometheus metrics of an unwindowed ``ingest`` run (issue 37: it had none), served on
+    ``host:port``: the last periodic release (``--release-every``) as
+    ``panstream_release_estimate``, ``_low``, ``_high`` and ``panstream_release_epsilon`` (labels
+    ``statistic`` and ``family``), and liveness: ``panstream_ingest_uptime_seconds`` and the
+    counters ``panstream_ingest_checkpoints_total`` and ``panstream_releases_total``, read from
+    the run's statistics at each scrape. Checkpoints and releases run on fixed clocks from the
+    start, and a release is what stdout prints anyway: nothing here counts arrivals.
 
-    return label(t)
+    Args:
+        port, host: where to serve (0: any free port).
+        stats: the run's statistics (:class:`panstream.ingest.IngestStats`, read at each scrape).
+        clock: monotonic clock (uptime).
+    """
+
+    def __init__(self, port: int, host: str, stats: Callable[[], Any],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(port, host)
+        pc, r = _prometheus(), self.registry
+        self._release_gauges("panstream_release", "the last periodic release")
+        self.epsilon = pc.Gauge("panstream_release_epsilon", "Output epsilon of that release",
+                                ["statistic", "family"], registry=r)
+        start = clock()
+        uptime = pc.Gauge("panstream_ingest_uptime_seconds", "Seconds since the run started "
+                          "(liveness)", registry=r)
+        uptime.set_function(lambda: clock() - start)
+        r.register(_StatsCounters(stats))
+        self._serve()
+
+    def show(self, rel: Mapping[str, Any], family: str) -> None:
+        """Serve ``rel`` (a periodic release's ``to_dict()``) as the last release."""
+        self._show_release(rel, family)
+        eps = rel["epsilon"]
+        stat = headline(rel)[0]
+        self.epsilon.labels(statistic=stat, family=family).set(
+            float(eps["release"] if isinstance(eps, Mapping) else eps))
+
+
+class _StatsCounters:
+    """``panstream_ingest_checkpoints_total`` and ``panstream_releases_total`` of a run's
+    statistics, read at each scrape (a custom collector)."""
+
+    def __init__(self, stats: Callable[[], Any]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily
+
+        s = self._stats()
+        yield CounterMetricFamily("panstream_ingest_checkpoints", "Checkpoints written by this "
+                                  "run (on the clock)", value=s.checkpoints)
+        yield CounterMetricFamily("panstream_releases", "Periodic releases made by this run (on "
+                                  "the clock)", value=s.releases)

@@ -1,15 +1,30 @@
 """docker/: the compose file parses and wires a KRaft single-node Kafka to a panstream consumer.
 
-No container engine runs in CI; this checks structure and the settings that must hold.
+No container engine runs in CI; this checks structure and the settings that must hold, and runs
+the compose file's panstream services as the container would (their own command and environment,
+the Dockerfile's entrypoint) against the suite's broker: they must start, consume and stop cleanly.
+(Issue 37: the compose file set a ``-C`` key the default librdkafka client rejects; the service
+exited 2 at start and ``restart: unless-stopped`` looped, and nothing here ran it.)
 """
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
+from _kafka_helpers import Broker, committed_offsets, free_port, panstream_cmd
+from metrics_scrape import samples
+from test_broker import wait_for
 
 from panstream.cli.cmd_kafka import command
+from panstream.state.stores import DirectoryStore
 
 DOCKER = Path(__file__).resolve().parents[2] / "docker"
 
@@ -125,3 +140,111 @@ def test_dockerfile_does_not_delete_its_own_workdir() -> None:
             gone = ln.split("rm -rf", 1)[1].split("&&")[0].split()
             assert not any(current == g or current.startswith(g.rstrip("/") + "/") for g in gone), ln
     assert workdirs and set(workdirs).isdisjoint(removed)
+
+
+def _compose() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((DOCKER / "docker-compose.yml").read_text())
+    return doc
+
+
+def panstream_services(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The services that run the panstream image (built from docker/Dockerfile)."""
+    return {name: s for name, s in doc["services"].items()
+            if (s.get("build") or {}).get("dockerfile") == "docker/Dockerfile"}
+
+
+def test_the_compose_file_states_its_compose_version_and_the_routed_layout() -> None:
+    head = (DOCKER / "docker-compose.yml").read_text().split("\nname:")[0]
+    assert "Docker Compose v2" in head and "docker-compose 1.x" in head
+    assert "routed layout" in head and "panstream-cells" in head
+    assert "one shard file per partition" not in head  # the old per-partition layout
+
+
+def test_the_source_topic_is_created_before_the_consumer_starts() -> None:
+    """librdkafka (the default source client) stops on a topic that does not exist: a one-shot
+    service creates it, and every panstream service waits for it to complete."""
+    doc = _compose()
+    topics = doc["services"]["topics"]
+    argv = topics["command"]
+    for ps in panstream_services(doc).values():
+        topic = ps["environment"]["PANSTREAM_KAFKA_TOPIC"]
+        assert argv[argv.index("--topic") + 1] == topic and "--if-not-exists" in argv
+        assert ps["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+
+
+def _by_partition(got: list[tuple[str, dict[str, str], float]], name: str, topic: str
+                  ) -> dict[int, float]:
+    return {int(lab["partition"]): v for n, lab, v in got if n == name and lab.get("topic") == topic}
+
+
+@pytest.mark.kafka
+def test_the_compose_services_consume_with_their_own_command_and_environment(
+        kafka_broker: Broker, topic_factory: Callable[..., str], producer: Any, admin: Any,
+        tmp_path: Path) -> None:
+    """Each panstream service runs as its container would: the Dockerfile's entrypoint with the
+    service's command and every variable it sets. Substituted are only what names the
+    container's world: the broker address and the topic (the suite's broker, a fresh topic of the
+    partitions the ``topics`` service creates), the state volume's path (a temporary directory),
+    and the metrics address (127.0.0.1 on a free port: the tests touch loopback only). It must
+    start (no exit 2 at start), consume every message (the source offsets committed up to the
+    high-water marks, one slice snapshot per slice of the group's one table) and stop on SIGTERM
+    with exit 0, as ``docker stop`` does. Its metrics endpoint shows the source topic's committed
+    offsets and lag (issue 37: only the internal topic's were served)."""
+    doc = _compose()
+    dockerfile = (DOCKER / "Dockerfile").read_text()
+    image_env = dict(re.findall(r"(PANSTREAM_\w+)=(\S+)", dockerfile))
+    argv_create = doc["services"]["topics"]["command"]
+    partitions = int(argv_create[argv_create.index("--partitions") + 1])
+    services = panstream_services(doc)
+    assert services, "no service runs the panstream image"
+    for name, service in services.items():
+        topic = topic_factory(partitions)
+        state = tmp_path / name
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PANSTREAM_")}
+        env |= image_env
+        env |= {k: str(v) for k, v in service["environment"].items()}
+        group = env["PANSTREAM_KAFKA_GROUP"]
+        env |= {"PANSTREAM_KAFKA_BOOTSTRAP": kafka_broker.bootstrap,
+                "PANSTREAM_KAFKA_TOPIC": topic, "PANSTREAM_STATE_DIR": str(state),
+                "PANSTREAM_METRICS_PORT": str(port), "PANSTREAM_METRICS_HOST": "127.0.0.1"}
+        assert set(service["environment"]) - set(env) == set()
+        values = [f"10.0.{i // 250}.{i % 250}".encode() for i in range(2000)]
+        futures = [producer.send(topic, value=v, partition=i % partitions)
+                   for i, v in enumerate(values)]
+        producer.flush()
+        hw: dict[int, int] = {}
+        for f in futures:
+            md = f.get(timeout=30)
+            hw[md.partition] = max(hw.get(md.partition, 0), md.offset + 1)
+        log = tmp_path / f"{name}.log"
+        out = open(log, "wb")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(panstream_cmd(*service["command"]), env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: committed_offsets(admin, group, topic) == hw, 120,
+                     f"{name}: every source message consumed and committed", [proc])
+
+            def served() -> bool:
+                try:
+                    got = samples(port)
+                except OSError:
+                    return False
+                return (_by_partition(got, "panstream_kafka_committed_offset", topic) == hw
+                        and set(_by_partition(got, "panstream_kafka_consumer_lag", topic))
+                        == set(hw))
+            wait_for(served, 60, f"{name}: the source topic's offsets on /metrics", [proc])
+            got = samples(port)
+            assert set(_by_partition(got, "panstream_kafka_consumer_lag", topic).values()) == {0}
+            assert any(n == "panstream_kafka_checkpoints_total" for n, _, _ in got)  # a counter: _total
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 0, log.read_text()[-2000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            out.close()
+        text = log.read_text()
+        assert "Traceback" not in text and "error" not in text, text[-2000:]
+        keys = sorted(DirectoryStore(state).keys())
+        assert keys and all(k.startswith(f"{group}-cells/") for k in keys), keys

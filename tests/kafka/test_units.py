@@ -39,6 +39,25 @@ def test_overrides_are_checked_against_kafka_python_defaults() -> None:
         parse_overrides(["enable_auto_commit=true"])
 
 
+def test_overrides_take_librdkafkas_names_too() -> None:
+    """librdkafka is the default source client, so its spelling of a setting panstream translates
+    is taken for the kafka-python key (issue 37), and reaches librdkafka under its own name; one
+    panstream does not translate is still an error (statistics would count messages)."""
+    from panstream.sources.kafka.rdkafka import SETTINGS, rdkafka_config
+
+    got = parse_overrides(["fetch.wait.max.ms=100", "sasl.username=u", "ssl.ca.location=/ca",
+                           "socket.timeout.ms=9000", "allow.auto.create.topics=true"])
+    assert got == {"fetch_max_wait_ms": 100, "sasl_plain_username": "u", "ssl_cafile": "/ca",
+                   "request_timeout_ms": 9000, "allow_auto_create_topics": True}
+    conf, _ = rdkafka_config(consumer_config("h:9092", "g", got))
+    assert {SETTINGS[k]: conf[SETTINGS[k]] for k in got} == {  # type: ignore[index]
+        "fetch.wait.max.ms": 100, "sasl.username": "u", "ssl.ca.location": "/ca",
+        "socket.timeout.ms": 9000, "allow.auto.create.topics": True}
+    with pytest.raises(ConfigurationError, match="or the librdkafka names of those panstream "
+                       "translates"):
+        parse_overrides(["statistics.interval.ms=1000"])
+
+
 def test_consumer_config_keeps_auto_commit_off() -> None:
     cfg = consumer_config("127.0.0.1:9092", "g", {"max_poll_records": 10},
                           {"security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",

@@ -12,7 +12,8 @@ import pytest
 
 from panstream.sources.kafka.metrics import KAFKA_TELEMETRY_SENSITIVITY, Metrics
 from panstream.telemetry import TelemetryPolicy
-from panstream.windows.series import SeriesMetrics
+from panstream.ingest import IngestStats
+from panstream.windows.series import ReleaseMetrics, SeriesMetrics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docker" / "grafana-dashboard.json"
 _METRIC = re.compile(r"\bpanstream_[a-z0-9_]+")
@@ -24,8 +25,9 @@ def exported() -> tuple[set[str], set[str]]:
     registries = [Metrics(None, telemetry=TelemetryPolicy.noisy(0.5, KAFKA_TELEMETRY_SENSITIVITY))
                   .registry]
     series = SeriesMetrics(0)
+    plain = ReleaseMetrics(0, "127.0.0.1", IngestStats)  # ingest without --window (issue 37)
     try:
-        registries.append(series.registry)
+        registries += [series.registry, plain.registry]
         samples, families = set(), set()
         for r in registries:
             for fam in r.collect():
@@ -35,6 +37,7 @@ def exported() -> tuple[set[str], set[str]]:
                     samples.add(fam.name)  # (lag by partition, the last window) is filled in
     finally:
         series.close()
+        plain.close()
     return samples, families
 
 

@@ -9,12 +9,12 @@ import re
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from metrics_scrape import by_name, ingest_serving
 from weeklog import UNIVERSE, Week, make_week
 
 from panstream.cli.main import cli
@@ -131,18 +131,6 @@ def test_a_crash_between_the_record_and_the_cleanup_never_releases_twice(
     assert sorted(os.listdir(tmp_path)) == ["daily.jsonl"]
 
 
-def _scrape(port: int) -> dict[str, tuple[dict[str, str], float]]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
-        text = resp.read().decode()
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"^(\w+)(?:\{(.*)\})? (\S+)$", line)
-        if m and not line.startswith("#"):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
-            out[m.group(1)] = (labels, float(m.group(3)))
-    return out
-
-
 def test_metrics_serve_the_last_closed_window_over_http(tmp_path: Path) -> None:
     """Live on standard input (processing time), 2-second windows in a declared range of two:
     each closes on the clock; the gauges then show the last one's release."""
@@ -150,31 +138,26 @@ def test_metrics_serve_the_last_closed_window_over_http(tmp_path: Path) -> None:
 
     series = tmp_path / "live.jsonl"
     first = (math.ceil(time.time() / 2) + 2) * 2
-    proc = subprocess.Popen([sys.executable, "-m", "panstream", "ingest", "-u", UNIVERSE,
-                             "--window", "2s", "-f", "plain", "--release-epsilon", "0.5",
-                             "--from", str(first), "--to", str(first + 4),
-                             "--series", str(series), "--metrics-port", "0"],
-                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=_env())
-    try:
-        assert proc.stdin is not None and proc.stderr is not None
-        port = None
-        for _ in range(10):
-            m = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", proc.stderr.readline())
-            if m:
-                port = int(m.group(1))
-                break
-        assert port is not None
-        assert _scrape(port).get("panstream_window_estimate") is None  # nothing closed yet
+    with ingest_serving("-u", UNIVERSE, "--window", "2s", "-f", "plain", "--release-epsilon",
+                        "0.5", "--from", str(first), "--to", str(first + 4),
+                        "--series", str(series)) as (proc, port):
+        assert proc.stdin is not None
+        assert by_name(port).get("panstream_window_estimate") is None  # nothing closed yet
         proc.stdin.write("10.0.0.1\n10.0.0.2\n")
         proc.stdin.flush()
         _wait(lambda: len(_windows(series)) == 2, "both windows released on the clock")
-        _wait(lambda: "panstream_window_estimate" in _scrape(port), "the gauges")
-        got = _scrape(port)
+        # the series record is written, then the gauges set: wait for the second window's
+        _wait(lambda: by_name(port).get("panstream_windows_released_total", ({}, 0))[1] == 2,
+              "the gauges of the second window")
+        got = by_name(port)
         last = read(series)[-1]
         labels, value = got["panstream_window_estimate"]
-        assert labels["window"] == last["window"] and last["start"] == first + 2
-        assert labels["statistic"] == "distinct" and labels["family"] == "density"
+        # the window is a value, not a label (issue 37: a label made a new series per window)
+        assert labels == {"statistic": "distinct", "family": "density"}
+        assert last["start"] == first + 2
+        assert got["panstream_window_start_seconds"] == ({}, last["start"])
+        assert got["panstream_window_end_seconds"] == ({}, last["end"])
+        assert got["panstream_windows_released_total"] == ({}, 2.0)  # a counter: _total
         assert last["released_at"] == first + 4  # the schedule's instant: its end
         assert value == pytest.approx(last["estimate"])
         assert got["panstream_window_low"][1] == pytest.approx(last["low"])
@@ -183,13 +166,11 @@ def test_metrics_serve_the_last_closed_window_over_http(tmp_path: Path) -> None:
         # nothing about arrivals: only the release, its epsilon and how many windows closed
         assert set(got) == {"panstream_window_estimate", "panstream_window_low",
                             "panstream_window_high", "panstream_window_epsilon",
-                            "panstream_windows_released"}
+                            "panstream_window_start_seconds", "panstream_window_end_seconds",
+                            "panstream_windows_released_total",
+                            "panstream_windows_released_created"}
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_series_plot_draws_one_point_per_window(week: Week, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from kafka import KafkaConsumer
 
 from panstream.errors import ConfigurationError
+from panstream.sources.kafka.rdkafka import SETTINGS
 
 #: Settings panstream always sets itself; ``-C`` may not change them.
 _FIXED = {"enable_auto_commit": False, "group_id": None, "bootstrap_servers": None,
@@ -71,8 +72,11 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
     """Turn ``-C key=value`` pairs into kafka-python ``KafkaConsumer`` settings.
 
     Keys are checked against ``KafkaConsumer.DEFAULT_CONFIG`` (dashes and dots may be used for
-    underscores, as in Java client names: ``session.timeout.ms``); values are converted to the type
-    of the default.
+    underscores, as in Java client names: ``session.timeout.ms``); a librdkafka property that
+    panstream translates (:data:`~panstream.sources.kafka.rdkafka.SETTINGS`: ``fetch.wait.max.ms``,
+    ``sasl.username``, ``ssl.ca.location``, ``allow.auto.create.topics``, ...) is taken for its
+    kafka-python setting, so either client's spelling works whichever client runs (issue 37);
+    values are converted to the type of the default.
 
     Raises:
         ConfigurationError: malformed pair, unknown key (with the closest known keys), a key
@@ -81,8 +85,11 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
     Example:
         >>> parse_overrides(["session.timeout.ms=6000", "check_crcs=false"])
         {'session_timeout_ms': 6000, 'check_crcs': False}
+        >>> parse_overrides(["fetch.wait.max.ms=100", "sasl.username=u"])
+        {'fetch_max_wait_ms': 100, 'sasl_plain_username': 'u'}
     """
     known = KafkaConsumer.DEFAULT_CONFIG
+    librdkafka = {v: k for k, v in SETTINGS.items() if v}
     out: dict[str, Any] = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")
@@ -91,10 +98,13 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
             raise ConfigurationError(msg)
         name = key.strip().replace(".", "_").replace("-", "_")
         if name not in known:
+            name = librdkafka.get(key.strip(), name)
+        if name not in known:
             close = difflib.get_close_matches(name, list(known), n=3)
             hint = f"; did you mean {' or '.join(close)}?" if close else ""
             msg = (f"unknown Kafka consumer setting {key.strip()!r} in -C{hint} (settings are "
-                   "kafka-python KafkaConsumer options, see its DEFAULT_CONFIG)")
+                   "kafka-python KafkaConsumer options, see its DEFAULT_CONFIG, or the librdkafka "
+                   "names of those panstream translates: docs/kafka.md, Options)")
             raise ConfigurationError(msg)
         if name in _FIXED:
             msg = (f"-C {name} cannot be set: panstream sets it itself (auto-commit is always off; "

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from panstream.errors import ConfigurationError
@@ -30,7 +31,10 @@ class Metrics:
       ``panstream_kafka_assigned_partitions`` (the group's doing);
     * ``panstream_kafka_consumer_lag{topic,partition}`` (high-water mark minus position) and
       ``panstream_kafka_committed_offset{topic,partition}`` (what ``kafka-consumer-groups
-      --describe`` shows anyone with access to the group).
+      --describe`` shows anyone with access to the group), of every partition this member owns:
+      the source topics' (routing stage; until issue 37 they were missing and only the internal
+      topic's were served) and the internal topic's (slice stage), refreshed on the checkpoint
+      clock.
 
     Under an opt-in (``--telemetry-epsilon``: noisy per-window releases of
     :class:`~panstream.telemetry.CountWindow` at an event-level epsilon, sensitivity 2; or
@@ -109,6 +113,28 @@ class Metrics:
             except OSError as exc:
                 msg = f"cannot serve metrics on {host}:{port}: {exc.strerror}; pick a free port"
                 raise ConfigurationError(msg) from None
+
+    def show_lag(self, consumer: Any, tps: Iterable[Any]) -> None:
+        """Each of ``tps``'s lag: its high-water mark minus ``consumer``'s position (a partition
+        the consumer cannot say yet is left as it was). Call from the consumer's own thread."""
+        for tp in list(tps):
+            with contextlib.suppress(Exception):
+                hw = consumer.highwater(tp)
+                pos = consumer.position(tp, timeout_ms=0)
+                if hw is not None and pos is not None:
+                    self.lag.labels(tp.topic, str(tp.partition)).set(max(0, hw - pos))
+
+    def show_committed(self, offsets: Mapping[Any, Any]) -> None:
+        """The offsets just committed (``{TopicPartition: offset or OffsetAndMetadata}``)."""
+        for tp, off in offsets.items():
+            self.committed.labels(tp.topic, str(tp.partition)).set(getattr(off, "offset", off))
+
+    def forget(self, tps: Iterable[Any]) -> None:
+        """Drop the lag and committed gauges of partitions this member gave up."""
+        for tp in tps:
+            for g in (self.lag, self.committed):
+                with contextlib.suppress(KeyError):
+                    g.remove(tp.topic, str(tp.partition))
 
     def batch(self, messages: int, items: int, malformed: int = 0, outside: int = 0) -> None:
         """Add one applied batch's exact counts to the current window (an opt-in; by default the

@@ -34,6 +34,8 @@ thread is the one waiting for it either way).
 
 Settings: the kafka-python names panstream and ``-C`` use are translated to librdkafka's
 (:data:`SETTINGS`); a ``-C`` key without an equivalent is an error naming the supported ones.
+``-C`` also takes librdkafka's own names of those settings (``fetch.wait.max.ms``,
+``sasl.username``: :func:`panstream.sources.kafka.config.parse_overrides`, issue 37).
 What librdkafka buffers (its prefetch queue, ``queued.max.messages.kbytes``) holds raw source
 values in C memory, as kafka-python's fetch buffers hold them in Python bytes: neither can be
 overwritten by panstream; both are freed as the records are consumed.
@@ -73,6 +75,8 @@ SETTINGS: dict[str, str | None] = {
     "ssl_cafile": "ssl.ca.location", "ssl_certfile": "ssl.certificate.location",
     "ssl_keyfile": "ssl.key.location", "ssl_password": "ssl.key.password",
     "ssl_crlfile": "ssl.crl.location",
+    # kafka-python's default is true, librdkafka's false: only a -C that asks for it sets it
+    "allow_auto_create_topics": "allow.auto.create.topics",
     "max_poll_records": None,  # the batch size of consume()
     "bootstrap_timeout_ms": None,  # the member's topic check (kafka-python) finds a dead broker
     "api_version": None, "key_deserializer": None, "value_deserializer": None,

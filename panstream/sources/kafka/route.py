@@ -64,7 +64,7 @@ from kafka.structs import OffsetAndMetadata
 from panstream.errors import ConfigurationError, SourceError
 from panstream.estimators.base import wipe_buffer
 from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
-from panstream.inputs.check import verdict
+from panstream.inputs.check import skipped_notice, verdict
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoded, Decoder
 from panstream.sources.kafka.joins import group_consumer
@@ -296,6 +296,7 @@ class _Rebalance(AsyncConsumerRebalanceListener):
         self.stage._past_control_records()  # the next owner must not stop one marker short
         offsets = self.stage._take(revoked, flush=True)
         self.stage._owned.difference_update(revoked)
+        self.stage.metrics.forget(revoked)
         if offsets:
             try:
                 await self.stage.consumer.commit_async(offsets)
@@ -311,6 +312,7 @@ class _Rebalance(AsyncConsumerRebalanceListener):
     async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
         self.stage._owned.difference_update(lost)
         self.stage._take(lost, flush=False)
+        self.stage.metrics.forget(lost)
 
 
 class RouteStage:
@@ -411,6 +413,7 @@ class RouteStage:
         """
         self._past_control_records()
         offsets = self._take(set(self._next), flush=True, keep=True)
+        self.metrics.show_lag(self.consumer, self._owned)  # on the commit clock (issue 37)
         if not offsets:
             return
         try:
@@ -429,6 +432,7 @@ class RouteStage:
             msg = (f"source offset commit failed: {exc}; the routed records are durable, so a "
                    "restart routes a few messages again, which is harmless")
             raise SourceError(msg) from None
+        self.metrics.show_committed(offsets)  # what the broker shows any client of the group
 
     def finish(self) -> None:
         """Before leaving: :meth:`settle` (the member then closes the consumer and producer)."""
@@ -571,6 +575,11 @@ class RouteStage:
                 msg = (f"{', '.join(c.topics)} (--value-format {c.value_format}): the first "
                        f"sample: {v}{tail}. Nothing was routed or committed")
                 raise SourceError(msg)
+            # a sample let through with some of it unread: one bit more, said (issue 37)
+            note = skipped_notice(s, self.decoder.format.spec, c.layout.universe,
+                                  exact=self.metrics.telemetry.exact)
+            if note is not None:
+                self.notice(f"{', '.join(c.topics)} (--value-format {c.value_format}): {note}")
         finally:
             s.clear()
             self._forget_head()

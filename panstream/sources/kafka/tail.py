@@ -353,9 +353,7 @@ class KafkaTail:
                 shard.estimator.wipe()
             self._pending.discard(tp)
             self._unclaim(tp)
-            with contextlib.suppress(Exception):
-                self.metrics.lag.remove(tp.topic, str(tp.partition))
-                self.metrics.committed.remove(tp.topic, str(tp.partition))
+        self.metrics.forget(tps)
         self.metrics.assigned.set(len(self.shards))
         return offsets
 
@@ -426,12 +424,7 @@ class KafkaTail:
         self.metrics.batch(msgs, items, malformed, outside)
 
     def _update_lag(self) -> None:
-        for tp in self.shards:
-            with contextlib.suppress(Exception):
-                hw = self.consumer.highwater(tp)
-                pos = self.consumer.position(tp, timeout_ms=0)
-                if hw is not None and pos is not None:
-                    self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, hw - pos))
+        self.metrics.show_lag(self.consumer, self.shards)
         self.metrics.since_checkpoint.set(self.checkpointer.seconds_since_durable())
 
     def checkpoint(self) -> None:
@@ -441,8 +434,7 @@ class KafkaTail:
         if res.saved:
             self.metrics.checkpoints.inc()
             self.summary.checkpoints += 1
-        for tp, off in res.committed.items():  # what the broker shows any client of the group
-            self.metrics.committed.labels(tp.topic, str(tp.partition)).set(off)  # type: ignore[attr-defined]
+        self.metrics.show_committed(res.committed)  # what the broker shows any group client
         self._defer(res.deferred, res.why)
 
     # -------------------------------------------------------------- a commit that met a rebalance
