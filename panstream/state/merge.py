@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from panstream.errors import ConfigurationError, StateError
+from panstream.errors import StateError
 from panstream.estimators.base import Estimator
 from panstream.estimators.bittable import BitTable
 from panstream.estimators.density import DensityEstimator
