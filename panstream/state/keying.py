@@ -166,7 +166,8 @@ _OCTET_TEXT, _OCTET_LEN = _octet_table()
 
 def _key_rows(universe: Universe, cells: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``(positions, rows)`` per key length: the canonical text of ``cells[positions]`` as an
-    ``(n, L)`` uint8 matrix (``universe.item_of``, rendered without a Python string per cell)."""
+    ``(n, L)`` uint8 matrix (``universe.item_of``, rendered without a Python string per cell).
+    The texts are items: every buffer is zeroed once the caller has hashed the rows."""
     n = cells.size
     cur = np.zeros(n, dtype=np.int64)
     if universe.kind == "ipv4":
@@ -180,15 +181,26 @@ def _key_rows(universe: Universe, cells: np.ndarray) -> Iterator[tuple[np.ndarra
             for j in range(3):  # a short octet's extra columns are overwritten by what follows
                 flat[start + cur + j] = _OCTET_TEXT[octet, j]
             cur += _OCTET_LEN[octet]
+            octet.fill(0)
             if i < 3:
                 flat[start + cur] = ord(".")
                 cur += 1
+        addr.fill(0)
     else:
         out = np.zeros((n, 20), dtype=np.uint8)
-        _put_decimal(out, cur, cells.astype(np.uint64))
-    for length in np.unique(cur).tolist():
-        pos = np.flatnonzero(cur == length)
-        yield pos, np.ascontiguousarray(out[pos, :length])
+        values = cells.astype(np.uint64)
+        _put_decimal(out, cur, values)
+        values.fill(0)
+    try:
+        for length in np.unique(cur).tolist():
+            pos = np.flatnonzero(cur == length)
+            rows = np.ascontiguousarray(out[pos, :length])
+            try:
+                yield pos, rows
+            finally:
+                rows.fill(0)
+    finally:
+        out.fill(0)
 
 
 def require_keyed_kind(universe: Universe) -> None:

@@ -198,3 +198,27 @@ def test_an_existing_keyed_deployment_resumes_and_its_old_shards_keep_no_record(
     assert refused.returncode != 0 and "--merge sum" in last_line(refused)
     summed = release(state, "--merge", "sum")
     assert summed.returncode == 0, summed.stderr.decode()
+
+
+def test_a_shard_checked_against_another_partition_count_stops_the_member(tmp_path: Path) -> None:
+    """The topic grew (its shards were checked against 4 partitions, it has 1 now): an item's
+    messages may now sit in another partition, so the member stops at the restore, in one line."""
+    from _group_fakes import Consumer, Group
+    from kafka import TopicPartition
+
+    from panstream.errors import StateError
+    from panstream.estimators.density import DensityEstimator
+    from panstream.sources.kafka import Metrics, TailConfig
+    from panstream.sources.kafka.tail import KafkaTail
+    from panstream.state.keying import Keying
+    from panstream.state.stores import DirectoryStore, encode_shard
+
+    store = DirectoryStore(tmp_path)
+    store.save("events/0", encode_shard(DensityEstimator(U, epsilon=2.0), Keying("murmur2", 4)))
+    t = KafkaTail(TailConfig({}, ["events"], U, 2.0, "rr", store, partitioner="murmur2"),
+                  Metrics())
+    t.consumer = Consumer(Group())                       # a one-partition topic
+    t._assigned({TopicPartition("events", 0)})
+    with pytest.raises(StateError, match=r"verified against murmur2 over 4 partitions, but this "
+                                         r"member checks murmur2 over 1 partitions.*--merge sum"):
+        t._restore_pending()
