@@ -222,14 +222,15 @@ class KafkaTail:
         #: What the checkpointer saves through: every save carries its key's claimed epoch.
         self.saves: ShardStore = (config.store if self._fenced is None
                                   else FencedSaves(self._fenced, self._epochs))
-        #: The keying check of the per-partition layout (None: not checked), the partition count
-        #: of each topic it checks against, and each shard's record (None: a shard restored
-        #: without one; it stays without, its earlier arrivals were never checked).
+        #: The keying check of the per-partition layout (None: not checked); the placement each
+        #: shard's messages are checked against (its topic's partition count read at its
+        #: restore), and the record its snapshots carry (None: a shard restored without one; it
+        #: stays without, its earlier arrivals were never checked).
         self.keyed: KeyCheck | None = None
         if config.partitioner is not None:
             require_keyable(config.value_format)
             self.keyed = KeyCheck(config.universe, config.partitioner)
-        self._partition_counts: dict[str, int] = {}
+        self._checked: dict[TopicPartition, Keying] = {}
         self._records: dict[TopicPartition, Keying | None] = {}
         self.checkpointer = Checkpointer(self.saves, self._commit_sync, self._encode)
         self.summary = RunSummary()
@@ -376,6 +377,7 @@ class KafkaTail:
                 shard.estimator.wipe()
             self._pending.discard(tp)
             self._records.pop(tp, None)
+            self._checked.pop(tp, None)
             self._unclaim(tp)
         self.metrics.forget(tps)
         self.metrics.assigned.set(len(self.shards))
@@ -433,7 +435,7 @@ class KafkaTail:
 
         shard = restore_shard(self.config.store, shard_key(tp.topic, tp.partition), tp,
                               self._fresh, decode)
-        now = self.keyed.keying(self._partitions(tp.topic, refresh=True))
+        now = self.keyed.keying(self._partitions(tp.topic))
         rec = found[0] if found else now
         if rec is not None and rec != now:
             shard.estimator.wipe()
@@ -449,19 +451,18 @@ class KafkaTail:
                         "partitioned' refuses the shard (its earlier arrivals were never "
                         "checked): release with --merge sum, or re-read the topic into a new "
                         "--state-dir")
-        self._records[tp] = rec
+        self._records[tp], self._checked[tp] = rec, now
         return shard
 
-    def _partitions(self, topic: str, refresh: bool = False) -> int:
-        """The partition count of ``topic`` (asked of the broker on each new assignment)."""
-        if refresh or topic not in self._partition_counts:
-            parts = self.consumer.partitions_for_topic(topic)
-            if not parts:
-                msg = (f"the broker did not say how many partitions {topic} has; the per-partition "
-                       "layout checks every message against it: retry when the topic is known")
-                raise SourceError(msg)
-            self._partition_counts[topic] = len(parts)
-        return self._partition_counts[topic]
+    def _partitions(self, topic: str) -> int:
+        """The partition count of ``topic``, as the consumer's metadata has it (read at each
+        restore: a topic that grew since a shard's record stops the member there)."""
+        parts = self.consumer.partitions_for_topic(topic)
+        if not parts:
+            msg = (f"the broker did not say how many partitions {topic} has; the per-partition "
+                   "layout checks every message against it: retry when the topic is known")
+            raise SourceError(msg)
+        return len(parts)
 
     def _apply(self, records: Mapping[TopicPartition, list[Any]]) -> None:
         """Decode the poll, check its keying (the per-partition layout: the whole poll before any
@@ -484,8 +485,8 @@ class KafkaTail:
                                 f"decided once for this member (-f {det.spec} pins it)")
             if self.keyed is not None:
                 for tp, _, recs, dec in batches:
-                    self.keyed.check(tp.partition, self._partitions(tp.topic), dec.indices, recs,
-                                     self.decoder, tp.topic)
+                    self.keyed.check(tp.partition, self._checked[tp].partitions, dec.indices,
+                                     recs, self.decoder, tp.topic)
         except BaseException:
             for *_, dec in batches:
                 dec.indices.fill(0)
@@ -663,6 +664,7 @@ class KafkaTail:
             shard.estimator.wipe()
         self.shards.clear()
         self._records.clear()
+        self._checked.clear()
         self._epochs.clear()
 
     def _summarize_counts(self) -> None:
