@@ -1169,7 +1169,8 @@ def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism:
         >>> store = DirectoryStore(tempfile.mkdtemp())
         >>> ensure_ledger(store, 1.0)
         True
-        >>> store.save("events/0", encode_shard(DensityEstimator("range:1024")))
+        >>> checked = Keying("murmur2", 1)  # the record of a member that checked the keying
+        >>> store.save("events/0", encode_shard(DensityEstimator("range:1024"), checked))
         >>> rel, group = release_store(store, 0.25, keyed=True)
         >>> (group.method, rel.budget_remaining)
         ('partitioned', 0.75)
