@@ -14,6 +14,7 @@ from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_
 from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
 from panstream.state.format import PREFIX_SIZE, read_frame
+from panstream.state.keying import keying_of
 from panstream.state.slices import head_params, slice_of
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 
@@ -47,7 +48,11 @@ def describe(path: str) -> dict[str, Any]:
     est.wipe()
     with open(path, "rb") as f:
         head = f.read(frame.head_size)
-    where = slice_of(head_params(head + bytes(max(0, PREFIX_SIZE - len(head)))))
+    params = head_params(head + bytes(max(0, PREFIX_SIZE - len(head))))
+    rec = keying_of(params)
+    if rec is not None:  # a per-partition shard whose member checked the keying (issue 39)
+        out["keying"] = {"partitioner": rec.partitioner, "partitions": rec.partitions}
+    where = slice_of(params)
     if where is not None:
         lay, r = where
         lo, hi = lay.bounds(r)
@@ -199,6 +204,10 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
                 if "buckets" in sl else f"cells {sl['cells'][0]:,} to {sl['cells'][1] - 1:,}")
         click.echo(f"layout           slice {sl['index']} of {sl['count']} of {sl['of']} ({what}):"
                    " a routed group's one table")
+    if "keying" in d:
+        kg = d["keying"]
+        click.echo(f"keying           verified: every message its member applied sat in the "
+                   f"partition {kg['partitioner']}(item) % {kg['partitions']} gives its item")
     if d["shard"]:
         click.echo("output budget    none of its own: one shard of a Kafka consumer group; the "
                    "group's ledger is in its --state-dir/--state-topic (panstream release "
@@ -284,6 +293,7 @@ def _store(d: dict[str, Any], as_json: bool) -> None:
                    f"{', '.join(d['shards'])}")
         click.echo("release          merged per partition (--merge); state epsilon x the shards "
                    "one item reaches unless --keyed")
+        _keying_line(d["keying"])
     elif d["layout"] == "mixed":
         click.echo("layout           MIXED: routed slices and per-partition shards in one "
                    "store; give each layout its own --state-dir/--state-topic")
@@ -304,6 +314,23 @@ def _store(d: dict[str, Any], as_json: bool) -> None:
     click.echo(f"output budget    {d['budget']:g}: spent {d['budget_spent']:g} in "
                f"{d['releases']} release(s), {d['budget_remaining']:g} left (replayed from the "
                f"ledger log, {d['ledger_where']}{refused})")
+
+
+def _keying_line(kg: dict[str, Any]) -> None:
+    """The line on per-partition shards' keying records (issue 39)."""
+    from panstream.state.keying import UNVERIFIED_WAY
+
+    seen = ", ".join(f"{r['partitioner']} over {r['partitions']} partitions" for r in kg["verified"])
+    if kg["unverified"]:
+        click.echo(f"keying           NOT verified for {len(kg['unverified'])} shard(s) "
+                   f"({', '.join(kg['unverified'])}; written before panstream checked it, issue "
+                   f"39): --merge partitioned and auto refuse them; {UNVERIFIED_WAY}")
+    elif len(kg["verified"]) > 1:
+        click.echo(f"keying           verified against DIFFERENT placements ({seen}): the "
+                   f"partition-aware merge refuses them; {UNVERIFIED_WAY}")
+    elif kg["verified"]:
+        click.echo(f"keying           verified by the members: every message applied sat where "
+                   f"{seen} puts its item: --merge partitioned (auto) applies")
 
 
 def _internal(info: dict[str, Any] | None) -> None:

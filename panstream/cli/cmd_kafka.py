@@ -110,7 +110,12 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
               show_default=True,
               help="slices: one table for the group, routed through GROUP-cells, any keying; "
                    "partition: the old layout, a table per source partition (topics keyed by "
-                   "the item only).", **env("KAFKA_LAYOUT"))
+                   "the item only, checked message by message).", **env("KAFKA_LAYOUT"))
+@click.option("--partitioner", type=click.Choice(["murmur2", "crc32"]), default="murmur2",
+              show_default=True,
+              help="With --layout partition: the producers' partitioner every message is checked "
+                   "against (murmur2: Kafka's default; crc32: librdkafka's).",
+              **env("KAFKA_PARTITIONER"))
 @click.option("--source-client", type=click.Choice(["librdkafka", "kafka-python"]),
               default="librdkafka", show_default=True,
               help="The routed member's consumer client (the partition layout and --window "
@@ -164,7 +169,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             state_topic: str | None,
             state_chunk_bytes: int, value_format: str, fmt: Format, keep_going: bool,
             source_client: str,
-            layout: str,
+            layout: str, partitioner: str,
             slice_count: int | None, cells_retention: float, checkpoint_interval: float,
             idle_timeout: float | None, drain_timeout: float | None, overrides: tuple[str, ...],
             security: dict[str, Any],
@@ -242,6 +247,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     if (state_dir is None) == (state_topic is None):
         msg = "give exactly one of --state-dir DIR or --state-topic TOPIC (where shards are kept)"
         raise ConfigurationError(msg)
+    keyed = _keying(ctx, layout, value_format, universe, partitioner)
     topic_list = [t for arg in topics for t in arg.split() if t]
     cfg = src.consumer_config(bootstrap, group, src.parse_overrides(overrides), security)
     # Say at once what we are waiting for: an unreachable broker is otherwise a silent wait.
@@ -262,7 +268,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     metrics = src.Metrics(metrics_port, metrics_host, telemetry)
     tail_cfg = src.TailConfig(cfg, topic_list, universe, epsilon, calibration, store,
                               value_format, checkpoint_interval, idle_timeout,
-                              estimator=estimator, modulus=modulus, fmt=fmt.spec)
+                              estimator=estimator, modulus=modulus, fmt=fmt.spec,
+                              partitioner=keyed)
     runner: Any
     if layout == "partition" or window is not None:
         if not given(ctx, "source_client"):
@@ -357,6 +364,31 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         click.echo(f"  state privacy             epsilon_state = {out['epsilon_state']:.6f} realized"
                    f" for the group's one table (its slices laid end to end), whatever the keying "
                    f"{telemetry.total_clause()}")
+
+
+def _keying(ctx: click.Context, layout: str, value_format: str, universe: Universe,
+            partitioner: str) -> str | None:
+    """The partitioner the per-partition layout checks every message against (issue 39), or
+    ``None`` (the routed layout; a universe whose cells name no key, said on stderr).
+
+    Raises:
+        ConfigurationError: --value-format lines under --layout partition; --partitioner without it.
+    """
+    from panstream.sources.kafka.keyed import require_keyable, verifiable
+
+    if layout != "partition":
+        if given(ctx, "partitioner"):
+            msg = ("--partitioner is what --layout partition checks the topic's keying against; "
+                   "the routed layout is right for any keying: leave it out")
+            raise ConfigurationError(msg)
+        return None
+    require_keyable(value_format)
+    if not verifiable(universe):
+        click.echo(f"panstream: note: the keying of a {universe.kind} universe's topic is not "
+                   "checked (a cell names no key); its shards are released with the sum merge",
+                   err=True)
+        return None
+    return partitioner
 
 
 #: A routed table at least this large gets a note about the 6 s default session at start.

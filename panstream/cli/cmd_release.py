@@ -49,12 +49,14 @@ from panstream.sketch.release import SketchRelease, format_sketch_release
                     "connection and security keys reach the state-topic clients).")
 @click.option("--merge", type=click.Choice(["auto", "partitioned", "sum"]), default="auto",
               show_default=True, help="With --state-dir/--state-topic: partitioned (messages keyed "
-              "by the item, default partitioner: error independent of the shard count) or sum of "
-              "the shard estimates; auto picks partitioned for one topic over ipv4/range.",
+              "by the item: error independent of the shard count; only shards whose members "
+              "checked the keying and recorded it, refused before anything is spent otherwise) or "
+              "sum of the shard estimates; auto picks partitioned for one topic over ipv4/range.",
               **env("RELEASE_MERGE"))
 @click.option("--partitions", type=click.IntRange(min=1), default=None,
-              help="With --merge partitioned: the topic's partition count (default: highest "
-                   "shard partition + 1).", **env("RELEASE_PARTITIONS"))
+              help="With --merge partitioned: the topic's partition count (default: the one the "
+                   "shards' keying record names; a different one is refused).",
+              **env("RELEASE_PARTITIONS"))
 @click.option("--keyed/--unkeyed", default=False, show_default=True,
               help="With --state-dir/--state-topic: assert that every message is keyed by its item "
                    "(default partitioner), so one item reaches one partition per topic. Without it "

@@ -14,7 +14,10 @@ to that, see :func:`panstream.statestore.merge_store`.)
 
 **Partition-aware merge** (:func:`merge_partitioned`). When messages are keyed by the item's text with
 Kafka's default partitioner, the partition of every cell is a public function of the cell:
-``(murmur2(key) & 0x7fffffff) % K``. Cell ``c`` can only have been seen in its owner partition, so
+``(murmur2(key) & 0x7fffffff) % K`` (or librdkafka's ``crc32(key) % K``: :mod:`panstream.state.keying`).
+Only the member can know that the topic is keyed so: it checks every message it applies, and its
+shards record it (issue 39); :func:`panstream.state.stores.merge_store` merges this way only shards
+with that record. Cell ``c`` can only have been seen in its owner partition, so
 the merged table takes ``b[c]`` from the owner's shard and ignores the other ``K - 1`` shards' coin
 flips for that cell. The merged table has exactly the law of one table fed the whole stream: its
 error does not grow with ``K``, and it is itself an estimator that can be released (sensitivity of
@@ -34,14 +37,13 @@ True
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from panstream.errors import ConfigurationError, StateError
+from panstream.errors import StateError
 from panstream.estimators.base import Estimator
 from panstream.estimators.bittable import BitTable
 from panstream.estimators.density import DensityEstimator
@@ -49,12 +51,9 @@ from panstream.estimators.frequency import FrequencyEstimator
 from panstream.estimators.frequency import merge_partitioned as merge_frequency_partitioned
 from panstream.release.frequency import MergedHistograms, sum_histograms
 from panstream.release.ledger import ShardLedger
+from panstream.state import keying
 from panstream.state.slices import SKETCH_SLICE, SliceLayout
 from panstream.universe import Universe
-
-_SEED = np.uint32(0x9747B28C)
-_M = np.uint32(0x5BD1E995)
-
 
 @dataclass(frozen=True)
 class MergedEstimate:
@@ -192,71 +191,25 @@ def merged_estimate(est: DensityEstimator, shards: int) -> MergedEstimate:
                           e.stderr_distinct, e.size)
 
 
-# ---------------------------------------------------------------------- Kafka's default partitioner
+# ---------------------------------------------------------------------- the producers' partitioner
 def murmur2_partition(key: bytes, partitions: int) -> int:
-    """Kafka's default partition of a keyed message: ``(murmur2(key) & 0x7fffffff) % partitions``."""
-    return int(_murmur2_rows(np.frombuffer(key, dtype=np.uint8).reshape(1, -1))[0]
-               & 0x7FFFFFFF) % partitions
+    """Kafka's default partition of a keyed message: ``(murmur2(key) & 0x7fffffff) % partitions``
+    (:func:`panstream.state.keying.partition_of_key`)."""
+    return keying.partition_of_key(key, partitions, "murmur2")
 
 
-def _murmur2_rows(rows: np.ndarray) -> np.ndarray:
-    """Kafka's murmur2 (Java client ``Utils.murmur2``) of every row of an ``(n, L)`` uint8 matrix."""
-    n, length = rows.shape
-    with np.errstate(over="ignore"):
-        h = np.full(n, _SEED ^ np.uint32(length), dtype=np.uint32)
-        nblocks = length // 4
-        if nblocks:
-            blocks = np.ascontiguousarray(rows[:, : nblocks * 4]).view("<u4")
-            for i in range(nblocks):
-                k = blocks[:, i] * _M
-                k ^= k >> np.uint32(24)
-                k *= _M
-                h *= _M
-                h ^= k
-        tail = length & 3
-        base = nblocks * 4
-        if tail >= 3:
-            h ^= rows[:, base + 2].astype(np.uint32) << np.uint32(16)
-        if tail >= 2:
-            h ^= rows[:, base + 1].astype(np.uint32) << np.uint32(8)
-        if tail >= 1:
-            h ^= rows[:, base].astype(np.uint32)
-            h *= _M
-        h ^= h >> np.uint32(13)
-        h *= _M
-        h ^= h >> np.uint32(15)
-    return h
-
-
-def kafka_partitions_of_cells(universe: Universe, partitions: int) -> np.ndarray:
-    """The partition of every cell when messages are keyed by the item's text (default partitioner).
-
-    The key of a cell is its canonical text: the dotted IPv4 address, or the decimal integer of a
-    ``range`` universe (what producers send as the message key).
+def kafka_partitions_of_cells(universe: Universe, partitions: int,
+                              partitioner: str = "murmur2") -> np.ndarray:
+    """The partition of every cell when messages are keyed by the item's text: the canonical text
+    of the cell (the dotted IPv4 address, or the decimal integer of a ``range`` universe), placed
+    by ``partitioner`` (``murmur2``, Kafka's default; or ``crc32``, librdkafka's; see
+    :mod:`panstream.state.keying`).
 
     Raises:
         ConfigurationError: for ``ipv6`` and ``hashed`` universes, whose cells do not determine
             the message key (many addresses or identifiers share a cell): use :func:`merge_sum`.
     """
-    if partitions < 1:
-        msg = f"partitions must be positive, got {partitions}"
-        raise ConfigurationError(msg)
-    if universe.kind not in ("ipv4", "range"):
-        msg = (f"a partition-aware merge needs cells that determine the message key; {universe.kind} "
-               "universes do not: use the sum merge")
-        raise ConfigurationError(msg)
-    size = universe.size
-    keys = [universe.item_of(c).encode() for c in range(size)] if universe.kind == "ipv4" \
-        else [str(c).encode() for c in range(size)]
-    by_len: dict[int, list[int]] = defaultdict(list)
-    for c, k in enumerate(keys):
-        by_len[len(k)].append(c)
-    owner = np.empty(size, dtype=np.int64)
-    for length, cells in by_len.items():
-        rows = np.frombuffer(b"".join(keys[c] for c in cells), dtype=np.uint8).reshape(-1, length)
-        h = _murmur2_rows(rows)
-        owner[np.asarray(cells)] = (h & np.uint32(0x7FFFFFFF)).astype(np.int64) % partitions
-    return owner
+    return keying.partitions_of_cells(universe, partitions, partitioner)
 
 
 # ---------------------------------------------------------------------- either family

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from panstream import estimators
-from panstream.errors import ConfigurationError, FencedError, StateError
+from panstream.errors import ConfigurationError, FencedError, PanstreamError, StateError
 from panstream.estimators.base import Estimator
 from panstream.estimators.density import DensityEstimator
 from panstream.release.frequency import MergedHistograms
@@ -64,6 +64,7 @@ from panstream.state.files import (
     real_path,
     state_lock,
 )
+from panstream.state.keying import RECORD, Keying, group_keying, keying_of
 from panstream.state.slices import SliceLayout, encode_slice, head_params, slice_of
 from panstream.universe import Universe
 
@@ -84,14 +85,16 @@ FENCE_LOCK_WAIT = 30.0
 
 
 # ---------------------------------------------------------------------- snapshot codec
-def encode_shard(est: Estimator) -> bytearray:
+def encode_shard(est: Estimator, keying: Keying | None = None) -> bytearray:
     """A shard's snapshot: the table and public parameters, and **no ledger** (``null``): a shard
-    has no budget of its own, the group's ledger (:func:`release_store`) is the only one.
+    has no budget of its own, the group's ledger (:func:`release_store`) is the only one. With
+    ``keying``, the public record that its member checked every message it applied against that
+    placement (:mod:`panstream.state.keying`, issue 39).
 
     Returned as a ``bytearray`` that the checkpointer zeroes once it is durable, so no copy of an
     old shard table stays in freed memory next to the live one.
     """
-    return est.snapshot_buffer(as_shard=True)
+    return est.snapshot_buffer(as_shard=True, extra=None if keying is None else keying.param())
 
 
 def decode_shard(data: bytes | bytearray, universe: Universe | str, epsilon: float,
@@ -838,10 +841,11 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
 
     Args:
         store: the shard store.
-        merge: ``"partitioned"`` (messages keyed by the item's text, default partitioner),
-            ``"sum"`` (any keying that keeps each item in one partition), or ``"auto"``:
-            partitioned for one topic over an ``ipv4``/``range`` universe, else sum.
-        partitions: the topic's partition count (default: highest shard partition + 1).
+        merge: ``"partitioned"`` (messages keyed by the item's text: only shards whose members
+            checked that, and recorded it, :mod:`panstream.state.keying`, issue 39), ``"sum"``
+            (any keying that keeps each item in one partition), or ``"auto"``: partitioned for
+            one topic over an ``ipv4``/``range`` universe, else sum.
+        partitions: the topic's partition count (default: the shards' record; it must agree).
         keyed: the operator asserts that every message is keyed by its item with the default
             partitioner, so one item reaches one partition per topic. Without it the privacy
             accounting assumes the worst case: one person's item may be in every shard, changing
@@ -849,7 +853,9 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
             summed count of ones by up to the shard count (noise scaled to it).
 
     Raises:
-        StateError: no shards, or shards that do not belong together.
+        StateError: no shards, or shards that do not belong together; for the partition-aware
+            merge (``auto`` included), shards without the keying record or with different ones
+            (nothing is spent: the release has not begun).
         ConfigurationError: ``partitioned`` asked for where it is impossible.
     """
     from panstream.state import merge as m
@@ -863,15 +869,18 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
         raise StateError(msg)
     shards: dict[tuple[str, int], Estimator] = {}
     sliced: dict[int, tuple[SliceLayout, Estimator]] = {}
+    records: dict[str, Keying | None] = {}  # each shard's keying record (issue 39)
     for key in keys:
         data = store.load(key)
         if data is not None:
             topic, _, part = key.rpartition("/")
             try:
-                where = slice_of(head_params(data))
+                params = head_params(data)
+                where = slice_of(params)
                 table = estimators.restore(data)
                 if where is None:
                     shards[(topic, int(part))] = table
+                    records[key] = keying_of(params)
                 else:
                     sliced[where[1]] = (where[0], table)
             finally:
@@ -886,11 +895,18 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
         method = ("partitioned" if len(topics) == 1 and first.universe.kind in ("ipv4", "range")
                   else "sum")
     if method == "partitioned":
-        if len(topics) != 1:
-            msg = f"the partition-aware merge needs the shards of one topic, found {topics}"
-            raise ConfigurationError(msg)
-        k = partitions or (max(p for _, p in shards) + 1)
-        owner = m.kafka_partitions_of_cells(first.universe, k)
+        try:
+            if len(topics) != 1:
+                msg = f"the partition-aware merge needs the shards of one topic, found {topics}"
+                raise ConfigurationError(msg)
+            # only shards whose members checked that each item sat in its owner partition
+            verified = group_keying(records, partitions)
+        except PanstreamError:
+            for e in shards.values():
+                e.wipe()
+            raise
+        k = verified.partitions
+        owner = m.kafka_partitions_of_cells(first.universe, k, verified.partitioner)
         est: Estimator | MergedHistograms = m.merge_group_partitioned(
             {p: e for (_, p), e in shards.items()}, owner)
     else:
@@ -1022,7 +1038,8 @@ def _heads(store: DirectoryStore | TopicStore) -> Iterator[tuple[str, dict[str, 
 def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
     """What a store holds, from the snapshots' public parameters only (``panstream inspect``):
     ``{"layout": "slices" | "partitions" | "empty", ...}`` with the universe, the slice count and
-    the slices present, or the per-partition shards' topics and count, and ``parameters``: the
+    the slices present, or the per-partition shards' topics and count and ``keying`` (the keying
+    records their members wrote, and the shards without one: issue 39), and ``parameters``: the
     family's public parameters as a snapshot head carries them (epsilon, calibration or modulus,
     the exact probabilities' numerators).
 
@@ -1034,14 +1051,17 @@ def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
     parts: list[str] = []
     kinds: set[str] = set()
     family: dict[str, Any] = {}
+    records: dict[str, Keying | None] = {}
     for key, params in _heads(store):
         if not family:  # the family's public parameters (the same in every snapshot of a group)
-            family = {k: v for k, v in params.items() if k not in ("cells", "slice", "universe")}
+            family = {k: v for k, v in params.items()
+                      if k not in ("cells", "slice", "universe", RECORD)}
         where = slice_of(params)
         # a sketch's slices are rr bit tables; the group they make is the sketch
         kinds.add("sketch" if where is not None and where[0].is_sketch else str(params["kind"]))
         if where is None:
             parts.append(key)
+            records[key] = keying_of(params)
         else:
             layouts.add(where[0])
             present.append(where[1])
@@ -1054,10 +1074,18 @@ def store_layout(store: DirectoryStore | TopicStore) -> dict[str, Any]:
                    slices=lay.count if lay else None, slices_present=sorted(present))
     elif parts:
         out.update(layout="partitions", shards=parts,
-                   topics=sorted({k.rpartition("/")[0] for k in parts}))
+                   topics=sorted({k.rpartition("/")[0] for k in parts}), keying=_keyings(records))
     else:
         out.update(layout="empty")
     return out
+
+
+def _keyings(records: dict[str, Keying | None]) -> dict[str, Any]:
+    """What ``inspect`` says of per-partition shards' keying records (issue 39): the records
+    found (partitioner and partition count) and the shards without one."""
+    found = sorted({(r.partitioner, r.partitions) for r in records.values() if r is not None})
+    return {"verified": [{"partitioner": p, "partitions": k} for p, k in found],
+            "unverified": sorted(k for k, r in records.items() if r is None)}
 
 
 def ledger_summary(store: DirectoryStore | TopicStore) -> dict[str, Any]:
@@ -1141,7 +1169,8 @@ def release_store(store: DirectoryStore | TopicStore, epsilon: float, mechanism:
         >>> store = DirectoryStore(tempfile.mkdtemp())
         >>> ensure_ledger(store, 1.0)
         True
-        >>> store.save("events/0", encode_shard(DensityEstimator("range:1024")))
+        >>> checked = Keying("murmur2", 1)  # the record of a member that checked the keying
+        >>> store.save("events/0", encode_shard(DensityEstimator("range:1024"), checked))
         >>> rel, group = release_store(store, 0.25, keyed=True)
         >>> (group.method, rel.budget_remaining)
         ('partitioned', 0.75)

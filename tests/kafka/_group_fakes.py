@@ -51,6 +51,11 @@ class Consumer:
     def beginning_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         return dict.fromkeys(tps, 0)
 
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        """The source topics here have one partition (the per-partition layout's keying check
+        reads the count, issue 39: every cell is partition 0's)."""
+        return {0}
+
     def pause(self, *tps: TopicPartition) -> None:
         pass
 
@@ -59,14 +64,15 @@ class Consumer:
 
 
 # ------------------------------------------------------------------ stores, as the attacks use them
-def released_ones(store: Any) -> set[int]:
-    """The cells a release of ``store`` reads as 1 (its merge of the stored shards or slices)."""
+def released_ones(store: Any, merge: str = "auto") -> set[int]:
+    """The cells a release of ``store`` reads as 1 (its ``merge`` of the stored shards or slices;
+    ``sum``: for one shard, the same cells as the partition-aware merge)."""
     import numpy as np
 
     from panstream.state.stores import DirectoryStore, TopicStore, merge_store
 
     assert isinstance(store, DirectoryStore | TopicStore)
-    group = merge_store(store)
+    group = merge_store(store, merge)
     try:
         return set(np.flatnonzero(group.estimator.bits()).tolist())
     finally:

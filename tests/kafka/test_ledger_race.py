@@ -28,10 +28,14 @@ from fakes import MemoryLog
 
 from panstream.estimators.density import DensityEstimator
 from panstream.sources.kafka import state_client, topic_store
+from panstream.state.keying import Keying
 from panstream.state.stores import TopicStore, encode_shard, ensure_ledger
 
 RACER = str(Path(__file__).resolve().parents[1] / "ledger_racer.py")
 U = "range:1024"
+
+#: The keying record a checking member's shards carry (issue 39): one partition, murmur2.
+ONE = Keying("murmur2", 1)
 
 
 def state_topic(broker: Broker, name: str, budget: float = 1.0) -> None:
@@ -39,7 +43,7 @@ def state_topic(broker: Broker, name: str, budget: float = 1.0) -> None:
     store = topic_store(name, state_client(broker.bootstrap))
     try:
         assert ensure_ledger(store, budget)
-        store.save("ev/0", encode_shard(DensityEstimator(U)))
+        store.save("ev/0", encode_shard(DensityEstimator(U), ONE))
     finally:
         store.log.close()  # type: ignore[attr-defined]
 

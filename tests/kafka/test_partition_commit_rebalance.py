@@ -44,7 +44,8 @@ from panstream.state.stores import DirectoryStore
 def member(store: ShardStore, group: Group, kind: str = "density") -> KafkaTail:
     """A per-partition member owning ``events/0`` in the group's current generation, its notices
     kept in ``t.said``."""
-    t = KafkaTail(TailConfig({}, ["events"], U, 30.0, "rr", store, estimator=kind), Metrics())
+    t = KafkaTail(TailConfig({}, ["events"], U, 30.0, "rr", store, estimator=kind,
+                             partitioner="murmur2"), Metrics())
     t.said = []  # type: ignore[attr-defined]
     t.notice = t.said.append  # type: ignore[attr-defined]
     t.consumer = Consumer(group)

@@ -30,6 +30,7 @@ from panstream.cli.main import cli
 from panstream.errors import BudgetExhaustedError
 from panstream.estimators.density import DensityEstimator
 from panstream.sources.kafka import state_client, topic_store
+from panstream.state.keying import Keying
 from panstream.state.stores import (
     LEDGER_RECORD_PREFIX,
     TopicStore,
@@ -42,6 +43,9 @@ from panstream.universe import Universe
 U = Universe.parse("ipv4:10.0.0.0/16")
 Z = 5.33
 IDLE = "3"  # see test_broker.py: well above any stall of a consumer with a backlog
+
+#: The keying record a checking member's shards carry (issue 39): one partition, murmur2.
+ONE = Keying("murmur2", 1)
 
 
 def ips(cells: np.ndarray) -> list[bytes]:
@@ -132,7 +136,7 @@ def test_lost_ledger_missing_topic_and_missing_broker_are_one_line(kafka_broker:
 
     state_topic = "rel-topic-no-ledger"
     store = topic_store(state_topic, state_client(kafka_broker.bootstrap))
-    store.save("ev/0", encode_shard(DensityEstimator(U, epsilon=1.0)))   # shards, no ledger
+    store.save("ev/0", encode_shard(DensityEstimator(U, epsilon=1.0), ONE))   # shards, no ledger
     store.log.close()  # type: ignore[attr-defined]
     runner = CliRunner()
     base = ["release", "--state-topic", state_topic, "-b", kafka_broker.bootstrap, "--keyed",
@@ -173,7 +177,7 @@ def test_consumers_never_overwrite_the_charged_ledger() -> None:
     assert late.keys() == [] and late.read_ledger() is None   # the late consumer's check ...
     first = TopicStore(log, 1000)
     assert ensure_ledger(first, 1.0)
-    first.save("ev/0", encode_shard(DensityEstimator("range:1024")))
+    first.save("ev/0", encode_shard(DensityEstimator("range:1024"), ONE))
     assert not ensure_ledger(TopicStore(log, 1000), 1.0)      # shards exist: left alone
     rel, _ = release_store(TopicStore(log, 1000), 0.75, keyed=True)
     late.create_ledger(b'{"budget": 1.0, "entries": []}')    # ... and its write, much later

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 import panstream as ps
 from panstream.cli.main import cli
+from panstream.state.keying import Keying
 from panstream.state.stores import DirectoryStore, encode_shard, ensure_ledger
 
 
@@ -77,7 +78,7 @@ def test_group_map_goes_through_the_group_ledger(tmp_path: Path) -> None:
     ensure_ledger(store, 1.0)
     for part in range(2):
         shard = ps.DensityEstimator("range:2048", epsilon=1.0)
-        store.save(f"events/{part}", encode_shard(shard))
+        store.save(f"events/{part}", encode_shard(shard, Keying("murmur2", 2)))  # a checked shard
     res = run("--state-dir", str(tmp_path), "--keyed", "--epsilon", "0.5", "--by", "512", "--json")
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)

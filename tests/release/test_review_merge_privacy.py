@@ -23,6 +23,7 @@ from panstream.cli.main import cli
 from panstream.release.density import format_release
 from panstream.release.noise import NoiseLaw
 from panstream.state import stores
+from panstream.state.keying import Keying
 from panstream.state.stores import LEDGER_FILE, DirectoryStore, ensure_ledger, release_state_dir
 
 K = 4
@@ -37,7 +38,8 @@ def shard_dir(tmp_path: Path, universe: str, topics: tuple[str, ...] = ("t",)) -
         for part in range(K):
             est = ps.DensityEstimator(universe, epsilon=1.0, budget=10.0)
             est.update_indices(np.arange(part * 10, part * 10 + 10))
-            store.save(f"{topic}/{part}", est.snapshot())
+            # with the keying record a checking member writes (issue 39)
+            store.save(f"{topic}/{part}", est.snapshot_buffer(extra=Keying("murmur2", K).param()))
     return d
 
 

@@ -22,6 +22,7 @@ from fakes import MemoryLog
 
 import panstream as ps
 from panstream.release.ledger import PrivacyLedger
+from panstream.state.keying import Keying
 from panstream.state.stores import (
     LEDGER_FILE,
     LEDGER_KEY,
@@ -38,6 +39,9 @@ from panstream.state.stores import (
 U = "range:1024"
 RACER = str(Path(__file__).resolve().parents[1] / "ledger_racer.py")
 
+#: The keying record a checking member's shards carry (issue 39): one partition, murmur2.
+ONE = Keying("murmur2", 1)
+
 
 def group_dir(tmp_path: Path, budget: float = 1.0) -> Path:
     d = tmp_path / "state"
@@ -45,7 +49,7 @@ def group_dir(tmp_path: Path, budget: float = 1.0) -> Path:
     ensure_ledger(store, budget)
     est = ps.DensityEstimator(U)
     est.update_indices(np.arange(0, 1024, 5))
-    store.save("t/0", encode_shard(est))
+    store.save("t/0", encode_shard(est, ONE))
     return d
 
 
@@ -53,7 +57,7 @@ def topic_group(budget: float = 1.0) -> MemoryLog:
     log = MemoryLog()
     store = TopicStore(log)
     ensure_ledger(store, budget)
-    store.save("t/0", encode_shard(ps.DensityEstimator(U)))
+    store.save("t/0", encode_shard(ps.DensityEstimator(U), ONE))
     return log
 
 
@@ -124,7 +128,7 @@ def test_compacting_the_state_topic_refunds_nothing() -> None:
     log = topic_group()
     for eps in (0.25, 0.25, 0.25):
         release_store(TopicStore(log), eps, keyed=True)
-    TopicStore(log).save("t/0", encode_shard(ps.DensityEstimator(U)))  # tombstones old chunks
+    TopicStore(log).save("t/0", encode_shard(ps.DensityEstimator(U), ONE))  # tombstones old chunks
     before = spent(TopicStore(log))
     log.compact()
     assert spent(TopicStore(log)) == before == 0.75
@@ -151,7 +155,7 @@ def test_a_torn_last_line_is_cut_off_and_never_counted(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- older versions
 def test_an_old_directory_ledger_is_read_and_migrated_into_the_log(tmp_path: Path) -> None:
     d = tmp_path / "state"
-    DirectoryStore(d).save("t/0", encode_shard(ps.DensityEstimator(U)))
+    DirectoryStore(d).save("t/0", encode_shard(ps.DensityEstimator(U), ONE))
     old = PrivacyLedger(1.0)
     old.charge(0.5, "laplace")
     (d / LEGACY_LEDGER_FILE).write_text(json.dumps(old.to_dict()))  # as panstream 0.2 left it
@@ -168,7 +172,7 @@ def test_an_old_topic_ledger_survives_compaction_once_migrated() -> None:
     charge (two releases raced). The union counts; the first new release migrates it into the log
     so a compaction that keeps only the newest old record refunds nothing."""
     log = MemoryLog()
-    TopicStore(log).save("t/0", encode_shard(ps.DensityEstimator(U)))
+    TopicStore(log).save("t/0", encode_shard(ps.DensityEstimator(U), ONE))
     a, b = PrivacyLedger(1.0), None
     a.charge(0.25, "laplace")
     b = PrivacyLedger(1.0, [], a.epoch)
@@ -184,7 +188,7 @@ def test_an_old_topic_ledger_survives_compaction_once_migrated() -> None:
 
 def test_an_old_consumers_initial_ledger_is_read_as_the_opening() -> None:
     log = MemoryLog()
-    TopicStore(log).save("t/0", encode_shard(ps.DensityEstimator(U)))
+    TopicStore(log).save("t/0", encode_shard(ps.DensityEstimator(U), ONE))
     initial = PrivacyLedger(0.5)
     log.append(b"#release-ledger-initial", json.dumps(initial.to_dict()).encode())
     log.flush()
@@ -200,6 +204,6 @@ def test_a_store_reads_its_own_appends() -> None:
     assert store.keys() == [] and store.read_ledger() is None
     assert ensure_ledger(store, 1.0)
     assert json.loads(store.read_ledger() or b"")["budget"] == 1.0  # the same store object
-    store.save("t/0", encode_shard(ps.DensityEstimator(U)))
+    store.save("t/0", encode_shard(ps.DensityEstimator(U), ONE))
     release_store(store, 0.25, keyed=True)
     assert spent(store) == 0.25

@@ -27,6 +27,7 @@ from panstream import estimators
 from panstream.cli.main import cli
 from panstream.release.ledger import RolledBackStateError, ShardReleaseError
 from panstream.state.checkpoint import Checkpointer, Shard
+from panstream.state.keying import Keying
 from panstream.state.stores import (
     LEDGER_FILE,
     DirectoryStore,
@@ -47,7 +48,7 @@ def group_dir(tmp_path: Path, shards: int = 2) -> Path:
     for i in range(shards):
         est = ps.DensityEstimator(U)
         est.update_indices(np.arange(i, 1024, 7))
-        store.save(f"t/{i}", encode_shard(est))
+        store.save(f"t/{i}", encode_shard(est, Keying("murmur2", shards)))  # a verified member's
     return d
 
 
@@ -84,7 +85,9 @@ def test_a_consumer_checkpoint_cannot_refund_the_groups_charges(tmp_path: Path) 
     rel, _ = release_state_dir(d, 0.4, "laplace", keyed=True)
     assert rel.budget_remaining == pytest.approx(0.6)
     running = [Shard(f"t/{i}", i, estimators.load(d / f"t@{i}.shard")) for i in range(2)]
-    Checkpointer(DirectoryStore(d), lambda offs: None).checkpoint(running)  # the consumer saves
+    checked = Keying("murmur2", 2)  # the record a checking member's saves carry (issue 39)
+    Checkpointer(DirectoryStore(d), lambda offs: None,
+                 lambda est: encode_shard(est, checked)).checkpoint(running)  # the consumer saves
     rel, _ = release_state_dir(d, 0.4, "laplace", keyed=True)
     assert rel.budget_remaining == pytest.approx(0.2)  # the first charge still counts
     with pytest.raises(ps.BudgetExhaustedError):
@@ -220,7 +223,7 @@ def test_an_older_ledger_record_appended_to_a_state_topic_does_not_refund(tmp_pa
     log = MemoryLog()
     store = TopicStore(log)
     ensure_ledger(store, 1.0)
-    store.save("t/0", encode_shard(ps.DensityEstimator(U)))
+    store.save("t/0", encode_shard(ps.DensityEstimator(U), Keying("murmur2", 1)))
     from panstream.state.stores import release_store
 
     release_store(store, 0.25, keyed=True)

@@ -56,17 +56,21 @@ from panstream.errors import (
     CommitDeferredError,
     PanstreamError,
     SourceError,
+    StateError,
 )
 from panstream.estimators.base import Estimator
 from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoder
 from panstream.sources.kafka.joins import group_consumer
+from panstream.sources.kafka.keyed import KeyCheck, require_keyable
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.progress import ranges
 from panstream.state.checkpoint import Checkpointer, Shard, ShardStore, restore_shard, shard_key
 from panstream.state.fence import FencedSaves, FencedStore
-from panstream.state.stores import decode_shard
+from panstream.state.keying import Keying, keying_of
+from panstream.state.slices import head_params
+from panstream.state.stores import decode_shard, encode_shard
 from panstream.universe import Universe
 
 log = logging.getLogger("panstream.kafka")
@@ -90,6 +94,10 @@ class TailConfig:
     estimator: str = "density"
     modulus: int = DEFAULT_MODULUS
     fmt: str = "plain"
+    #: The per-partition layout (``--layout partition``): the producers' partitioner every applied
+    #: message is checked against (``murmur2`` or ``crc32``, :mod:`~panstream.sources.kafka.keyed`),
+    #: recorded in the shards; ``None``: nothing checked or recorded (the routed stages).
+    partitioner: str | None = None
 
 
 @dataclass
@@ -214,7 +222,17 @@ class KafkaTail:
         #: What the checkpointer saves through: every save carries its key's claimed epoch.
         self.saves: ShardStore = (config.store if self._fenced is None
                                   else FencedSaves(self._fenced, self._epochs))
-        self.checkpointer = Checkpointer(self.saves, self._commit_sync)
+        #: The keying check of the per-partition layout (None: not checked); the placement each
+        #: shard's messages are checked against (its topic's partition count read at its
+        #: restore), and the record its snapshots carry (None: a shard restored without one; it
+        #: stays without, its earlier arrivals were never checked).
+        self.keyed: KeyCheck | None = None
+        if config.partitioner is not None:
+            require_keyable(config.value_format)
+            self.keyed = KeyCheck(config.universe, config.partitioner)
+        self._checked: dict[TopicPartition, Keying] = {}
+        self._records: dict[TopicPartition, Keying | None] = {}
+        self.checkpointer = Checkpointer(self.saves, self._commit_sync, self._encode)
         self.summary = RunSummary()
         self._last_activity = time.monotonic()
         #: Where one-line operational notices go (the CLI prints them on stderr).
@@ -238,6 +256,12 @@ class KafkaTail:
         c = self.config
         return decode_shard(data, c.universe, c.epsilon, c.calibration, kind=c.estimator,
                             modulus=c.modulus)
+
+    def _encode(self, est: Estimator) -> bytearray:
+        """A shard's snapshot (:func:`~panstream.state.stores.encode_shard`), with its keying
+        record where it has one."""
+        tp = next((tp for tp, s in self.shards.items() if s.estimator is est), None)
+        return encode_shard(est, self._records.get(tp) if tp is not None else None)
 
     # -------------------------------------------------------------- commits
     @staticmethod
@@ -352,6 +376,8 @@ class KafkaTail:
             if shard is not None:
                 shard.estimator.wipe()
             self._pending.discard(tp)
+            self._records.pop(tp, None)
+            self._checked.pop(tp, None)
             self._unclaim(tp)
         self.metrics.forget(tps)
         self.metrics.assigned.set(len(self.shards))
@@ -398,23 +424,74 @@ class KafkaTail:
             StateError: the snapshot is corrupt or has other parameters.
         """
         self._claim(tp)
-        return restore_shard(self.config.store, shard_key(tp.topic, tp.partition), tp,
-                             self._fresh, self._decode)
+        if self.keyed is None:
+            return restore_shard(self.config.store, shard_key(tp.topic, tp.partition), tp,
+                                 self._fresh, self._decode)
+        found: list[Keying | None] = []
+
+        def decode(data: bytes | bytearray) -> Estimator:
+            found.append(keying_of(head_params(data)))
+            return self._decode(data)
+
+        shard = restore_shard(self.config.store, shard_key(tp.topic, tp.partition), tp,
+                              self._fresh, decode)
+        now = self.keyed.keying(self._partitions(tp.topic))
+        rec = found[0] if found else now
+        if rec is not None and rec != now:
+            shard.estimator.wipe()
+            msg = (f"{shard.key} was verified against {rec.describe()}, but this member checks "
+                   f"{now.describe()} (the topic's partition count or --partitioner changed): "
+                   "its items may now sit in other partitions, so the per-partition layout cannot "
+                   "go on with this state; release it with --merge sum and count the topic with "
+                   "the routed layout (the default) on a new --state-dir")
+            raise StateError(msg)
+        if rec is None:
+            self.notice(f"{shard.key} was written before panstream checked the keying (issue "
+                        "39): this member checks every message from now on, but 'release --merge "
+                        "partitioned' refuses the shard (its earlier arrivals were never "
+                        "checked): release with --merge sum, or re-read the topic into a new "
+                        "--state-dir")
+        self._records[tp], self._checked[tp] = rec, now
+        return shard
+
+    def _partitions(self, topic: str) -> int:
+        """The partition count of ``topic``, as the consumer's metadata has it (read at each
+        restore: a topic that grew since a shard's record stops the member there)."""
+        parts = self.consumer.partitions_for_topic(topic)
+        if not parts:
+            msg = (f"the broker did not say how many partitions {topic} has; the per-partition "
+                   "layout checks every message against it: retry when the topic is known")
+            raise SourceError(msg)
+        return len(parts)
 
     def _apply(self, records: Mapping[TopicPartition, list[Any]]) -> None:
+        """Decode the poll, check its keying (the per-partition layout: the whole poll before any
+        of it is applied), then apply it."""
         msgs = items = malformed = outside = 0
-        for tp, recs in records.items():
-            shard = self.shards.get(tp)
-            if shard is None or not recs:
-                continue
-            values = [r.value for r in recs]
-            dec = self.decoder(values)
-            values.clear()
-            det = self.decoder.detection
-            if det is not None and not self._announced:  # -f auto: decided once, said once
-                self._announced = True
-                self.notice(f"{', '.join(self.config.topics)}: format {det.name} detected, "
-                            f"decided once for this member (-f {det.spec} pins it)")
+        batches: list[tuple[TopicPartition, Shard, list[Any], Any]] = []
+        try:
+            for tp, recs in records.items():
+                shard = self.shards.get(tp)
+                if shard is None or not recs:
+                    continue
+                values = [r.value for r in recs]
+                dec = self.decoder(values)
+                values.clear()
+                batches.append((tp, shard, recs, dec))
+                det = self.decoder.detection
+                if det is not None and not self._announced:  # -f auto: decided once, said once
+                    self._announced = True
+                    self.notice(f"{', '.join(self.config.topics)}: format {det.name} detected, "
+                                f"decided once for this member (-f {det.spec} pins it)")
+            if self.keyed is not None:
+                for tp, _, recs, dec in batches:
+                    self.keyed.check(tp.partition, self._checked[tp].partitions, dec.indices,
+                                     recs, self.decoder, tp.topic)
+        except BaseException:
+            for *_, dec in batches:
+                dec.indices.fill(0)
+            raise
+        for tp, shard, recs, dec in batches:
             n = shard.estimator.update_indices(dec.indices)  # wipes the index array
             shard.applied(recs[-1].offset)
             msgs += len(recs)
@@ -586,6 +663,8 @@ class KafkaTail:
         for shard in self.shards.values():
             shard.estimator.wipe()
         self.shards.clear()
+        self._records.clear()
+        self._checked.clear()
         self._epochs.clear()
 
     def _summarize_counts(self) -> None:
