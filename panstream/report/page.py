@@ -543,15 +543,18 @@ def _bucket_row(b: Bucket, coloured: bool) -> str:
 
 #: The countries a per-country chart draws at most (the table lists every slot).
 MAX_RANKED = 40
-#: When fewer countries than this are not noise-dominated, the chart draws the largest estimates.
+#: An older file (rows without ``signal``): when fewer countries than this are not
+#: noise-dominated, the chart draws the largest estimates.
 _MIN_RANKED = 5
 _TOP = 20
 
 
 def _country_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
     """A per-country release (``release --by country --json``): a ranked chart of the countries
-    that are not noise-dominated (or the largest estimates), the total, and a folded table of
-    every slot; one charge for all of them."""
+    the release told from empty by its rule over all slots (a false-discovery rate, from the
+    file), how many slots that hides, the total (the sum of every slot's unbiased estimate) and a
+    folded table of every slot; one charge for all of them. A file written before that rule
+    (issue 37: rows named ``distinct``, no ``signal``) is drawn as it was then, and says so."""
     d = r.data
     try:
         buckets = map_buckets(d)
@@ -561,30 +564,48 @@ def _country_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
     n = len(buckets)
     pct = f"{100 * head.confidence:g} %"
     ranked = sorted(buckets, key=lambda b: (-b.value, b.label))
-    # told from noise: not noise-dominated, and an estimate above 0 (an interval wholly below 0 is
-    # shown as [0, 0], which the rule does not flag but which says nothing)
-    clear = [b for b in ranked if not b.noise_dominated and _shown(b.value) > 0]
-    if len(clear) >= _MIN_RANKED:
-        drawn = clear[:MAX_RANKED]
-        which = (f"the {len(clear)} countries whose estimate is above 0 and not noise-dominated"
-                 + (f" (the largest {MAX_RANKED} drawn)" if len(clear) > MAX_RANKED else ""))
+    rule = map_rule(d)
+    if rule.map_wide:
+        told = [b for b in ranked if b.signal]
+        drawn = told[:MAX_RANKED]
+        fdr = f"{100 * (rule.fdr or 0):g} %"
+        which = (f"the {len(told)} countr{'y' if len(told) == 1 else 'ies'} told from an empty "
+                 f"one at a {fdr} false-discovery rate over all {n} slots (Benjamini-Hochberg, "
+                 "from the file)"
+                 + (f"; the largest {MAX_RANKED} drawn" if len(told) > MAX_RANKED else ""))
+        summary = (f"{len(told)} of {n} slots are told from an empty one by one rule over all of "
+                   f"them (false-discovery rate {fdr}: on average at most {fdr} of the countries "
+                   f"ranked have no client). The other {n - len(told)} slots are not ranked: "
+                   "each could hold no client (they are in the table).")
     else:
-        drawn = ranked[:_TOP]
-        which = (f"the {len(drawn)} largest estimates (only {len(clear)} countr"
+        # told from noise by the old per-row reading: not noise-dominated, and above 0
+        clear = [b for b in ranked if not b.noise_dominated and _shown(b.value) > 0]
+        drawn = clear[:MAX_RANKED] if len(clear) >= _MIN_RANKED else ranked[:_TOP]
+        which = (f"the {len(clear)} countries whose estimate is above 0 and not noise-dominated"
+                 + (f" (the largest {MAX_RANKED} drawn)" if len(clear) > MAX_RANKED else "")
+                 if len(clear) >= _MIN_RANKED else
+                 f"the {len(drawn)} largest estimates (only {len(clear)} countr"
                  f"{'y is' if len(clear) == 1 else 'ies are'} not noise-dominated)")
+        summary = (f"{len(clear)} of {n} are above 0 and not noise-dominated. This file predates "
+                   "the rule over all slots (its rows carry no signal): some of those are empty "
+                   "countries by chance; release again for the rule.")
     universe = head.universe
     geo = get(d, "geo")
     page.toc.append((anchor, f"Countries: {r.name}"))
     pts = [ChartPoint(x=float(i), value=_shown(b.value), low=_shown(b.low), high=_shown(b.high),
                       label=b.label, noise_dominated=b.noise_dominated)
            for i, b in enumerate(drawn)]
-    chart = ranked_chart(pts, title=f"distinct clients by country: {universe or r.name}",
-                         xlabel=f"distinct clients (noisy), {pct} interval")
+    chart = ("<p>No country is told from an empty one: nothing is ranked.</p>" if not pts else
+             ranked_chart(pts, title=f"distinct clients by country: {universe or r.name}",
+                          xlabel=f"distinct clients (noisy), {pct} interval"))
     clamped = any(_shown(v) != v for b in buckets for v in (b.value, b.low, b.high))
     total_clamped = any(_shown(v) != v for v in (head.estimate, head.low, head.high))
+    told_col = rule.map_wide
     rows = "".join(
         f"{_tr(b.noise_dominated)}<td>{i}</td><td>{escape(b.label)}</td>"
-        f"{_cell(b.value)}{_cell(b.low)}{_cell(b.high)}{_nd_cell(b.noise_dominated)}</tr>"
+        f"{_cell(b.value)}{_cell(b.low)}{_cell(b.high)}"
+        + (f"<td>{'told from empty' if b.signal else 'could be empty'}</td>" if told_col else "")
+        + f"{_nd_cell(b.noise_dominated)}</tr>"
         for i, b in enumerate(ranked, start=1))
     _add_release_cost(page, r, head, "countries", f"{_f(head.epsilon_release)} once for {n} "
                       "countries", f"one charge for all {n} country slots (a person is one "
@@ -598,20 +619,22 @@ def _country_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
            if geo else "")
         + f", released together for <strong>one epsilon ({_f(head.epsilon_release)})</strong>: "
         "one person is one address in one country, so the slots are disjoint and one charge "
-        f"covers them all (parallel composition). {len(clear)} of {n} are above 0 and not "
-        "noise-dominated. "
+        "covers them all (parallel composition). "
         f"All countries: <strong>{escape(head.statistic)} {_inline(head.estimate)}"
         f"</strong>, {pct} interval [{_inline(head.low)}, {_inline(head.high)}]"
-        + (" \u2014 <span class=\"ndtag\">noise-dominated</span>" if head.noise_dominated else "")
-        + ".</p>"
+        + (" — <span class=\"ndtag\">noise-dominated</span>" if head.noise_dominated else "")
+        + ": the sum of every slot's unbiased estimate, empty ones included (each adds its noise; "
+        "summing them clamped at 0 would bias the total up).</p>"
         + (f'<p class="note">{escape(_CLAMP_NOTE)}</p>' if total_clamped else "")
+        + f'<p class="rule">{escape(summary)}</p>'
         + f"<figure>{chart}<figcaption>Ranked: {escape(which)}. Each dot is a country's noisy "
         f"estimate, the bar its {pct} interval (never below 0); a ring marks a noise-dominated "
         "one. Every slot is in the table.</figcaption></figure>"
         f"<details><summary>Table: all {n} country slots, largest first</summary>"
         f"<table><caption>Countries of {escape(r.name)}, {pct} intervals</caption><thead><tr>"
-        "<th>rank</th><th>country</th><th>distinct</th><th>low</th><th>high</th>"
-        f"<th>noise</th></tr></thead><tbody>{rows}</tbody></table>"
+        "<th>rank</th><th>country</th><th>estimate</th><th>low</th><th>high</th>"
+        + ("<th>rule</th>" if told_col else "")
+        + f"<th>noise</th></tr></thead><tbody>{rows}</tbody></table>"
         + (f'<p class="note">{escape(_CLAMP_NOTE)}</p>' if clamped else "")
         + "</details></section>")
 
