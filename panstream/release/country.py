@@ -251,7 +251,7 @@ def _rate(fdr: float | None, confidence: float) -> float:
     Raises:
         ConfigurationError: not in (0, 1).
     """
-    rate = 1.0 - float(confidence) if fdr is None else fdr
+    rate = round(1.0 - float(confidence), 12) if fdr is None else fdr
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate < 1:
         msg = f"the false-discovery rate must lie strictly between 0 and 1, got {fdr!r}"
         raise ConfigurationError(msg)
