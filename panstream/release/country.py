@@ -137,6 +137,10 @@ class CountryRelease:
     time: float
     fdr: float = 0.05
     rule: str = "benjamini-hochberg"
+    #: The random id of the state (its ledger's epoch label, :data:`~panstream.release.ledger.
+    #: PrivacyLedger.epoch`) this release was charged to: ``report --same-state`` checks it.
+    #: ``None`` for a state of panstream 0.1 (no label).
+    state_id: str | None = None
 
     @property
     def signals(self) -> int:
@@ -241,7 +245,8 @@ def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
         epsilon_total=est.ledger.epsilon_total(est.epsilon_state), mechanism=mechanism,
         confidence=float(confidence), buckets=buckets, levels=est.levels,
         universe=est.universe.spec, geo=table, budget=est.ledger.budget,
-        budget_remaining=est.ledger.remaining, time=entry.time, fdr=rate)
+        budget_remaining=est.ledger.remaining, time=entry.time, fdr=rate,
+        state_id=est.ledger.epoch)
 
 
 def _rate(fdr: float | None, confidence: float) -> float:
@@ -334,7 +339,7 @@ def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplac
         epsilon_total=est.ledger.epsilon_total(eps_state), mechanism=mechanism,
         confidence=float(confidence), buckets=m, levels=1, universe=est.universe.spec,
         geo=_table_name(est), budget=est.ledger.budget, budget_remaining=est.ledger.remaining,
-        time=entry.time, fdr=rate)
+        time=entry.time, fdr=rate, state_id=est.ledger.epoch)
 
 
 def rule_words(r: CountryRelease) -> str:

@@ -127,6 +127,10 @@ class Release:
     time: float
     sensitivity: int = 1
     state_tables: int = 1
+    #: The random id of the state (its ledger's epoch label, :data:`~panstream.release.ledger.
+    #: PrivacyLedger.epoch`) this release was charged to: ``report --same-state`` checks it.
+    #: ``None`` for a state of panstream 0.1 (no label).
+    state_id: str | None = None
 
     def group_privacy(self, k: int) -> float:
         """Pan-private guarantee for a group of ``k`` people: ``k * epsilon_total``.
@@ -271,6 +275,7 @@ def release(est: CountingTable, epsilon: float, mechanism: str = "laplace", *,
         time=entry.time,
         sensitivity=sensitivity,
         state_tables=state_tables,
+        state_id=est.ledger.epoch,
     )
 
 

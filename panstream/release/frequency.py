@@ -179,6 +179,10 @@ class FrequencyRelease:
     time: float
     sensitivity: int = SENSITIVITY
     state_tables: int = 1
+    #: The random id of the state (its ledger's epoch label, :data:`~panstream.release.ledger.
+    #: PrivacyLedger.epoch`) this release was charged to: ``report --same-state`` checks it.
+    #: ``None`` for a state of panstream 0.1 (no label).
+    state_id: str | None = None
 
     def model(self) -> IncidenceModel:
         """The :class:`IncidenceModel` of this release, for any other statistic
@@ -296,6 +300,7 @@ def release_frequency(table: CounterHistogram, epsilon: float, mechanism: str = 
         time=entry.time,
         sensitivity=sensitivity,
         state_tables=state_tables,
+        state_id=table.ledger.epoch,
     )
 
 

@@ -185,6 +185,10 @@ class MapRelease:
     state_tables: int = 1
     fdr: float = 0.05
     rule: str = "benjamini-hochberg"
+    #: The random id of the state (its ledger's epoch label, :data:`~panstream.release.ledger.
+    #: PrivacyLedger.epoch`) this release was charged to: ``report --same-state`` checks it.
+    #: ``None`` for a state of panstream 0.1 (no label).
+    state_id: str | None = None
 
     @property
     def signals(self) -> int:
@@ -397,7 +401,7 @@ def release_map(est: CountingTable, epsilon: float, by: int | str, mechanism: st
         bucket_cells=bucket_cells, epsilon=eps_out, epsilon_state=eps_state,
         epsilon_total=est.ledger.epsilon_total(eps_state), mechanism=mechanism,
         confidence=float(confidence), p=str(p), q=str(q), budget=est.ledger.budget,
-        budget_remaining=est.ledger.remaining, time=entry.time,
+        budget_remaining=est.ledger.remaining, time=entry.time, state_id=est.ledger.epoch,
         halfwidth=halfwidth(0.0, bucket_cells), sensitivity=sensitivity, state_tables=state_tables,
         fdr=rate)
 

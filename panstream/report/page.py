@@ -39,7 +39,8 @@ from panstream.report.svg import ChartPoint, hilbert_map, interval_chart, ranked
 from panstream.windows import duration_text, horizon_line
 from panstream.windows.eventtime import label as iso_label
 
-__all__ = ["MAX_MAP_BUCKETS", "ReleaseInput", "SeriesInput", "number_text", "render"]
+__all__ = ["MAX_MAP_BUCKETS", "ReleaseInput", "SeriesInput", "check_same_state", "number_text",
+           "render"]
 
 #: Buckets a map may have to be drawn and tabulated on the page (a page stays light enough to mail).
 MAX_MAP_BUCKETS = 4096
@@ -106,6 +107,7 @@ class _Page:
     costs: list[_Cost] = field(default_factory=list)
     keeps: list[_Keep] = field(default_factory=list)
     telemetry: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _f(v: float | None, digits: int = 6) -> str:
@@ -195,9 +197,11 @@ def render(series: Sequence[SeriesInput] = (), releases: Sequence[ReleaseInput] 
     """
     if not series and not releases:
         raise ConfigurationError("nothing to report: give --series, --release or --map")
-    if same_state:
-        _check_same_state(releases)
     page = _Page()
+    if same_state:
+        unchecked = check_same_state(releases)
+        if unchecked:
+            page.warnings.append(unchecked)
     for i, s in enumerate(series):
         _series_section(page, s, f"series-{i + 1}", horizon)
     for i, r in enumerate(releases):
@@ -232,7 +236,42 @@ def render(series: Sequence[SeriesInput] = (), releases: Sequence[ReleaseInput] 
         "</main></body></html>\n")
 
 
-def _check_same_state(releases: Sequence[ReleaseInput]) -> None:
+def check_same_state(releases: Sequence[ReleaseInput]) -> str | None:
+    """Refuse ``--same-state`` for releases that were not charged to one state, and return a
+    warning (else ``None``) when some cannot be checked.
+
+    Every release JSON since issue 37 carries its state's ``state_id``: the random label of the
+    ledger it was charged to (created with the state from the OS CSPRNG, never from data; a
+    rotation starts a new one). Releases with different ids come from different states (or
+    epochs), whose totals add up. A file without an id (written before issue 37) is checked by
+    its public parameters only, as before, and the warning says so: two states with equal
+    parameters cannot be told apart that way.
+
+    Raises:
+        ConfigurationError: two ids differ, or public parameters show different tables.
+    """
+    ids: dict[str, str] = {}
+    missing: list[str] = []
+    for r in releases:
+        sid = get(r.data, "state_id")
+        if isinstance(sid, str) and sid:
+            ids.setdefault(sid, r.name)
+        else:
+            missing.append(r.name)
+    if len(ids) > 1:
+        (a, x), (b, y) = list(ids.items())[:2]
+        msg = (f"--same-state: {x} and {y} were charged to different states (state ids {a} and "
+               f"{b}): their privacy costs add up; leave --same-state out")
+        raise ConfigurationError(msg)
+    _same_parameters(releases)
+    if not missing:
+        return None
+    return (f"--same-state could not be checked for {', '.join(missing)}: written before "
+            "releases named their state (no state_id), so only their public parameters were "
+            "compared; two states with equal parameters would pass. Release again to check it")
+
+
+def _same_parameters(releases: Sequence[ReleaseInput]) -> None:
     """Refuse ``--same-state`` for releases whose public parameters show different tables."""
     keys = ("universe", "p", "q", "alpha", "epsilon_state", "budget")
     seen: dict[tuple[Any, ...], str] = {}
@@ -674,6 +713,8 @@ def _cost_section(page: _Page, same_state: bool) -> str:
            if not page.telemetry else
            '<strong class="ndtag">Telemetry:</strong> ' + escape("; ".join(page.telemetry))
            + ".</p>")
+        + "".join(f'<p class="note"><strong class="ndtag">Unchecked:</strong> {escape(w)}.</p>'
+                  for w in page.warnings)
         + "<table><caption>Epsilon of each input</caption><thead><tr><th>kind</th><th>input</th>"
         "<th>epsilon (state)</th><th>epsilon (release)</th><th>total per person</th>"
         '<th class="t">how</th>'

@@ -113,6 +113,10 @@ class SketchRelease:
     budget: float
     budget_remaining: float
     time: float
+    #: The random id of the state (its ledger's epoch label, :data:`~panstream.release.ledger.
+    #: PrivacyLedger.epoch`) this release was charged to: ``report --same-state`` checks it.
+    #: ``None`` for a state of panstream 0.1 (no label).
+    state_id: str | None = None
 
     def group_privacy(self, k: int) -> float:
         """Pan-private guarantee for a group of ``k`` people: ``k * epsilon_total``."""
@@ -225,7 +229,7 @@ def release_sketch(est: SketchTable, epsilon: float, mechanism: str = "laplace",
         epsilon_state=est.epsilon_state, epsilon_total=est.ledger.epsilon_total(est.epsilon_state),
         mechanism=mechanism, confidence=float(confidence), buckets=buckets, levels=est.levels,
         universe=est.universe.spec, q=str(est.q), budget=est.ledger.budget,
-        budget_remaining=est.ledger.remaining, time=entry.time)
+        budget_remaining=est.ledger.remaining, time=entry.time, state_id=est.ledger.epoch)
 
 
 def format_sketch_release(r: SketchRelease) -> str:

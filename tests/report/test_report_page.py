@@ -12,9 +12,11 @@ from typing import Any
 import numpy as np
 import pytest
 from _html import external_references
+from click.testing import CliRunner
 
 import panstream as ps
 from panstream.cli.common import json_ready
+from panstream.cli.main import cli
 from panstream.release.honesty import noise_dominated
 from panstream.report import ReleaseInput, SeriesInput, render
 from panstream.report.fields import figure
@@ -300,10 +302,52 @@ def test_same_state_is_refused_for_releases_of_different_tables() -> None:
 
     one, m = _release_pair()
     other, _ = _release_pair()
-    other = dict(other, universe="ipv4:10.1.0.0/20")
+    # a file without a state id (before issue 37) is still compared by its public parameters
+    other = dict({k: v for k, v in other.items() if k != "state_id"}, universe="ipv4:10.1.0.0/20")
     with pytest.raises(ConfigurationError, match="cannot come from one state"):
         render([], [ReleaseInput("r.json", one), ReleaseInput("o.json", other)], same_state=True)
     render([], [ReleaseInput("r.json", one), ReleaseInput("map.json", m)], same_state=True)
+
+
+def test_same_state_checks_the_state_id_every_release_names() -> None:
+    """Review R1: two states with equal public parameters used to pass ``--same-state`` and print
+    one ledger's total. Every release JSON now names its state (``state_id``: the random label of
+    the ledger it was charged to, from the OS CSPRNG); different ids are refused. A file written
+    before (no id) is compared by its parameters as before, and the page says it was unchecked."""
+    from panstream.errors import ConfigurationError
+
+    one, m = _release_pair()
+    twin, _ = _release_pair()  # another state, the same public parameters
+    assert one["state_id"] == m["state_id"] != twin["state_id"]
+    assert re.fullmatch(r"[0-9a-f]{16}", one["state_id"])
+    with pytest.raises(ConfigurationError, match="charged to different states"):
+        render([], [ReleaseInput("r.json", one), ReleaseInput("t.json", twin)], same_state=True)
+    html = render([], [ReleaseInput("r.json", one), ReleaseInput("map.json", m)], same_state=True)
+    assert "Unchecked:" not in html
+    old = {k: v for k, v in twin.items() if k != "state_id"}
+    html = render([], [ReleaseInput("r.json", one), ReleaseInput("old.json", old)],
+                  same_state=True)
+    assert "Unchecked:</strong> --same-state could not be checked for old.json" in html
+
+
+def test_same_state_warns_on_the_command_line_for_a_file_without_state_id(
+        tmp_path: Path) -> None:
+    one, m = _release_pair()
+    a, b = tmp_path / "r.json", tmp_path / "old.json"
+    a.write_text(json.dumps(one))
+    b.write_text(json.dumps({k: v for k, v in m.items() if k != "state_id"}))
+    res = CliRunner().invoke(
+        cli, ["report", "--release", str(a), "--release", str(b), "--same-state", "-o",
+              str(tmp_path / "p.html")], env={"PANSTREAM_REPORT_RELEASE": None})
+    assert res.exit_code == 0, res.output
+    assert "panstream: warning: --same-state could not be checked for old.json" in res.stderr
+    twin, _ = _release_pair()
+    b.write_text(json.dumps(twin))
+    res = CliRunner().invoke(
+        cli, ["report", "--release", str(a), "--release", str(b), "--same-state", "-o",
+              str(tmp_path / "p.html")], env={"PANSTREAM_REPORT_RELEASE": None})
+    assert res.exit_code != 0 and "charged to different states" in res.stderr
+    assert res.stderr.count("\n") == 1
 
 
 def test_a_map_of_nobody_is_grey_but_for_what_the_release_decided() -> None:
