@@ -39,8 +39,8 @@ from panstream.report.svg import ChartPoint, hilbert_map, interval_chart, ranked
 from panstream.windows import duration_text, horizon_line
 from panstream.windows.eventtime import label as iso_label
 
-__all__ = ["MAX_MAP_BUCKETS", "ReleaseInput", "SeriesInput", "check_same_state", "number_text",
-           "render"]
+__all__ = ["MAX_MAP_BUCKETS", "PARTIAL_NOTE", "ReleaseInput", "SeriesInput", "check_same_state",
+           "column_text", "number_text", "render"]
 
 #: Buckets a map may have to be drawn and tabulated on the page (a page stays light enough to mail).
 MAX_MAP_BUCKETS = 4096
@@ -128,6 +128,27 @@ def number_text(v: float) -> str:
     if a >= 1:
         return f"{v:,.2f}"
     return f"{v:.4f}"
+
+
+def column_text(values: Sequence[float]) -> Any:
+    """One way to print every number of a table column (so ``64.52`` does not sit among whole
+    counts): whole numbers when its largest value is 100 or more, two decimals from 1, else four,
+    as :func:`number_text` prints that largest value.
+
+    >>> f = column_text([5204.3, 64.52, -3.1])
+    >>> f(64.52), f(5204.3), column_text([0.5, 2.25])(0.5)
+    ('65', '5,204', '0.50')
+    """
+    top = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
+    digits = 0 if top >= 100 else 2 if top >= 1 else 4
+    return lambda v: f"{v:,.{digits}f}"
+
+
+#: What the report says of a series' first and last windows (issue 37).
+PARTIAL_NOTE = ("† the first and last windows may be partial: a window holds only what the "
+                "input held within it (a log that starts at 10:05 gives its first day's window the "
+                "rest of that day only, a run stopped early its last), and panstream does not read "
+                "that off the data (it would tell when clients came); compare them with care")
 
 
 def _tr(nd: bool) -> str:
@@ -328,16 +349,21 @@ def _series_section(page: _Page, s: SeriesInput, anchor: str, horizon: int | Non
                       low=_shown(f.low, c), high=_shown(f.high, c),
                       label=_day_label(float(r["start"]), size), noise_dominated=f.noise_dominated)
            for r, f, c in zip(recs, figs, caps, strict=True)]
+    edge = {0, len(pts) - 1} if len(pts) > 1 else set()
+    pts = [replace(p, label=p.label + "†") if i in edge else p for i, p in enumerate(pts)]
     chart = interval_chart(pts, title=title, xlabel=f"window (UTC), {duration_text(size)} each",
                            ylabel=f"{stat} (noisy)", band=True)
     rows = []
     clamped = False
-    for r, f, c in zip(recs, figs, caps, strict=True):
+    fmt = column_text([v for f in figs for v in (f.estimate, f.low, f.high)])
+    for i, (r, f, c) in enumerate(zip(recs, figs, caps, strict=True)):
         clamped |= any(_shown(v, c) != v for v in (f.estimate, f.low, f.high))
         rows.append(f"{_tr(f.noise_dominated)}"
                     f"<td>{escape(str(r.get('window', '')))}</td>"
-                    f"<td>{escape(iso_label(float(r['end'])))}</td>"
-                    f"{_cell(f.estimate, c)}{_cell(f.low, c)}{_cell(f.high, c)}"
+                    f"<td>{escape(iso_label(float(r['end'])))}"
+                    + (' <span title="may be partial">†</span>' if i in edge else "")
+                    + f"</td>{_cell(f.estimate, c, fmt)}{_cell(f.low, c, fmt)}"
+                    f"{_cell(f.high, c, fmt)}"
                     f"<td>{_f(f.epsilon_total)}</td>{_nd_cell(f.noise_dominated)}</tr>")
     eps = [f.epsilon_total for f in figs]
     known = all(e is not None for e in eps)
@@ -364,7 +390,8 @@ def _series_section(page: _Page, s: SeriesInput, anchor: str, horizon: int | Non
         f"{nd} of {len(recs)} noise-dominated. Each window had its own table, released once.</p>"
         f'<figure>{chart}<figcaption>Each dot is a window\'s noisy estimate; the bar and the band '
         f"show its {pct} interval, clamped to the possible range (never below 0); a ring marks a "
-        "noise-dominated window.</figcaption></figure>"
+        "noise-dominated window."
+        + (f" {escape(PARTIAL_NOTE)}." if edge else "") + "</figcaption></figure>"
         f"<details{' open' if len(recs) <= _OPEN_ROWS else ''}><summary>Table: the "
         f"{len(recs):,} windows (the numbers of the chart)</summary>"
         f"<table><caption>The windows of {escape(s.name)}</caption>"
@@ -372,6 +399,7 @@ def _series_section(page: _Page, s: SeriesInput, anchor: str, horizon: int | Non
         f"<th>high</th><th>epsilon (window)</th><th>noise</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
         + (f'<p class="note">{escape(_CLAMP_NOTE)}</p>' if clamped else "")
+        + (f'<p class="note">{escape(PARTIAL_NOTE)}.</p>' if edge else "")
         + f"</details>{hline}</section>")
 
 
@@ -640,9 +668,10 @@ def _country_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
     clamped = any(_shown(v) != v for b in buckets for v in (b.value, b.low, b.high))
     total_clamped = any(_shown(v) != v for v in (head.estimate, head.low, head.high))
     told_col = rule.map_wide
+    fmt = column_text([v for b in buckets for v in (b.value, b.low, b.high)])
     rows = "".join(
         f"{_tr(b.noise_dominated)}<td>{i}</td><td>{escape(b.label)}</td>"
-        f"{_cell(b.value)}{_cell(b.low)}{_cell(b.high)}"
+        f"{_cell(b.value, fmt=fmt)}{_cell(b.low, fmt=fmt)}{_cell(b.high, fmt=fmt)}"
         + (f"<td>{'told from empty' if b.signal else 'could be empty'}</td>" if told_col else "")
         + f"{_nd_cell(b.noise_dominated)}</tr>"
         for i, b in enumerate(ranked, start=1))

@@ -17,7 +17,7 @@ from test_report_page import shown_cell, visible_text
 
 from panstream.cli.main import cli
 from panstream.report import ReleaseInput, render
-from panstream.report.page import MAX_RANKED
+from panstream.report.page import MAX_RANKED, column_text
 
 
 def _ranked_labels(html: str) -> list[str]:
@@ -51,8 +51,9 @@ def test_a_country_release_is_ranked_tabulated_and_charged_once(countries: Path,
     table = table[:table.index("</table>")]
     assert html.count("<details><summary>Table: all 253 country slots") == 1
     assert table.count("<tr") == 253 + 1
+    fmt = column_text([r[k] for r in d["rows"] for k in ("estimate", "low", "high")])
     for r in d["rows"]:
-        assert f"<td>{r['country']}</td>{shown_cell(r['estimate'])}" in table, r["country"]
+        assert f"<td>{r['country']}</td>{shown_cell(r['estimate'], fmt=fmt)}" in table, r["country"]
     # the file keeps the released, unclamped rows: an empty country is below 0 about half the
     # time (~230 empty slots: none below 0 has probability 2^-230); the page shows them at 0,
     # marked '*', the released value one hover away, and says so
