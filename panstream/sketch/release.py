@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
+from panstream.release.honesty import advice, flag_line, interval_text, noise_dominated
 from panstream.release.ledger import PrivacyLedger, group_privacy
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
@@ -239,10 +239,8 @@ def format_sketch_release(r: SketchRelease) -> str:
     return "\n".join([
         f"panstream release: {r.mechanism} mechanism, epsilon {r.epsilon:g} over a "
         f"{r.buckets} x {r.levels} sketch ({r.universe}, {r.buckets * r.levels // 8:,} bytes)",
-        f"  distinct (estimated)  {shown(r.distinct, 0):>14,.0f}   {pct} CI "
-        f"[{shown(r.low, 0):,.0f}, {shown(r.high, 0):,.0f}]"
-        + ("   (shown clamped at 0; --json keeps the unbiased values)" if r.low < 0 else "")
-        + (f"; {BELOW_ZERO}" if r.high < 0 else ""),
+        f"  distinct (estimated)  {interval_text(r.distinct, r.low, r.high, f'{pct} CI ', width=14)}"
+        + ("   (shown clamped at 0; --json keeps the unbiased values)" if r.low < 0 else ""),
         *([flag] if flag else []),
         f"  standard error        {r.stderr:>14,.1f}   (state {r.stderr_state:,.1f}, release "
         f"{r.stderr_release:,.1f})",
