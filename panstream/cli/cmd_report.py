@@ -50,7 +50,7 @@ def command(series: tuple[str, ...], releases: tuple[str, ...], maps: tuple[str,
       panstream report --series daily.jsonl -o report.html
       panstream release -s week.pst --epsilon 0.5 --by /24 --json > map.json
       panstream report --series daily.jsonl --map map.json --horizon 7d -o report.html
-      panstream report --release r.json --title "Unique visitors, November" -o r.html
+      panstream report --release r.json --title "Distinct clients, November" -o r.html
       panstream release -s geo.pst --epsilon 1 --by country --json > countries.json
       panstream report --release countries.json -o countries.html
       panstream report --series /var/lib/panstream/hourly-series.jsonl -o group.html   # Kafka
