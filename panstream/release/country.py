@@ -44,7 +44,7 @@ import numpy as np
 
 from panstream import geo
 from panstream.errors import ConfigurationError
-from panstream.release.discovery import discoveries, empty_p_values
+from panstream.release.discovery import TellsFromEmpty, discoveries, empty_p_values
 from panstream.release.honesty import clamp_note, flag_line, interval_text, noise_dominated
 from panstream.release.ledger import group_privacy
 from panstream.release.schema import estimate_fields
@@ -97,7 +97,7 @@ class CountryRow:
 
 
 @dataclass(frozen=True)
-class CountryRelease:
+class CountryRelease(TellsFromEmpty):
     """Distinct clients of every country slot, and their total, for one output epsilon.
 
     Attributes:
@@ -137,15 +137,7 @@ class CountryRelease:
     time: float
     fdr: float = 0.05
     rule: str = "benjamini-hochberg"
-    #: The random id of the state (its ledger's epoch label, :data:`~panstream.release.ledger.
-    #: PrivacyLedger.epoch`) this release was charged to: ``report --same-state`` checks it.
-    #: ``None`` for a state of panstream 0.1 (no label).
-    state_id: str | None = None
-
-    @property
-    def signals(self) -> int:
-        """How many slots are told from empty at :attr:`fdr`."""
-        return sum(r.signal for r in self.rows)
+    state_id: str | None = None  # as MapRelease.state_id: the ledger's random epoch label
 
     def ranked(self) -> list[CountryRow]:
         """The countries told from empty, largest estimate first (what a printout or a report

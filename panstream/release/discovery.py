@@ -21,12 +21,26 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from panstream.release.noise import NoiseLaw
 
-__all__ = ["discoveries", "empty_p_values"]
+__all__ = ["TellsFromEmpty", "discoveries", "empty_p_values"]
+
+
+class TellsFromEmpty:
+    """What a release of many rows that carries the rule (a map's buckets, the countries) adds:
+    each row's ``signal``, decided over all rows at the release's ``fdr``."""
+
+    __slots__ = ()
+    rows: tuple[Any, ...]
+
+    @property
+    def signals(self) -> int:
+        """How many rows are told from empty at the release's false-discovery rate."""
+        return sum(r.signal for r in self.rows)
 
 
 def _log_binomial_pmf(cells: int, q: float, ks: np.ndarray) -> np.ndarray:

@@ -45,7 +45,7 @@ from typing import IO, Any
 import numpy as np
 
 from panstream.errors import ConfigurationError
-from panstream.release.discovery import discoveries, empty_p_values
+from panstream.release.discovery import TellsFromEmpty, discoveries, empty_p_values
 from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
 from panstream.release.noise import NoiseLaw, exact_epsilon
 from panstream.release.schema import estimate_fields
@@ -145,7 +145,7 @@ class MapTotal:
 
 
 @dataclass(frozen=True)
-class MapRelease:
+class MapRelease(TellsFromEmpty):
     """A published density map: rows per bucket, the consistent total and the privacy accounting.
 
     Attributes:
@@ -189,11 +189,6 @@ class MapRelease:
     #: PrivacyLedger.epoch`) this release was charged to: ``report --same-state`` checks it.
     #: ``None`` for a state of panstream 0.1 (no label).
     state_id: str | None = None
-
-    @property
-    def signals(self) -> int:
-        """How many buckets are told from empty at the map's false-discovery rate."""
-        return sum(r.signal for r in self.rows)
 
     @property
     def noise_dominated(self) -> bool:
