@@ -30,9 +30,9 @@ from panstream.sketch import sfm
 from panstream.sketch.xxh64 import xxh64_bytes
 from panstream.universe import IndexResult, Universe, refuse_bare_item
 
-__all__ = ["COUNTRIES", "HASHED_KIND", "UNKNOWN", "HashedCountryUniverse", "add_state_params",
-           "country_indices", "country_key_cells", "database", "hashed_country", "parse_hashed_country", "pin_table",
-           "slots", "stored_table"]
+__all__ = ["COUNTRIES", "HASHED_KIND", "UNKNOWN", "CountryCells", "HashedCountryUniverse",
+           "add_state_params", "country_indices", "country_key_cells", "database", "hashed_country",
+           "parse_hashed_country", "pin_table", "slots", "stored_table"]
 
 _ISO = """AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ
 BR BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ EC
