@@ -25,13 +25,14 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import ConfigurationError, StateError, UniverseError
+from panstream.inputs.normalize import V4_MAPPED, AddressKeys, canonical_text
 from panstream.sketch import sfm
 from panstream.sketch.xxh64 import xxh64_bytes
 from panstream.universe import IndexResult, Universe, refuse_bare_item
 
-__all__ = ["COUNTRIES", "HASHED_KIND", "UNKNOWN", "HashedCountryUniverse", "add_state_params",
-           "country_indices", "database", "hashed_country", "parse_hashed_country", "pin_table",
-           "slots", "stored_table"]
+__all__ = ["COUNTRIES", "HASHED_KIND", "UNKNOWN", "CountryCells", "HashedCountryUniverse",
+           "add_state_params", "country_indices", "country_key_cells", "database", "hashed_country",
+           "parse_hashed_country", "pin_table", "slots", "stored_table"]
 
 _ISO = """AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ
 BR BS BT BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ EC
@@ -111,20 +112,56 @@ def country_indices(items: Any, block: int,
     cell (the by-country sketch and ``hashed-ip-country`` differ only in ``cells_of``)."""
     seq = items.tolist() if isinstance(items, np.ndarray) else list(items)
     cell, good, canon = sfm.distinct_canonical(seq, "ip")
-    texts = [c.decode("ascii") for c in canon]
-    slot = slots(texts)
-    texts.clear()
-    cells = cells_of(canon)
-    cells += slot * block
-    slot.fill(0)
+    cells = _canonical_cells(canon, block, cells_of)
     cell.update(zip(good, cells.tolist(), strict=True))
     cells.fill(0)
     good.clear()
-    canon.clear()
     try:
         return sfm.cells_of_tokens(cell, seq)
     finally:
         seq.clear()
+
+
+def country_key_cells(keys: AddressKeys, block: int,
+                      cells_of: Callable[[list[bytes]], np.ndarray]) -> IndexResult:
+    """:func:`country_indices` of canonical address keys (what the vectorized log parsers read,
+    :meth:`panstream.universe.Universe.address_cells`): each distinct client is written as its
+    canonical text, looked up in the country table and hashed once. The keys are wiped.
+
+    The path ``ingest``, stdin and ``kafka`` take: a by-country universe that read its clients'
+    keys without their country would hash every client into a block that is not its country's.
+    """
+    try:
+        v4, inv4 = np.unique(keys.v4, return_inverse=True)
+        pairs = np.stack([keys.v6_hi, keys.v6_lo], axis=1)
+        v6, inv6 = np.unique(pairs, axis=0, return_inverse=True)
+        pairs.fill(0)
+        canon = [canonical_text(V4_MAPPED | a) for a in v4.tolist()]
+        canon += [canonical_text(h << 64 | lo) for h, lo in v6.tolist()]
+        v4.fill(0)
+        v6.fill(0)
+        cells = _canonical_cells(canon, block, cells_of)
+        out = np.concatenate([cells[inv4.reshape(-1)], cells[v4.size + inv6.reshape(-1)]])
+        cells.fill(0)
+        inv4.fill(0)
+        inv6.fill(0)
+        return IndexResult(out)
+    finally:
+        keys.wipe()
+
+
+def _canonical_cells(canon: list[bytes], block: int,
+                     cells_of: Callable[[list[bytes]], np.ndarray]) -> np.ndarray:
+    """The cell ``slot * block + cells_of(address)`` of each canonical address text (``canon``
+    is cleared): its country's block, its place in the block."""
+    texts = [c.decode("ascii") for c in canon]
+    slot = slots(texts)
+    texts.clear()
+    cells = cells_of(canon)
+    canon.clear()
+    cells += slot * block
+    slot.fill(0)
+    return cells
 
 
 def add_state_params(out: dict[str, Any], held: str | None) -> dict[str, Any]:
@@ -148,12 +185,63 @@ def stored_table(params: Mapping[str, Any]) -> str | None:
     return str(params["geo"]) if params.get("geo") else None
 
 
+class CountryCells:
+    """What both by-country universes share (``hashed-ip-country:M`` and the sketch's
+    ``sketch:BxP:ip-country``): an address's cell is ``slot * per_country + _cells(address)``,
+    read the same way from the API's items (:meth:`indices`) and from the clients a log parser
+    read (:meth:`address_cells`: ``ingest``, stdin, ``kafka``), under the pinned country table.
+
+    A subclass sets ``geo`` (the table its cells were computed with, ``None`` until known),
+    ``per_country`` (cells per slot), ``_PIN`` (what it is and the remedy, for
+    :func:`pin_table`'s message) and ``_cells`` (the cell within a slot of canonical texts).
+    """
+
+    __slots__ = ()
+    geo: str | None
+    per_country: int
+    _PIN: tuple[str, str] = ("table", "rotate")
+
+    @property
+    def reads_addresses(self) -> bool:
+        """Items are client addresses (the log parsers' fast path hands over their keys)."""
+        return True
+
+    def _cells(self, canon: list[bytes]) -> np.ndarray:
+        raise NotImplementedError
+
+    def indices(self, items: Any) -> IndexResult:
+        """Cells of address items: each distinct token is written canonically, looked up in the
+        country table and hashed once; every token takes its token's cell.
+
+        Raises:
+            ConfigurationError: the installed country table is not the one the cells were
+                computed with (a person could land in two countries), or iptocc is missing.
+        """
+        refuse_bare_item(items, "indices")
+        self.geo = pin_table(self.geo, *self._PIN)
+        return country_indices(items, self.per_country, self._cells)
+
+    def address_cells(self, keys: AddressKeys) -> IndexResult:
+        """Cells of the canonical clients a log parser read, each in its country's block
+        (:func:`country_key_cells`); the keys are wiped.
+
+        Raises:
+            ConfigurationError: as :meth:`indices`.
+        """
+        try:
+            self.geo = pin_table(self.geo, *self._PIN)
+        except ConfigurationError:
+            keys.wipe()
+            raise
+        return country_key_cells(keys, self.per_country, self._cells)
+
+
 # ---------------------------------------------------------------------- hashed-ip by country
 #: The spec prefix of a hashed address table with one block per country.
 HASHED_KIND = "hashed-ip-country"
 
 
-class HashedCountryUniverse(Universe):
+class HashedCountryUniverse(CountryCells, Universe):
     """Addresses hashed into one block of ``m`` cells per country slot: spec
     ``hashed-ip-country:M`` (``M`` cells per country, ``len(COUNTRIES) * M`` in all).
 
@@ -185,16 +273,7 @@ class HashedCountryUniverse(Universe):
         """Cells per country (the release by country reads one block per slot)."""
         return self.block
 
-    def indices(self, items: Any) -> IndexResult:
-        """Cells of address items (each distinct token canonicalized, looked up and hashed once).
-
-        Raises:
-            ConfigurationError: the installed country table is not the one this table was built
-                with, or iptocc is missing.
-        """
-        refuse_bare_item(items, "indices")
-        self.geo = pin_table(self.geo, "table", "rotate")
-        return country_indices(items, self.block, self._cells)
+    per_country = country_blocks
 
     def _cells(self, canon: list[bytes]) -> np.ndarray:
         """The cell within a country's block of each canonical address (XXH64, reduced)."""

@@ -42,9 +42,10 @@ def check_the_negative_rule(rel: Any, empty: np.ndarray) -> int:
     (true count 0) were released below 0.
 
     Released (the API's rows, ``to_dict()`` for ``--json``, ``csv_text()`` for ``--csv``): the
-    unbiased values as computed, never clamped. Shown (the printout, every row listed): each value
-    at ``max(0, value)``, no negative number anywhere, and the line that says so exactly when a
-    value listed was below 0.
+    unbiased values as computed, never clamped; a row's value is ``estimate`` (issue 37; it was
+    ``distinct``). Shown (the printout, which lists the countries told from empty by the rule
+    over all slots and says how many it hides): each value at ``max(0, value)``, no negative
+    number anywhere, and the line that says so exactly when a value shown was below 0.
     """
     rows = {r.country: r for r in rel.rows}
     d = rel.to_dict()
@@ -52,16 +53,18 @@ def check_the_negative_rule(rel: Any, empty: np.ndarray) -> int:
     assert (d["estimate"], d["low"], d["high"]) == (rel.distinct, rel.low, rel.high)
     for line in list(csv.DictReader(io.StringIO(rel.csv_text()))):
         r = rows[line["country"]]
-        assert abs(float(line["distinct"]) - r.distinct) <= 0.051  # written to 0.1
+        assert abs(float(line["estimate"]) - r.estimate) <= 0.051  # written to 0.1
         assert abs(float(line["low"]) - r.low) <= 0.051
     text = format_country_release(rel, top=len(rel.rows))
     shown_rows = {m[1]: m.groups()[1:] for m in re.finditer(
         r"^    ([A-Z]{2})\s+([\d,]+)\s+\[([\d,]+), ([\d,]+)\]", text, re.M)}
-    assert len(shown_rows) == len(rel.rows)
+    told = [r for r in rel.rows if r.signal]
+    assert set(shown_rows) == {r.country for r in told}
+    assert f"{len(rel.rows) - len(told)} slots not told from an empty one are not listed" in text
     for code, (v, lo, hi) in shown_rows.items():
         r = rows[code]
-        assert (v, lo, hi) == tuple(f"{max(x, 0.0):,.0f}" for x in (r.distinct, r.low, r.high))
+        assert (v, lo, hi) == tuple(f"{max(x, 0.0):,.0f}" for x in (r.estimate, r.low, r.high))
     assert re.findall(r"(?<![\w.])-\d", text) == []
-    below = any(x < 0 for r in (rel, *rel.rows) for x in (r.distinct, r.low, r.high))
+    below = any(x < 0 for r in (rel, *told) for x in (r.distinct, r.low, r.high))
     assert ("shown clamped at 0" in text) == below
     return sum(rows[geo.COUNTRIES[s]].distinct < 0 for s in empty.tolist())

@@ -265,7 +265,9 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
                    "apache-error, nginx-error, GoAccess's --log-format names (COMBINED, "
                    "VCOMBINED, CLOUDFRONT, CADDY, AWSALB, ...), or auto (detected per input, named "
                    "on stderr; when no known format fits it says so, with candidates, and the run "
-                   "stops). Recipes: docs/logs.md.", **env("FORMAT"))
+                   "stops). Recipes: docs/logs.md. The count is of distinct client addresses, "
+                   "not GoAccess's unique visitors (address + date + user agent): docs/logs.md "
+                   "says how they differ.", **env("FORMAT"))
 @click.option("--trusted-proxy", "trusted", multiple=True, metavar="CIDR",
               help="With -f xff: a proxy network whose X-Forwarded-For entries are trusted "
                    "(repeatable); the client is then the last hop outside them, not the first "

@@ -30,7 +30,8 @@ from panstream.windows.eventtime import parse_duration
                    "at (e.g. 7d).", **env("REPORT_HORIZON"))
 @click.option("--same-state", is_flag=True, default=False,
               help="The --release/--map files were all released from one state (one ledger): "
-                   "count its largest total once instead of adding them up.",
+                   "count its largest total once instead of adding them up. Refused when their "
+                   "state ids differ (each release JSON names its state).",
               **env("REPORT_SAME_STATE"))
 @handle_errors
 def command(series: tuple[str, ...], releases: tuple[str, ...], maps: tuple[str, ...],
@@ -49,12 +50,13 @@ def command(series: tuple[str, ...], releases: tuple[str, ...], maps: tuple[str,
       panstream report --series daily.jsonl -o report.html
       panstream release -s week.pst --epsilon 0.5 --by /24 --json > map.json
       panstream report --series daily.jsonl --map map.json --horizon 7d -o report.html
-      panstream report --release r.json --title "Unique visitors, November" -o r.html
+      panstream report --release r.json --title "Distinct clients, November" -o r.html
       panstream release -s geo.pst --epsilon 1 --by country --json > countries.json
       panstream report --release countries.json -o countries.html
       panstream report --series /var/lib/panstream/hourly-series.jsonl -o group.html   # Kafka
     """
     from panstream.report import load_release, load_series, render, write
+    from panstream.report.page import check_same_state
 
     if not (series or releases or maps):
         msg = "nothing to report: give --series FILE, --release FILE or --map FILE"
@@ -69,6 +71,9 @@ def command(series: tuple[str, ...], releases: tuple[str, ...], maps: tuple[str,
             raise ConfigurationError(f"--map {p}: no rows per bucket in it; give the output of "
                                      "'panstream release --by /24 --json' (or use --release)")
     r_inputs = m_inputs + [load_release(p) for p in releases]  # maps first, under the series
+    unchecked = check_same_state(r_inputs) if same_state else None
+    if unchecked:
+        click.echo(f"panstream: warning: {unchecked}", err=True)
     html = render(s_inputs, r_inputs, title=title, horizon=secs, same_state=same_state)
     size = write(output, html)
     click.echo(f"panstream: report written to {output} ({size / 1024:,.0f} KiB, "

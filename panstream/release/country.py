@@ -44,7 +44,8 @@ import numpy as np
 
 from panstream import geo
 from panstream.errors import ConfigurationError
-from panstream.release.honesty import BELOW_ZERO, clamp_note, flag_line, noise_dominated, shown
+from panstream.release.discovery import TellsFromEmpty, discoveries, empty_p_values
+from panstream.release.honesty import clamp_note, flag_line, interval_text, noise_dominated
 from panstream.release.ledger import group_privacy
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
@@ -72,20 +73,31 @@ SENSITIVITY = 1
 class CountryRow:
     """One country's published distinct count (from noisy counts and public parameters only).
 
-    ``distinct``, ``low`` and ``high`` are released unclamped (an empty country's estimate is
-    below 0 about half the time); ``noise_dominated`` is the shared rule on them.
+    ``estimate``, ``low`` and ``high`` are released unclamped (an empty country's estimate is
+    below 0 about half the time); ``noise_dominated`` is the shared rule on them. ``p_empty`` is
+    the exact p-value of "this country has no client" and ``signal`` whether the rule over all
+    slots told it from an empty one (:mod:`panstream.release.discovery`, at the release's
+    ``fdr``). Until issue 37 ``estimate`` was named ``distinct`` (still readable as
+    :attr:`distinct`; a JSON or CSV row now says ``estimate``).
     """
 
     country: str
-    distinct: float
+    estimate: float
     low: float
     high: float
     stderr: float
     noise_dominated: bool
+    p_empty: float = 1.0
+    signal: bool = False
+
+    @property
+    def distinct(self) -> float:
+        """The old name of :attr:`estimate` (files before issue 37 wrote ``distinct``)."""
+        return self.estimate
 
 
 @dataclass(frozen=True)
-class CountryRelease:
+class CountryRelease(TellsFromEmpty):
     """Distinct clients of every country slot, and their total, for one output epsilon.
 
     Attributes:
@@ -96,6 +108,10 @@ class CountryRelease:
             estimates and its interval (unclamped too); cardinality: the total rounded, at
             least 0 (Presto's style).
         noisy_ones: the released noisy per-level counts, one tuple per slot.
+        fdr, rule: the false-discovery rate of the rows' ``signal`` over all slots and how it is
+            decided (Benjamini-Hochberg on exact p-values of "empty": on average at most ``fdr``
+            of the countries told from empty have no client; with no client anywhere, the chance
+            that any country is told from empty is at most ``fdr``).
         epsilon, epsilon_state, epsilon_total, mechanism, confidence, buckets, levels, universe,
         geo, budget, budget_remaining, time: as for a sketch release.
     """
@@ -119,6 +135,14 @@ class CountryRelease:
     budget: float
     budget_remaining: float
     time: float
+    fdr: float = 0.05
+    rule: str = "benjamini-hochberg"
+    state_id: str | None = None  # as MapRelease.state_id: the ledger's random epoch label
+
+    def ranked(self) -> list[CountryRow]:
+        """The countries told from empty, largest estimate first (what a printout or a report
+        ranks; the other slots cannot be told from countries without a client)."""
+        return sorted((r for r in self.rows if r.signal), key=lambda r: (-r.estimate, r.country))
 
     def group_privacy(self, k: int) -> float:
         """Pan-private guarantee for a group of ``k`` people: ``k * epsilon_total``."""
@@ -137,8 +161,9 @@ class CountryRelease:
         old = asdict(self)
         old["rows"] = [asdict(r) for r in self.rows]
         old["noisy_ones"] = [list(x) for x in self.noisy_ones]
+        old["signals"] = self.signals
         extras = {k: old[k] for k in ("rows", "cardinality", "noisy_ones", "buckets", "levels",
-                                      "geo", "mechanism")}
+                                      "geo", "mechanism", "fdr", "rule", "signals")}
         extras["by"] = "country"
         return estimate_fields(
             family=self.family, universe=self.universe, statistic="distinct",
@@ -149,45 +174,56 @@ class CountryRelease:
 
     def top(self, k: int = 20) -> list[CountryRow]:
         """The ``k`` rows of largest estimate (post-processing of the release)."""
-        return sorted(self.rows, key=lambda r: -r.distinct)[:k]
+        return sorted(self.rows, key=lambda r: -r.estimate)[:k]
 
     def csv_text(self) -> str:
-        """One CSV line per slot: country, distinct, low, high, stderr, noise_dominated (the
-        released values: unclamped)."""
+        """One CSV line per slot: country, estimate, low, high, stderr, noise_dominated, p_empty,
+        signal (the released values: unclamped; ``estimate`` was ``distinct`` before issue 37)."""
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
-        w.writerow(["country", "distinct", "low", "high", "stderr", "noise_dominated"])
+        w.writerow(["country", "estimate", "low", "high", "stderr", "noise_dominated", "p_empty",
+                    "signal"])
         for r in self.rows:
-            w.writerow([r.country, f"{r.distinct:.1f}", f"{r.low:.1f}", f"{r.high:.1f}",
-                        f"{r.stderr:.1f}", int(r.noise_dominated)])
+            w.writerow([r.country, f"{r.estimate:.1f}", f"{r.low:.1f}", f"{r.high:.1f}",
+                        f"{r.stderr:.1f}", int(r.noise_dominated), f"{r.p_empty:.3g}",
+                        int(r.signal)])
         return out.getvalue()
 
 
 def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
-                       confidence: float = DEFAULT_CONFIDENCE) -> CountryRelease:
+                       confidence: float = DEFAULT_CONFIDENCE,
+                       fdr: float | None = None) -> CountryRelease:
     """Publish distinct clients per country of ``est`` (a
     :class:`~panstream.sketch.country.CountrySketchEstimator`), charged once to its ledger.
 
     Steps, in this order: validate; charge the ledger (refusing before any noise is drawn if the
     budget is short); read every slot's per-level counts; add exact noise to each; estimate each
-    slot from its noisy counts; derive intervals and the total from them and public parameters.
+    slot from its noisy counts; derive intervals, the rule over all slots (:func:`_told_from_empty`)
+    and the total from them and public parameters.
+
+    Args:
+        fdr: the false-discovery rate of the rows' ``signal`` (default ``1 - confidence``).
 
     Raises:
-        ConfigurationError: invalid epsilon, mechanism or confidence.
+        ConfigurationError: invalid epsilon, mechanism, confidence or fdr.
         BudgetExhaustedError: the budget does not cover ``epsilon``; nothing is charged.
     """
     law, eps_out = output_law(epsilon, mechanism, confidence, SENSITIVITY, 1)
+    rate = _rate(fdr, confidence)
     entry = charge(est, eps_out, mechanism)  # raises before any noise is drawn
     buckets, r = est.buckets, float(est.q)
     noisy = noisy_ones(est.ones_by_country_level(), law, mechanism, buckets)
+    # an empty country's level 0 (half of any country's clients land there) is B first draws
+    pvals, signal = _told_from_empty([c[0] for c in noisy], buckets, est.q, law, mechanism, rate)
     rows = []
     var_state = var_rel_total = 0.0
     raw: list[float] = []
-    for code, counts in zip(est.countries, noisy, strict=True):
+    for i, (code, counts) in enumerate(zip(est.countries, noisy, strict=True)):
         fit, var_rel, h = fit_noisy_levels(counts, buckets, r, law.variance, confidence)
         n = fit.n  # unbiased, unclamped: the one rule for every family (panstream.release.honesty)
         rows.append(CountryRow(code, n, n - h, n + h, math.sqrt(fit.stderr**2 + var_rel),
-                               noise_dominated(n, n - h, n + h)))
+                               noise_dominated(n, n - h, n + h), float(pvals[i]),
+                               bool(signal[i])))
         var_state += fit.stderr**2
         var_rel_total += var_rel
         raw.append(n)
@@ -201,7 +237,32 @@ def release_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
         epsilon_total=est.ledger.epsilon_total(est.epsilon_state), mechanism=mechanism,
         confidence=float(confidence), buckets=buckets, levels=est.levels,
         universe=est.universe.spec, geo=table, budget=est.ledger.budget,
-        budget_remaining=est.ledger.remaining, time=entry.time)
+        budget_remaining=est.ledger.remaining, time=entry.time, fdr=rate,
+        state_id=est.ledger.epoch)
+
+
+def _rate(fdr: float | None, confidence: float) -> float:
+    """The false-discovery rate of a release by country: ``fdr``, else ``1 - confidence`` (as a
+    map's).
+
+    Raises:
+        ConfigurationError: not in (0, 1).
+    """
+    rate = round(1.0 - float(confidence), 12) if fdr is None else fdr
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate < 1:
+        msg = f"the false-discovery rate must lie strictly between 0 and 1, got {fdr!r}"
+        raise ConfigurationError(msg)
+    return float(rate)
+
+
+def _told_from_empty(counts: list[float], cells: int, q: Any, law: Any, mechanism: str,
+                     rate: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every slot's exact p-value of "no client" from one released noisy count of ``cells``
+    first draws when empty (``Binomial(cells, q)`` plus the release noise), and the slots
+    Benjamini-Hochberg tells from empty at ``rate`` over all of them: the rule a map's buckets
+    follow (:mod:`panstream.release.discovery`), post-processing of the released counts."""
+    pvals = empty_p_values(counts, cells, q, law, mechanism)
+    return pvals, discoveries(pvals, rate)
 
 
 def _table_name(est: Any) -> str | None:
@@ -216,7 +277,7 @@ def _table_name(est: Any) -> str | None:
 
 def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplace", *,
                               confidence: float = DEFAULT_CONFIDENCE, sensitivity: int = 1,
-                              state_tables: int = 1) -> CountryRelease:
+                              state_tables: int = 1, fdr: float | None = None) -> CountryRelease:
     """Distinct clients per country of a ``hashed-ip-country:M`` density table
     (:class:`~panstream.estimators.hashed_country.CountryDensityEstimator`), charged once.
 
@@ -229,22 +290,24 @@ def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplac
     released unclamped below 0 (:func:`~panstream.release.stats.linear_count`, the same linear
     counting as a ``hashed-ip`` release). The total sums the blocks' unclamped linear counts; its
     interval is a normal of the summed state variances plus a Laplace of the summed release
-    variances.
+    variances. The rule over all slots reads each block's noisy count (:func:`_told_from_empty`).
 
     Raises:
-        ConfigurationError: invalid epsilon, mechanism or confidence.
+        ConfigurationError: invalid epsilon, mechanism, confidence or fdr.
         BudgetExhaustedError: the budget does not cover ``epsilon``; nothing is charged.
     """
     law, eps_out = output_law(epsilon, mechanism, confidence, sensitivity, state_tables)
+    rate = _rate(fdr, confidence)
     eps_state = est.epsilon_state * state_tables
     entry = charge(est, eps_out, mechanism)  # raises before any noise is drawn
     m, p, q = est.universe.block, est.p, est.q
     noisy = noisy_ones(est.ones_by_country(), law, mechanism, m)
+    pvals, signal = _told_from_empty(list(noisy), m, q, law, mechanism, rate)
     scale = m * (float(p) - float(q))
     rows = []
     raw: list[float] = []
     var_state = var_rel_total = 0.0
-    for code, k in zip(est.countries, noisy, strict=True):
+    for i, (code, k) in enumerate(zip(est.countries, noisy, strict=True)):
         density = debias(k, m, p, q)
         se_state = stderr_state(density, m, p, q)
         se_occ = occupancy_stderr(density, m)
@@ -254,7 +317,7 @@ def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplac
         var_s = stderr_distinct(density, math.hypot(se_state, se_occ), m, True) ** 2
         var_r = stderr_distinct(density, math.sqrt(law.variance) / scale, m, True) ** 2
         rows.append(CountryRow(code, n, low, high, math.sqrt(var_s + var_r),
-                               noise_dominated(n, low, high)))
+                               noise_dominated(n, low, high), float(pvals[i]), bool(signal[i])))
         raw.append(n)
         var_state += var_s
         var_rel_total += var_r
@@ -268,18 +331,29 @@ def release_hashed_by_country(est: Any, epsilon: float, mechanism: str = "laplac
         epsilon_total=est.ledger.epsilon_total(eps_state), mechanism=mechanism,
         confidence=float(confidence), buckets=m, levels=1, universe=est.universe.spec,
         geo=_table_name(est), budget=est.ledger.budget, budget_remaining=est.ledger.remaining,
-        time=entry.time)
+        time=entry.time, fdr=rate, state_id=est.ledger.epoch)
+
+
+def rule_words(r: CountryRelease) -> str:
+    """The rule over all slots in words (a printout's, a report's)."""
+    pct = f"{100 * r.fdr:g} %"
+    return (f"a {pct} false-discovery rate over all {len(r.rows)} slots, Benjamini-Hochberg on "
+            f"exact p-values: on average at most {pct} of the countries listed have no client")
 
 
 def format_country_release(r: CountryRelease, top: int = 20) -> str:
-    """A human summary: the total, then the ``top`` countries by estimate (no trailing newline).
+    """A human summary: the total, then up to ``top`` countries told from empty by the rule over
+    all slots (:attr:`CountryRelease.fdr`), largest first, and how many slots it hides (no
+    trailing newline).
 
     Figures are shown clamped at 0 (a count is never negative), and a line says so whenever a
-    figure shown was clamped; ``--json`` and ``--csv`` keep the released, unbiased values.
+    figure shown was clamped; ``--json`` and ``--csv`` keep the released, unbiased values of
+    every slot.
     """
     pct = f"{100 * r.confidence:g}%"
-    rows = r.top(top)
-    figures = [(r.distinct, r.low, r.high), *((x.distinct, x.low, x.high) for x in rows)]
+    told = r.ranked()
+    rows = told[:top]
+    figures = [(r.distinct, r.low, r.high), *((x.estimate, x.low, x.high) for x in rows)]
     clamped = any(v < 0 for f in figures for v in f)
     flag = flag_line(r.distinct, r.low, r.high, r.confidence,
                      f"every one of the {len(r.rows)} slots adds its noise to the total; a larger "
@@ -288,18 +362,19 @@ def format_country_release(r: CountryRelease, top: int = 20) -> str:
         f"panstream release: {r.mechanism} mechanism, epsilon {r.epsilon:g} once for "
         f"{len(r.rows)} country slots ({r.universe}, countries from {r.geo or 'no arrivals yet'}: "
         "the registries' assignment)",
-        f"  distinct (all countries) {shown(r.distinct, 0):>12,.0f}   {pct} CI "
-        f"[{shown(r.low, 0):,.0f}, {shown(r.high, 0):,.0f}]"
-        + (f" ({BELOW_ZERO})" if r.high < 0 else ""),
+        f"  distinct (all countries) {interval_text(r.distinct, r.low, r.high, f'{pct} CI ')}"
+        " (the sum of every slot's unbiased estimate)",
         *([flag] if flag else []),
-        f"  top {min(top, len(r.rows))} countries by estimate ({pct} intervals; * = noise-dominated, "
-        "the interval is wider than the value):",
+        f"  {len(told)} of {len(r.rows)} country slots told from empty ({rule_words(r)})"
+        + (f"; the largest {len(rows)}" if len(rows) < len(told) else "")
+        + (f", {pct} intervals, * = noise-dominated (the interval is wider than the value):"
+           if rows else ""),
     ]
     for row in rows:
         flag = " *" if row.noise_dominated else ""
-        lines.append(f"    {row.country}  {shown(row.distinct, 0):>12,.0f}   "
-                     f"[{shown(row.low, 0):,.0f}, {shown(row.high, 0):,.0f}]{flag}"
-                     + (f" ({BELOW_ZERO})" if row.high < 0 else ""))
+        lines.append(f"    {row.country}  {interval_text(row.estimate, row.low, row.high)}{flag}")
+    lines.append(f"  {len(r.rows) - len(told)} slots not told from an empty one are not listed "
+                 "(--json and --csv list every slot)")
     if clamped:
         lines.append(clamp_note("--json and --csv"))
     lines += [

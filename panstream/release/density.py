@@ -42,13 +42,12 @@ from statistics import NormalDist
 from typing import Any
 
 from panstream.release.honesty import (
-    BELOW_ZERO,
     advice,
     clamp_note,
     count_cap,
     flag_line,
+    interval_text,
     noise_dominated,
-    shown,
 )
 from panstream.release.ledger import group_privacy
 from panstream.release.schema import estimate_fields
@@ -127,6 +126,10 @@ class Release:
     time: float
     sensitivity: int = 1
     state_tables: int = 1
+    #: The random id of the state (its ledger's epoch label, :data:`~panstream.release.ledger.
+    #: PrivacyLedger.epoch`) this release was charged to: ``report --same-state`` checks it.
+    #: ``None`` for a state of panstream 0.1 (no label).
+    state_id: str | None = None
 
     def group_privacy(self, k: int) -> float:
         """Pan-private guarantee for a group of ``k`` people: ``k * epsilon_total``.
@@ -271,6 +274,7 @@ def release(est: CountingTable, epsilon: float, mechanism: str = "laplace", *,
         time=entry.time,
         sensitivity=sensitivity,
         state_tables=state_tables,
+        state_id=est.ledger.epoch,
     )
 
 
@@ -288,15 +292,15 @@ def format_release(r: Release) -> str:
     clamped = (r.distinct_low < 0 or r.distinct_high > top or r.density_low < 0
                or r.density_high > 1)
     flag = flag_line(r.distinct, r.distinct_low, r.distinct_high, r.confidence, r.advice())
+    ci = f"{pct} CI "
     lines = [
         f"panstream release: {r.mechanism} mechanism, epsilon {r.epsilon:g} over {r.universe} "
         f"({r.size:,} cells)",
-        f"  distinct (estimated)  {shown(r.distinct, 0, top):>14,.0f}   {pct} CI "
-        f"[{shown(r.distinct_low, 0, top):,.0f}, {shown(r.distinct_high, 0, top):,.0f}]",
-        *([f"  ({BELOW_ZERO})"] if r.distinct_high < 0 else []),
+        "  distinct (estimated)  "
+        + interval_text(r.distinct, r.distinct_low, r.distinct_high, ci, width=14, top=top),
         *([flag] if flag else []),
-        f"  density               {shown(r.density, 0, 1):>14.6f}   {pct} CI "
-        f"[{shown(r.density_low, 0, 1):.6f}, {shown(r.density_high, 0, 1):.6f}]",
+        "  density               "
+        + interval_text(r.density, r.density_low, r.density_high, ci, width=14, fmt=".6f", top=1),
         *([clamp_note("--json", upper=math.isfinite(top) or r.density_high > 1)] if clamped else []),
         f"  noisy count of ones   {r.noisy_ones:>14,.3f}",
         f"  privacy               output epsilon {r.epsilon:g} + state epsilon "

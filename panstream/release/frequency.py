@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from panstream.errors import ConfigurationError, StateError
-from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
+from panstream.release.honesty import advice, flag_line, interval_text, noise_dominated, shown
 from panstream.release.incidence import IncidenceModel, Interval
 from panstream.release.ledger import PrivacyLedger, ShardLedger, group_privacy
 from panstream.release.schema import estimate_fields
@@ -179,6 +179,10 @@ class FrequencyRelease:
     time: float
     sensitivity: int = SENSITIVITY
     state_tables: int = 1
+    #: The random id of the state (its ledger's epoch label, :data:`~panstream.release.ledger.
+    #: PrivacyLedger.epoch`) this release was charged to: ``report --same-state`` checks it.
+    #: ``None`` for a state of panstream 0.1 (no label).
+    state_id: str | None = None
 
     def model(self) -> IncidenceModel:
         """The :class:`IncidenceModel` of this release, for any other statistic
@@ -296,12 +300,13 @@ def release_frequency(table: CounterHistogram, epsilon: float, mechanism: str = 
         time=entry.time,
         sensitivity=sensitivity,
         state_tables=state_tables,
+        state_id=table.ledger.epoch,
     )
 
 
 def _noisy(iv: Interval) -> str:
     if iv.high < 0:
-        return f"  ({BELOW_ZERO})"
+        return ""  # interval_text says it: indistinguishable from 0
     return "  (noise-dominated)" if noise_dominated(iv.value, iv.low, iv.high) else ""
 
 
@@ -309,17 +314,15 @@ def _fmt_count(iv: Interval, pct: str, top: float = math.inf) -> str:
     """A count and its interval, shown clamped to ``[0, top]`` (the release keeps them as drawn)."""
     if math.isnan(iv.value):
         return "undefined (no present cells estimated)"
-    return (f"{shown(iv.value, 0, top):>12,.0f}   {pct} CI [{shown(iv.low, 0, top):,.0f}, "
-            f"{shown(iv.high, 0, top):,.0f}]{_noisy(iv)}")
+    return interval_text(iv.value, iv.low, iv.high, f"{pct} CI ", top=top) + _noisy(iv)
 
 
 def _fmt_frac(iv: Interval, pct: str, digits: int = 3, top: float = 1.0) -> str:
     """A fraction (or mean) and its interval, shown clamped to ``[0, top]``."""
     if math.isnan(iv.value):
         return "undefined (no present cells estimated)"
-    return (f"{shown(iv.value, 0, top):>12.{digits}f}   {pct} CI "
-            f"[{shown(iv.low, 0, top):.{digits}f}, {shown(iv.high, 0, top):.{digits}f}]"
-            f"{_noisy(iv)}")
+    return (interval_text(iv.value, iv.low, iv.high, f"{pct} CI ", fmt=f".{digits}f", top=top)
+            + _noisy(iv))
 
 
 def format_frequency_release(r: FrequencyRelease) -> str:

@@ -27,14 +27,17 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["BELOW_ZERO", "CLAMP_MARK_NOTE", "NOISE_FLAG", "advice", "clamp_note", "count_cap",
-           "flag_line", "noise_dominated", "shown", "shown_count"]
+__all__ = ["BELOW_ZERO", "CLAMP_MARK_NOTE", "NOISE_FLAG", "ZERO_TEXT", "advice", "clamp_note",
+           "count_cap", "flag_line", "interval_text", "noise_dominated", "shown", "shown_count"]
 
 #: The mark a one-line printout appends to a noise-dominated estimate.
 NOISE_FLAG = "NOISE-DOMINATED"
 #: What a printout says when a whole interval fell below 0, so its clamped "[0, 0]" is not read
 #: as a certain zero.
 BELOW_ZERO = "the whole interval fell below 0: noise around a small count"
+#: What a printout shows instead of a value and its interval when the whole interval fell below 0:
+#: clamped, they would read "0 [0, 0]", which looks like a certain zero (issue 37).
+ZERO_TEXT = "indistinguishable from 0"
 #: What a one-line printout appends when a figure it shows carries :func:`shown_count`'s ``*``.
 CLAMP_MARK_NOTE = "* shown clamped at 0; --json keeps the released, unbiased value"
 
@@ -65,6 +68,23 @@ def count_cap(universe: str, size: float | None) -> float:
     if universe.startswith("hashed") or size is None or size <= 0:
         return math.inf
     return float(size)
+
+
+def interval_text(value: float, low: float, high: float, ci: str = "", *, width: int = 12,
+                  fmt: str = ",.0f", top: float = math.inf) -> str:
+    """A value and its interval as a printout shows them: clamped to ``[0, top]``
+    (``"{value}   {ci}[{low}, {high}]"``); when the whole interval fell below 0, no number at all,
+    but :data:`ZERO_TEXT` and why (a clamped ``0 [0, 0]`` would read as certainty).
+
+    >>> interval_text(12.4, -3.0, 30.2, "95% CI ", width=4)
+    '  12   95% CI [0, 30]'
+    >>> interval_text(-20.0, -41.0, -3.0, "95% CI ", width=4)
+    'indistinguishable from 0   (the whole interval fell below 0: noise around a small count)'
+    """
+    if high < 0:
+        return f"{ZERO_TEXT:>{width}}   ({BELOW_ZERO})"
+    return (f"{shown(value, 0, top):>{width}{fmt}}   {ci}[{shown(low, 0, top):{fmt}}, "
+            f"{shown(high, 0, top):{fmt}}]")
 
 
 def shown_count(value: float, low: float = 0.0, high: float = math.inf) -> str:

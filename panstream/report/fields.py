@@ -240,7 +240,7 @@ def _rows(d: Mapping[str, Any]) -> Any:
 
 def is_country(d: Mapping[str, Any]) -> bool:
     """Whether ``d`` is a per-country release (``release --by country --json``: rows of
-    ``country``, ``distinct``, ``low``, ``high``)."""
+    ``country``, ``estimate`` (``distinct`` before issue 37), ``low``, ``high``)."""
     rows = _rows(d)
     return (isinstance(rows, list) and bool(rows) and isinstance(rows[0], Mapping)
             and "country" in rows[0])
@@ -286,7 +286,8 @@ def map_rule(d: Mapping[str, Any]) -> MapRule:
 
 def map_buckets(d: Mapping[str, Any]) -> list[Bucket]:
     """The rows of a map release as :class:`Bucket` (``density*`` names, ``estimate/low/high``,
-    or a country's ``distinct/low/high``).
+    or a country's ``estimate/low/high``, named ``distinct/low/high`` in files written before
+    issue 37).
 
     Raises:
         ConfigurationError: no rows, or a row without a value and an interval.
@@ -302,7 +303,7 @@ def map_buckets(d: Mapping[str, Any]) -> list[Bucket]:
             v, lo, hi = r.get("density"), r.get("density_low"), r.get("density_high")
         elif r.get("estimate") is not None:
             v, lo, hi = r.get("estimate"), r.get("low"), r.get("high")
-        else:  # a country row
+        else:  # a country row of a file written before issue 37
             v, lo, hi = r.get("distinct"), r.get("low"), r.get("high")
         nums = [_num(x) for x in (v, lo, hi)]
         if any(x is None for x in nums):

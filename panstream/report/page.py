@@ -39,7 +39,8 @@ from panstream.report.svg import ChartPoint, hilbert_map, interval_chart, ranked
 from panstream.windows import duration_text, horizon_line
 from panstream.windows.eventtime import label as iso_label
 
-__all__ = ["MAX_MAP_BUCKETS", "ReleaseInput", "SeriesInput", "number_text", "render"]
+__all__ = ["MAX_MAP_BUCKETS", "PARTIAL_NOTE", "ReleaseInput", "SeriesInput", "check_same_state",
+           "column_text", "number_text", "render"]
 
 #: Buckets a map may have to be drawn and tabulated on the page (a page stays light enough to mail).
 MAX_MAP_BUCKETS = 4096
@@ -106,6 +107,7 @@ class _Page:
     costs: list[_Cost] = field(default_factory=list)
     keeps: list[_Keep] = field(default_factory=list)
     telemetry: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _f(v: float | None, digits: int = 6) -> str:
@@ -126,6 +128,27 @@ def number_text(v: float) -> str:
     if a >= 1:
         return f"{v:,.2f}"
     return f"{v:.4f}"
+
+
+def column_text(values: Sequence[float]) -> Any:
+    """One way to print every number of a table column (so ``64.52`` does not sit among whole
+    counts): whole numbers when its largest value is 100 or more, two decimals from 1, else four,
+    as :func:`number_text` prints that largest value.
+
+    >>> f = column_text([5204.3, 64.52, -3.1])
+    >>> f(64.52), f(5204.3), column_text([0.5, 2.25])(0.5)
+    ('65', '5,204', '0.50')
+    """
+    top = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
+    digits = 0 if top >= 100 else 2 if top >= 1 else 4
+    return lambda v: f"{v:,.{digits}f}"
+
+
+#: What the report says of a series' first and last windows (issue 37).
+PARTIAL_NOTE = ("† the first and last windows may be partial: a window holds only what the "
+                "input held within it (a log that starts at 10:05 gives its first day's window the "
+                "rest of that day only, a run stopped early its last), and panstream does not read "
+                "that off the data (it would tell when clients came); compare them with care")
 
 
 def _tr(nd: bool) -> str:
@@ -195,9 +218,11 @@ def render(series: Sequence[SeriesInput] = (), releases: Sequence[ReleaseInput] 
     """
     if not series and not releases:
         raise ConfigurationError("nothing to report: give --series, --release or --map")
-    if same_state:
-        _check_same_state(releases)
     page = _Page()
+    if same_state:
+        unchecked = check_same_state(releases)
+        if unchecked:
+            page.warnings.append(unchecked)
     for i, s in enumerate(series):
         _series_section(page, s, f"series-{i + 1}", horizon)
     for i, r in enumerate(releases):
@@ -232,7 +257,42 @@ def render(series: Sequence[SeriesInput] = (), releases: Sequence[ReleaseInput] 
         "</main></body></html>\n")
 
 
-def _check_same_state(releases: Sequence[ReleaseInput]) -> None:
+def check_same_state(releases: Sequence[ReleaseInput]) -> str | None:
+    """Refuse ``--same-state`` for releases that were not charged to one state, and return a
+    warning (else ``None``) when some cannot be checked.
+
+    Every release JSON since issue 37 carries its state's ``state_id``: the random label of the
+    ledger it was charged to (created with the state from the OS CSPRNG, never from data; a
+    rotation starts a new one). Releases with different ids come from different states (or
+    epochs), whose totals add up. A file without an id (written before issue 37) is checked by
+    its public parameters only, as before, and the warning says so: two states with equal
+    parameters cannot be told apart that way.
+
+    Raises:
+        ConfigurationError: two ids differ, or public parameters show different tables.
+    """
+    ids: dict[str, str] = {}
+    missing: list[str] = []
+    for r in releases:
+        sid = get(r.data, "state_id")
+        if isinstance(sid, str) and sid:
+            ids.setdefault(sid, r.name)
+        else:
+            missing.append(r.name)
+    if len(ids) > 1:
+        (a, x), (b, y) = list(ids.items())[:2]
+        msg = (f"--same-state: {x} and {y} were charged to different states (state ids {a} and "
+               f"{b}): their privacy costs add up; leave --same-state out")
+        raise ConfigurationError(msg)
+    _same_parameters(releases)
+    if not missing:
+        return None
+    return (f"--same-state could not be checked for {', '.join(missing)}: written before "
+            "releases named their state (no state_id), so only their public parameters were "
+            "compared; two states with equal parameters would pass. Release again to check it")
+
+
+def _same_parameters(releases: Sequence[ReleaseInput]) -> None:
     """Refuse ``--same-state`` for releases whose public parameters show different tables."""
     keys = ("universe", "p", "q", "alpha", "epsilon_state", "budget")
     seen: dict[tuple[Any, ...], str] = {}
@@ -289,16 +349,21 @@ def _series_section(page: _Page, s: SeriesInput, anchor: str, horizon: int | Non
                       low=_shown(f.low, c), high=_shown(f.high, c),
                       label=_day_label(float(r["start"]), size), noise_dominated=f.noise_dominated)
            for r, f, c in zip(recs, figs, caps, strict=True)]
+    edge = {0, len(pts) - 1} if len(pts) > 1 else set()
+    pts = [replace(p, label=p.label + "†") if i in edge else p for i, p in enumerate(pts)]
     chart = interval_chart(pts, title=title, xlabel=f"window (UTC), {duration_text(size)} each",
                            ylabel=f"{stat} (noisy)", band=True)
     rows = []
     clamped = False
-    for r, f, c in zip(recs, figs, caps, strict=True):
+    fmt = column_text([v for f in figs for v in (f.estimate, f.low, f.high)])
+    for i, (r, f, c) in enumerate(zip(recs, figs, caps, strict=True)):
         clamped |= any(_shown(v, c) != v for v in (f.estimate, f.low, f.high))
         rows.append(f"{_tr(f.noise_dominated)}"
                     f"<td>{escape(str(r.get('window', '')))}</td>"
-                    f"<td>{escape(iso_label(float(r['end'])))}</td>"
-                    f"{_cell(f.estimate, c)}{_cell(f.low, c)}{_cell(f.high, c)}"
+                    f"<td>{escape(iso_label(float(r['end'])))}"
+                    + (' <span title="may be partial">†</span>' if i in edge else "")
+                    + f"</td>{_cell(f.estimate, c, fmt)}{_cell(f.low, c, fmt)}"
+                    f"{_cell(f.high, c, fmt)}"
                     f"<td>{_f(f.epsilon_total)}</td>{_nd_cell(f.noise_dominated)}</tr>")
     eps = [f.epsilon_total for f in figs]
     known = all(e is not None for e in eps)
@@ -325,7 +390,8 @@ def _series_section(page: _Page, s: SeriesInput, anchor: str, horizon: int | Non
         f"{nd} of {len(recs)} noise-dominated. Each window had its own table, released once.</p>"
         f'<figure>{chart}<figcaption>Each dot is a window\'s noisy estimate; the bar and the band '
         f"show its {pct} interval, clamped to the possible range (never below 0); a ring marks a "
-        "noise-dominated window.</figcaption></figure>"
+        "noise-dominated window."
+        + (f" {escape(PARTIAL_NOTE)}." if edge else "") + "</figcaption></figure>"
         f"<details{' open' if len(recs) <= _OPEN_ROWS else ''}><summary>Table: the "
         f"{len(recs):,} windows (the numbers of the chart)</summary>"
         f"<table><caption>The windows of {escape(s.name)}</caption>"
@@ -333,6 +399,7 @@ def _series_section(page: _Page, s: SeriesInput, anchor: str, horizon: int | Non
         f"<th>high</th><th>epsilon (window)</th><th>noise</th></tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
         + (f'<p class="note">{escape(_CLAMP_NOTE)}</p>' if clamped else "")
+        + (f'<p class="note">{escape(PARTIAL_NOTE)}.</p>' if edge else "")
         + f"</details>{hline}</section>")
 
 
@@ -543,15 +610,18 @@ def _bucket_row(b: Bucket, coloured: bool) -> str:
 
 #: The countries a per-country chart draws at most (the table lists every slot).
 MAX_RANKED = 40
-#: When fewer countries than this are not noise-dominated, the chart draws the largest estimates.
+#: An older file (rows without ``signal``): when fewer countries than this are not
+#: noise-dominated, the chart draws the largest estimates.
 _MIN_RANKED = 5
 _TOP = 20
 
 
 def _country_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
     """A per-country release (``release --by country --json``): a ranked chart of the countries
-    that are not noise-dominated (or the largest estimates), the total, and a folded table of
-    every slot; one charge for all of them."""
+    the release told from empty by its rule over all slots (a false-discovery rate, from the
+    file), how many slots that hides, the total (the sum of every slot's unbiased estimate) and a
+    folded table of every slot; one charge for all of them. A file written before that rule
+    (issue 37: rows named ``distinct``, no ``signal``) is drawn as it was then, and says so."""
     d = r.data
     try:
         buckets = map_buckets(d)
@@ -561,30 +631,49 @@ def _country_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
     n = len(buckets)
     pct = f"{100 * head.confidence:g} %"
     ranked = sorted(buckets, key=lambda b: (-b.value, b.label))
-    # told from noise: not noise-dominated, and an estimate above 0 (an interval wholly below 0 is
-    # shown as [0, 0], which the rule does not flag but which says nothing)
-    clear = [b for b in ranked if not b.noise_dominated and _shown(b.value) > 0]
-    if len(clear) >= _MIN_RANKED:
-        drawn = clear[:MAX_RANKED]
-        which = (f"the {len(clear)} countries whose estimate is above 0 and not noise-dominated"
-                 + (f" (the largest {MAX_RANKED} drawn)" if len(clear) > MAX_RANKED else ""))
+    rule = map_rule(d)
+    if rule.map_wide:
+        told = [b for b in ranked if b.signal]
+        drawn = told[:MAX_RANKED]
+        fdr = f"{100 * (rule.fdr or 0):g} %"
+        which = (f"the {len(told)} countr{'y' if len(told) == 1 else 'ies'} told from an empty "
+                 f"one at a {fdr} false-discovery rate over all {n} slots (Benjamini-Hochberg, "
+                 "from the file)"
+                 + (f"; the largest {MAX_RANKED} drawn" if len(told) > MAX_RANKED else ""))
+        summary = (f"{len(told)} of {n} slots are told from an empty one by one rule over all of "
+                   f"them (false-discovery rate {fdr}: on average at most {fdr} of the countries "
+                   f"ranked have no client). The other {n - len(told)} slots are not ranked: "
+                   "each could hold no client (they are in the table).")
     else:
-        drawn = ranked[:_TOP]
-        which = (f"the {len(drawn)} largest estimates (only {len(clear)} countr"
+        # told from noise by the old per-row reading: not noise-dominated, and above 0
+        clear = [b for b in ranked if not b.noise_dominated and _shown(b.value) > 0]
+        drawn = clear[:MAX_RANKED] if len(clear) >= _MIN_RANKED else ranked[:_TOP]
+        which = (f"the {len(clear)} countries whose estimate is above 0 and not noise-dominated"
+                 + (f" (the largest {MAX_RANKED} drawn)" if len(clear) > MAX_RANKED else "")
+                 if len(clear) >= _MIN_RANKED else
+                 f"the {len(drawn)} largest estimates (only {len(clear)} countr"
                  f"{'y is' if len(clear) == 1 else 'ies are'} not noise-dominated)")
+        summary = (f"{len(clear)} of {n} are above 0 and not noise-dominated. This file predates "
+                   "the rule over all slots (its rows carry no signal): some of those are empty "
+                   "countries by chance; release again for the rule.")
     universe = head.universe
     geo = get(d, "geo")
     page.toc.append((anchor, f"Countries: {r.name}"))
     pts = [ChartPoint(x=float(i), value=_shown(b.value), low=_shown(b.low), high=_shown(b.high),
                       label=b.label, noise_dominated=b.noise_dominated)
            for i, b in enumerate(drawn)]
-    chart = ranked_chart(pts, title=f"distinct clients by country: {universe or r.name}",
-                         xlabel=f"distinct clients (noisy), {pct} interval")
+    chart = ("<p>No country is told from an empty one: nothing is ranked.</p>" if not pts else
+             ranked_chart(pts, title=f"distinct clients by country: {universe or r.name}",
+                          xlabel=f"distinct clients (noisy), {pct} interval"))
     clamped = any(_shown(v) != v for b in buckets for v in (b.value, b.low, b.high))
     total_clamped = any(_shown(v) != v for v in (head.estimate, head.low, head.high))
+    told_col = rule.map_wide
+    fmt = column_text([v for b in buckets for v in (b.value, b.low, b.high)])
     rows = "".join(
         f"{_tr(b.noise_dominated)}<td>{i}</td><td>{escape(b.label)}</td>"
-        f"{_cell(b.value)}{_cell(b.low)}{_cell(b.high)}{_nd_cell(b.noise_dominated)}</tr>"
+        f"{_cell(b.value, fmt=fmt)}{_cell(b.low, fmt=fmt)}{_cell(b.high, fmt=fmt)}"
+        + (f"<td>{'told from empty' if b.signal else 'could be empty'}</td>" if told_col else "")
+        + f"{_nd_cell(b.noise_dominated)}</tr>"
         for i, b in enumerate(ranked, start=1))
     _add_release_cost(page, r, head, "countries", f"{_f(head.epsilon_release)} once for {n} "
                       "countries", f"one charge for all {n} country slots (a person is one "
@@ -598,20 +687,22 @@ def _country_section(page: _Page, r: ReleaseInput, anchor: str) -> None:
            if geo else "")
         + f", released together for <strong>one epsilon ({_f(head.epsilon_release)})</strong>: "
         "one person is one address in one country, so the slots are disjoint and one charge "
-        f"covers them all (parallel composition). {len(clear)} of {n} are above 0 and not "
-        "noise-dominated. "
+        "covers them all (parallel composition). "
         f"All countries: <strong>{escape(head.statistic)} {_inline(head.estimate)}"
         f"</strong>, {pct} interval [{_inline(head.low)}, {_inline(head.high)}]"
-        + (" \u2014 <span class=\"ndtag\">noise-dominated</span>" if head.noise_dominated else "")
-        + ".</p>"
+        + (" — <span class=\"ndtag\">noise-dominated</span>" if head.noise_dominated else "")
+        + ": the sum of every slot's unbiased estimate, empty ones included (each adds its noise; "
+        "summing them clamped at 0 would bias the total up).</p>"
         + (f'<p class="note">{escape(_CLAMP_NOTE)}</p>' if total_clamped else "")
+        + f'<p class="rule">{escape(summary)}</p>'
         + f"<figure>{chart}<figcaption>Ranked: {escape(which)}. Each dot is a country's noisy "
         f"estimate, the bar its {pct} interval (never below 0); a ring marks a noise-dominated "
         "one. Every slot is in the table.</figcaption></figure>"
         f"<details><summary>Table: all {n} country slots, largest first</summary>"
         f"<table><caption>Countries of {escape(r.name)}, {pct} intervals</caption><thead><tr>"
-        "<th>rank</th><th>country</th><th>distinct</th><th>low</th><th>high</th>"
-        f"<th>noise</th></tr></thead><tbody>{rows}</tbody></table>"
+        "<th>rank</th><th>country</th><th>estimate</th><th>low</th><th>high</th>"
+        + ("<th>rule</th>" if told_col else "")
+        + f"<th>noise</th></tr></thead><tbody>{rows}</tbody></table>"
         + (f'<p class="note">{escape(_CLAMP_NOTE)}</p>' if clamped else "")
         + "</details></section>")
 
@@ -651,6 +742,8 @@ def _cost_section(page: _Page, same_state: bool) -> str:
            if not page.telemetry else
            '<strong class="ndtag">Telemetry:</strong> ' + escape("; ".join(page.telemetry))
            + ".</p>")
+        + "".join(f'<p class="note"><strong class="ndtag">Unchecked:</strong> {escape(w)}.</p>'
+                  for w in page.warnings)
         + "<table><caption>Epsilon of each input</caption><thead><tr><th>kind</th><th>input</th>"
         "<th>epsilon (state)</th><th>epsilon (release)</th><th>total per person</th>"
         '<th class="t">how</th>'
@@ -685,6 +778,10 @@ def _reading_section() -> str:
         f"<li><strong>Noise-dominated</strong> (a ring on a chart or on a map's bucket, the "
         "column marked in a table): "
         f"{escape(_NOISE_NOTE)}.</li>"
+        "<li><strong>Distinct clients</strong> are distinct client addresses over what the "
+        "table saw (a whole log, or one window): not GoAccess's \u201cunique visitors\u201d, which "
+        "count each address once per day and per user agent, so they run higher (docs/logs.md "
+        "compares them). Several people behind one address are one client.</li>"
         "<li><strong>Epsilon</strong> measures how much the published numbers (plus one leaked "
         "table) can reveal about one person; smaller is more private. Epsilons of separate "
         "releases add up for a person who is in all of them.</li>"

@@ -25,6 +25,8 @@ from panstream.release.plot import hilbert_grid
 __all__ = ["BAND", "EMPTY", "INK", "NOISE", "ChartPoint", "hilbert_map", "interval_chart",
            "nice_ticks", "ranked_chart", "viridis"]
 
+#: Width of one character of an 11 px axis label, in px (for thinning the labels).
+X_CHAR = 6.6
 INK = "#1f5fa8"
 BAND = "#a9c9ec"
 NOISE = "#d95f02"
@@ -154,7 +156,11 @@ def interval_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str, yla
     out.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="{_AXIS}"/>')
     if xticks is None:
         xticks = [(p.x, p.label) for p in points]
-    step = max(1, math.ceil(len(xticks) / 12))
+    # at most 12 labels, and no more than fit side by side (11 px text: about 6.6 px a
+    # character, 12 px apart): 96 hourly windows get one label in 8 or more, not 96 overlapping
+    widest = max((len(lab) for _, lab in xticks), default=1)
+    fits = max(1, int(pw // (widest * X_CHAR + 12)))
+    step = max(1, math.ceil(len(xticks) / min(12, fits)))
     for i, (x, lab) in enumerate(xticks):
         if i % step:
             continue

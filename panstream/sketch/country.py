@@ -32,7 +32,7 @@ Memory: 253 x B x P bits: 759 KiB at 1024 x 24, 3 MiB at 4096 x 24.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ from panstream.estimators.bittable import BitTable
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
 from panstream.sketch import sfm
 from panstream.sketch.estimator import SketchEstimator
-from panstream.universe import IndexResult, Universe, refuse_bare_item
+from panstream.universe import Universe
 
 __all__ = ["ITEMS", "CountryGrid", "CountrySketchEstimator"]
 
@@ -51,7 +51,7 @@ __all__ = ["ITEMS", "CountryGrid", "CountrySketchEstimator"]
 ITEMS = "ip-country"
 
 
-class CountryGrid(sfm.SketchGrid):
+class CountryGrid(geo.CountryCells, sfm.SketchGrid):
     """One sketch grid per country slot, laid end to end (spec ``sketch:BxP:ip-country``).
 
     ``size`` is ``len(COUNTRIES) * B * P``; ``cells_per_country`` is ``B * P``. ``geo`` is the
@@ -60,6 +60,7 @@ class CountryGrid(sfm.SketchGrid):
     """
 
     __slots__ = ("cells_per_country", "geo")
+    _PIN = ("state", "rotate to start a new state (releases of this one still work)")
 
     def __init__(self, buckets: int = 1024, levels: int = sfm.DEFAULT_LEVELS,
                  hashing: str | None = None) -> None:
@@ -72,18 +73,10 @@ class CountryGrid(sfm.SketchGrid):
         self.cells_per_country = per
         self.geo: str | None = None
 
-    def indices(self, items: Iterable[Any] | np.ndarray) -> IndexResult:
-        """Cells of address items: each distinct token is written canonically, looked up in the
-        country table and hashed once; every token takes its token's cell.
-
-        Raises:
-            ConfigurationError: the installed country table is not the one this state was built
-                with (a person could land in two countries), or iptocc is missing.
-        """
-        refuse_bare_item(items, "indices")
-        self.geo = geo.pin_table(self.geo, "state", "rotate to start a new state (releases of "
-                                 "this one still work)")
-        return geo.country_indices(items, self.cells_per_country, self._cells)
+    @property
+    def per_country(self) -> int:
+        """Cells per country slot (``B * P``)."""
+        return self.cells_per_country
 
     def _cells(self, canon: list[bytes]) -> np.ndarray:
         """The cell within a country's grid of each canonical address."""

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
+from panstream.release.honesty import advice, flag_line, interval_text, noise_dominated
 from panstream.release.ledger import PrivacyLedger, group_privacy
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
@@ -113,6 +113,10 @@ class SketchRelease:
     budget: float
     budget_remaining: float
     time: float
+    #: The random id of the state (its ledger's epoch label, :data:`~panstream.release.ledger.
+    #: PrivacyLedger.epoch`) this release was charged to: ``report --same-state`` checks it.
+    #: ``None`` for a state of panstream 0.1 (no label).
+    state_id: str | None = None
 
     def group_privacy(self, k: int) -> float:
         """Pan-private guarantee for a group of ``k`` people: ``k * epsilon_total``."""
@@ -225,7 +229,7 @@ def release_sketch(est: SketchTable, epsilon: float, mechanism: str = "laplace",
         epsilon_state=est.epsilon_state, epsilon_total=est.ledger.epsilon_total(est.epsilon_state),
         mechanism=mechanism, confidence=float(confidence), buckets=buckets, levels=est.levels,
         universe=est.universe.spec, q=str(est.q), budget=est.ledger.budget,
-        budget_remaining=est.ledger.remaining, time=entry.time)
+        budget_remaining=est.ledger.remaining, time=entry.time, state_id=est.ledger.epoch)
 
 
 def format_sketch_release(r: SketchRelease) -> str:
@@ -235,10 +239,8 @@ def format_sketch_release(r: SketchRelease) -> str:
     return "\n".join([
         f"panstream release: {r.mechanism} mechanism, epsilon {r.epsilon:g} over a "
         f"{r.buckets} x {r.levels} sketch ({r.universe}, {r.buckets * r.levels // 8:,} bytes)",
-        f"  distinct (estimated)  {shown(r.distinct, 0):>14,.0f}   {pct} CI "
-        f"[{shown(r.low, 0):,.0f}, {shown(r.high, 0):,.0f}]"
-        + ("   (shown clamped at 0; --json keeps the unbiased values)" if r.low < 0 else "")
-        + (f"; {BELOW_ZERO}" if r.high < 0 else ""),
+        f"  distinct (estimated)  {interval_text(r.distinct, r.low, r.high, f'{pct} CI ', width=14)}"
+        + ("   (shown clamped at 0; --json keeps the unbiased values)" if r.low < 0 else ""),
         *([flag] if flag else []),
         f"  standard error        {r.stderr:>14,.1f}   (state {r.stderr_state:,.1f}, release "
         f"{r.stderr_release:,.1f})",

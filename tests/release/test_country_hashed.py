@@ -61,7 +61,7 @@ def test_an_empty_block_is_released_below_zero_about_half_the_time_its_total_unc
         rel = est.release(1.0)
         below += check_the_negative_rule(rel, empty)
         trials += empty.size
-        assert rel.distinct == pytest.approx(math.fsum(r.distinct for r in rel.rows), abs=1e-6)
+        assert rel.distinct == pytest.approx(math.fsum(r.estimate for r in rel.rows), abs=1e-6)
     assert trials >= 1000
     assert 0.38 <= below / trials <= 0.62, (below, trials)
 
@@ -121,7 +121,7 @@ def test_plan_describes_one_block_of_m_cells_per_country() -> None:
     est = CountryDensityEstimator("hashed-ip-country:1024", epsilon=1.0, budget=1.0)
     rel = est.release(1.0)
     planned = country_plan(1024, 253, 1.0, None, 1.0)["calibrations"][0]["empty_country"]
-    at_zero = [row.stderr for row in rel.rows if row.distinct <= 0.0]  # plug-in density 0
+    at_zero = [row.stderr for row in rel.rows if row.estimate <= 0.0]  # plug-in density 0
     assert at_zero and all(s == pytest.approx(planned["stderr"], rel=1e-9) for s in at_zero)
     bad = run(cli, ["plan", "-u", "hashed-ip-country:4096", "--total-epsilon", "2"])
     assert bad.exit_code == 2 and "plans with --epsilon, -n and --release-epsilon" in bad.output

@@ -17,7 +17,7 @@ from test_report_page import shown_cell, visible_text
 
 from panstream.cli.main import cli
 from panstream.report import ReleaseInput, render
-from panstream.report.page import MAX_RANKED
+from panstream.report.page import MAX_RANKED, column_text
 
 
 def _ranked_labels(html: str) -> list[str]:
@@ -36,22 +36,28 @@ def test_a_country_release_is_ranked_tabulated_and_charged_once(countries: Path,
     assert res.exit_code == 0, res.output
     html = out.read_text()
     assert external_references(html) == ([], 0) and out.stat().st_size < 1_000_000
-    # the chart: the countries whose estimate is above 0 and not noise-dominated, largest first
-    clear = sorted((r for r in d["rows"] if not r["noise_dominated"] and r["distinct"] > 0),
-                   key=lambda r: (-r["distinct"], r["country"]))
-    assert len(clear) >= 5  # 20,000 clients over 20 blocks: several countries stand out
-    assert _ranked_labels(html) == [r["country"] for r in clear[:MAX_RANKED]]
+    # the chart: only the countries the release told from empty by its rule over all slots,
+    # largest first, and the page says how many slots that hides
+    told = sorted((r for r in d["rows"] if r["signal"]),
+                  key=lambda r: (-r["estimate"], r["country"]))
+    assert len(told) >= 5  # 20,000 clients over 20 blocks: several countries stand out
+    assert _ranked_labels(html) == [r["country"] for r in told[:MAX_RANKED]]
+    fdr = f"{100 * d['extras']['fdr']:g} %"
+    assert (f"{len(told)} of 253 slots are told from an empty one by one rule over all of them "
+            f"(false-discovery rate {fdr}") in html
+    assert f"The other {253 - len(told)} slots are not ranked" in html
     # the table: all 253 slots, folded (a click opens it), ranked, with every number
     table = html[html.index("Table: all 253 country slots"):]
     table = table[:table.index("</table>")]
     assert html.count("<details><summary>Table: all 253 country slots") == 1
     assert table.count("<tr") == 253 + 1
+    fmt = column_text([r[k] for r in d["rows"] for k in ("estimate", "low", "high")])
     for r in d["rows"]:
-        assert f"<td>{r['country']}</td>{shown_cell(r['distinct'])}" in table, r["country"]
+        assert f"<td>{r['country']}</td>{shown_cell(r['estimate'], fmt=fmt)}" in table, r["country"]
     # the file keeps the released, unclamped rows: an empty country is below 0 about half the
     # time (~230 empty slots: none below 0 has probability 2^-230); the page shows them at 0,
     # marked '*', the released value one hover away, and says so
-    below = [r for r in d["rows"] if r["distinct"] < 0]
+    below = [r for r in d["rows"] if r["estimate"] < 0]
     assert below and d["extras"]["rows"] == d["rows"]
     assert '<td class="cl" title="released -' in table
     assert "* shown at the edge" in html[html.index("Table: all 253 country slots"):]
@@ -77,15 +83,36 @@ def test_a_total_below_zero_is_shown_at_zero_and_marked(countries: Path) -> None
     assert re.findall(r"(?<![\w.])[-\u2212]\d", visible_text(html)) == []
 
 
-def test_a_release_with_few_clear_countries_draws_the_largest(countries: Path) -> None:
-    """Where fewer than 5 countries are told from noise, the chart draws the 20 largest
-    estimates and says why (a noise-dominated one carries its ring)."""
-    d = json.loads(countries.read_text())
-    d["rows"] = [dict(r, noise_dominated=True) for r in d["rows"]]
+def _old_file(d: dict) -> dict:
+    """``d`` as a release before issue 37 wrote it: rows name the estimate ``distinct`` and carry
+    no p-value or ``signal``."""
+    old = [{("distinct" if k == "estimate" else k): v for k, v in r.items()
+            if k not in ("p_empty", "signal")} for r in d["rows"]]
+    return dict(d, rows=old, extras=dict(d["extras"], rows=old))
+
+
+def test_an_old_file_with_few_clear_countries_draws_the_largest(countries: Path) -> None:
+    """A file written before the rule over all slots (rows of ``distinct``, no ``signal``) is
+    still read: where fewer than 5 countries are told from noise the old way, the chart draws the
+    20 largest estimates and says why (a noise-dominated one carries its ring)."""
+    d = _old_file(json.loads(countries.read_text()))
+    d["rows"] = d["extras"]["rows"] = [dict(r, noise_dominated=True) for r in d["rows"]]
     html = render([], [ReleaseInput("c.json", d)])
     top = sorted(d["rows"], key=lambda r: (-r["distinct"], r["country"]))[:20]
     assert _ranked_labels(html) == [r["country"] for r in top]
     assert "the 20 largest estimates (only 0 countries are not noise-dominated)" in html
+    assert "This file predates the rule over all slots" in html
+
+
+def test_a_release_telling_no_country_from_empty_ranks_none(countries: Path) -> None:
+    """Where the rule tells no country from an empty one, nothing is ranked, and the page says
+    that every slot could be empty."""
+    d = json.loads(countries.read_text())
+    d["rows"] = d["extras"]["rows"] = [dict(r, signal=False) for r in d["rows"]]
+    html = render([], [ReleaseInput("c.json", d)])
+    assert '<svg class="ranked"' not in html
+    assert "No country is told from an empty one: nothing is ranked." in html
+    assert "0 of 253 slots are told from an empty one" in html
 
 
 def test_a_hashed_ip_country_release_reads_the_same(tmp_path: Path) -> None:

@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from _html import external_references
+from click.testing import CliRunner
 
 import panstream as ps
 from panstream.cli.common import json_ready
+from panstream.cli.main import cli
 from panstream.release.honesty import noise_dominated
 from panstream.report import ReleaseInput, SeriesInput, render
 from panstream.report.fields import figure
-from panstream.report.page import number_text
+from panstream.report.page import PARTIAL_NOTE, column_text, number_text
 from panstream.report.svg import EMPTY, INK, NOISE, viridis
 from panstream.windows.series import read, record
 
@@ -60,10 +63,12 @@ def test_every_window_is_drawn_with_its_interval_and_tabulated(week: tuple[Path,
     # three lines per interval (the whisker and its two caps) for every window
     assert chart.count(f'stroke="{INK}" stroke-width="2"/>') == 3 * len(recs)
     assert '<polygon points=' in chart  # the band through the intervals
+    # one format per column: whole counts throughout when the largest is a whole count
+    fmt = column_text([float(r[k]) for r in recs for k in ("estimate", "low", "high")])
     for r in recs:
         assert f"<td>{r['window']}</td>" in html
         for key in ("estimate", "low", "high"):
-            assert shown_cell(float(r[key])) in html, (key, r[key])
+            assert shown_cell(float(r[key]), fmt=fmt) in html, (key, r[key])
 
 
 def shown_cell(v: float, hi: float = float("inf"), fmt=number_text) -> str:  # noqa: ANN001
@@ -213,6 +218,36 @@ def test_the_same_page_for_a_release_a_series_and_a_kafka_groups_series() -> Non
     assert "24 windows of 1h" in kafka and "3 windows of 1d" in series
 
 
+def test_an_hourly_chart_thins_its_labels_and_a_table_keeps_one_format() -> None:
+    """Issue 37: four days of hourly windows printed 96 overlapping x-axis labels; a daily table
+    put ``64.52`` among whole counts; the first and last windows (which may hold only part of
+    their span) were not marked. Now the labels do not overlap (11 px text), a column has one
+    format, and the first and last windows carry a dagger and the note."""
+    from panstream.report.svg import X_CHAR
+
+    one, _ = _release_pair()
+    hourly = [record(f"2026-11-{16 + h // 24}T{h % 24:02d}:00:00Z", 1_794_787_200 + h * 3600,
+                     1_794_787_200 + (h + 1) * 3600, "density", one,
+                     epsilon_state=one["epsilon_state"]) for h in range(96)]
+    html = render([SeriesInput("hourly.jsonl", hourly)])
+    chart = html[html.index('<svg class="chart"'):html.index("</svg>")]
+    labels = re.findall(r'<text x="([0-9.]+)" y="[0-9.]+" font-size="11" text-anchor="middle" '
+                        r'fill="#444444">([^<]+)</text>', chart)
+    xs = [float(x) for x, _ in labels]
+    widest = max(len(t) for _, t in labels)
+    assert 2 <= len(labels) <= 12
+    assert all(b - a >= widest * X_CHAR for a, b in zip(xs, xs[1:]))  # none overlaps the next
+    assert labels[0][1].endswith("\u2020")  # the first window, marked
+    assert html.count('<span title="may be partial">\u2020</span>') == 2
+    assert escape(PARTIAL_NOTE) in html
+    # a daily table: one noise-dominated day among thousands is a whole count too
+    daily = [dict(r, estimate=v, low=v - 40.0, high=v + 40.0)
+             for r, v in zip(hourly[:3], (3204.3, 64.52, 2811.0), strict=True)]
+    table = render([SeriesInput("daily.jsonl", daily)])
+    assert "<td>65</td>" in table and "64.52" not in visible_text(table)
+    assert "<td>3,204</td>" in table
+
+
 def test_text_from_a_file_is_shown_as_text_never_as_markup() -> None:
     _, m = _release_pair()
     m["rows"][0]["label"] = '<script>alert(1)</script>'
@@ -300,10 +335,52 @@ def test_same_state_is_refused_for_releases_of_different_tables() -> None:
 
     one, m = _release_pair()
     other, _ = _release_pair()
-    other = dict(other, universe="ipv4:10.1.0.0/20")
+    # a file without a state id (before issue 37) is still compared by its public parameters
+    other = dict({k: v for k, v in other.items() if k != "state_id"}, universe="ipv4:10.1.0.0/20")
     with pytest.raises(ConfigurationError, match="cannot come from one state"):
         render([], [ReleaseInput("r.json", one), ReleaseInput("o.json", other)], same_state=True)
     render([], [ReleaseInput("r.json", one), ReleaseInput("map.json", m)], same_state=True)
+
+
+def test_same_state_checks_the_state_id_every_release_names() -> None:
+    """Review R1: two states with equal public parameters used to pass ``--same-state`` and print
+    one ledger's total. Every release JSON now names its state (``state_id``: the random label of
+    the ledger it was charged to, from the OS CSPRNG); different ids are refused. A file written
+    before (no id) is compared by its parameters as before, and the page says it was unchecked."""
+    from panstream.errors import ConfigurationError
+
+    one, m = _release_pair()
+    twin, _ = _release_pair()  # another state, the same public parameters
+    assert one["state_id"] == m["state_id"] != twin["state_id"]
+    assert re.fullmatch(r"[0-9a-f]{16}", one["state_id"])
+    with pytest.raises(ConfigurationError, match="charged to different states"):
+        render([], [ReleaseInput("r.json", one), ReleaseInput("t.json", twin)], same_state=True)
+    html = render([], [ReleaseInput("r.json", one), ReleaseInput("map.json", m)], same_state=True)
+    assert "Unchecked:" not in html
+    old = {k: v for k, v in twin.items() if k != "state_id"}
+    html = render([], [ReleaseInput("r.json", one), ReleaseInput("old.json", old)],
+                  same_state=True)
+    assert "Unchecked:</strong> --same-state could not be checked for old.json" in html
+
+
+def test_same_state_warns_on_the_command_line_for_a_file_without_state_id(
+        tmp_path: Path) -> None:
+    one, m = _release_pair()
+    a, b = tmp_path / "r.json", tmp_path / "old.json"
+    a.write_text(json.dumps(one))
+    b.write_text(json.dumps({k: v for k, v in m.items() if k != "state_id"}))
+    res = CliRunner().invoke(
+        cli, ["report", "--release", str(a), "--release", str(b), "--same-state", "-o",
+              str(tmp_path / "p.html")], env={"PANSTREAM_REPORT_RELEASE": None})
+    assert res.exit_code == 0, res.output
+    assert "panstream: warning: --same-state could not be checked for old.json" in res.stderr
+    twin, _ = _release_pair()
+    b.write_text(json.dumps(twin))
+    res = CliRunner().invoke(
+        cli, ["report", "--release", str(a), "--release", str(b), "--same-state", "-o",
+              str(tmp_path / "p.html")], env={"PANSTREAM_REPORT_RELEASE": None})
+    assert res.exit_code != 0 and "charged to different states" in res.stderr
+    assert res.stderr.count("\n") == 1
 
 
 def test_a_map_of_nobody_is_grey_but_for_what_the_release_decided() -> None:

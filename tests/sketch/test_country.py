@@ -87,10 +87,10 @@ def test_the_total_is_the_sum_of_the_unclamped_country_estimates() -> None:
         assert any(f.n < 0 for f in fits)  # the noiseless estimates are unclamped too
         assert est.estimate().n == pytest.approx(math.fsum(f.n for f in fits), abs=1e-6)
         rel = est.release(1.0)
-        assert rel.distinct == pytest.approx(math.fsum(r.distinct for r in rel.rows), abs=1e-6)
+        assert rel.distinct == pytest.approx(math.fsum(r.estimate for r in rel.rows), abs=1e-6)
         assert rel.to_dict()["estimate"] == rel.distinct
         z.append((rel.distinct - 300) / rel.stderr)
-        z_clamped.append((math.fsum(max(r.distinct, 0.0) for r in rel.rows) - 300) / rel.stderr)
+        z_clamped.append((math.fsum(max(r.estimate, 0.0) for r in rel.rows) - 300) / rel.stderr)
     assert abs(float(np.mean(z))) < 2.5, z
     assert float(np.mean(z_clamped)) > 3, z_clamped
 
