@@ -38,6 +38,7 @@ class KafkaRecordLog:
             self._require_topic()
         try:
             self._producer = KafkaProducer(**self._client, acks="all", linger_ms=0,
+                                           allow_auto_create_topics=False,
                                            max_request_size=max(1 << 20, chunk_bytes + (64 << 10)))
         except KafkaError as exc:
             raise self._unreachable(exc) from None
@@ -93,6 +94,7 @@ class KafkaRecordLog:
     def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
         """Read partition 0 from the beginning up to its high-water mark (from fetch responses)."""
         consumer = KafkaConsumer(**self._client, enable_auto_commit=False, group_id=None,
+                                 allow_auto_create_topics=False,
                                  fetch_max_bytes=64 << 20, max_partition_fetch_bytes=64 << 20,
                                  auto_offset_reset="earliest")
         try:

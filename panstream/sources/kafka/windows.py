@@ -260,7 +260,8 @@ class SeriesTopic:
                             "cleanup.policy": "compact"})])
             finally:
                 admin.close()
-            self._producer = KafkaProducer(**self.client, acks="all")
+            self._producer = KafkaProducer(**self.client, acks="all",
+                                           allow_auto_create_topics=False)
         except KafkaError as exc:
             msg = (f"cannot open the results topic {self.topic!r}: {exc}; create it (compacted) "
                    "or pass --series-topic none")
