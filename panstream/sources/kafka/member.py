@@ -64,8 +64,8 @@ from panstream.sources.kafka.progress import GroupProgress, Pending, PendingWork
 from panstream.sources.kafka.route import RouteStage, ensure_internal_topic
 from panstream.sources.kafka.slices import SliceStage
 from panstream.sources.kafka.tail import RunSummary, kafka_errors
-from panstream.sources.kafka.topology import (TopologyError, TopologyWatch, describe, stop_line,
-                                              wait_for_topics)
+from panstream.sources.kafka.topology import (TopologyError, TopologyWatch, describe,
+                                              no_auto_create, stop_line, wait_for_topics)
 from panstream.sources.kafka.watch import StallWatch, where
 
 #: The least wait for a group to drain: Tansu evicts a member killed with ``kill -9`` about a
@@ -220,7 +220,7 @@ class Member:
                         "lost, and releases of this table miss them. panstream creates it again "
                         "with the group's slice count")
         try:
-            probe = KafkaConsumer(**self.client, allow_auto_create_topics=False)
+            probe = no_auto_create(KafkaConsumer(**self.client, allow_auto_create_topics=False))
         except KafkaError as exc:
             raise SourceError(unreachable_message(self.client, exc)) from None
         try:
@@ -473,6 +473,8 @@ class Member:
                 else:
                     self.summary.stopped_by = ("topology" if self.topology.changes else "signal"
                                                if self._route_error is None else "error")
+                if self.topology.changes:
+                    self.route.hold_commits = True  # its positions belong to the old topics
                 self._route_stop.set()
                 self.watch.step("waiting for the routing stage's final commit")
                 self._join_router(router)
@@ -516,6 +518,7 @@ class Member:
         """
         changes = self.topology.check()
         if changes:
+            self.route.hold_commits = True
             raise TopologyError(stop_line(changes, self.route.config.internal_topic)) from None
 
     def _join_router(self, router: threading.Thread) -> None:

@@ -38,7 +38,7 @@ from kafka.errors import KafkaError
 
 from panstream.errors import SourceError
 from panstream.sources.kafka.config import unreachable_message
-from panstream.sources.kafka.topology import describe, offset_changes
+from panstream.sources.kafka.topology import describe, no_auto_create, offset_changes
 
 
 class PendingWorkError(SourceError):
@@ -159,11 +159,12 @@ class GroupProgress:
             if self._admin is None:
                 self._admin = KafkaAdminClient(**self.client)
             if self._probe is None:
-                self._probe = KafkaConsumer(**self.client, group_id=None, enable_auto_commit=False,
+                self._probe = no_auto_create(KafkaConsumer(
+                                            **self.client, group_id=None, enable_auto_commit=False,
                                             allow_auto_create_topics=False,
                                             auto_offset_reset="earliest", fetch_max_wait_ms=50,
                                             max_partition_fetch_bytes=1024,
-                                            fetch_max_bytes=1 << 16)
+                                            fetch_max_bytes=1 << 16))
         except KafkaError as exc:
             raise SourceError(unreachable_message(self.client, exc)) from None
 

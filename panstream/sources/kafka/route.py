@@ -68,6 +68,7 @@ from panstream.inputs.check import skipped_notice, verdict
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoded, Decoder
 from panstream.sources.kafka.joins import group_consumer
+from panstream.sources.kafka.topology import no_auto_create
 from panstream.sources.kafka.metrics import Metrics
 from panstream.state.slices import SliceLayout
 
@@ -389,6 +390,10 @@ class RouteStage:
         #: ``-f auto`` chose, once.
         self.notice: Callable[[str], None] = log.info
         self._announced = False
+        #: Commit no source offset any more (set when the group's topics changed under it: the
+        #: positions belong to the old topic, and a new topic of the same name must not inherit
+        #: them, :mod:`.topology`); routed records are still flushed.
+        self.hold_commits = False
 
     # -------------------------------------------------------------- lifecycle
     def open(self) -> None:
@@ -404,6 +409,7 @@ class RouteStage:
                 allow_auto_create_topics=False,
                 max_request_size=max(1 << 20, RECORD_BYTES + (64 << 10)))
             self.consumer = self._consumer_factory(**c.consumer)
+            no_auto_create(self.producer)  # kafka-python's ignores its own setting
         except KafkaError as exc:
             raise SourceError(unreachable_message(c.consumer, exc)) from None
         self.consumer.subscribe(topics=list(c.topics), listener=_Rebalance(self))
@@ -511,7 +517,8 @@ class RouteStage:
                 msg = (f"the internal topic {self.config.internal_topic!r} did not acknowledge "
                        f"routed records: {problem}; nothing was committed, a restart replays them")
                 raise SourceError(msg)
-        out = {tp: OffsetAndMetadata(self._next[tp], "", -1) for tp in tps if tp in self._next}
+        out = ({} if self.hold_commits else
+               {tp: OffsetAndMetadata(self._next[tp], "", -1) for tp in tps if tp in self._next})
         if not keep:
             for tp in tps:
                 self._next.pop(tp, None)

@@ -13,7 +13,7 @@ identity under the group, the offsets the group committed no longer mean what th
 * **the internal topic with another partition count** (created by a broker's auto-create, by
   hand, or by another group): its partitions are not the group's slices.
 
-So: no panstream client lets a broker auto-create a topic (:data:`KAFKA_PYTHON` for kafka-python
+So: no panstream client lets a broker auto-create a topic (:func:`no_auto_create` for kafka-python
 consumers and producers, :data:`LIBRDKAFKA` for librdkafka's); a member checks at start
 (:func:`offset_changes`, asked through :class:`~.progress.GroupProgress`) and while it runs
 (:class:`TopologyWatch`, a thread of its own comparing topic ids and partition counts with what it
@@ -37,11 +37,28 @@ from typing import Any
 
 from panstream.errors import SourceError
 
-#: kafka-python consumer and producer setting: a metadata request never creates a topic (the
-#: broker's ``auto.create.topics.enable`` made ``GROUP-cells`` with its default partition count).
-KAFKA_PYTHON: dict[str, Any] = {"allow_auto_create_topics": False}
-#: The same for librdkafka's consumers and producers.
+#: The same for librdkafka's consumers and producers (:mod:`.rdkafka` sets it on every client).
 LIBRDKAFKA: dict[str, Any] = {"allow.auto.create.topics": False}
+
+
+def no_auto_create(client: Any) -> Any:
+    """Make a kafka-python consumer's or producer's metadata requests say
+    ``allow_auto_topic_creation=false``, and return it.
+
+    kafka-python 3.0.12 takes ``allow_auto_create_topics=False`` on ``KafkaConsumer`` and
+    ``KafkaProducer`` but never hands it to the cluster metadata that builds the requests, which
+    keep asking for auto-creation (measured on Tansu: a group consumer subscribed to a missing
+    topic, and a producer sending to one, each created it; librdkafka's clients did not). A broker
+    restarted empty then re-created ``GROUP-cells`` with its default partition count for the
+    first member that asked. So the setting is also put where the requests read it; clients
+    without that metadata (librdkafka's, fakes) are returned unchanged.
+    """
+    cluster = getattr(getattr(client, "_client", None), "cluster", None) or getattr(
+        client, "_metadata", None)
+    config = getattr(cluster, "config", None)
+    if isinstance(config, dict):
+        config["allow_auto_create_topics"] = False
+    return client
 
 
 class TopologyError(SourceError):
@@ -276,5 +293,5 @@ class TopologyWatch:
             self._admin = None
 
 
-__all__ = ["KAFKA_PYTHON", "LIBRDKAFKA", "Shape", "TopologyError", "TopologyWatch", "describe",
+__all__ = ["LIBRDKAFKA", "no_auto_create", "Shape", "TopologyError", "TopologyWatch", "describe",
            "offset_changes", "shape_changes", "stop_line", "wait_for_topics"]
