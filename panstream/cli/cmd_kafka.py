@@ -421,8 +421,13 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
     factory: Any = None
     clients: dict[str, Any] = {}
     if source_client == "librdkafka":
-        from panstream.sources.kafka.rdkafka import (RdKafkaConsumer, RdKafkaProducer, crash_line,
-                                                     rdkafka_config, say_native_crash)
+        from panstream.sources.kafka.rdkafka import (
+            RdKafkaConsumer,
+            RdKafkaProducer,
+            crash_line,
+            rdkafka_config,
+            say_native_crash,
+        )
 
         rdkafka_config(c.consumer)  # an untranslatable -C key is an error now, not in a thread
         rdkafka_config(slice_consumer)

@@ -75,39 +75,33 @@ def _wait_ready(bootstrap: str, proc: subprocess.Popen[bytes], log: Path) -> Non
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     """Start one Tansu broker for the session (in-memory storage, loopback only); stop it after."""
     port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("tansu") / "tansu.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    broker = Broker(f"127.0.0.1:{port}", proc.pid, log)
+    proc = _start_tansu(port, log)
     try:
-        _wait_ready(broker.bootstrap, proc, log)
-        yield broker
+        yield Broker(f"127.0.0.1:{port}", proc.pid, log)
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        _stop_tansu(proc)
 
 
 def _start_tansu(port: int, log: Path) -> subprocess.Popen[bytes]:
+    """Start Tansu on ``port`` (in-memory storage, output appended to ``log``) and wait until it
+    answers; stopped again if it does not."""
     url = f"tcp://127.0.0.1:{port}"
     with open(log, "ab") as out:
         proc = subprocess.Popen(
             [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
              "--storage-engine", "memory://tansu/"],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    _wait_ready(f"127.0.0.1:{port}", proc, log)
+    try:
+        _wait_ready(f"127.0.0.1:{port}", proc, log)
+    except BaseException:
+        _stop_tansu(proc)
+        raise
     return proc
 
 
 def _stop_tansu(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT by PID, SIGKILL only if it does not exit."""
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGINT)
         try:

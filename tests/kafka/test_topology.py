@@ -21,6 +21,7 @@ Each test asserts outcomes (exit status, the one line, what the broker holds), n
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -78,9 +79,17 @@ def _member(bootstrap: str, topic: str, state: Path, client: str, idle: float,
                          "--idle-timeout", str(idle), "--drain-timeout", "20")
 
 
-def _start(argv: list[str], log: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(argv, env=ENV, stdout=subprocess.DEVNULL, stderr=open(log, "w"),
-                            text=True)
+@contextlib.contextmanager
+def _running(argv: list[str], log: Path) -> Iterator[subprocess.Popen[str]]:
+    """A member subprocess (stderr to ``log``), killed at the end if still running."""
+    with open(log, "w") as err:
+        member = subprocess.Popen(argv, env=ENV, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    try:
+        yield member
+    finally:
+        if member.poll() is None:
+            member.kill()
+            member.wait()
 
 
 def _errors(log: Path) -> list[str]:
@@ -113,8 +122,7 @@ def test_a_source_topic_deleted_and_recreated_stops_the_group_loudly(
     _create(b, topic, 4)
     _produce(b, topic, _lines(0, 40))
     log = tmp_path / "member.err"
-    member = _start(_member(b, topic, state, client, idle=60), log)
-    try:
+    with _running(_member(b, topic, state, client, idle=60), log) as member:
         # the group has routed and committed what it read: the topic's old identity is in use
         _until(lambda: sum(committed_offsets(admin, f"g-{topic}", topic).values()) >= 40)
         admin.delete_topics([topic])
@@ -122,10 +130,6 @@ def test_a_source_topic_deleted_and_recreated_stops_the_group_loudly(
         _create(b, topic, 4)  # the same name, a new topic, while the group runs
         _produce(b, topic, _lines(100, 12))
         rc = member.wait(timeout=90)
-    finally:
-        if member.poll() is None:
-            member.kill()
-            member.wait()
     text = log.read_text()
     if client == "kafka-python":  # a new topic id: the member stops, saying what and the way out
         assert rc == 1
@@ -175,15 +179,10 @@ def test_a_broker_restarted_empty_is_said_truthfully(own_broker: Any, tmp_path: 
     _create(b, topic, 4)
     _produce(b, topic, _lines(0, 40))
     log = tmp_path / "member.err"
-    member = _start(_member(b, topic, state, "kafka-python", idle=60), log)
-    try:
+    with _running(_member(b, topic, state, "kafka-python", idle=60), log) as member:
         _until(lambda: len(list(state.glob(f"{cells}@*.shard"))) == 4)
         own_broker.restart_empty()
         rc = member.wait(timeout=90)
-    finally:
-        if member.poll() is None:
-            member.kill()
-            member.wait()
     errors = _errors(log)
     assert rc == 1
     assert len(errors) == 1, log.read_text()
@@ -229,17 +228,12 @@ def test_a_source_topic_that_does_not_exist_yet_is_waited_for(
         kafka_broker: Broker, admin: Any, fresh_topic: str, tmp_path: Path) -> None:
     b, topic, state = kafka_broker.bootstrap, fresh_topic, tmp_path / "state"
     log = tmp_path / "member.err"
-    member = _start(_member(b, topic, state, "librdkafka", idle=4), log)
-    try:
+    with _running(_member(b, topic, state, "librdkafka", idle=4), log) as member:
         _until(lambda: "does not exist yet: waiting for it" in log.read_text())
         assert member.poll() is None  # no exit 1 at once (a crash loop under a restart policy)
         _create(b, topic, 4)
         _produce(b, topic, _lines(0, 20))
         rc = member.wait(timeout=120)
-    finally:
-        if member.poll() is None:
-            member.kill()
-            member.wait()
     assert rc == 0, log.read_text()
     assert sum(committed_offsets(admin, f"g-{topic}", topic).values()) == 20  # all consumed
 

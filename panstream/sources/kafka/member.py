@@ -64,8 +64,14 @@ from panstream.sources.kafka.progress import GroupProgress, Pending, PendingWork
 from panstream.sources.kafka.route import RouteStage, ensure_internal_topic
 from panstream.sources.kafka.slices import SliceStage
 from panstream.sources.kafka.tail import RunSummary, kafka_errors
-from panstream.sources.kafka.topology import (TopologyError, TopologyWatch, describe,
-                                              no_auto_create, stop_line, wait_for_topics)
+from panstream.sources.kafka.topology import (
+    TopologyError,
+    TopologyWatch,
+    describe,
+    no_auto_create,
+    stop_line,
+    wait_for_topics,
+)
 from panstream.sources.kafka.watch import StallWatch, where
 
 #: The least wait for a group to drain: Tansu evicts a member killed with ``kill -9`` about a
@@ -213,7 +219,8 @@ class Member:
             had = describe(admin, [cells])[cells] is not None
         finally:
             admin.close()
-        if not had and any(k.startswith(f"{cells}/") for k in self.slices.config.store.keys()):
+        store = self.slices.config.store
+        if not had and any(k.startswith(f"{cells}/") for k in store.keys()):  # noqa: SIM118
             self.notice(f"warning: {cells} did not exist, but the store holds slices of this "
                         "group: the topic was deleted or the broker lost its data (restarted "
                         "empty); records routed to slices but not yet applied before that are "

@@ -68,8 +68,8 @@ from panstream.inputs.check import skipped_notice, verdict
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoded, Decoder
 from panstream.sources.kafka.joins import group_consumer
-from panstream.sources.kafka.topology import no_auto_create
 from panstream.sources.kafka.metrics import Metrics
+from panstream.sources.kafka.topology import no_auto_create
 from panstream.state.slices import SliceLayout
 
 log = logging.getLogger("panstream.kafka")
