@@ -93,7 +93,20 @@ def _running(argv: list[str], log: Path) -> Iterator[subprocess.Popen[str]]:
 
 
 def _errors(log: Path) -> list[str]:
-    return [ln for ln in log.read_text().splitlines() if "error" in ln]
+    """The member's error lines (librdkafka's own log lines, ``panstream: ERROR: FAIL ...``
+    while a broker is away, are not among them)."""
+    return [ln for ln in log.read_text().splitlines() if ln.startswith("panstream: error:")]
+
+
+def _crashed_saying_so(log: Path, rc: int) -> bool:
+    """Whether a librdkafka member died of SIGSEGV inside librdkafka 2.16 (a topic it fetched was
+    deleted: docs/kafka.md, *Topology changes*); if so, the watcher said it in one line."""
+    if rc != -11:
+        return False
+    _until(lambda: "inside librdkafka" in log.read_text(), 30)  # written once the member is gone
+    text = log.read_text()
+    assert len(_errors(log)) + text.count("ended by a signal") == 1, text
+    return True
 
 
 def _until(what: Any, seconds: float = 60) -> None:
@@ -138,10 +151,7 @@ def test_a_source_topic_deleted_and_recreated_stops_the_group_loudly(
         assert "reset this group's source offsets" in line
         assert "nothing is lost" not in line
     else:  # librdkafka 2.16.0 dies of SIGSEGV in its own thread: a watcher says it in one line
-        assert rc in (1, -11), text
-        if rc == -11:  # the watcher process writes its line once the member is gone
-            _until(lambda: "inside librdkafka" in log.read_text(), 30)
-        assert len(_errors(log)) + log.read_text().count("ended by a signal") == 1, text
+        assert _crashed_saying_so(log, rc) or (rc == 1 and len(_errors(log)) == 1), text
     # no silent miss afterwards: a restart either refuses (the group's offsets on the new topic
     # are the old topic's) or reads the new topic from its start, every message of it
     again = subprocess.run(_member(b, topic, state, client, idle=3), env=ENV,
@@ -171,7 +181,9 @@ def _ends(admin: Any, topic: str) -> dict[int, int]:
         probe.close()
 
 
-def test_a_broker_restarted_empty_is_said_truthfully(own_broker: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("client", ["kafka-python", "librdkafka"])
+def test_a_broker_restarted_empty_is_said_truthfully(own_broker: Any, tmp_path: Path,
+                                                     client: str) -> None:
     from kafka import KafkaAdminClient
 
     b, topic, state = own_broker.bootstrap, "logs", tmp_path / "state"
@@ -179,12 +191,14 @@ def test_a_broker_restarted_empty_is_said_truthfully(own_broker: Any, tmp_path: 
     _create(b, topic, 4)
     _produce(b, topic, _lines(0, 40))
     log = tmp_path / "member.err"
-    with _running(_member(b, topic, state, "kafka-python", idle=60), log) as member:
+    with _running(_member(b, topic, state, client, idle=60), log) as member:
         _until(lambda: len(list(state.glob(f"{cells}@*.shard"))) == 4)
         own_broker.restart_empty()
         rc = member.wait(timeout=90)
+    if client == "librdkafka" and _crashed_saying_so(log, rc):
+        return  # its fetches met the lost topic's id before the member saw the change
     errors = _errors(log)
-    assert rc == 1
+    assert rc == 1, log.read_text()
     assert len(errors) == 1, log.read_text()
     assert f"the internal topic {cells} is gone" in errors[0]
     assert "went with the old" in errors[0]
@@ -194,6 +208,8 @@ def test_a_broker_restarted_empty_is_said_truthfully(own_broker: Any, tmp_path: 
         assert cells not in admin.list_topics()  # no client of panstream auto-created it
     finally:
         admin.close()
+    if client == "librdkafka":
+        return  # what follows is the store's and the topic's, the same for both clients
     # a restarted member: the source is back, GROUP-cells is made again with the slice count, and
     # the member says what was lost. (The broker is emptied once more first: the stopped member's
     # consumers had joined the new broker's groups, and Tansu stalls a group whose member left in
@@ -288,3 +304,16 @@ def test_no_client_of_panstream_lets_a_broker_auto_create_a_topic(
         producer.send(fresh_topic, b"x").get(timeout=5)
     producer.close()
     assert fresh_topic not in admin.list_topics()
+
+
+def test_a_release_refuses_a_group_whose_topics_changed() -> None:
+    """With -b, a table whose group's offsets no longer belong to its topics is refused before
+    anything is spent: what it misses cannot be known (a release without -b says it covers only
+    the saved slices)."""
+    from panstream.cli.routed_check import require_releasable
+    from panstream.errors import StateError
+
+    info = {"name": "g-cells", "slices": 4, "missing": [], "checked": True, "drained": False,
+            "never_routed": [], "topology_changed": ["the source topic logs was deleted"]}
+    with pytest.raises(StateError, match="changed under it: the source topic logs was deleted"):
+        require_releasable(info)
