@@ -317,3 +317,36 @@ def test_a_release_refuses_a_group_whose_topics_changed() -> None:
             "never_routed": [], "topology_changed": ["the source topic logs was deleted"]}
     with pytest.raises(StateError, match="changed under it: the source topic logs was deleted"):
         require_releasable(info)
+
+
+class _Admin:
+    """describe_topics answers from a script, one answer per call (the last one repeats)."""
+
+    def __init__(self, answers: list[dict[str, tuple[int, str] | None]]) -> None:
+        self.answers = answers
+
+    def describe_topics(self, names: list[str]) -> list[dict[str, Any]]:
+        now = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return [{"name": n, "error_code": 0, "topic_id": now[n][1],
+                 "partitions": [{}] * now[n][0]} if now.get(n) else
+                {"name": n, "error_code": 3, "topic_id": None, "partitions": []} for n in names]
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_watch_keeps_a_change_only_when_a_second_look_confirms_it() -> None:
+    """A broker restarting with its data may answer "no such topic" for a moment: that alone does
+    not stop a group; a new topic id seen twice does."""
+    from panstream.sources.kafka.topology import TopologyWatch
+
+    same = {"logs": (8, "A"), "g-cells": (16, "C")}
+    blip = TopologyWatch(lambda: _Admin([same, {"g-cells": (16, "C")}, same]), ["logs"],
+                         "g-cells", 16, confirm=0)
+    blip.baseline = blip.look()
+    assert blip.check() == []
+    moved = {"logs": (8, "B"), "g-cells": (16, "C")}
+    real = TopologyWatch(lambda: _Admin([same, {"g-cells": (16, "C")}, moved]), ["logs"],
+                         "g-cells", 16, confirm=0)
+    real.baseline = real.look()
+    assert real.check() == ["the source topic logs was deleted and re-created (topic id A, now B)"]

@@ -520,18 +520,22 @@ if not got.endswith(b"exit\n"):
         sig = -1
     if sig not in (0, signal.SIGKILL):  # 0: an exit without atexit (os._exit after Ctrl+C)
         what = {int(s): s.name for s in signal.Signals}.get(sig, "")
-        sys.stderr.write((line.replace("{what}", what) if what else unknown) + "\n")
+        try:  # the versions, read here: the member does not import confluent-kafka for this
+            import confluent_kafka as ck
+            versions = f"confluent-kafka {ck.__version__}, librdkafka {ck.libversion()[0]}"
+        except Exception:
+            versions = "confluent-kafka"
+        out = line.replace("{what}", what) if what else unknown
+        sys.stderr.write(out.replace("{versions}", versions) + "\n")
         sys.stderr.flush()
 """
 
 
 def crash_line() -> tuple[str, str]:
     """The lines :func:`say_native_crash` prints: a known signal (``{what}``), and a death whose
-    signal could not be read, both naming the client versions."""
-    import confluent_kafka
-
-    why = (f"inside librdkafka (confluent-kafka {confluent_kafka.__version__}, librdkafka "
-           f"{confluent_kafka.libversion()[0]}), which crashes so when a topic it fetches is "
+    signal could not be read, both naming the client versions (``{versions}``, filled in by the
+    watcher)."""
+    why = ("inside librdkafka ({versions}), which crashes so when a topic it fetches is "
            "deleted under it: a source topic deleted or re-created, or the broker restarted "
            "without its topics (docs/kafka.md, Topology changes). Check the group's topics "
            "(panstream inspect -b); --source-client kafka-python stops with one line instead of "
@@ -563,7 +567,7 @@ def say_native_crash(lines: tuple[str, str]) -> Any:
 
     try:
         read, write = os.pipe()
-        proc = subprocess.Popen([sys.executable, "-S", "-c", _WATCHER, str(os.getpid()), *lines],
+        proc = subprocess.Popen([sys.executable, "-c", _WATCHER, str(os.getpid()), *lines],
                                 stdin=read, start_new_session=True)
     except OSError:
         return None

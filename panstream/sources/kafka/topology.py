@@ -73,16 +73,32 @@ class Shape:
     topic_id: str | None = None
 
 
+#: Metadata answers that mean "no such topic" (UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID);
+#: LEADER_NOT_AVAILABLE (a topic being created) also reads as not there yet.
+_MISSING = {3, 5, 100}
+
+
 def describe(admin: Any, topics: Iterable[str]) -> dict[str, Shape | None]:
     """The :class:`Shape` of each topic (``None``: it does not exist), from one Metadata request
-    (``describe_topics``; Tansu and Kafka 2.8+ give topic ids)."""
+    (``describe_topics``; Tansu and Kafka 2.8+ give topic ids).
+
+    Raises:
+        SourceError: the broker refused to describe a topic for another reason (authorization):
+            a topic that exists but may not be read must not look like one not created yet.
+    """
     names = list(dict.fromkeys(topics))
     if not names:
         return {}
     out: dict[str, Shape | None] = dict.fromkeys(names)
     for t in admin.describe_topics(names):
-        name = t.get("name")
-        if name in out and not t.get("error_code") and t.get("partitions"):
+        name, code = t.get("name"), int(t.get("error_code") or 0)
+        if name in out and code and code not in _MISSING:
+            from kafka.errors import for_code
+
+            msg = (f"the broker refused to describe the topic {name} ({for_code(code).__name__}): "
+                   "check the ACLs and the security options")
+            raise SourceError(msg)
+        if name in out and not code and t.get("partitions"):
             tid = t.get("topic_id")
             tid = None if tid in (None, "", "AAAAAAAAAAAAAAAAAAAAAA") or set(str(tid)) <= {"0", "-"} \
                 else str(tid)
@@ -239,18 +255,23 @@ class TopologyWatch:
     """Looks at the group's topics every ``interval`` seconds, from a thread of its own, and keeps
     the first change it sees (:attr:`changes`) for the member to stop on.
 
+    A change is kept only when a second look ``confirm`` seconds later still shows one (the
+    second look's words), so a broker that answers "no such topic" for a moment while it restarts
+    with its data does not stop a group.
+
     Args:
         admin_factory: builds a kafka-python ``KafkaAdminClient``.
         sources: the source topics; internal: ``<group>-cells``; slices: its partition count.
     """
 
     def __init__(self, admin_factory: Callable[[], Any], sources: list[str], internal: str,
-                 slices: int, interval: float = 2.0) -> None:
+                 slices: int, interval: float = 2.0, confirm: float = 1.0) -> None:
         self._factory = admin_factory
         self.topics = [*sources, internal]
         self.internal = internal
         self.slices = slices
         self.interval = interval
+        self.confirm = confirm
         self.baseline: dict[str, Shape | None] = {}
         #: The changes seen (empty: none yet).
         self.changes: list[str] = []
@@ -272,12 +293,17 @@ class TopologyWatch:
         self._thread.start()
 
     def check(self) -> list[str]:
-        """Look once; remember and return the changes against the baseline."""
+        """Look (twice if the first look shows a change); remember and return the changes
+        against the baseline."""
         if not self.changes and self.baseline:
             with self._lock, contextlib.suppress(Exception):  # no answer is no change
-                self.changes = shape_changes(self.baseline, self.look(), self.internal,
-                                             self.slices)
+                if self._changes():
+                    time.sleep(self.confirm)
+                    self.changes = self._changes()
         return self.changes
+
+    def _changes(self) -> list[str]:
+        return shape_changes(self.baseline, self.look(), self.internal, self.slices)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval) and not self.changes:
