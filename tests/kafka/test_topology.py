@@ -281,16 +281,20 @@ def test_no_client_of_panstream_lets_a_broker_auto_create_a_topic(
         kafka_broker: Broker, admin: Any, fresh_topic: str) -> None:
     from kafka import KafkaProducer
 
-    from panstream.errors import ConfigurationError
-    from panstream.sources.kafka import consumer_config, parse_overrides
+    from panstream.sources.kafka import internal_config, parse_overrides, source_config
     from panstream.sources.kafka.joins import group_consumer
     from panstream.sources.kafka.rdkafka import rdkafka_config
 
-    cfg = consumer_config(kafka_broker.bootstrap, f"g-{fresh_topic}")
+    cfg = source_config(kafka_broker.bootstrap, f"g-{fresh_topic}")
     assert cfg["allow_auto_create_topics"] is False
     assert rdkafka_config(cfg)[0]["allow.auto.create.topics"] is False
-    with pytest.raises(ConfigurationError, match="cannot be set"):
-        parse_overrides(["allow.auto.create.topics=true"])
+    # -C allow.auto.create.topics=true (issue 37, for brokers that auto-create a source topic)
+    # reaches the source consumer only, never a client of the internal topic
+    asked = parse_overrides(["allow.auto.create.topics=true"])
+    assert source_config("h:9092", "g", asked)["allow_auto_create_topics"] is True
+    internal = internal_config("h:9092", "g-slices", asked)
+    assert internal["allow_auto_create_topics"] is False
+    assert rdkafka_config(internal)[0]["allow.auto.create.topics"] is False
     # kafka-python 3.0.12 drops the setting on the way to its metadata requests (Tansu created a
     # subscribed or produced-to topic all the same); panstream's clients put it there
     consumer = group_consumer(**cfg)
