@@ -340,6 +340,9 @@ def _internal(info: dict[str, Any] | None) -> None:
     if not info["checked"]:
         click.echo(f"internal topic   {info['name']}: not checked (give -b HOST:PORT to ask the "
                    "broker for routed records not yet applied)")
+    elif info.get("topology_changed"):
+        click.echo(f"internal topic   {info['name']}: not drained: the group's topics changed "
+                   f"under it: {'; '.join(info['topology_changed'])}")
     elif info["drained"]:
         click.echo(f"internal topic   {info['name']}: drained (every routed record applied to a "
                    "saved slice and committed)")

@@ -249,7 +249,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         raise ConfigurationError(msg)
     keyed = _keying(ctx, layout, value_format, universe, partitioner)
     topic_list = [t for arg in topics for t in arg.split() if t]
-    cfg = src.consumer_config(bootstrap, group, src.parse_overrides(overrides), security)
+    cfg = src.source_config(bootstrap, group, src.parse_overrides(overrides), security)
     # Say at once what we are waiting for: an unreachable broker is otherwise a silent wait.
     click.echo(f"panstream: {src.connecting_notice(cfg)}", err=True)
     if state_dir is not None:
@@ -415,18 +415,25 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
         msg = f"-t {topic} is the group's own internal topic: tail the source topics instead"
         raise ConfigurationError(msg)
     parsed = src.parse_overrides(overrides)
-    slice_consumer = src.consumer_config(",".join(c.consumer["bootstrap_servers"]),
+    slice_consumer = src.internal_config(",".join(c.consumer["bootstrap_servers"]),
                                          f"{group}-slices", parsed, security)
     client = src.client_config(c.consumer)
     factory: Any = None
     clients: dict[str, Any] = {}
     if source_client == "librdkafka":
-        from panstream.sources.kafka.rdkafka import RdKafkaConsumer, RdKafkaProducer, rdkafka_config
+        from panstream.sources.kafka.rdkafka import (
+            RdKafkaConsumer,
+            RdKafkaProducer,
+            crash_line,
+            rdkafka_config,
+            say_native_crash,
+        )
 
         rdkafka_config(c.consumer)  # an untranslatable -C key is an error now, not in a thread
         rdkafka_config(slice_consumer)
         factory = RdKafkaConsumer
         clients = {"consumer_factory": RdKafkaConsumer, "producer_factory": RdKafkaProducer}
+        say_native_crash(crash_line())
     route = RouteStage(RouteConfig(c.consumer, client, c.topics, lay, topic, c.value_format,
                                    c.fmt, check), metrics, **clients)
     route.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)

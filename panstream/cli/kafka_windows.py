@@ -144,7 +144,7 @@ def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[st
         click.echo(f"panstream: {unused}", err=True)
     ser = series or os.path.join(state_dir, f"{group}-series.jsonl")
     parsed = src.parse_overrides(overrides)
-    slice_consumer = src.consumer_config(",".join(c.consumer["bootstrap_servers"]),
+    slice_consumer = src.internal_config(",".join(c.consumer["bootstrap_servers"]),
                                          f"{group}-slices", parsed, security)
     client = src.client_config(c.consumer)
     route = WindowRouteStage(RouteConfig(c.consumer, client, c.topics, lay, topic,

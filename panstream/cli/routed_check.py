@@ -70,7 +70,10 @@ def check_routed(store: Any, bootstrap: str | None, overrides: tuple[str, ...],
     try:
         if not probe.partitions(topic):
             msg = (f"the broker at {bootstrap} has no topic {topic!r}: give the -b of the "
-                   "group that wrote these slices")
+                   "group that wrote these slices; if this is its broker, the topic was deleted "
+                   "or the broker lost its data (restarted empty), and records routed to slices "
+                   "but not yet applied went with it: a release without -b covers only what the "
+                   "saved slices hold")
             raise StateError(msg)
         pending = probe.pending()
     finally:
@@ -102,6 +105,12 @@ def require_releasable(info: dict[str, Any] | None) -> None:
                    "to a slice (give -b HOST:PORT to check): this release covers what the saved "
                    "slices hold", err=True)
         return
+    if info.get("topology_changed"):
+        msg = (f"the group's topics changed under it: {'; '.join(info['topology_changed'])}: its "
+               "committed offsets no longer say what this table holds, so a release cannot know "
+               "what it misses. Find out what happened to the topics; a release without -b "
+               "covers only what the saved slices hold (and says so)")
+        raise StateError(msg)
     lost = [r for r in missing if r not in info["never_routed"]]
     if lost:
         msg = (f"slices {_ranges(lost)} have no snapshot, but {topic} has held records routed to "

@@ -8,7 +8,9 @@ short, in the manner of quixstreams' ``topic_factory``:
 
 * ``topic_factory(partitions=4)`` creates a fresh topic and returns its name;
 * ``produce(topic, values, keys=None)`` sends and flushes a batch and returns the high-water marks;
-* ``consumer_config()`` returns the kafka-python settings the tests use for group members.
+* ``consumer_config()`` returns the kafka-python settings the tests use for group members;
+* ``own_broker`` is a broker of one test's own, which it may restart empty on the same port
+  (:class:`OwnBroker`: a cluster that lost its data).
 
 Known Tansu / kafka-python 3.0.12 quirks these tests work around: a group join takes about
 ``session_timeout_ms / 2``, so group members use ``session_timeout_ms=6000`` and
@@ -73,25 +75,71 @@ def _wait_ready(bootstrap: str, proc: subprocess.Popen[bytes], log: Path) -> Non
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     """Start one Tansu broker for the session (in-memory storage, loopback only); stop it after."""
     port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("tansu") / "tansu.log"
-    with open(log, "wb") as out:
+    proc = _start_tansu(port, log)
+    try:
+        yield Broker(f"127.0.0.1:{port}", proc.pid, log)
+    finally:
+        _stop_tansu(proc)
+
+
+def _start_tansu(port: int, log: Path) -> subprocess.Popen[bytes]:
+    """Start Tansu on ``port`` (in-memory storage, output appended to ``log``) and wait until it
+    answers; stopped again if it does not."""
+    url = f"tcp://127.0.0.1:{port}"
+    with open(log, "ab") as out:
         proc = subprocess.Popen(
             [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
              "--storage-engine", "memory://tansu/"],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    broker = Broker(f"127.0.0.1:{port}", proc.pid, log)
     try:
-        _wait_ready(broker.bootstrap, proc, log)
+        _wait_ready(f"127.0.0.1:{port}", proc, log)
+    except BaseException:
+        _stop_tansu(proc)
+        raise
+    return proc
+
+
+def _stop_tansu(proc: subprocess.Popen[bytes]) -> None:
+    """SIGINT by PID, SIGKILL only if it does not exit."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+class OwnBroker:
+    """A Tansu broker of one test's own (in-memory storage, loopback), which the test may restart
+    on the same port (:meth:`restart_empty`): a broker that lost every topic, offset and group,
+    as a cluster rebuilt empty is."""
+
+    def __init__(self, log: Path) -> None:
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.log = log
+        self.proc = _start_tansu(self.port, log)
+
+    def restart_empty(self) -> None:
+        """Stop the broker (SIGINT by PID) and start a fresh one on the same port: memory
+        storage, so it comes back without topics, committed offsets or groups."""
+        _stop_tansu(self.proc)
+        self.proc = _start_tansu(self.port, self.log)
+
+    def stop(self) -> None:
+        _stop_tansu(self.proc)
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[OwnBroker]:
+    """A broker of this test's own that it may restart empty (:class:`OwnBroker`); stopped after."""
+    broker = OwnBroker(tmp_path / "tansu.log")
+    try:
         yield broker
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        broker.stop()
 
 
 @pytest.fixture(scope="session")

@@ -108,6 +108,29 @@ def test_a_quiet_member_waits_for_orphaned_slices_then_gives_up_with_one_line() 
                                  "lost")
 
 
+def test_a_group_whose_topics_changed_is_not_drained_and_stops_at_once() -> None:
+    """Issue 35: commits above a re-created source topic's ends once read as "drained" (nothing
+    past the commits). A change is no pending work to wait for: the member stops at once, and the
+    line says what changed and promises nothing."""
+    changed = Pending({}, {}, "g-cells", changed=(
+        "logs ends below the offsets the group committed (partition 0: end 7, committed 8): it "
+        "was deleted and re-created, or emptied",))
+    assert changed and not changed.to_dict()["drained"]
+    m, _ = _member([changed])
+    assert m._may_stop(100.0)
+    assert m._failure is not None and "\n" not in m._failure
+    assert m._failure.startswith("the group's topics changed under it: logs ends below the offsets")
+    assert "nothing is lost" not in m._failure
+
+
+def test_a_give_up_line_promises_nothing_of_records_that_expired() -> None:
+    lost = Pending({}, {8: 40}, "g-cells", expired={8: 5})
+    m, _ = _member([lost])
+    assert not m._may_stop(100.0) and m._may_stop(123.0)
+    assert m._failure is not None and "nothing is lost" not in m._failure
+    assert "expired from g-cells unapplied (lost)" in m._failure
+
+
 def test_progress_restarts_the_wait() -> None:
     moving = [ORPHANS, ORPHANS, Pending({}, {8: 10}, "g-cells"), Pending({}, {8: 10}, "g-cells")]
     m, _ = _member(moving)

@@ -56,7 +56,9 @@ from panstream.sources.kafka.config import (
     client_config,
     connecting_notice,
     consumer_config,
+    internal_config,
     parse_overrides,
+    source_config,
     unreachable_message,
 )
 from panstream.sources.kafka.decode import VALUE_FORMATS, Decoded, Decoder
@@ -71,6 +73,6 @@ __all__ = [
     "CONSUMER_DEFAULTS", "COUNT_FIELDS", "KAFKA_TELEMETRY_SENSITIVITY", "VALUE_FORMATS", "Decoded",
     "Decoder", "KafkaRecordLog", "KafkaTail", "Member", "Metrics", "RouteConfig", "RouteStage",
     "RunSummary", "SliceStage", "TailConfig", "bootstrap_seconds", "client_config",
-    "connecting_notice", "consumer_config", "internal_topic", "parse_overrides", "state_client",
-    "topic_store", "unreachable_message",
+    "connecting_notice", "consumer_config", "internal_config", "internal_topic", "parse_overrides",
+    "source_config", "state_client", "topic_store", "unreachable_message",
 ]

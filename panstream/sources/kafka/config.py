@@ -126,6 +126,25 @@ def consumer_config(bootstrap: str | Sequence[str], group: str, overrides: Mappi
     return cfg
 
 
+def source_config(bootstrap: str | Sequence[str], group: str, overrides: Mapping[str, Any]
+                  | None = None, security: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`consumer_config` for the source topics: no topic auto-created unless ``-C
+    allow.auto.create.topics=true`` asks for it (issue 37: for brokers that auto-create the
+    source topic; then a member does not wait for a missing one, its consumer creates it)."""
+    return {"allow_auto_create_topics": False,
+            **consumer_config(bootstrap, group, overrides, security)}
+
+
+def internal_config(bootstrap: str | Sequence[str], group: str, overrides: Mapping[str, Any]
+                    | None = None, security: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`consumer_config` for a group's internal topic (``GROUP-cells``): never auto-created,
+    whatever ``-C`` says (issue 35: a broker restarted empty auto-created it with its default
+    partition count for the first member that asked; only panstream creates it, with exactly the
+    slice count, :mod:`~panstream.sources.kafka.topology`)."""
+    return {**consumer_config(bootstrap, group, overrides, security),
+            "allow_auto_create_topics": False}
+
+
 _CLIENT_KEYS = ("bootstrap_servers", "bootstrap_timeout_ms", "client_id", "request_timeout_ms",
                 "security_protocol",
                 "ssl_context", "ssl_check_hostname", "ssl_cafile", "ssl_certfile", "ssl_keyfile",

@@ -30,6 +30,8 @@ from typing import Any
 
 from kafka import KafkaConsumer
 
+from panstream.sources.kafka.topology import no_auto_create
+
 log = logging.getLogger("panstream.kafka")
 
 
@@ -67,7 +69,7 @@ def keep_finished_joins(consumer: Any) -> bool:
 def group_consumer(**settings: Any) -> KafkaConsumer:
     """A kafka-python ``KafkaConsumer`` with :func:`keep_finished_joins` applied (panstream's
     default consumer factory for groups)."""
-    consumer = KafkaConsumer(**settings)
+    consumer = no_auto_create(KafkaConsumer(**settings))
     if settings.get("group_id") is not None:
         keep_finished_joins(consumer)
     return consumer

@@ -55,7 +55,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.errors import KafkaError
 
 from panstream.errors import SourceError
@@ -64,6 +64,14 @@ from panstream.sources.kafka.progress import GroupProgress, Pending, PendingWork
 from panstream.sources.kafka.route import RouteStage, ensure_internal_topic
 from panstream.sources.kafka.slices import SliceStage
 from panstream.sources.kafka.tail import RunSummary, kafka_errors
+from panstream.sources.kafka.topology import (
+    TopologyError,
+    TopologyWatch,
+    describe,
+    no_auto_create,
+    stop_line,
+    wait_for_topics,
+)
 from panstream.sources.kafka.watch import StallWatch, where
 
 #: The least wait for a group to drain: Tansu evicts a member killed with ``kill -9`` about a
@@ -165,6 +173,9 @@ class Member:
         self._answer_error: BaseException | None = None
         self._answer_lock = threading.Lock()
         self._route_error: BaseException | None = None
+        #: The group's topics as the member started with them, watched from :meth:`run` on
+        #: (issue 35, :mod:`.topology`); nothing watched before.
+        self.topology = TopologyWatch(self._admin, [], "", 0)
         metrics = slices.metrics
 
         def count(messages: int, items: int, malformed: int, outside: int) -> None:
@@ -173,18 +184,66 @@ class Member:
 
         route.count = count
 
-    def _ensure_topic(self) -> None:
+    def _admin(self) -> KafkaAdminClient:
         try:
-            probe = KafkaConsumer(**self.client)
+            return KafkaAdminClient(**self.client)
+        except KafkaError as exc:
+            raise SourceError(unreachable_message(self.client, exc)) from None
+
+    def _wait_for_sources(self, stop: threading.Event) -> bool:
+        """Wait (saying so) until every source topic exists, at most ``--idle-timeout`` if given;
+        ``False`` if stopped meanwhile (:func:`~.topology.wait_for_topics`)."""
+        if self.route.config.consumer.get("allow_auto_create_topics"):
+            return True  # -C allow.auto.create.topics=true: the source consumer creates them
+        admin = self._admin()
+        try:
+            def exists(topics: list[str]) -> list[str]:
+                return [t for t, s in describe(admin, topics).items() if s is not None]
+
+            return wait_for_topics(exists, list(self.route.config.topics), self.notice, stop,
+                                   self.slices.config.idle_timeout)
+        finally:
+            admin.close()
+
+    def _check_start(self) -> None:
+        """Refuse to start on topics whose identity changed since the group committed on them
+        (a source re-created, the internal topic re-created: :func:`~.topology.offset_changes`)."""
+        changed = self.progress.pending().changed
+        if changed:
+            raise TopologyError(stop_line(list(changed), self.route.config.internal_topic))
+
+    def _ensure_topic(self) -> None:
+        cells = self.route.config.internal_topic
+        admin = self._admin()
+        try:
+            had = describe(admin, [cells])[cells] is not None
+        finally:
+            admin.close()
+        store = self.slices.config.store
+        if not had and any(k.startswith(f"{cells}/") for k in store.keys()):  # noqa: SIM118
+            self.notice(f"warning: {cells} did not exist, but the store holds slices of this "
+                        "group: the topic was deleted or the broker lost its data (restarted "
+                        "empty); records routed to slices but not yet applied before that are "
+                        "lost, and releases of this table miss them. panstream creates it again "
+                        "with the group's slice count")
+        try:
+            probe = no_auto_create(KafkaConsumer(**self.client, allow_auto_create_topics=False))
         except KafkaError as exc:
             raise SourceError(unreachable_message(self.client, exc)) from None
         try:
             self.retention = ensure_internal_topic(
                 self.client, self.route.config.internal_topic, self.route.config.layout,
                 self.retention_ms, probe, sources=list(self.route.config.topics),
-                notice=self.notice)
+                notice=self.notice, stored=self._stored_count)
         finally:
             probe.close()
+
+    def _stored_count(self) -> int | None:
+        """The slice count the store's saved slices were written with (``None``: none saved)."""
+        from panstream.state.stores import store_layout
+
+        lay = store_layout(self.slices.config.store)
+        return int(lay["slices"]) if lay.get("layout") == "slices" and lay.get("slices") else None
 
     def _idle(self, now: float) -> bool:
         """Both stages quiet for ``idle_timeout`` (30 s more before the first assignments)."""
@@ -223,14 +282,20 @@ class Member:
             self.notice(f"idle, but the group has not drained: {pending.describe()}; waiting for "
                         f"it (a rebalance may hand this member their partitions; giving up after "
                         f"{self.give_up_seconds:g} s without progress)")
+        if pending.changed:  # not pending work: the group can never drain on these topics
+            self._failure = stop_line(list(pending.changed), self.route.config.internal_topic)
+            return True
         if self.pending is None or progressed(self.pending, pending):  # or first sight
             self.pending, self._pending_since = pending, now
             return False
         self.pending = pending
         if now - self._pending_since >= self.give_up_seconds:
+            cells = self.route.config.internal_topic
+            kept = (f"the records past the last commit wait in {cells}, except those said to "
+                    "have expired" if pending.expired else
+                    f"nothing is lost (the records wait in {cells})")
             msg = (f"stopped by --idle-timeout with work pending for the group: "
-                   f"{pending.describe()}; nothing is lost (the records wait in "
-                   f"{self.route.config.internal_topic}): run the group's members until it "
+                   f"{pending.describe()}; {kept}: run the group's members until it "
                    "drains, then release")
             self._failure = msg
             return True
@@ -375,7 +440,15 @@ class Member:
         stop = stop or threading.Event()
         s = self.slices
         t0 = time.monotonic()
+        if not self._wait_for_sources(stop):
+            self.summary.stopped_by = "signal"
+            return self.summary
         self._ensure_topic()
+        self._check_start()
+        cfg = self.route.config
+        self.topology = TopologyWatch(self._admin, list(cfg.topics), cfg.internal_topic,
+                                      cfg.layout.count)
+        self.topology.start()
         router = threading.Thread(target=self._route_loop, name="panstream-route", daemon=True)
         self._router = router
         self._async = True
@@ -387,7 +460,7 @@ class Member:
                 self.watch.step(f"joining the slice group of {cells}")
                 s.open()
                 router.start()
-                while not stop.is_set() and self._route_error is None:
+                while not stop.is_set() and self._route_error is None and not self.topology.changes:
                     self.watch.step(f"applying {cells} to this member's slices (one poll, "
                                     "checkpoint when due)")
                     applied = s.poll_once()
@@ -405,20 +478,30 @@ class Member:
                         s.metrics.tick(now)
                     s.maintain(now)
                 else:
-                    self.summary.stopped_by = "signal" if self._route_error is None else "error"
+                    self.summary.stopped_by = ("topology" if self.topology.changes else "signal"
+                                               if self._route_error is None else "error")
+                if self.topology.changes:
+                    self.route.hold_commits = True  # its positions belong to the old topics
                 self._route_stop.set()
                 self.watch.step("waiting for the routing stage's final commit")
                 self._join_router(router)
-                if self._route_error is None:
+                if self._route_error is None and not self.topology.changes:
                     self.watch.step("draining what was routed to this member's slices")
                     self._drain()
                 self.watch.step("making the final checkpoint")
                 s.final_checkpoint()
+            self._topology_stop()
             if self._route_error is not None:
                 raise self._route_error
             if self._failure is not None:  # after the final checkpoint: nothing of ours is lost
                 raise PendingWorkError(self._failure)
+        except (SourceError, KafkaError) as exc:
+            if isinstance(exc, TopologyError):
+                raise
+            self._topology_stop()  # an error the topics' change caused says what changed instead
+            raise
         finally:
+            self.topology.stop()
             self._route_stop.set()
             if router.is_alive() and not self._router_left:
                 router.join(timeout=self.close_seconds)
@@ -432,6 +515,18 @@ class Member:
             self.summary.seconds = time.monotonic() - t0
             self.watch.stop()
         return self.summary
+
+    def _topology_stop(self) -> None:
+        """Raise :class:`~.topology.TopologyError` if the group's topics changed under it (the
+        watch saw it, or a look now does).
+
+        Raises:
+            TopologyError: they did.
+        """
+        changes = self.topology.check()
+        if changes:
+            self.route.hold_commits = True
+            raise TopologyError(stop_line(changes, self.route.config.internal_topic)) from None
 
     def _join_router(self, router: threading.Thread) -> None:
         """Wait for the routing thread's final commit and its leaving, each bounded: a consumer

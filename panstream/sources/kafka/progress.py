@@ -38,6 +38,7 @@ from kafka.errors import KafkaError
 
 from panstream.errors import SourceError
 from panstream.sources.kafka.config import unreachable_message
+from panstream.sources.kafka.topology import describe, no_auto_create, offset_changes
 
 
 class PendingWorkError(SourceError):
@@ -57,6 +58,9 @@ class Pending:
             that truly never received anything.
         expired: internal partition -> routed records that left the topic (retention) before
             any slice applied them: lost, not pending (:func:`~.slices.expired`).
+        changed: the group's topics changed identity under it (:func:`~.topology.offset_changes`:
+            a topic gone, fewer partitions, ends below the commits), one phrase each: such a
+            group is not drained, whatever its counts say (issue 35).
     """
 
     source: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -64,9 +68,10 @@ class Pending:
     internal_topic: str = ""
     never_routed: frozenset[int] = frozenset()
     expired: dict[int, int] = field(default_factory=dict)
+    changed: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.source or self.cells)
+        return bool(self.source or self.cells or self.changed)
 
     @property
     def records(self) -> int:
@@ -92,6 +97,8 @@ class Pending:
             where = ", ".join(f"{t}/{p}" for t, p in sorted(self.source))
             parts.append(f"{self.messages:,} source messages not yet routed ({where})")
         out = " and ".join(parts) if parts else "nothing pending"
+        if self.changed:
+            out = f"the group's topics changed under it: {'; '.join(self.changed)} ({out})"
         if self.expired:
             out += (f"; {sum(self.expired.values()):,} routed records of slices "
                     f"{ranges(self.expired)} expired from {self.internal_topic} unapplied (lost)")
@@ -102,7 +109,8 @@ class Pending:
         return {"drained": not self, "routed_records_unapplied": self.records,
                 "slices_pending": sorted(self.cells),
                 "source_messages_unrouted": self.messages,
-                "routed_records_expired": sum(self.expired.values())}
+                "routed_records_expired": sum(self.expired.values()),
+                "topology_changed": list(self.changed)}
 
 
 def ranges(xs: Iterable[int]) -> str:
@@ -151,10 +159,12 @@ class GroupProgress:
             if self._admin is None:
                 self._admin = KafkaAdminClient(**self.client)
             if self._probe is None:
-                self._probe = KafkaConsumer(**self.client, group_id=None, enable_auto_commit=False,
+                self._probe = no_auto_create(KafkaConsumer(
+                                            **self.client, group_id=None, enable_auto_commit=False,
+                                            allow_auto_create_topics=False,
                                             auto_offset_reset="earliest", fetch_max_wait_ms=50,
                                             max_partition_fetch_bytes=1024,
-                                            fetch_max_bytes=1 << 16)
+                                            fetch_max_bytes=1 << 16))
         except KafkaError as exc:
             raise SourceError(unreachable_message(self.client, exc)) from None
 
@@ -215,14 +225,18 @@ class GroupProgress:
         """
         try:
             source: dict[tuple[str, int], int] = {}
-            if self.topics:
-                done = self.committed(self.group)
-                tps = [tp for t in self.topics for tp in self.partitions(t)]
-                for tp, end in self.ends(tps, done).items():
-                    if end > done.get(tp, 0):
-                        source[(tp.topic, tp.partition)] = end - done.get(tp, 0)
+            done = self.committed(self.group)
+            # every topic the group committed on, not only -t's (a release knows none of them)
+            names = sorted({*(self.topics or ()), *(tp.topic for tp in done)})
+            counts = {t: (s.partitions if s else None)
+                      for t, s in describe(self._admin, [*names, self.internal_topic]).items()}
+            tps = [TopicPartition(t, p) for t in names for p in range(counts.get(t) or 0)]
+            src_ends = self.ends(tps, done)
+            for tp, end in src_ends.items():
+                if self.topics and tp.topic in self.topics and end > done.get(tp, 0):
+                    source[(tp.topic, tp.partition)] = end - done.get(tp, 0)
             applied = self.committed(f"{self.group}-slices")
-            tps = self.partitions(self.internal_topic)
+            tps = self.partitions(self.internal_topic) if counts.get(self.internal_topic) else []
             cells: dict[int, int] = {}
             never: set[int] = set()
             lost: dict[int, int] = {}
@@ -236,10 +250,12 @@ class GroupProgress:
                     lost[tp.partition] = start - upto
                 if end > max(upto, start):
                     cells[tp.partition] = end - max(upto, start)
+            changed = offset_changes(_keyed(done), _keyed(src_ends), counts)
+            changed += offset_changes(_keyed(applied), _keyed(ends), counts)
         except KafkaError as exc:
             msg = f"cannot ask the broker what the group has pending: {exc}"
             raise SourceError(msg) from None
-        return Pending(source, cells, self.internal_topic, frozenset(never), lost)
+        return Pending(source, cells, self.internal_topic, frozenset(never), lost, tuple(changed))
 
     def close(self) -> None:
         for c in (self._probe, self._admin):
@@ -247,6 +263,10 @@ class GroupProgress:
                 with contextlib.suppress(Exception):
                     c.close()
         self._probe = self._admin = None
+
+
+def _keyed(offsets: Mapping[TopicPartition, int]) -> dict[tuple[str, int], int]:
+    return {(tp.topic, tp.partition): off for tp, off in offsets.items()}
 
 
 def group_of_internal(topic: str) -> str:

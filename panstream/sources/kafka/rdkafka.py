@@ -75,7 +75,8 @@ SETTINGS: dict[str, str | None] = {
     "ssl_cafile": "ssl.ca.location", "ssl_certfile": "ssl.certificate.location",
     "ssl_keyfile": "ssl.key.location", "ssl_password": "ssl.key.password",
     "ssl_crlfile": "ssl.crl.location",
-    # kafka-python's default is true, librdkafka's false: only a -C that asks for it sets it
+    # off on every client panstream makes (issue 35, :mod:`.topology`); a -C that asks for it
+    # reaches the source consumer only, never a client of the internal topic
     "allow_auto_create_topics": "allow.auto.create.topics",
     "max_poll_records": None,  # the batch size of consume()
     "bootstrap_timeout_ms": None,  # the member's topic check (kafka-python) finds a dead broker
@@ -91,8 +92,9 @@ SETTINGS: dict[str, str | None] = {
 #: with the default, 12.2-13.5 M with 10 ms (0.07 against 0.10 µs of CPU a line: less, since
 #: fewer wake-ups find an empty queue); 0 ms busy-loops (7.2 M, 0.10 µs). The bound on what is
 #: buffered is unchanged.
+#: And no topic auto-created by a metadata request (issue 35: :mod:`.topology`).
 _FIXED = {"partition.assignment.strategy": "range", "enable.auto.offset.store": False,
-          "fetch.queue.backoff.ms": 10}
+          "fetch.queue.backoff.ms": 10, "allow.auto.create.topics": False}
 
 
 def rdkafka_config(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
@@ -396,6 +398,7 @@ PRODUCER_SETTINGS: dict[str, str | None] = {
         "sasl_plain_password", "sasl_kerberos_service_name", "ssl_cafile", "ssl_certfile",
         "ssl_keyfile", "ssl_password", "ssl_crlfile")},
     "acks": "acks", "linger_ms": "linger.ms", "batch_size": "batch.size",
+    "allow_auto_create_topics": "allow.auto.create.topics",
     "max_request_size": "message.max.bytes",
     "bootstrap_timeout_ms": None, "api_version": None,
 }
@@ -452,7 +455,7 @@ class RdKafkaProducer:
         import confluent_kafka
 
         self._ck = confluent_kafka
-        conf: dict[str, Any] = {"logger": log}
+        conf: dict[str, Any] = {"logger": log, "allow.auto.create.topics": False}
         for key, value in cfg.items():
             if key not in PRODUCER_SETTINGS:
                 msg = (f"the routed records' producer has no librdkafka equivalent of {key}: use "
@@ -495,3 +498,88 @@ class RdKafkaProducer:
     def close(self, timeout: float | None = None) -> None:
         """Flush (at most ``timeout`` seconds); librdkafka frees the client with the object."""
         self.flush(timeout)
+
+
+#: The watcher of :func:`say_native_crash` (a process of its own: a signal death ends every thread
+#: of the member). It reads the member's pipe until the member's end closes: ``exit`` written last
+#: is a normal exit (silent); otherwise the member died of a signal, which it reads from
+#: ``/proc/PID/stat`` (field 52, the exit status, while the member is not yet reaped): silent for
+#: SIGKILL (an operator's ``kill -9`` or the OOM killer: the exit status says it), one line for a
+#: crash, a hedged one when the member was reaped before it could look.
+_WATCHER = r"""
+import signal, sys
+for s in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(s, signal.SIG_IGN)
+pid, line, unknown = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+got = sys.stdin.buffer.read()
+if not got.endswith(b"exit\n"):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            sig = int(f.read().rpartition(")")[2].split()[49]) & 0x7F
+    except (OSError, ValueError, IndexError):
+        sig = -1
+    if sig not in (0, signal.SIGKILL):  # 0: an exit without atexit (os._exit after Ctrl+C)
+        what = {int(s): s.name for s in signal.Signals}.get(sig, "")
+        try:  # the versions, read here: the member does not import confluent-kafka for this
+            import confluent_kafka as ck
+            versions = f"confluent-kafka {ck.__version__}, librdkafka {ck.libversion()[0]}"
+        except Exception:
+            versions = "confluent-kafka"
+        out = line.replace("{what}", what) if what else unknown
+        sys.stderr.write(out.replace("{versions}", versions) + "\n")
+        sys.stderr.flush()
+"""
+
+
+def crash_line() -> tuple[str, str]:
+    """The lines :func:`say_native_crash` prints: a known signal (``{what}``), and a death whose
+    signal could not be read, both naming the client versions (``{versions}``, filled in by the
+    watcher)."""
+    why = ("inside librdkafka ({versions}), which crashes so when a topic it fetches is "
+           "deleted under it: a source topic deleted or re-created, or the broker restarted "
+           "without its topics (docs/kafka.md, Topology changes). Check the group's topics "
+           "(panstream inspect -b); --source-client kafka-python stops with one line instead of "
+           "a crash. Nothing after the last checkpoint was committed")
+    return (f"panstream: error: the member died of {{what}} {why}",
+            "panstream: the member process ended by a signal without its closing line: kill -9, "
+            f"the OOM killer, or a crash {why}")
+
+
+def say_native_crash(lines: tuple[str, str]) -> Any:
+    """Make a crash inside librdkafka's C threads say one line (issue 35) instead of nothing.
+
+    librdkafka 2.16.0 (confluent-kafka 2.16.1) dies of SIGSEGV in its main thread when a topic
+    its consumer fetches is deleted, on Tansu (docs/kafka.md, *Topology changes*). No handler in
+    the member can run then: librdkafka's threads block every signal, and the kernel kills a
+    process on a synchronous SIGSEGV in a thread that blocks it whatever its handler
+    (``faulthandler`` stays silent). So a small watcher process (:data:`_WATCHER`) says it: the
+    member writes ``exit`` into the watcher's pipe at a normal exit; a pipe that closes without
+    it is a death by signal, read from ``/proc``. The member still dies of the signal (its exit
+    status says so); the line says why and what to do.
+
+    Returns:
+        The watcher process (``None`` where it cannot be started: then nothing changes).
+    """
+    import atexit
+    import os
+    import subprocess
+    import sys
+
+    try:
+        read, write = os.pipe()
+        proc = subprocess.Popen([sys.executable, "-c", _WATCHER, str(os.getpid()), *lines],
+                                stdin=read, start_new_session=True)
+    except OSError:
+        return None
+    os.close(read)
+
+    def bye() -> None:
+        try:
+            os.write(write, b"exit\n")
+            os.close(write)
+            proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001, S110 - the watcher is a courtesy; the exit goes on
+            pass
+
+    atexit.register(bye)
+    return proc

@@ -69,6 +69,7 @@ from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoded, Decoder
 from panstream.sources.kafka.joins import group_consumer
 from panstream.sources.kafka.metrics import Metrics
+from panstream.sources.kafka.topology import no_auto_create
 from panstream.state.slices import SliceLayout
 
 log = logging.getLogger("panstream.kafka")
@@ -189,11 +190,16 @@ def internal_retention(sources: Mapping[str, int | None], asked_ms: int | None) 
 def ensure_internal_topic(client: Mapping[str, Any], topic: str, layout: SliceLayout,
                           retention_ms: int | None, consumer: Any,
                           sources: list[str] | None = None,
-                          notice: Callable[[str], None] = log.info) -> Retention:
+                          notice: Callable[[str], None] = log.info,
+                          stored: Callable[[], int | None] = lambda: None) -> Retention:
     """Create ``topic`` with ``layout.count`` partitions if missing, its retention never shorter
     than the source topics' (:func:`internal_retention`), segments that roll, and delete policy;
     on an existing topic check the partition count and lengthen a shorter retention (an older
     panstream created it with 10 minutes).
+
+    ``stored`` says (when asked, on a mismatch only) the slice count of the group's saved slices
+    (``None``: none saved), so the refusal names the side that is wrong: the topic, or
+    ``--slices`` (:func:`wrong_count`).
 
     Returns:
         The retention the topic was given (or should have).
@@ -263,11 +269,39 @@ def ensure_internal_topic(client: Mapping[str, Any], topic: str, layout: SliceLa
             break
         time.sleep(0.1)
     if parts and len(parts) != layout.count:
-        msg = (f"the internal topic {topic!r} has {len(parts)} partitions but --slices is "
-               f"{layout.count}: run the group with --slices {len(parts)} (its state was written "
-               "that way), or delete the topic and the group's state to start over")
-        raise ConfigurationError(msg)
+        raise ConfigurationError(wrong_count(topic, len(parts), layout.count, stored()))
     return ret
+
+
+def wrong_count(topic: str, have: int, count: int, stored: int | None) -> str:
+    """The one line for an internal topic whose partition count is not ``--slices`` (issue 35):
+    the group's saved slices say which side is wrong. Only panstream creates the topic, with
+    exactly the slice count, so a topic that disagrees with saved slices was made by something
+    else (a broker's auto-create, after it restarted empty, or another tool), and the records
+    routed before may be gone with the old topic: no promise that nothing is lost, and no advice
+    to follow the wrong count.
+
+    >>> wrong_count("g-cells", 4, 16, 4).endswith("restart it with --slices 4 (a group's slice "
+    ...                                            "count is fixed for the life of its state)")
+    True
+    >>> "Delete g-cells and restart with --slices 16" in wrong_count("g-cells", 4, 16, 16)
+    True
+    """
+    head = f"the internal topic {topic} has {have} partitions"
+    if stored == have:
+        return (f"{head} and the group's saved slices were written with --slices {have}, but "
+                f"this member was given --slices {count}: restart it with --slices {have} (a "
+                "group's slice count is fixed for the life of its state)")
+    if stored is not None:
+        return (f"{head}, but the group's saved slices were written with --slices {stored}: "
+                f"panstream did not create it so (a broker's auto-create, e.g. after the broker "
+                f"restarted empty, or another tool did), and records routed to slices but not "
+                f"yet applied may be gone with the topic the group had. Delete {topic} and "
+                f"restart with --slices {stored} (panstream creates it with {stored} partitions); "
+                "releases of this table miss whatever was lost")
+    return (f"{head}, not --slices {count}, and this group has no saved slices: it was not made "
+            f"by this group (a broker's auto-create, another tool, or another group under the "
+            f"same name): delete {topic} if it holds nothing you need, or choose another -g")
 
 
 @dataclass
@@ -356,6 +390,10 @@ class RouteStage:
         #: ``-f auto`` chose, once.
         self.notice: Callable[[str], None] = log.info
         self._announced = False
+        #: Commit no source offset any more (set when the group's topics changed under it: the
+        #: positions belong to the old topic, and a new topic of the same name must not inherit
+        #: them, :mod:`.topology`); routed records are still flushed.
+        self.hold_commits = False
 
     # -------------------------------------------------------------- lifecycle
     def open(self) -> None:
@@ -368,8 +406,10 @@ class RouteStage:
         try:
             self.producer = self._producer_factory(
                 **c.producer, acks="all", linger_ms=5, batch_size=1 << 20,
+                allow_auto_create_topics=False,
                 max_request_size=max(1 << 20, RECORD_BYTES + (64 << 10)))
             self.consumer = self._consumer_factory(**c.consumer)
+            no_auto_create(self.producer)  # kafka-python's ignores its own setting
         except KafkaError as exc:
             raise SourceError(unreachable_message(c.consumer, exc)) from None
         self.consumer.subscribe(topics=list(c.topics), listener=_Rebalance(self))
@@ -477,7 +517,8 @@ class RouteStage:
                 msg = (f"the internal topic {self.config.internal_topic!r} did not acknowledge "
                        f"routed records: {problem}; nothing was committed, a restart replays them")
                 raise SourceError(msg)
-        out = {tp: OffsetAndMetadata(self._next[tp], "", -1) for tp in tps if tp in self._next}
+        out = ({} if self.hold_commits else
+               {tp: OffsetAndMetadata(self._next[tp], "", -1) for tp in tps if tp in self._next})
         if not keep:
             for tp in tps:
                 self._next.pop(tp, None)

@@ -13,6 +13,7 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from panstream.errors import SourceError, StateError
 from panstream.sources.kafka.config import client_config, consumer_config, unreachable_message
+from panstream.sources.kafka.topology import no_auto_create
 from panstream.state.stores import DEFAULT_CHUNK_BYTES, TopicStore
 
 
@@ -37,8 +38,9 @@ class KafkaRecordLog:
         else:
             self._require_topic()
         try:
-            self._producer = KafkaProducer(**self._client, acks="all", linger_ms=0,
-                                           max_request_size=max(1 << 20, chunk_bytes + (64 << 10)))
+            self._producer = no_auto_create(KafkaProducer(
+                **self._client, acks="all", linger_ms=0, allow_auto_create_topics=False,
+                max_request_size=max(1 << 20, chunk_bytes + (64 << 10))))
         except KafkaError as exc:
             raise self._unreachable(exc) from None
         self._tp = TopicPartition(topic, 0)
@@ -92,9 +94,10 @@ class KafkaRecordLog:
 
     def read_all(self) -> Iterator[tuple[bytes, bytes | None]]:
         """Read partition 0 from the beginning up to its high-water mark (from fetch responses)."""
-        consumer = KafkaConsumer(**self._client, enable_auto_commit=False, group_id=None,
-                                 fetch_max_bytes=64 << 20, max_partition_fetch_bytes=64 << 20,
-                                 auto_offset_reset="earliest")
+        consumer = no_auto_create(KafkaConsumer(
+            **self._client, enable_auto_commit=False, group_id=None,
+            allow_auto_create_topics=False, fetch_max_bytes=64 << 20,
+            max_partition_fetch_bytes=64 << 20, auto_offset_reset="earliest"))
         try:
             consumer.assign([self._tp])
             consumer.seek_to_beginning(self._tp)

@@ -96,6 +96,7 @@ from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.route import RECORD_BYTES, RouteConfig, RouteStage
 from panstream.sources.kafka.slices import SliceStage
 from panstream.sources.kafka.tail import TailConfig
+from panstream.sources.kafka.topology import no_auto_create
 from panstream.state.checkpoint import Shard, shard_key
 from panstream.state.files import state_lock
 from panstream.state.slices import SliceLayout, encode_slice, head_params, slice_of
@@ -260,7 +261,8 @@ class SeriesTopic:
                             "cleanup.policy": "compact"})])
             finally:
                 admin.close()
-            self._producer = KafkaProducer(**self.client, acks="all")
+            self._producer = no_auto_create(KafkaProducer(**self.client, acks="all",
+                                                          allow_auto_create_topics=False))
         except KafkaError as exc:
             msg = (f"cannot open the results topic {self.topic!r}: {exc}; create it (compacted) "
                    "or pass --series-topic none")
