@@ -333,7 +333,7 @@ class WindowedIngestor:
         time it would otherwise blame the format ``'none'`` for carrying no time)."""
         det = detect(chunk)
         if not det.known:
-            raise _no_format(name, det.note, announce, self._notice)
+            raise _no_format(name, det.note, announce, self._notice, det.binary)
         if announce:
             self.stats.formats.append(f"{name}: {det.spec}")
         return det.spec
@@ -733,14 +733,14 @@ class WindowedIngestor:
         return stats
 
 
-def _no_format(name: str, note: str, announce: bool,
-               notice: Callable[[str], None]) -> InputFormatError:
+def _no_format(name: str, note: str, announce: bool, notice: Callable[[str], None],
+               binary: bool = False) -> InputFormatError:
     """``-f auto`` found no known format: the notice plain ``ingest`` gives (files only: a stream's
     detection is not announced) and its loud-failure line, without ``--keep-going`` (no window
     could place the lines)."""
     if announce:
         notice(f"{name}: no known log format fits its first lines: {note}")
-    return InputFormatError(no_format_line(keep_going=False))
+    return InputFormatError(no_format_line(keep_going=False, binary=binary))
 
 
 def _no_time_in(name: str, kind: str) -> ConfigurationError:
