@@ -44,7 +44,7 @@ from panstream.windows import (
 )
 from panstream.windows.eventtime import check_time, has_time, label, needs_zone, parse_duration
 from panstream.windows.schedule import parse_instant
-from panstream.windows.series import Series, SeriesMetrics, read
+from panstream.windows.series import Series, SeriesMetrics, dropped_text, read
 from panstream.windows.zones import Zone, parse_zone
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -251,8 +251,7 @@ def window_line(rec: dict[str, Any]) -> str:
             f"{rec['epsilon_window']:.6g} (state {rec['epsilon_state']:.6g} + release "
             f"{rec['epsilon_release']:g})")
     if rec.get("late_records") is not None:
-        line += (f"; late lines ~{max(rec['late_records'], 0):,}, untimed "
-                 f"~{max(rec['untimed_records'], 0):,} (sd {rec['late_sd']:.1f})")
+        line += f"; {dropped_text(rec)}"
     return line + (f" ({CLAMP_MARK_NOTE})" if any(f.endswith("*") for f in figures) else "")
 
 
