@@ -413,6 +413,9 @@ class Ingestor:
                     where = inp.position() or where
                     stats.bytes_read += where[0]
                     stats.position, stats.size = where
+                if self._stop and self._failure is None:
+                    # a signal during the input's last read (Ctrl+C also ends a tail -F)
+                    stats.interrupted = True
                 self._decide_sample()  # a short input: judged on all of it
                 if self._failure is not None:
                     break

@@ -736,6 +736,8 @@ class WindowedIngestor:
                     where = inp.position()
                     if where is not None:
                         stats.bytes_read += where[0]
+                if self._stop:  # a signal during the input's last read (Ctrl+C ends tail -F)
+                    stats.interrupted = True
             if self.time_mode == "event" and self.schedule.finite and last_kind is not None \
                     and not self._placed and self._fresh and not stats.interrupted:
                 # a replay of which no line went into a window: one line, exit 2, and the empty
