@@ -340,9 +340,9 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     person (table + releases + telemetry 0). --telemetry-epsilon E opts into noisy per-window
     counts (E per arrival: k x E for a person with k arrivals), --exact-counts into exact ones.
     Checkpoints run at start + k x --checkpoint-every whatever arrives, and the state file's
-    times are set to those instants. SIGINT/SIGTERM: final checkpoint and exit 0; a second
-    signal exits at once (the state file keeps the last checkpoint). Periodic releases stop
-    (ingestion continues) once the budget is spent.
+    times are set to those instants. SIGINT/SIGTERM: final checkpoint, then exit 130 after SIGINT
+    (Ctrl+C), 0 after SIGTERM; a second signal exits at once (the state file keeps the last
+    checkpoint). Periodic releases stop (ingestion continues) once the budget is spent.
 
     A new table whose settings do not mean what they seem gets a warning on stderr: an epsilon
     the table cannot realize or that protects nothing, or a universe whose 95 % error exceeds the
