@@ -68,7 +68,7 @@ def looks_binary(sample: bytes | memoryview, limit: int = 1 << 16) -> bool:
     byte, or more than 5 % control bytes that text does not hold (issue 37: such input was called
     "lines of no known format").
 
-    >>> looks_binary(b"10.0.0.1 - - [x]\n"), looks_binary(b"PK\x03\x04\x14\x00\x00\x00")
+    >>> looks_binary(b"10.0.0.1 - - [x]\\n"), looks_binary(b"PK\\x03\\x04\\x14\\x00\\x00\\x00")
     (False, True)
     """
     head = bytes(sample[:limit])
