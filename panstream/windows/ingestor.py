@@ -96,8 +96,7 @@ from panstream.windows.zones import Zone, parse_zone
 #: (a wake-up rounded down to the millisecond by ``poll`` still lands after the instant).
 WAKE_SLACK = 0.001
 
-__all__ = ["WAKE_SLACK", "WindowStats", "WindowedIngestor", "duration_text", "horizon_line",
-           "window_files",
+__all__ = ["WAKE_SLACK", "WindowStats", "WindowedIngestor", "duration_text", "horizon_line", "window_files",
            "window_path", "window_stem", "windows_met"]
 
 _STAMP = re.compile(r"\.(\d{8}T\d{6}Z)\.pst$")
