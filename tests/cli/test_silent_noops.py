@@ -24,13 +24,15 @@ and exit the same).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -214,18 +216,27 @@ def test_w1d_one_line_dropped_as_out_of_range_does_not_move_the_exit_status(
 
 
 # ------------------------------------------------------------------ Ctrl+C
-def _started(cmd: list[str], ready: Callable[[], bool]) -> subprocess.Popen[bytes]:
+def _any_file(directory: Path, pattern: str) -> bool:
+    return any(directory.glob(pattern))
+
+
+@contextlib.contextmanager
+def _started(cmd: list[str], ready: Callable[[], bool]) -> Iterator[subprocess.Popen[bytes]]:
+    """A run reading a pipe that stays open (a tail -F), once ``ready``; killed if still alive at
+    the end."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PANSTREAM_")}
     p = subprocess.Popen([sys.executable, "-m", "panstream", *cmd], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    assert p.stdin is not None
-    p.stdin.write(clf(100))
-    p.stdin.flush()  # the pipe stays open: a tail -F
-    deadline = time.monotonic() + 60
-    while not ready():  # a checkpoint is written: the loop runs, its signal handlers are set
-        assert time.monotonic() < deadline and p.poll() is None, "the run did not start"
-        time.sleep(0.05)
-    return p
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(lambda: (p.kill(), p.wait()) if p.poll() is None else None)
+        assert p.stdin is not None
+        p.stdin.write(clf(100))
+        p.stdin.flush()
+        deadline = time.monotonic() + 60
+        while not ready():  # a checkpoint is written: the loop runs, its signal handlers are set
+            assert time.monotonic() < deadline and p.poll() is None, "the run did not start"
+            time.sleep(0.05)
+        yield p
 
 
 @pytest.mark.parametrize("windowed", [False, True], ids=["ingest", "ingest --window"])
@@ -237,17 +248,13 @@ def test_ctrl_c_exits_130_after_the_final_checkpoint(windowed: bool, tmp_path: P
         cmd = ["ingest", "-u", U, "--window", "1d", "--release-epsilon", "0.5", "-f", "clf",
                "--time", "processing", "-s", str(state), "--series", str(tmp_path / "s.jsonl"),
                "--checkpoint-every", "0.1"]
-        p = _started(cmd, lambda: bool(list(tmp_path.glob("s.*.pst"))))
+        ready: Callable[[], bool] = partial(_any_file, tmp_path, "s.*.pst")
     else:
         cmd = ["ingest", "-u", U, "-f", "clf", "-s", str(state), "--checkpoint-every", "0.1"]
-        p = _started(cmd, state.exists)
-    try:
+        ready = state.exists
+    with _started(cmd, ready) as p:
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err.decode()
     assert "[interrupted]" in err.decode() and b"Traceback" not in err
     if windowed:
