@@ -43,7 +43,7 @@ import numpy as np
 from panstream.errors import BudgetExhaustedError, ConfigurationError, InputFormatError
 from panstream.estimators.base import Estimator
 from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
-from panstream.inputs.check import verdict
+from panstream.inputs.check import empty_input_line, verdict
 from panstream.inputs.parser import Format, LineParser, detect, parse_format
 from panstream.schedule import Schedule, wait_before
 from panstream.sources.files import ChunkReader
@@ -51,7 +51,7 @@ from panstream.telemetry import NOTHING_COUNTED, CountWindow, TelemetryPolicy
 
 #: The counts of one reporting window. One log line is exactly one of these, so the window's count
 #: vector has L1 sensitivity 1; the lines total is their sum.
-COUNT_FIELDS = ("accepted", "empty", "malformed", "outside")
+COUNT_FIELDS = ("accepted", "empty", "malformed", "outside", "headers")
 
 #: Apply pending indices once this many have accumulated (the table's pipelined update likes >= 2**17;
 #: a 2 MiB chunk of plain addresses holds about 150,000 lines, so it goes straight to the table).
@@ -83,10 +83,13 @@ class IngestStats:
         interrupted: stopped by a signal; input: the input being read; position, size: bytes of the
         current *file* input read so far and its size (``None`` for a stream: a pipe's volume is not
         shown); bytes_read: bytes of the file inputs finished; formats: format used per file input;
-        counted: whether counts are kept (an opt-in); lines, accepted, empty, malformed, outside:
-        the counts (lines read; items applied to the table; lines skipped for each reason);
+        counted: whether counts are kept (an opt-in); lines, accepted, empty, malformed, outside,
+        headers: the counts (lines read; items applied to the table; lines skipped for each
+        reason: blank, malformed, outside the universe, a header or comment line);
         exact_counts, telemetry_epsilon: the opt-in; count_sd, lines_sd: noise sd of each count
-        and of ``lines``; windows: telemetry windows released.
+        and of ``lines``; windows: telemetry windows released; inputs: inputs begun;
+        empty_inputs: the names of those that held no log line (blank or header lines only, or
+        nothing: one notice each, part of the loud-failure decision; none under ``--keep-going``).
     """
 
     seconds: float = 0.0
@@ -105,11 +108,14 @@ class IngestStats:
     empty: int = 0
     malformed: int = 0
     outside: int = 0
+    headers: int = 0
     exact_counts: bool = False
     telemetry_epsilon: float | None = None
     count_sd: float = 0.0
     lines_sd: float = 0.0
     windows: int = 0
+    inputs: int = 0
+    empty_inputs: list[str] = field(default_factory=list)
 
     @property
     def lines_per_second(self) -> float:
@@ -120,7 +126,8 @@ class IngestStats:
         t = window.totals
         self.accepted, self.empty = t["accepted"], t["empty"]
         self.malformed, self.outside = t["malformed"], t["outside"]
-        self.lines = self.accepted + self.empty + self.malformed + self.outside
+        self.headers = t["headers"]
+        self.lines = sum(t[k] for k in COUNT_FIELDS)
         self.windows = window.windows
         self.count_sd = window.total_sd()
         self.lines_sd = window.total_sd(len(COUNT_FIELDS))
@@ -232,6 +239,8 @@ class Ingestor:
         # The exact counts of the current input's first lines, kept only until the loud-failure
         # decision on them is made (then None): see _sample_chunk.
         self._sample: dict[str, int] | None = None
+        self._input = ""  # the name of the current input (for its notices)
+        self._binary = False  # -f auto found the current input to be binary, not text
 
     # ------------------------------------------------------------------ control
     def request_stop(self) -> None:
@@ -317,7 +326,7 @@ class Ingestor:
             self._sample_chunk(res)
         if self._window is not None:  # counts only under an opt-in; by default none outlive this
             self._window.add(accepted=int(res.indices.size), empty=res.empty,
-                             malformed=res.malformed, outside=res.outside)
+                             malformed=res.malformed, outside=res.outside, headers=res.headers)
         if res.indices.size:
             self._pending.append(res.indices)
             self._npending += int(res.indices.size)
@@ -362,8 +371,11 @@ class Ingestor:
                 if set_idle is not None:
                     set_idle(wait_before(self.clock(), schedules, IDLE_TICK))
                 kind = None if self.format.kind == "auto" else self.format.spec
+                self._binary = False
                 self._parsers.clear()  # header formats: each input has its own header
-                self._sample = dict.fromkeys(("accepted", "empty", "malformed", "outside"), 0)
+                self._sample = dict.fromkeys(COUNT_FIELDS, 0)
+                stats.inputs += 1
+                self._input = inp.name
                 for chunk in inp.reader:
                     if len(chunk):
                         if kind is None:
@@ -401,6 +413,9 @@ class Ingestor:
                     where = inp.position() or where
                     stats.bytes_read += where[0]
                     stats.position, stats.size = where
+                if self._stop and self._failure is None:
+                    # a signal during the input's last read (Ctrl+C also ends a tail -F)
+                    stats.interrupted = True
                 self._decide_sample()  # a short input: judged on all of it
                 if self._failure is not None:
                     break
@@ -420,6 +435,7 @@ class Ingestor:
         notice). A stream's format is not announced: when it is detected would tell when the first
         line arrived."""
         det = detect(chunk)
+        self._binary = det.binary
         if announce:
             self.stats.formats.append(f"{name}: {det.spec}")
             if self.on_notice and not det.known:  # said once; the loud failure follows
@@ -432,7 +448,8 @@ class Ingestor:
     def _verdict(self) -> str | None:
         """The loud-failure decision on the released totals (only when counts are opted into)."""
         return verdict(self.stats, self._kind, self.est.universe,
-                       auto=self.format.kind == "auto", sd=self.stats.count_sd, released=True)
+                       auto=self.format.kind == "auto", sd=self.stats.count_sd, released=True,
+                       binary=self._binary)
 
     def _check_released(self) -> None:
         """After each released window (counts opted into): stop the run if the totals show
@@ -454,18 +471,28 @@ class Ingestor:
         s["empty"] += res.empty
         s["malformed"] += res.malformed
         s["outside"] += res.outside
+        s["headers"] += res.headers
         if s["accepted"] + s["malformed"] + s["outside"] >= SAMPLE_LINES:
             self._decide_sample()
 
     def _decide_sample(self) -> None:
         """Judge the sample in hand (full, or the whole of a short input: whatever its size, with
-        the same one-bit line), then forget it. An input cut short by a signal is not judged."""
+        the same one-bit line), then forget it. An input cut short by a signal is not judged.
+
+        An input that held no log line at all (nothing, or blank and header lines only) is said
+        in one notice (issue 37: it used to pass in silence, and a release of the empty table
+        followed); the notice names the input only, never a count."""
         s, self._sample = self._sample, None
         if s is None or not self.check or self._failure is not None or self.stats.interrupted:
             if s is not None:
                 s.clear()
             return
-        self._failure = verdict(s, self._kind, self.est.universe, auto=self.format.kind == "auto")
+        self._failure = verdict(s, self._kind, self.est.universe, auto=self.format.kind == "auto",
+                                binary=self._binary)
+        if self._failure is None and s["accepted"] + s["malformed"] + s["outside"] == 0:
+            self.stats.empty_inputs.append(self._input)
+            if self.on_notice:
+                self.on_notice(empty_input_line(self._input))
         s.clear()
         if self._failure is not None:
             self._stop = True

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -26,9 +25,11 @@ from panstream.cli.common import (
     epsilon_option,
     estimator_options,
     expected_option,
+    check_inputs,
     given,
     handle_errors,
     json_option,
+    named_inputs,
     stop_on_signals,
     total_epsilon_options,
     universe_option,
@@ -39,15 +40,24 @@ from panstream.cli.telemetry_options import telemetry_options
 from panstream.cli.window_options import refuse_window_only, run_windowed, window_options
 from panstream.errors import ConfigurationError, InputFormatError, SourceError, StateError
 from panstream.estimators.base import Estimator
-from panstream.ingest import Ingestor, IngestStats, Input
+from panstream.ingest import Ingestor, IngestStats
 from panstream.inputs.parser import Format, parse_format, tune_allocator
 from panstream.release.honesty import CLAMP_MARK_NOTE, NOISE_FLAG, shown, shown_count
-from panstream.sources import open_input, stdin_reader
-from panstream.sources.files import require_codec, sniff
 from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 from panstream.windows.series import ReleaseMetrics
+
+
+def no_state_notice(releases: bool) -> str:
+    """Said at the start of a run without ``-s`` (issue 37: the table was discarded in silence).
+    Not an error: a run whose periodic releases are its output needs no state.
+
+    >>> no_state_notice(False)
+    'no --state given: the table is discarded at exit; pass -s FILE to keep it'
+    """
+    why = " (the periodic releases are this run's only output)" if releases else ""
+    return f"no --state given: the table is discarded at exit{why}; pass -s FILE to keep it"
 
 
 def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | None,
@@ -98,9 +108,10 @@ def _counts(s: IngestStats, outside: str = "outside") -> str:
     """The counts of ``s`` for a human line (an opt-in): ``~`` marks noisy ones (shown >= 0)."""
     if s.exact_counts:
         return (f"{s.accepted:,} accepted, {s.malformed:,} malformed, {s.outside:,} {outside}, "
-                f"{s.empty:,} empty")
+                f"{s.empty:,} empty, {s.headers:,} header/comment")
     return (f"~{max(s.accepted, 0):,} accepted, ~{max(s.malformed, 0):,} malformed, "
-            f"~{max(s.outside, 0):,} {outside}, ~{max(s.empty, 0):,} empty")
+            f"~{max(s.outside, 0):,} {outside}, ~{max(s.empty, 0):,} empty, "
+            f"~{max(s.headers, 0):,} header/comment")
 
 
 def release_line(rel: dict[str, Any]) -> str:
@@ -224,6 +235,10 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
     """The human summary (stderr), one string per line."""
     where = f"state {state} ({'resumed' if resumed else 'created'})" if state else \
         "no --state: the table was not saved"
+    if state and not resumed and stats.inputs and len(stats.empty_inputs) == stats.inputs:
+        # said by a notice per input already; the consequence for the new state, once
+        where = (f"state {state} (created over no log line: an empty table, a valid start that a "
+                 "later run resumes; released now, it estimates about 0)")
     head = f"panstream ingest: done in {stats.seconds:.2f} s"
     if stats.bytes_read:
         head += f", {_size(stats.bytes_read)} of files read"
@@ -325,9 +340,9 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     person (table + releases + telemetry 0). --telemetry-epsilon E opts into noisy per-window
     counts (E per arrival: k x E for a person with k arrivals), --exact-counts into exact ones.
     Checkpoints run at start + k x --checkpoint-every whatever arrives, and the state file's
-    times are set to those instants. SIGINT/SIGTERM: final checkpoint and exit 0; a second
-    signal exits at once (the state file keeps the last checkpoint). Periodic releases stop
-    (ingestion continues) once the budget is spent.
+    times are set to those instants. SIGINT/SIGTERM: final checkpoint, then exit 130 after SIGINT
+    (Ctrl+C), 0 after SIGTERM; a second signal exits at once (the state file keeps the last
+    checkpoint). Periodic releases stop (ingestion continues) once the budget is spent.
 
     A new table whose settings do not mean what they seem gets a warning on stderr: an epsilon
     the table cannot realize or that protects nothing, or a universe whose 95 % error exceeds the
@@ -367,13 +382,8 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
     if release_epsilon and not release_every:
         raise click.UsageError("--release-epsilon needs --release-every (or use 'panstream "
                                "release' for a one-off release)")
-    if (not files or "-" in files) and sys.stdin.isatty():
-        raise click.UsageError(("no FILE given" if not files else "FILE '-' (standard input) given")
-                               + " and standard input is a terminal: pipe a log in, e.g. "
-                               "tail -n +1 -F access.log | panstream ingest ...")
-    if files.count("-") > 1:
-        raise click.UsageError("'-' (standard input) can be given only once")
-    _check_inputs(files)  # before a new state file is created for a run that cannot start
+    # before a new state file is created for a run that cannot start
+    check_inputs(files, "tail -n +1 -F access.log | panstream ingest ...")
     if (universe is not None or estimator == "sketch") and \
             (state is None or not os.path.exists(state)):  # a new table (the sketch's grid default)
         warn_settings(universe, epsilon, calibration, estimator, modulus, expected_distinct)
@@ -422,27 +432,14 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
         served.append(ReleaseMetrics(metrics[0], metrics[1], lambda: ing.stats))
         click.echo(f"panstream: metrics (liveness, the last periodic release) on "
                    f"http://{metrics[1]}:{served[0].port}/metrics", err=True)
+    if state is None:
+        notice(no_state_notice(bool(release_every)))
     opened: list[str] = []
-
-    def inputs() -> Iterator[Input]:
-        if not files:
-            yield Input("standard input", stdin_reader())
-            return
-        for path in files:
-            if ing.stopping:
-                return
-            opened.append(path)
-            if path == "-":
-                yield Input("standard input", stdin_reader())
-                continue
-            with open_input(path) as f:
-                yield Input(path, f.reader, f.position)
-
     try:
-        with stop_on_signals(ing), contextlib.ExitStack() as serving:
+        with stop_on_signals(ing) as interrupt, contextlib.ExitStack() as serving:
             for m in served:
                 serving.callback(m.close)
-            stats = ing.run(inputs())
+            stats = ing.run(named_inputs(files, ing, opened))
     except InputFormatError as exc:
         kept = (f"; the state {state} was {'saved' if resumed else 'created'} with what was "
                 "accepted" + ("" if resumed else " (remove it to start over with another universe)")
@@ -454,9 +451,10 @@ def _run(ctx: click.Context, universe: Universe | None, epsilon: float, calibrat
         sys.stderr.write("\n")
     if as_json:
         emit_json({"summary": summary_record(est, stats, telemetry, state, resumed)})
-        return
-    for line in summary_lines(est, stats, telemetry, state, resumed):
-        click.echo(line, err=True)
+    else:
+        for line in summary_lines(est, stats, telemetry, state, resumed):
+            click.echo(line, err=True)
+    interrupt.exit()  # Ctrl+C: 130, after the final checkpoint and the summary
 
 
 def _failed_input(exc: SourceError, ing: Ingestor, state: str | None,
@@ -490,21 +488,3 @@ def _with_trusted_proxies(fmt: Format, trusted: tuple[str, ...]) -> Format:
                                "X-Forwarded-For proxies)")
     cidrs = [c for c in fmt.arg.split(",") if c] + [c.strip() for t in trusted for c in t.split(",")]
     return parse_format("xff:" + ",".join(cidrs))
-
-
-def _check_inputs(files: tuple[str, ...]) -> None:
-    """Fail with one line if an input file cannot be opened, before any state is created or read.
-
-    Raises:
-        SourceError: the first input that cannot be opened (same message as when reading it).
-    """
-    for path in files:
-        if path == "-":
-            continue
-        try:
-            with open(path, "rb", buffering=0) as f:
-                head = f.read(16) if os.path.isfile(path) else b""
-        except OSError as exc:
-            msg = f"cannot open {path}: {exc.strerror or exc}; check the path and permissions"
-            raise SourceError(msg) from None
-        require_codec(sniff(head), path)

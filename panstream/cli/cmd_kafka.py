@@ -15,6 +15,7 @@ from panstream import estimators
 from panstream.cli.common import (
     AliasOption,
     FiniteFloatRange,
+    Interrupt,
     SpecParam,
     apply_split,
     budget_option,
@@ -185,7 +186,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     ingest' does (-f, --value-format) and routes its cell through the group's internal topic
     GROUP-cells; the members keep the table's slices in --state-dir (or --state-topic), one table
     for the group. Snapshots are durable before offsets are committed; SIGTERM/SIGINT make a
-    final checkpoint and exit 0. Release with 'panstream release --state-dir DIR'.
+    final checkpoint and exit 0 (130
+    after SIGINT, Ctrl+C). Release with 'panstream release --state-dir DIR'.
 
     \b
     Essentials:
@@ -298,10 +300,13 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                                source_client=source_client,
                                drain_timeout=drain_timeout)
     stop = threading.Event()
+    interrupt = Interrupt()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         if stop.is_set() and signum == signal.SIGINT:
             raise KeyboardInterrupt
+        if interrupt.signum is None:
+            interrupt.signum = signum
         stop.set()
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
@@ -338,6 +343,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                                for r, ws in runner.slices.open_windows().items()}
     if as_json:
         emit_json(out)
+        interrupt.exit()  # Ctrl+C: 130, after the final checkpoint, commit and summary
         return
     click.echo(f"panstream kafka: stopped ({summary.stopped_by}) after {summary.seconds:.1f} s; "
                f"final checkpoint committed; state in {where}")
@@ -364,6 +370,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         click.echo(f"  state privacy             epsilon_state = {out['epsilon_state']:.6f} realized"
                    f" for the group's one table (its slices laid end to end), whatever the keying "
                    f"{telemetry.total_clause()}")
+    interrupt.exit()  # Ctrl+C: 130, after the final checkpoint, commit and summary
 
 
 def _keying(ctx: click.Context, layout: str, value_format: str, universe: Universe,

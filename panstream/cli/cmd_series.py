@@ -12,7 +12,7 @@ from panstream.cli.common import emit_json, handle_errors, json_option
 from panstream.release.honesty import NOISE_FLAG, clamp_note, shown_count
 from panstream.windows import horizon_line
 from panstream.windows.eventtime import label, parse_duration
-from panstream.windows.series import plot_series, read
+from panstream.windows.series import dropped_text, plot_series, read
 
 
 @click.group()
@@ -45,9 +45,7 @@ def show(file: str, horizon: str | None, as_json: bool) -> None:
         return
     clamped = False
     for r in recs:
-        late = ("" if r.get("late_records") is None else
-                f"  late ~{max(float(r['late_records']), 0):,.0f}, untimed "
-                f"~{max(float(r['untimed_records'] or 0), 0):,.0f}")
+        late = "" if r.get("late_records") is None else f"  {dropped_text(r)}"
         flag = f"  {NOISE_FLAG}" if r.get("noise_dominated") else ""
         figures = [shown_count(float(r[k])) for k in ("estimate", "low", "high")]
         clamped |= any(f.endswith("*") for f in figures)

@@ -19,8 +19,11 @@ from typing import Any, Protocol, TypeVar
 import click
 
 from panstream.calibration import CALIBRATIONS, DEFAULT_CALIBRATION, DEFAULT_MODULUS, MODULI
-from panstream.errors import PanstreamError
+from panstream.errors import PanstreamError, SourceError
 from panstream.estimators import FAMILIES
+from panstream.ingest import Input
+from panstream.sources import open_input, stdin_reader
+from panstream.sources.files import require_codec, sniff
 from panstream.universe import Universe
 
 #: The estimator families the command line offers.
@@ -411,22 +414,93 @@ class Stoppable(Protocol):
     def request_stop(self) -> None: ...
 
 
+class Interrupt:
+    """Which signal stopped a loop (:func:`stop_on_signals`), and the exit status it calls for."""
+
+    signum: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """130 after SIGINT (Ctrl+C: 128 + 2, what a shell reports for a command it interrupted,
+        so ``set -e`` scripts and ``make`` stop there too), 0 after SIGTERM (a service manager's
+        ordinary stop) or none. Issue 37: Ctrl+C used to exit 0, as if the input had ended."""
+        return 128 + signal.SIGINT if self.signum == signal.SIGINT else 0
+
+    def exit(self) -> None:
+        """Exit with :attr:`exit_code` if it is not 0 (after the summary: the checkpoint is
+        written and said)."""
+        if self.exit_code:
+            sys.exit(self.exit_code)
+
+
 @contextlib.contextmanager
-def stop_on_signals(loop: Stoppable) -> Iterator[None]:
-    """First SIGINT/SIGTERM: ``loop`` stops after the current chunk and checkpoints. Second: exit at
-    once (130), removing a half-written save first (it would be a second copy of a table)."""
+def stop_on_signals(loop: Stoppable) -> Iterator[Interrupt]:
+    """First SIGINT/SIGTERM: ``loop`` stops after the current chunk and checkpoints; the yielded
+    :class:`Interrupt` records the signal (exit 130 after SIGINT, :attr:`Interrupt.exit_code`).
+    Second: exit at once (130), removing a half-written save first (it would be a second copy of
+    a table)."""
     from panstream.state.files import discard_temps
+
+    got = Interrupt()
 
     def handler(signum: int, frame: Any) -> None:
         if loop.stopping:
             discard_temps()
             os.write(2, b"panstream: second signal, exiting without a final checkpoint\n")
             os._exit(130)
+        if got.signum is None:
+            got.signum = signum
         loop.request_stop()
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield got
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def check_inputs(files: tuple[str, ...], example: str) -> None:
+    """Check the inputs of a run before any state is created or read: standard input (no FILE,
+    or ``-``) is not a terminal, ``-`` comes once, every FILE opens and is in a known codec.
+
+    Args:
+        files: the FILE arguments (``-`` is standard input).
+        example: a pipeline to show when standard input is a terminal.
+
+    Raises:
+        click.UsageError: standard input is a terminal, or ``-`` is given twice.
+        SourceError: the first FILE that cannot be opened (same message as when reading it).
+    """
+    if (not files or "-" in files) and sys.stdin.isatty():
+        raise click.UsageError(("no FILE given" if not files else "FILE '-' (standard input) given")
+                               + f" and standard input is a terminal: pipe a log in, e.g. {example}")
+    if files.count("-") > 1:
+        raise click.UsageError("'-' (standard input) can be given only once")
+    for path in files:
+        if path == "-":
+            continue
+        try:
+            with open(path, "rb", buffering=0) as f:
+                head = f.read(16) if os.path.isfile(path) else b""
+        except OSError as exc:
+            msg = f"cannot open {path}: {exc.strerror or exc}; check the path and permissions"
+            raise SourceError(msg) from None
+        require_codec(sniff(head), path)
+
+
+def named_inputs(files: tuple[str, ...], loop: Stoppable,
+                 opened: list[str] | None = None) -> Iterator[Input]:
+    """The run's inputs in order (:class:`panstream.ingest.Input`): each FILE, ``-`` (or no
+    FILE at all) standard input; none once ``loop`` is stopping. ``opened`` collects the names
+    begun (what a failed input's message says was not read)."""
+    for path in files or ("-",):
+        if loop.stopping:
+            return
+        if opened is not None:
+            opened.append(path)
+        if path == "-":
+            yield Input("standard input", stdin_reader())
+            continue
+        with open_input(path) as f:
+            yield Input(path, f.reader, f.position)

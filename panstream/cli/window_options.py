@@ -10,20 +10,26 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
 from panstream import estimators
-from panstream.cli.common import emit_json, env, given, stop_on_signals
+from panstream.cli.common import (
+    Interrupt,
+    check_inputs,
+    emit_json,
+    env,
+    given,
+    named_inputs,
+    stop_on_signals,
+)
 from panstream.cli.window_export import check_export_dir, presto_exporter
 from panstream.errors import ConfigurationError, InputFormatError, SourceError, StateError
-from panstream.ingest import Input
 from panstream.inputs.parser import Format, tune_allocator
 from panstream.planning import plan_split
 from panstream.release.honesty import CLAMP_MARK_NOTE, shown_count
-from panstream.sources import open_input, stdin_reader
 from panstream.state.files import state_lock
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
@@ -38,7 +44,7 @@ from panstream.windows import (
 )
 from panstream.windows.eventtime import check_time, has_time, label, needs_zone, parse_duration
 from panstream.windows.schedule import parse_instant
-from panstream.windows.series import Series, SeriesMetrics, read
+from panstream.windows.series import Series, SeriesMetrics, dropped_text, read
 from panstream.windows.zones import Zone, parse_zone
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -143,7 +149,7 @@ def window_options() -> Callable[[F], F]:
                           "json ts/timestamp/start_time, w3c date+time, zeek ts, alb, elb, vhost, "
                           "xff, squid; with --time-zone: haproxy, apache-error, nginx-error, "
                           "sshd, pam), processing = the clock when a line is "
-                          "read; auto = event for FILES, processing for standard input.",
+                          "read; auto = event for FILES (a replay; '-' among them is standard input read to its end), processing for standard input without FILE (live).",
                      **env("TIME")),
         click.option("--lateness", default=DEFAULT_LATENESS, show_default=True, metavar="DURATION",
                      callback=_duration("--lateness", zero_ok=True),
@@ -245,8 +251,7 @@ def window_line(rec: dict[str, Any]) -> str:
             f"{rec['epsilon_window']:.6g} (state {rec['epsilon_state']:.6g} + release "
             f"{rec['epsilon_release']:g})")
     if rec.get("late_records") is not None:
-        line += (f"; late lines ~{max(rec['late_records'], 0):,}, untimed "
-                 f"~{max(rec['untimed_records'], 0):,} (sd {rec['late_sd']:.1f})")
+        line += f"; {dropped_text(rec)}"
     return line + (f" ({CLAMP_MARK_NOTE})" if any(f.endswith("*") for f in figures) else "")
 
 
@@ -304,7 +309,7 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
                                "or --total-epsilon E (split per window)")
     mode = time_mode if time_mode != "auto" else ("event" if files else "processing")
     if mode == "event" and files:  # a finite input: the declared range, released at its end
-        schedule = WindowSchedule.replay(size, range_from, range_to)
+        schedule = WindowSchedule.replay(size, range_from, range_to, inputs=_inputs_text(files))
     else:  # live: on the clock
         schedule = WindowSchedule.live(size, lateness if mode == "event" else 0, range_from,
                                        range_to)
@@ -315,16 +320,7 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
     unused = zone_notice(fmt.spec, time_zone, mode)
     if unused:
         click.echo(f"panstream: {unused}", err=True)
-    if not files and sys.stdin.isatty():
-        raise click.UsageError("no FILE given and standard input is a terminal: pipe a log in, "
-                               "e.g. tail -F access.log | panstream ingest --window 1h ...")
-    for path in files:
-        try:
-            with open(path, "rb", buffering=0):
-                pass
-        except OSError as exc:
-            msg = f"cannot open {path}: {exc.strerror or exc}; check the path and permissions"
-            raise SourceError(msg) from None
+    check_inputs(files, "tail -F access.log | panstream ingest --window 1h ...")
     tune_allocator()
     eps_out = float(release_epsilon)
 
@@ -367,7 +363,7 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
         if state is not None:
             held.enter_context(state_lock(state, "ingest --window"))
         ser = Series(series) if series is not None else None
-        stats = _run(ser, held, files=files, universe=universe, fmt=fmt, size=size, make=make,
+        stats, interrupt = _run(ser, held, files=files, universe=universe, fmt=fmt, size=size, make=make,
                      eps_out=eps_out, release_mechanism=release_mechanism, state=state,
                      mode=mode, schedule=schedule, checkpoint_every=checkpoint_every,
                      close_at_end=close_at_end, epsilon=epsilon, estimator=estimator,
@@ -376,6 +372,16 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
                      metrics_host=metrics_host, export_presto_dir=export_presto_dir,
                      time_zone=time_zone)
     _summary(stats, as_json, ser, state, eps_state, eps_out, eps_window, size, horizon)
+    interrupt.exit()  # Ctrl+C: 130, after the final checkpoint and the summary
+
+
+def _inputs_text(files: tuple[str, ...]) -> str:
+    """How the declared-range message names the inputs of a replay (issue 37: it said "files"
+    when the input was standard input)."""
+    if files == ("-",):
+        return ("standard input ('-': read to its end as a replay; for a live stream such as "
+                "tail -F give no FILE, its windows run on the clock)")
+    return "files and standard input ('-')" if "-" in files else "files"
 
 
 def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ...],
@@ -384,7 +390,8 @@ def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ..
          checkpoint_every: float, close_at_end: bool, epsilon: float, estimator: str,
          calibration: str, modulus: int, telemetry: TelemetryPolicy, as_json: bool,
          progress: bool | None, metrics_port: int | None, metrics_host: str,
-         export_presto_dir: str | None = None, time_zone: Zone | None = None) -> WindowStats:
+         export_presto_dir: str | None = None, time_zone: Zone | None = None
+         ) -> tuple[WindowStats, Interrupt]:
     """Serve the metrics, run the windows over the inputs (under the locks in ``held``)."""
     metrics = SeriesMetrics(metrics_port, metrics_host) if metrics_port is not None else None
     if metrics is not None:
@@ -418,19 +425,9 @@ def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ..
                            on_progress=_progress_printer() if show_progress else None,
                            telemetry=telemetry, time_zone=time_zone)
 
-    def inputs() -> Iterator[Input]:
-        if not files:
-            yield Input("standard input", stdin_reader())
-            return
-        for path in files:
-            if ing.stopping:
-                return
-            with open_input(path) as f:
-                yield Input(path, f.reader, f.position)
-
-    with stop_on_signals(ing):
+    with stop_on_signals(ing) as interrupt:
         try:
-            return ing.run(inputs())
+            return ing.run(named_inputs(files, ing)), interrupt
         except InputFormatError as exc:  # -f auto found no format: the line plain ingest gives
             kept = (f"; the open windows are saved in {window_stem(state)}.*.pst, nothing of "
                     "this input in them" if state else "")

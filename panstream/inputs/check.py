@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from panstream.inputs.detection import BINARY_HINT
 from panstream.inputs.formats import NO_FORMAT, SPARSE_KINDS, format_name
 
 #: Fewer accepted items than this share of the non-empty lines is "almost nothing accepted".
@@ -108,7 +109,8 @@ def _universe_fix(spec: str) -> str:
 
 
 def verdict(counts: Mapping[str, Any] | Any, detected_format: str, universe: Any, *,
-            auto: bool = False, sd: float = 0.0, released: bool = False) -> str | None:
+            auto: bool = False, sd: float = 0.0, released: bool = False,
+            binary: bool = False) -> str | None:
     """Decide whether (almost) nothing of a sample was accepted; if so, say what would fix it.
 
     Args:
@@ -124,6 +126,8 @@ def verdict(counts: Mapping[str, Any] | Any, detected_format: str, universe: Any
             the line then adds their shares malformed and outside. Otherwise (an exact sample)
             the line is a function of the verdict, ``detected_format``, ``auto`` and
             ``universe`` only.
+        binary: ``-f auto`` found the input to be binary, not text
+            (:attr:`~panstream.inputs.detection.Detection.binary`): the line says so.
 
     Returns:
         ``None`` if the sample is fine, empty, or (noisy counts) too small to judge (under
@@ -153,7 +157,7 @@ def verdict(counts: Mapping[str, Any] | Any, detected_format: str, universe: Any
     uspec = getattr(universe, "spec", str(universe))
     tail = "; or --keep-going to go on anyway"
     if kind == NO_FORMAT:
-        return no_format_line()
+        return no_format_line(binary=binary)
     lines = "the lines counted so far" if released else "the first lines"
     how = "detected" if auto else "given"
     head = (f"under {_pct(share)} of {lines} gave an address in {uspec} when read as "
@@ -213,19 +217,38 @@ def skipped_notice(counts: Mapping[str, Any] | Any, detected_format: str, univer
                    "noise, --exact-counts exactly)")
 
 
-def no_format_line(keep_going: bool = True) -> str:
+def no_format_line(keep_going: bool = True, binary: bool = False) -> str:
     """The loud-failure line when ``-f auto`` found no known format: name the format with ``-f``.
 
     One line for every path that meets such an input (plain ``ingest``, ``ingest --window``):
-    a function of the verdict alone. ``keep_going`` adds the ``--keep-going`` way out, where the
-    run has one (a windowed run has none: its lines would go into no window).
+    a function of the verdict and of the detection alone. ``keep_going`` adds the
+    ``--keep-going`` way out, where the run has one (a windowed run has none: its lines would go
+    into no window). ``binary``: the input is not text (NUL or control bytes): the line says so
+    and suggests decompressing it.
 
     >>> no_format_line(keep_going=False).startswith("no known log format fits the first lines")
     True
+    >>> no_format_line(binary=True).startswith("the input is binary data, not text lines")
+    True
     """
     tail = "; or --keep-going to go on anyway" if keep_going else ""
+    if binary:
+        return (f"the input is binary data, not text lines (NUL or control bytes in its first "
+                f"bytes), so no log format fits: {BINARY_HINT}; if it is text after all, name "
+                f"the format with -f{tail}")
     return (f"no known log format fits the first lines (-f auto found none): name the format, "
             f"{_ALL_FORMATS}{tail}")
+
+
+def empty_input_line(name: str) -> str:
+    """The notice for an input that held no log line (nothing at all, or only blank lines and
+    header or comment lines): a function of that one fact and the input's name.
+
+    >>> empty_input_line("standard input")
+    'standard input held no log line (it was empty, or blank or header lines only): nothing of it went into the table'
+    """
+    return (f"{name} held no log line (it was empty, or blank or header lines only): nothing of "
+            "it went into the table")
 
 
 def _can_be_outside(uspec: str) -> bool:

@@ -46,6 +46,38 @@ class Detection:
     #: False when no known format fits: ``spec`` is then ``"none"`` (every line malformed) and
     #: ``note`` says what the lines look like and lists candidate ``-f`` values.
     known: bool = True
+    #: The input is not text (:func:`looks_binary`): ``known`` is false and ``note`` says to
+    #: decompress or convert it.
+    binary: bool = False
+
+
+#: Control bytes that text lines may hold (tab, newline, vertical tab, form feed, carriage
+#: return, escape); any other byte under 0x20 is a sign of binary data.
+_TEXT_CONTROLS = frozenset(b"\t\n\x0b\x0c\r\x1b")
+_CONTROLS = bytes(sorted(set(range(32)) - _TEXT_CONTROLS))
+
+#: What the notice and the loud-failure line suggest for binary input.
+BINARY_HINT = ("if it is compressed or archived in a format panstream does not read itself (gzip, "
+               "bzip2, xz and zstd it does), decompress it first (unzip -p FILE.zip | panstream "
+               "ingest ..., 7z x -so FILE.7z | ...); a binary capture (pcap) or a database file "
+               "holds no log lines: export them as text")
+
+
+def looks_binary(sample: bytes | memoryview, limit: int = 1 << 16) -> bool:
+    """Whether the first ``limit`` bytes of an input are binary data rather than text lines: a NUL
+    byte, or more than 5 % control bytes that text does not hold (issue 37: such input was called
+    "lines of no known format").
+
+    >>> looks_binary(b"10.0.0.1 - - [x]\\n"), looks_binary(b"PK\\x03\\x04\\x14\\x00\\x00\\x00")
+    (False, True)
+    """
+    head = bytes(sample[:limit])
+    if not head:
+        return False
+    if b"\x00" in head:
+        return True
+    controls = len(head) - len(head.translate(None, _CONTROLS))
+    return controls > 0.05 * len(head)
 
 
 def _is_address(token: bytes) -> bool:
@@ -134,6 +166,12 @@ def detect(sample: bytes | memoryview, max_lines: int = 64) -> Detection:
     """
     import json
 
+    if looks_binary(sample):
+        zipped = bytes(sample[:4]) == b"PK\x03\x04"
+        what = ("a zip archive, not text lines" if zipped
+                else "binary data, not text lines (NUL or control bytes)")
+        return Detection(NO_FORMAT, f"no log format fits ({what})", f"{what}: {BINARY_HINT}",
+                         known=False, binary=True)
     lines: list[bytes] = []
     for raw in bytes(sample[: 64 * MAX_LINE]).split(b"\n"):
         line = raw.strip()

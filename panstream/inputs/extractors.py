@@ -53,8 +53,9 @@ import numpy as np
 from panstream.inputs.ipv4 import _ipv4_spans, byte_positions
 from panstream.inputs.normalize import normalize_address
 
-#: Per-line states of :class:`Spans`.
-SPAN, EMPTY, BAD, PY = 0, 1, 2, 3
+#: Per-line states of :class:`Spans` (HEADER: a ``#`` line of W3C/Zeek or a CSV/TSV header: no
+#: record, counted apart from blank lines, issue 37).
+SPAN, EMPTY, BAD, PY, HEADER = 0, 1, 2, 3, 4
 
 #: The sshd lines that carry a login attempt's source address (OpenSSH's auth.log wording):
 #: ``Failed password for [invalid user ]NAME from ADDR port N ssh2``, ``Accepted publickey for ...``.
@@ -86,7 +87,8 @@ PATTERNS = {
 class Spans:
     """Where each line's token is. ``state[i]`` is :data:`SPAN` (token ``b[ts[i]:te[i]]``),
     :data:`PY` (token ``py[i]``, or malformed when ``py[i]`` is ``None``), :data:`EMPTY` (no item:
-    a blank, header or comment line) or :data:`BAD` (malformed, or blank: checked later)."""
+    a blank line), :data:`HEADER` (no item: a header or comment line) or :data:`BAD` (malformed,
+    or blank: checked later)."""
 
     state: np.ndarray
     ts: np.ndarray
@@ -434,7 +436,7 @@ class Columns(Extractor):
             if i > seg_start:
                 self._segment(b, starts, ends, seg_start, i, out)
             if i < n:
-                out.state[i] = EMPTY
+                out.state[i] = HEADER
                 s, e = int(starts[i]), int(ends[i])
                 line = _line(b, s, e, self.max_line)
                 if self.kind in ("w3c", "zeek"):

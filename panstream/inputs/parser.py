@@ -94,6 +94,8 @@ class ParseResult:
         indices: ``intp`` cell indices of the accepted items, in input order.
         lines: lines seen (including empty and rejected ones).
         empty: empty or all-blank lines.
+        headers: header and comment lines of the header formats (W3C and Zeek ``#`` lines, a
+            CSV/TSV header): no record, not malformed (issue 37: they were counted as empty).
         malformed: lines whose item could not be parsed (binary junk, bad syntax, an over-long
             ``plain`` line, a field that does not end within the first ``MAX_LINE + 1`` bytes).
         outside: well-formed items outside the universe.
@@ -104,6 +106,7 @@ class ParseResult:
     empty: int = 0
     malformed: int = 0
     outside: int = 0
+    headers: int = 0
 
     @property
     def accepted(self) -> int:
@@ -196,6 +199,7 @@ class LineParser:
         ends = _drop_cr(b, starts, ends)
         sp = self._extractor.locate(b, starts, ends)
         empty = int((sp.state == extract.EMPTY).sum())
+        headers = int((sp.state == extract.HEADER).sum())
         bad_rows = np.flatnonzero(sp.state == extract.BAD)
         malformed = 0
         for i in bad_rows.tolist():  # rare: blank lines the extractor left, and junk
@@ -213,7 +217,7 @@ class LineParser:
             res = self.universe.indices(tokens)
             tokens.clear()
             return ParseResult(res.indices, n, empty + res.empty, malformed + res.malformed,
-                               res.outside)
+                               res.outside, headers)
         rows = np.flatnonzero(sp.state == extract.SPAN)
         ts, te = sp.ts[rows], sp.te[rows]
         addr, ok = _ipv4_spans(b, ts, te)
@@ -246,10 +250,10 @@ class LineParser:
                 continue
             malformed += not place_address(token, i, lineaddr, acc, v6)
         second.clear()
-        return self._to_cells(lineaddr, acc, v6, n, empty, malformed)
+        return self._to_cells(lineaddr, acc, v6, n, empty, malformed, headers)
 
     def _to_cells(self, addr: np.ndarray, ok: np.ndarray, v6: list[int], lines: int, empty: int,
-                  malformed: int) -> ParseResult:
+                  malformed: int, headers: int = 0) -> ParseResult:
         """Cells of the canonical items (the IPv4 clients of the lines where ``ok``, the IPv6
         keys ``v6``) in the universe: :meth:`Universe.address_cells`. Wipes the addresses."""
         v4 = addr if bool(ok.all()) else addr[ok]
@@ -259,7 +263,7 @@ class LineParser:
                            np.array([k & 0xFFFFFFFFFFFFFFFF for k in v6], dtype=np.uint64))
         v6.clear()
         res = self.universe.address_cells(keys)  # wipes the keys
-        return ParseResult(res.indices, lines, empty, malformed, res.outside)
+        return ParseResult(res.indices, lines, empty, malformed, res.outside, headers)
 
     def _tokens(self, data: bytes | bytearray | memoryview) -> tuple[list[bytes], int, int, int]:
         raw = bytes(data)

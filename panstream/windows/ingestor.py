@@ -89,7 +89,7 @@ from panstream.windows.schedule import (
     window_of,
     windows_met,
 )
-from panstream.windows.series import Series, record
+from panstream.windows.series import Series, dropped_text, record
 from panstream.windows.zones import Zone, parse_zone
 
 #: A live window is released this long after its instant: the moment the idle wake-up is set for
@@ -292,11 +292,14 @@ class WindowedIngestor:
                        f"not {duration_text(size)}: give each window length its own --series file")
                 raise ConfigurationError(msg)
             self._released = {self._start_of_id(w) for w in series.released()}
-        self._late = 0  # exact counts, kept only under a telemetry opt-in, zeroed at each close
-        self._untimed = 0
+        # exact counts, kept only under a telemetry opt-in, zeroed at each close: lines dropped
+        # early (before the declared range, or for a window the clock has not begun), late (after
+        # the range, or for a window closed or released) and without a readable time
+        self._early = self._late = self._untimed = 0
         self._parsers: dict[str, LineParser] = {}
         self._clocks: dict[str, TimeReader] = {}  # event-time readers (keep w3c/zeek headers)
-        self._timed = False  # whether the current input had a line with a readable time
+        self._placed = False  # whether a line of this run went into a window (W1d: only that)
+        self._fresh: set[int] = set()  # windows opened by this run (not restored)
         self._refused: set[int] = set()  # scheduled windows found already in the series
         self._stop = False
         self._t0 = 0.0
@@ -333,7 +336,7 @@ class WindowedIngestor:
         time it would otherwise blame the format ``'none'`` for carrying no time)."""
         det = detect(chunk)
         if not det.known:
-            raise _no_format(name, det.note, announce, self._notice)
+            raise _no_format(name, det.note, announce, self._notice, det.binary)
         if announce:
             self.stats.formats.append(f"{name}: {det.spec}")
         return det.spec
@@ -355,6 +358,7 @@ class WindowedIngestor:
         lock = self._lock(start)
         est, self._spare = (self._spare, None) if self._spare is not None else (self.make(), None)
         self._open[start] = _Open(start, est, lock)
+        self._fresh.add(start)
 
     def _check_memory(self) -> None:
         """Refuse, before any line is read, a schedule whose windows held open at once need more
@@ -423,12 +427,15 @@ class WindowedIngestor:
             self.stats.restored += 1
 
     def _late_figures(self) -> dict[str, Any] | None:
-        """The late/untimed counts since the last close, released under the opt-in (else None)."""
+        """The early/late/untimed counts since the last close, released under the opt-in (else
+        None). A dropped line is one of the three (or none), so one arrival moves the triple by
+        at most 1."""
         if not self.telemetry.counts:
             return None
-        late, untimed = self.telemetry.release(self._late), self.telemetry.release(self._untimed)
-        self._late = self._untimed = 0
-        return {"late_records": late, "untimed_records": untimed,
+        release = self.telemetry.release
+        early, late, untimed = release(self._early), release(self._late), release(self._untimed)
+        self._early = self._late = self._untimed = 0
+        return {"early_records": early, "late_records": late, "untimed_records": untimed,
                 "late_sd": self.telemetry.noise_sd}
 
     def close_window(self, start: int, at: float | None = None) -> dict[str, Any] | None:
@@ -556,9 +563,12 @@ class WindowedIngestor:
                 blank = (n == 0) | ((n == 1) & (b[np.maximum(ends - 1, 0)] == 13))
                 if reader.kind in ("w3c", "zeek"):  # '#' header lines are no records
                     blank |= (n > 0) & (b[np.minimum(starts, max(b.size - 1, 0))] == 35)
-                self._late += int((valid & ~keep).sum())
+                dropped = valid & ~keep
+                early = int((dropped & self._before(ws)).sum())
+                self._early += early
+                self._late += int(dropped.sum()) - early
                 self._untimed += int((~valid & ~blank).sum())
-            self._timed = self._timed or bool(valid.any())
+            self._placed = self._placed or bool(keep.any())
             wins = np.unique(ws[keep])
             if wins.size == 1 and bool(keep.all()):
                 self._apply(kind, int(wins[0]), chunk)
@@ -568,6 +578,15 @@ class WindowedIngestor:
         finally:
             secs.fill(0)
             ws.fill(0)
+
+    def _before(self, ws: np.ndarray) -> np.ndarray:
+        """Which window starts ``ws`` (of dropped lines) are early: before the declared range,
+        or (live) for a window the clock has not begun; the other dropped lines are late."""
+        sch = self.schedule
+        if sch.finite:
+            assert sch.first is not None
+            return ws < sch.first
+        return (ws > self.wall_clock()) | ((ws < sch.first) if sch.first is not None else False)
 
     def _reader(self, kind: str) -> TimeReader:
         """The event-time reader of format ``kind`` (one per format: it keeps W3C/Zeek headers):
@@ -630,8 +649,13 @@ class WindowedIngestor:
         start = window_of(now, self.size)
         if start not in self._open:
             if self.telemetry.counts:
-                self._late += self._parser(kind).parse(chunk).lines
+                n = self._parser(kind).parse(chunk).lines
+                if self._before(np.array([start]))[0]:
+                    self._early += n
+                else:
+                    self._late += n
             return
+        self._placed = True
         self._apply(kind, start, chunk)
 
     # ------------------------------------------------------------------ loop
@@ -657,12 +681,12 @@ class WindowedIngestor:
                                                 first=window_of(self._wall0, self.size))
         self._check_memory()
         self._tick(self._wall0)  # opens the schedule's windows; releases restored ones now due
+        last_kind: str | None = None  # the format of the last input that held a byte
         try:
             for inp in inputs:
                 if self._stop:
                     break
                 set_idle = getattr(inp.reader, "set_idle", None)
-                self._timed = False
                 stats.input = inp.name
                 where = inp.position() if inp.position else None
                 stats.position, stats.size = where if where else (None, None)
@@ -683,6 +707,7 @@ class WindowedIngestor:
                             self._event_chunk(kind, chunk)
                         else:
                             self._processing_chunk(kind, chunk)
+                        last_kind = kind
                     else:
                         self._tick(self.wall_clock())  # an idle turn: the clock's, as any turn
                     now = self.clock()
@@ -710,9 +735,15 @@ class WindowedIngestor:
                     where = inp.position()
                     if where is not None:
                         stats.bytes_read += where[0]
-                        if self.time_mode == "event" and where[0] and not self._timed \
-                                and not stats.interrupted:
-                            raise _no_time_in(inp.name, kind or self.format.spec)
+                if self._stop:  # a signal during the input's last read (Ctrl+C ends tail -F)
+                    stats.interrupted = True
+            if self.time_mode == "event" and self.schedule.finite and last_kind is not None \
+                    and not self._placed and self._fresh and not stats.interrupted:
+                # a replay of which no line went into a window: one line, exit 2, and the empty
+                # windows it opened are dropped, not released (nor kept for the next run)
+                for start in sorted(self._fresh & set(self._open)):
+                    self._forget(self._open[start])
+                raise _nothing_placed(last_kind, self.schedule, self._late_figures())
             if self.close_at_end and not stats.interrupted:
                 # the end of the input: a replay's schedule releases its windows now, in order;
                 # a live run asked to close at the end releases what is open at this moment
@@ -733,23 +764,36 @@ class WindowedIngestor:
         return stats
 
 
-def _no_format(name: str, note: str, announce: bool,
-               notice: Callable[[str], None]) -> InputFormatError:
+def _no_format(name: str, note: str, announce: bool, notice: Callable[[str], None],
+               binary: bool = False) -> InputFormatError:
     """``-f auto`` found no known format: the notice plain ``ingest`` gives (files only: a stream's
     detection is not announced) and its loud-failure line, without ``--keep-going`` (no window
     could place the lines)."""
     if announce:
         notice(f"{name}: no known log format fits its first lines: {note}")
-    return InputFormatError(no_format_line(keep_going=False))
+    return InputFormatError(no_format_line(keep_going=False, binary=binary))
 
 
-def _no_time_in(name: str, kind: str) -> ConfigurationError:
+def _nothing_placed(kind: str, schedule: WindowSchedule,
+                    dropped: Mapping[str, Any] | None = None) -> ConfigurationError:
+    """The one line of a replay of which no line went into a window (W1d, issue 37).
+
+    It is a function of one bit of the whole run (whether any line was placed in a window of the
+    declared range) and of public parameters; it does not say whether the lines had readable
+    times outside the range or no readable time at all: that would be a second bit, which a
+    single dropped line could move (docs/threat-model.md). Under a counting opt-in (``dropped``:
+    the released early/late/untimed counts) the line adds them, at their printed cost."""
+    first, stop = schedule.span or (0, 0)
+    why = "" if dropped is None else f" ({dropped_text(dropped)})"
     return ConfigurationError(
-        f"{name}: not one line carries a time this panstream reads as {kind!r} (CLF: "
-        "[24/Nov/2026:10:00:00 +0000]; JSON: a ts/timestamp/start_time key; W3C: date and time; "
-        "Zeek: ts; ALB/ELB: the ISO 8601 field; squid: epoch seconds; haproxy: the accept date; "
-        "sshd/pam: the syslog time; docs/windows.md has the table), so nothing of it went into "
-        "any window: check --format, or use --time processing (windows by the clock)")
+        f"not one line went into a window of the declared range {label(first)} .. {label(stop)}"
+        f"{why}: "
+        f"either their times lie outside it (check --from/--to against the log's dates) or none "
+        f"carries a time this panstream reads as {kind!r} (CLF: [24/Nov/2026:10:00:00 +0000]; "
+        "JSON: a ts/timestamp/start_time key; W3C: date and time; Zeek: ts; ALB/ELB: the ISO "
+        "8601 field; squid: epoch seconds; haproxy: the accept date; sshd/pam: the syslog time; "
+        "docs/windows.md has the table: check --format, or use --time processing); nothing was "
+        "released and the range's empty windows were dropped")
 
 
 def _untimed_format(kind: str, name: str) -> ConfigurationError:

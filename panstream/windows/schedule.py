@@ -118,16 +118,18 @@ class WindowSchedule:
 
     # -------------------------------------------------------------- construction
     @classmethod
-    def replay(cls, size: int, first: int | None, stop: int | None) -> WindowSchedule:
+    def replay(cls, size: int, first: int | None, stop: int | None, inputs: str = "files"
+               ) -> WindowSchedule:
         """The schedule of a finite input: the windows of ``[first, stop)``, all released at its
-        end. Both bounds must be declared and lie on the window grid.
+        end. Both bounds must be declared and lie on the window grid. ``inputs`` names the input
+        in the message of a missing bound (``"files"``, ``"standard input ..."``).
 
         Raises:
             ConfigurationError: a bound missing, off the grid, empty or too long a range.
         """
         if first is None or stop is None:
-            msg = ("event-time windows over files need a declared range, e.g. --from 2026-11-16 "
-                   "--to 2026-11-23: every window in it is released at the end of the input, "
+            msg = (f"event-time windows over {inputs} need a declared range, e.g. --from "
+                   "2026-11-16 --to 2026-11-23: every window in it is released at the end of the input, "
                    "empty or not, and lines outside it are dropped (the range must not be read "
                    "off the data: which windows exist would show whose lines are in it)")
             raise ConfigurationError(msg)

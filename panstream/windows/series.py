@@ -44,17 +44,18 @@ import numpy as np
 from panstream.errors import ConfigurationError, StateError
 from panstream.release.honesty import noise_dominated
 
-__all__ = ["CSV_FIELDS", "ReleaseMetrics", "Series", "SeriesMetrics", "complete", "headline",
-           "plot_series", "read", "record"]
+__all__ = ["CSV_FIELDS", "ReleaseMetrics", "Series", "SeriesMetrics", "complete", "dropped_text",
+           "headline", "plot_series", "read", "record"]
 
 #: Columns of a CSV series (a JSON-lines series also keeps the whole release under ``release``).
 CSV_FIELDS = ("window", "start", "end", "family", "statistic", "estimate", "low", "high",
               "confidence", "epsilon_state", "epsilon_release", "epsilon_window", "mechanism",
               "universe", "late_records", "untimed_records", "late_sd", "released_at", "stderr",
-              "noise_dominated")
+              "noise_dominated", "early_records")
 
 _NUMERIC = {"start", "end", "estimate", "low", "high", "confidence", "epsilon_state",
             "epsilon_release", "epsilon_window", "late_records", "untimed_records", "late_sd",
+            "early_records",
             "released_at", "stderr"}
 
 
@@ -99,8 +100,10 @@ def record(window: str, start: int, end: int, family: str, rel: Mapping[str, Any
         family: the estimator family.
         rel: the release's ``to_dict()``.
         epsilon_state: the window table's realized state epsilon.
-        late: ``{"late_records", "untimed_records", "late_sd"}`` under a telemetry opt-in, else
-            ``None`` (the fields are then ``None``: not counted).
+        late: ``{"early_records", "late_records", "untimed_records", "late_sd"}`` under a
+            telemetry opt-in, else ``None`` (the fields are then ``None``: not counted). Early:
+            stamped before the declared range or for a window not yet begun; late: after the
+            range, or for a window closed or released (issue 37: both used to be "late").
     """
     stat, est, lo, hi = headline(rel)
     eps = rel["epsilon"]
@@ -120,10 +123,27 @@ def record(window: str, start: int, end: int, family: str, rel: Mapping[str, Any
         "epsilon_state": float(epsilon_state), "epsilon_release": eps_rel,
         "epsilon_window": window_eps,
         "mechanism": rel.get("mechanism"), "universe": rel.get("universe"),
-        "late_records": late.get("late_records"), "untimed_records": late.get("untimed_records"),
+        "early_records": late.get("early_records"), "late_records": late.get("late_records"),
+        "untimed_records": late.get("untimed_records"),
         "late_sd": late.get("late_sd"), "released_at": float(rel.get("time", math.nan)),
         "release": dict(rel),
     }
+
+
+def dropped_text(rec: Mapping[str, Any]) -> str:
+    """The dropped lines of a record (a counting opt-in) in words: early (before the declared
+    range, or for a window the clock has not begun), late (after it, or for a window closed or
+    released), untimed (no readable time). An older record has no early count.
+
+    >>> dropped_text({"early_records": 5, "late_records": 0, "untimed_records": 2, "late_sd": 0.0})
+    'dropped lines: early ~5, late ~0, untimed ~2 (sd 0.0)'
+    """
+    def n(key: str) -> str:
+        return f"~{max(float(rec.get(key) or 0), 0):,.0f}"
+
+    early = f"early {n('early_records')}, " if rec.get("early_records") is not None else ""
+    return (f"dropped lines: {early}late {n('late_records')}, untimed {n('untimed_records')} "
+            f"(sd {float(rec.get('late_sd') or 0):.1f})")
 
 
 class Series:
@@ -140,6 +160,9 @@ class Series:
         self.path = os.fspath(path)
         self.csv = self.path.lower().endswith(".csv")
         self._repair()
+        #: The CSV columns written: those of the file's own header when it has one (a series
+        #: begun before a column was added keeps its columns), else :data:`CSV_FIELDS`.
+        self._columns = self._header() if self.csv else CSV_FIELDS
         recs = read(self.path) if os.path.exists(self.path) else []
         self._released = {str(r["window"]) for r in recs}
         #: Window lengths (seconds) of the records, to refuse mixing window sizes in one file.
@@ -165,16 +188,27 @@ class Series:
         except OSError as exc:
             raise StateError(f"cannot open the series {self.path}: {exc.strerror}") from None
 
+    def _header(self) -> tuple[str, ...]:
+        try:
+            with open(self.path, encoding="utf-8", newline="") as f:
+                first = next(csv.reader(f), None)
+        except FileNotFoundError:
+            return CSV_FIELDS
+        except OSError as exc:
+            raise StateError(f"cannot open the series {self.path}: {exc.strerror}") from None
+        return tuple(first) if first else CSV_FIELDS
+
     def _encode(self, rec: Mapping[str, Any], header: bool) -> bytes:
         if not self.csv:
             clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
                      for k, v in rec.items()}
             return (json.dumps(clean, sort_keys=True, allow_nan=False, default=str) + "\n").encode()
         out = io.StringIO()
-        w = csv.DictWriter(out, CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+        cols = CSV_FIELDS if header else self._columns
+        w = csv.DictWriter(out, cols, extrasaction="ignore", lineterminator="\n")
         if header:
             w.writeheader()
-        w.writerow({k: ("" if rec.get(k) is None else rec.get(k)) for k in CSV_FIELDS})
+        w.writerow({k: ("" if rec.get(k) is None else rec.get(k)) for k in cols})
         return out.getvalue().encode()
 
     def append(self, rec: Mapping[str, Any]) -> None:

@@ -85,7 +85,8 @@ def test_the_ingest_loop_keeps_and_shows_no_exact_count() -> None:
     assert not final.exact_counts and final.telemetry_epsilon == EPS_T
     assert final.windows >= 2 and final.count_sd == pytest.approx(
         TelemetryPolicy.noisy(EPS_T).noise_sd * math.sqrt(final.windows))
-    assert final.lines == final.accepted + final.empty + final.malformed + final.outside
+    assert final.lines == (final.accepted + final.empty + final.malformed + final.outside
+                           + final.headers)
     assert "bytes" not in final.to_dict()  # byte counts would size the lines: not kept
 
 

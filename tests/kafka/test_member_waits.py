@@ -18,15 +18,21 @@ line it hangs on):
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
 import threading
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
 from panstream.errors import SourceError
 from panstream.sources.kafka.member import Member
 from panstream.sources.kafka.progress import Pending
-from panstream.sources.kafka.watch import StallWatch, where
+from panstream.sources.kafka.watch import PACKAGE, StallWatch, ours, where
 
 DRAINED = Pending(internal_topic="g-cells")
 GIVE_UP = 22.0
@@ -336,3 +342,56 @@ def test_where_names_the_innermost_frame_and_the_panstream_caller() -> None:
         progress.hold.set()
         assert m._asking is not None
         m._asking.join(timeout=10)
+
+
+# ------------------------------------------------------------------ the frame rule
+def test_the_frame_rule_is_the_package_directory_not_any_directory_named_panstream() -> None:
+    """Issue 37: ``git clone .../panstream`` makes a checkout named ``panstream``; its tests lie
+    under ``.../panstream/tests``. Only files of the package's own directory are panstream's
+    frames, whatever the directories above it are called."""
+    root = "/home/me/panstream"  # a clone named panstream
+    package = f"{root}/panstream"
+    assert ours(f"{package}/sources/kafka/member.py", package)
+    assert ours(f"{package}/state/checkpoint.py", package)
+    assert not ours(f"{root}/tests/kafka/test_member_waits.py", package)  # the clone's tests
+    assert not ours(f"{root}/.venv/lib/python3.12/threading.py", package)  # its virtualenv
+    assert not ours(f"{root}/panstream-extra/x.py", package)  # a sibling sharing the prefix
+    assert not ours(f"{package}/sources/kafka/watch.py", package)  # the watch itself
+    assert not ours("/usr/lib/python3/dist-packages/panstream_plugin/panstream/x.py", package)
+    # and the rule in use here: the package this test imports, not this test's own file
+    assert ours(os.path.join(PACKAGE, "sources", "kafka", "member.py"))
+    assert not ours(__file__)
+
+
+def test_a_checkout_named_panstream_names_no_test_frame_as_panstream_s(tmp_path: Path) -> None:
+    """The package copied into ``tmp_path/panstream/panstream`` and a script of that checkout's
+    ``tests/`` hanging in a function of its own: ``where`` names the innermost wait and no
+    'called from' the script (before the fix: 'called from hang (panstream/tests/hang.py:...)')."""
+    checkout = tmp_path / "panstream"
+    shutil.copytree(PACKAGE, checkout / "panstream",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (checkout / "tests").mkdir()
+    script = checkout / "tests" / "hang.py"
+    script.write_text(textwrap.dedent("""
+        import threading, time
+        import panstream
+        from panstream.sources.kafka.watch import where
+        gate = threading.Event()
+        def hang():
+            gate.wait()
+        t = threading.Thread(target=hang, daemon=True)
+        t.start()
+        deadline = time.monotonic() + 10
+        while "hang" not in str(t) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        print(panstream.__file__)
+        print(where(t))
+        gate.set()
+    """))
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, cwd=checkout, timeout=60, check=True).stdout.splitlines()
+    assert out[0] == str(checkout / "panstream" / "__init__.py")  # the copy, not this tree
+    assert out[1].startswith("in wait (") and "threading.py:" in out[1]
+    assert "called from" not in out[1]

@@ -33,13 +33,14 @@ def run(data: bytes, fmt: str, universe: Universe = U, chunk: int | None = None)
     p = LineParser(universe, fmt)
     if chunk is None:
         return p.parse(data)
-    idx, lines, empty, malformed, outside = [], 0, 0, 0, 0
+    idx, lines, empty, malformed, outside, headers = [], 0, 0, 0, 0, 0
     for c in ChunkReader(io.BytesIO(data).readinto, chunk_size=chunk, max_line=4096):
         r = p.parse(c)
         idx.append(r.indices)
         lines, empty = lines + r.lines, empty + r.empty
         malformed, outside = malformed + r.malformed, outside + r.outside
-    return ParseResult(np.concatenate(idx), lines, empty, malformed, outside)
+        headers += r.headers
+    return ParseResult(np.concatenate(idx), lines, empty, malformed, outside, headers)
 
 
 def addrs(r: ParseResult, universe: Universe = ANY4) -> list[str]:
@@ -53,7 +54,12 @@ def test_each_format_counts_every_client_of_its_sample(name: str, chunk: int | N
     r = run(s.data, GENERATORS[name][1], chunk=chunk)
     assert r.accepted == s.accepted
     assert len(set(r.indices.tolist())) == s.truth
-    assert r.lines == r.accepted + r.empty + r.malformed + r.outside
+    assert r.lines == r.accepted + r.empty + r.malformed + r.outside + r.headers
+    header_formats = ("csv", "tsv", "w3c", "zeek")
+    if GENERATORS[name][1].partition(":")[0] in header_formats:
+        assert r.headers >= 1 and r.empty == 0  # issue 37: '#' and header lines are no blanks
+    else:
+        assert r.headers == 0
 
 
 @pytest.mark.parametrize("name", sorted(set(GENERATORS) - {"xff", "iptables"}))
@@ -136,26 +142,26 @@ def test_csv_by_name_header_repeated_and_renamed_across_concatenated_files() -> 
     b = b"src_addr,ts\n10.0.0.3,3\n"  # another export, other column order
     r = run(a + a + b, "csv:src_addr", ANY4)
     assert addrs(r) == ["10.0.0.1", "10.0.0.2"] * 2 + ["10.0.0.3"]
-    assert (r.empty, r.malformed) == (3, 0)
+    assert (r.headers, r.empty, r.malformed) == (3, 0, 0)  # three headers, no blank line
 
 
 def test_csv_column_missing_from_the_header_makes_every_row_malformed() -> None:
     r = run(b"ts,ip\n1,10.0.0.1\n2,10.0.0.2\n", "csv:src_addr", ANY4)
-    assert (r.accepted, r.empty, r.malformed) == (0, 1, 2)
+    assert (r.accepted, r.headers, r.malformed) == (0, 1, 2)
 
 
-@pytest.mark.parametrize(("data", "accepted", "empty"), [
+@pytest.mark.parametrize(("data", "accepted", "headers"), [
     (b"ts\tsrc\n1\t10.0.0.1\n2\t10.0.0.2\n", 2, 1),   # a header (no digit in column 2)
     (b"1\t10.0.0.1\n2\t10.0.0.2\n", 2, 0),            # no header
 ])
-def test_tsv_by_number_with_or_without_header(data: bytes, accepted: int, empty: int) -> None:
+def test_tsv_by_number_with_or_without_header(data: bytes, accepted: int, headers: int) -> None:
     r = run(data, "tsv:2", ANY4)
-    assert (r.accepted, r.empty, r.malformed) == (accepted, empty, 0)
+    assert (r.accepted, r.headers, r.empty, r.malformed) == (accepted, headers, 0, 0)
 
 
 def test_csv_short_rows_and_blank_cells() -> None:
     r = run(b"a,b,c\n1,10.0.0.1,3\n1\n1,,3\n\n", "csv:b", ANY4)
-    assert (r.accepted, r.empty, r.malformed) == (1, 3, 1)  # header, blank cell, blank line
+    assert (r.accepted, r.headers, r.empty, r.malformed) == (1, 1, 2, 1)  # blank cell and line
 
 
 # ------------------------------------------------------------------ W3C / Zeek
@@ -164,7 +170,7 @@ def test_w3c_data_before_a_header_is_malformed_and_a_new_header_is_read() -> Non
             b"#Version: 1.0\n#Fields: date time c-ip\n2026-11-24\t10:00:00\t10.0.0.1\n"
             b"#Fields: c-ip date time\n10.0.0.2\t2026-11-24\t10:00:00\n")
     r = run(data, "w3c:c-ip", ANY4)
-    assert addrs(r) == ["10.0.0.1", "10.0.0.2"] and (r.malformed, r.empty) == (1, 3)
+    assert addrs(r) == ["10.0.0.1", "10.0.0.2"] and (r.malformed, r.headers, r.empty) == (1, 3, 0)
 
 
 def test_w3c_iis_separates_with_spaces_and_crlf() -> None:

@@ -179,4 +179,4 @@ def test_header_lines_are_not_counted_as_untimed_and_a_log_without_times_is_one_
     r = subprocess.run([*base, "-f", "json:ip", "--series", str(tmp_path / "b.jsonl"), str(bare)],
                        capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode != 0 and "Traceback" not in r.stderr
-    assert "not one line carries a time" in r.stderr and "ts/timestamp/start_time" in r.stderr
+    assert "not one line went into a window" in r.stderr and "ts/timestamp/start_time" in r.stderr

@@ -207,8 +207,15 @@ def test_lines_outside_the_range_are_dropped_and_counted_only_under_an_opt_in(
     exact: list[dict[str, Any]] = []
     _ingestor(DAY, on_close=exact.append, telemetry=TelemetryPolicy.exact_counts(),
               days=(1, 7)).run(_inputs(week.files))
-    assert sum(r["late_records"] for r in exact) == 300 + 1500  # Monday's lines (weeklog)
+    # Monday's lines (weeklog) lie before --from: early, not late (issue 37 called them late)
+    assert sum(r["early_records"] for r in exact) == 300 + 1500
+    assert sum(r["late_records"] for r in exact) == 0
     assert sum(r["untimed_records"] for r in exact) == 0
+    after: list[dict[str, Any]] = []  # a range that leaves Sunday out: Sunday's lines are late
+    _ingestor(DAY, on_close=after.append, telemetry=TelemetryPolicy.exact_counts(),
+              days=(0, 6)).run(_inputs(week.files))
+    assert sum(r["early_records"] for r in after) == 0
+    assert sum(r["late_records"] for r in after) > 0
 
 
 def test_processing_time_windows_close_on_the_clock_not_on_arrivals(tmp_path: Path) -> None:

@@ -233,7 +233,7 @@ def test_horizon_accounting_is_printed_and_planned(week: Week, tmp_path: Path) -
     (["--window", "1d", "--release-epsilon", "1", "-f", "clf", "--from", "2026-11-16T12:00Z",
       "--to", "2026-11-17"], "use 2026-11-16T00:00:00Z or 2026-11-17T00:00:00Z"),
     (["--window", "1d", "--release-epsilon", "1", "-f", "clf", "--from", "2026-11-16", "--to",
-      "2026-11-17"], "not one line carries a time"),
+      "2026-11-17"], "not one line went into a window"),
     (["--from", "2026-11-16"], "--from go(es) with --window"),
 ])
 def test_mistakes_get_one_line(args: list[str], message: str, tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ class Decoder:
             try:
                 if buf.count(b"\n") == len(values):  # no value holds a newline of its own
                     r = self.parser.parse(buf)
-                    return Decoded(r.indices, r.malformed + r.empty, r.outside)
+                    return Decoded(r.indices, r.malformed + r.empty + r.headers, r.outside)
             finally:
                 wipe_buffer(buf)
         if not plain:  # a value with newlines (or a null) is malformed: one value, one line
@@ -125,7 +125,7 @@ class Decoder:
             buf = bytearray(b"\n").join([v.rstrip(b"\r\n") for v in ok if v is not None] + [b""])
             try:
                 r = self.parser.parse(buf)
-                return Decoded(r.indices, r.malformed + r.empty, r.outside)
+                return Decoded(r.indices, r.malformed + r.empty + r.headers, r.outside)
             finally:
                 wipe_buffer(buf)
         res = self.universe.indices(values)

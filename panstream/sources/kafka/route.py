@@ -21,10 +21,9 @@ each input (:func:`panstream.inputs.check.verdict`): until the first
 decided, exact counts of the accepted, malformed and outside ones are kept in this process only,
 and nothing is routed or committed. If under 1 % of them were accepted (0.1 % for ``sshd`` and
 ``regex``; values outside the universe count against it too), the member stops with one line:
-the verdict's (no count, no share: one bit, docs/threat-model.md) and the ``-f`` /
-``--value-format`` that parses the sample best, in words (:func:`suggest`, which also runs
-:func:`panstream.inputs.parser.detect` on the sample); the counts and the sample's head are then
-forgotten. A member that stops before its sample is complete is judged on what it had.
+the verdict's (no count, no share: one bit, docs/threat-model.md) and the ``-f`` that
+:func:`panstream.inputs.parser.detect` finds in the sample's first lines (:func:`suggest`); the
+counts and the sample's head are then forgotten. A member that stops before its sample is complete is judged on what it had.
 ``check=False`` (``--keep-going``) routes without judging.
 
 **``-f auto``** is decided once per member, from the first messages it decodes
@@ -66,7 +65,7 @@ from panstream.estimators.base import wipe_buffer
 from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
 from panstream.inputs.check import skipped_notice, verdict
 from panstream.sources.kafka.config import unreachable_message
-from panstream.sources.kafka.decode import Decoded, Decoder
+from panstream.sources.kafka.decode import Decoder
 from panstream.sources.kafka.joins import group_consumer
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.topology import no_auto_create
@@ -79,8 +78,6 @@ log = logging.getLogger("panstream.kafka")
 SAMPLE_LINES = _SAMPLE_LINES
 #: Bytes of the sample's first values kept (until the decision) for :func:`suggest`.
 HEAD_BYTES = 1 << 18
-#: :func:`suggest` proposes a format only if at least this share of the sample parses with it.
-SUGGEST_SHARE = 0.5
 #: Largest routed record (bytes; below the brokers' default 1 MiB message limit).
 RECORD_BYTES = 512 << 10
 
@@ -630,62 +627,34 @@ class RouteStage:
 
 def suggest(layout: SliceLayout, values: list[bytes | None] | list[bytearray],
             decoder: Decoder) -> str:
-    """The ``-f`` / ``--value-format`` that parses ``values`` (a sample's first messages) best, as
-    advice for one line.
+    """The ``-f`` to try for ``values`` (a sample's first messages), as advice for one line.
 
-    Candidates: what :func:`panstream.inputs.parser.detect` recognises in the sample's lines (JSON, W3C,
-    Zeek, CSV/TSV, ALB/ELB, sshd, vhost, clf, ``field:N``, plain), then every format without an
-    argument and ``field:1`` to ``field:9``, each with ``--value-format lines`` and ``item``. The
-    one under which the largest share of the sample's non-empty lines parses (accepted or outside
-    the universe) wins, if that share reaches :data:`SUGGEST_SHARE`; a universe that holds few of
-    them is named when most lie outside. In words, no share: the line stays a function of the
-    sample's format, not of how many of its lines parse (docs/threat-model.md).
+    It is :func:`panstream.inputs.parser.detect`'s answer on the sample's first lines: the format
+    they have (as ``-f auto`` and ``ingest``'s notice would name it), a function of their shape,
+    not of how many of them parse under one format or another. A detected format other than the
+    one in use is suggested; the one in use, detected too, points at the universe; no known
+    format, the detection's own note. (Until issue 37 every format was tried and the best was
+    named only if it parsed at least half the sample: one line more or less flipped it, review 5,
+    P1k.)
     """
-    from panstream.inputs.parser import FORMATS, detect, parse_format
+    from panstream.inputs.parser import detect
 
     vals = [v for v in values if v]
     joined = bytearray(b"\n").join(vals)
+    vals.clear()
     try:
         det = detect(memoryview(joined)) if joined else None
     finally:
         joined[:] = bytes(len(joined))
-    cands: list[str] = []
-    if det is not None and det.known:
-        cands.append(det.spec)
-    cands += [f for f in FORMATS if f not in ("auto", *cands)]
-    cands += [f"field:{n}" for n in range(1, 10) if f"field:{n}" not in cands]
-    best: tuple[float, float, str, str] | None = None  # parsed share, outside share, vf, spec
-    order = (decoder.value_format, "item" if decoder.value_format == "lines" else "lines")
-    current = (decoder.value_format, decoder.format.spec)
-    # The format in use first: another must parse strictly more of the sample to be suggested.
-    for vf, spec in [current] + [(v, c) for v in order for c in cands if (v, c) != current]:
-        try:
-            d: Decoded = Decoder(layout.universe, vf, parse_format(spec))(list(vals))  # type: ignore[arg-type]
-        except Exception:  # noqa: BLE001, S112 - a candidate that cannot run is no advice
-            continue
-        total = int(d.indices.size) + d.malformed + d.outside
-        parsed = int(d.indices.size) + d.outside
-        d.indices.fill(0)
-        if total and (best is None or parsed / total > best[0]):
-            best = (parsed / total, d.outside / total, vf, spec)
-    vals.clear()
-    if best is None or best[0] < SUGGEST_SHARE:
-        if det is not None and not det.known:
-            return f"these look like {det.name}: {det.note}"
-        return ("no -f that panstream recognises parses them (plain, clf, field:N, json, csv, "
-                "w3c, zeek, alb, elb, vhost, sshd, pam, haproxy, squid, apache-error, "
-                "nginx-error, xff were tried): check --value-format and the topic, or give "
-                "-f 'regex:...'")
-    if (best[2], best[3]) == current:
-        return (f"-f {best[3]} reads addresses in them, but most lie outside "
-                f"{layout.universe.spec}: check --universe")
-    fix = f"-f {best[3]}"
-    if best[2] != decoder.value_format:
-        fix += f" --value-format {best[2]}"
-    out = f"try {fix} (it reads addresses in the sample's first lines"
-    if best[1] > best[0] / 2:
-        out += f", but most lie outside {layout.universe.spec}: check --universe too"
-    return out + ")"
+    if det is None:
+        return "the sample's values are empty: check --value-format and the topic"
+    if not det.known:
+        return f"these look like {det.name}: {det.note}"
+    if det.spec == decoder.format.spec:
+        return (f"-f {det.spec} fits them (detected from the sample's first lines), so their "
+                f"addresses may lie outside {layout.universe.spec}: check --universe")
+    return f"try -f {det.spec} (it reads addresses in the sample's first lines)"
+
 
 __all__ = ["HEAD_BYTES", "RECORD_BYTES", "SAMPLE_LINES", "Retention", "RouteConfig", "RouteStage",
            "ensure_internal_topic", "internal_retention", "internal_topic", "suggest",

@@ -33,15 +33,49 @@ from types import FrameType
 STALL_SECONDS = 60.0
 
 
-def _short(path: str) -> str:
-    """``.../site-packages/kafka/admin/client.py`` -> ``kafka/admin/client.py``."""
+#: The package's own directory (``.../panstream``, where this file's ``sources/kafka`` lies). A
+#: frame is panstream's when its file lies under it, whatever the directories above it are called:
+#: a clone named ``panstream`` keeps its tests under ``.../panstream/tests``, which are not the
+#: package's frames (issue 37: a rule matching any ``/panstream/`` in the path took them for ours).
+PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+#: This watch's own file, relative to :data:`PACKAGE`: its frames never count as the caller.
+_SELF = "sources/kafka/watch.py"
+
+
+def _inside(path: str, package: str) -> str | None:
+    """``path`` relative to ``package`` (``/``-separated), or ``None`` when it lies outside."""
+    full = os.path.abspath(path).replace(os.sep, "/")
+    root = os.path.abspath(package).replace(os.sep, "/").rstrip("/") + "/"
+    return full[len(root):] if full.startswith(root) else None
+
+
+def ours(path: str, package: str = PACKAGE) -> bool:
+    """Whether a frame's file ``path`` is panstream's own: a file of the package directory
+    ``package`` (:data:`PACKAGE`), this watch's file aside. Only the package's directory decides,
+    never a directory named ``panstream`` above it.
+
+    >>> ours("/src/panstream/panstream/sources/kafka/member.py", "/src/panstream/panstream")
+    True
+    >>> ours("/src/panstream/tests/kafka/test_member_waits.py", "/src/panstream/panstream")
+    False
+    >>> ours("/src/panstream/panstream/sources/kafka/watch.py", "/src/panstream/panstream")
+    False
+    """
+    rel = _inside(path, package)
+    return rel is not None and rel != _SELF
+
+
+def _short(path: str, package: str = PACKAGE) -> str:
+    """``.../site-packages/kafka/admin/client.py`` -> ``kafka/admin/client.py``; a file of the
+    package -> ``panstream/sources/...``; any other file -> its directory and name."""
+    rel = _inside(path, package)
+    if rel is not None:
+        return f"{os.path.basename(package.rstrip(os.sep + '/'))}/{rel}"
     parts = path.replace(os.sep, "/").split("/")
     for anchor in ("site-packages", "dist-packages"):
         if anchor in parts:
             return "/".join(parts[parts.index(anchor) + 1:])
-    if "panstream" in parts:
-        i = len(parts) - 1 - parts[::-1].index("panstream")
-        return "/".join(parts[i:])
     return "/".join(parts[-2:])
 
 
@@ -58,12 +92,11 @@ def where(thread: threading.Thread | None) -> str:
     if frame is None:
         return "nowhere (no such thread)"
     inner = frame
-    ours: FrameType | None = None
+    caller: FrameType | None = None
     f: FrameType | None = frame
     while f is not None:
-        name = f.f_code.co_filename.replace(os.sep, "/")
-        if "/panstream/" in name and not name.endswith("/panstream/sources/kafka/watch.py"):
-            ours = f
+        if ours(f.f_code.co_filename):
+            caller = f
             break
         f = f.f_back
 
@@ -71,8 +104,8 @@ def where(thread: threading.Thread | None) -> str:
         return f"{fr.f_code.co_name} ({_short(fr.f_code.co_filename)}:{fr.f_lineno})"
 
     out = f"in {say(inner)}"
-    if ours is not None and ours is not inner:
-        out += f", called from {say(ours)}"
+    if caller is not None and caller is not inner:
+        out += f", called from {say(caller)}"
     return out
 
 
@@ -143,4 +176,4 @@ class StallWatch:
             self._thread.join(timeout=5)
 
 
-__all__ = ["STALL_SECONDS", "StallWatch", "where"]
+__all__ = ["PACKAGE", "STALL_SECONDS", "StallWatch", "ours", "where"]
