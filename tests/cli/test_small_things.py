@@ -24,9 +24,18 @@ from panstream.state.files import state_lock, temp_path
 ROOT = Path(__file__).resolve().parents[2]
 
 # A 'panstream ingest' whose disk is slow: each save pauses after its first 1 MiB is written, so the
-# test can send the second Ctrl+C while a half-written temporary file is on disk.
+# test can send the second Ctrl+C while a half-written temporary file is on disk. It touches the
+# file named by READY_FILE once its Ctrl+C handler is installed (a fixed sleep was too short for a
+# start-up on a loaded machine: the first SIGINT then killed the process before it had a handler).
 _SLOW_SAVE = textwrap.dedent("""
-    import time
+    import os, pathlib, signal, time
+    real_signal = signal.signal
+    def announcing(sig, handler):
+        old = real_signal(sig, handler)
+        if sig == signal.SIGINT and callable(handler):
+            pathlib.Path(os.environ["READY_FILE"]).touch()
+        return old
+    signal.signal = announcing
     import panstream.state.files as files
     real = files._write_all
     def slow(fd, mv):
@@ -42,7 +51,9 @@ _SLOW_SAVE = textwrap.dedent("""
 def test_a_second_ctrl_c_during_a_save_leaves_no_temporary_copy(tmp_path: Path) -> None:
     state = tmp_path / "big.pst"
     tmp = Path(temp_path(state))
+    ready = tmp_path / "ready"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PANSTREAM_")}
+    env["READY_FILE"] = str(ready)
     p = subprocess.Popen([sys.executable, "-c", _SLOW_SAVE, "ingest", "-u", "range:67108864",
                           "-s", str(state), "-f", "plain"], stdin=subprocess.PIPE,
                          stderr=subprocess.PIPE, env=env)
@@ -50,7 +61,11 @@ def test_a_second_ctrl_c_during_a_save_leaves_no_temporary_copy(tmp_path: Path) 
     p.stdin.write(b"1\n2\n3\n")
     p.stdin.flush()
     try:
-        time.sleep(2)  # started, reading (the pipe stays open: a tail -F)
+        deadline = time.monotonic() + 120
+        while not ready.exists():  # started, its Ctrl+C handler installed
+            assert time.monotonic() < deadline and p.poll() is None, p.stderr
+            time.sleep(0.05)
+        time.sleep(0.5)  # reading (the pipe stays open: a tail -F)
         p.send_signal(signal.SIGINT)  # first: stop and write the final checkpoint (8 MiB table)
         deadline = time.monotonic() + 60
         while not tmp.exists():
