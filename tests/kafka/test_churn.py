@@ -102,7 +102,16 @@ def _error_lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.startswith("panstream: error:")]
 
 
-def _stop(proc: subprocess.Popen[bytes], how: signal.Signals) -> None:
+def _stop(proc: subprocess.Popen[bytes], how: signal.Signals, log: Path) -> None:
+    """Stop an extra member. A SIGTERM waits (at most a minute) until the member has said its
+    routed layout, right before it installs its handlers: on a loaded machine a start-up took
+    longer than the member's 8 s life, and the signal then killed Python during its imports (-15)."""
+    if how is signal.SIGTERM:
+        deadline = time.monotonic() + 60
+        while "routed layout:" not in log.read_text() and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)
     os.kill(proc.pid, how)
 
 
@@ -159,7 +168,8 @@ def test_rebalances_racing_checkpoints_lose_nothing_and_stop_nobody(
                 running[i] = start(extra_base + ["--source-client", client], log)
                 extra.append((running[i], log, how))
             else:
-                _stop(running.pop(i), how)
+                proc = running.pop(i)
+                _stop(proc, how, next(lg for q, lg, _ in extra if q is proc))
         shipper.join(timeout=120)
         assert not failure, failure
         assert sent.is_set()
