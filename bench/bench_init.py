@@ -329,7 +329,7 @@ def main() -> None:
     load_end = loadavg()
 
     m = machine()
-    cmd = "python bench/bench_init.py" + (" --quick" if args.quick else "")
+    cmd = " ".join(["python bench/bench_init.py", *sys.argv[1:]])
     lines = [
         "# D0 init benchmark: exact Bernoulli(q) tables against a fair-coin table",
         "",
