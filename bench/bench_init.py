@@ -353,7 +353,8 @@ def main() -> None:
         f"({comp['warm_rr_ns'] / comp['warm_fair_ns']:.2f} x: the ratio without the page faults of a "
         "fresh table, which both inits pay alike).",
         "",
-        "| cells | layout | method | q | bits/cell | init s | x fair | range | x read | peak RSS MiB | ones |",
+        "| cells | layout | method | q | bits/cell | init s | x fair | range | x read | peak RSS MiB "
+        "| ones |",
         "|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     checks = []
@@ -379,7 +380,8 @@ def main() -> None:
             lines.append(
                 f"| 2^{log2} | {runs[0]['layout']} | {method} | {label} ({num / ONE:.4f}) | "
                 f"{float(bits):.3f} | "
-                f"{med:.3f} | {med / fair_med:.2f} | {min(ratios):.2f}-{max(ratios):.2f} | {x_read} | {peak:.0f} | "
+                f"{med:.3f} | {med / fair_med:.2f} | {min(ratios):.2f}-{max(ratios):.2f} | {x_read} | "
+                f"{peak:.0f} | "
                 f"{statistics.fmean(float(r['ones']) for r in runs):.4f} |")
             if log2 == 32 and method == "rr":
                 ok = med / fair_med <= TARGET_RATIO and peak <= PEAK_LIMIT_MIB
