@@ -11,6 +11,11 @@ One command, one process, one run, the same items for every contender:
 * ``limit``: a bare NumPy scatter ``t[idx] = v`` of precomputed values into a byte table of the same
   memory size as panstream's table (``size`` bytes, or ``size / 8`` bytes with ``idx >> 3`` for the
   packed 2**32 layout);
+* ``floor`` (packed layout only, issue 38): a bare gather/OR/scatter of the bit ``1 << (i % 8)`` into
+  byte ``i // 8`` of a packed table of the same layout, for the same indices, with no randomness
+  (``w = t[b]; w |= m; t[b] = w``, ``b`` and ``m`` precomputed): the memory-bound floor of updating
+  the packed layout from NumPy. It ignores two different cells of one byte in one batch (a lost
+  update), which a correct update cannot;
 * peers (no batch update exists, so they take a prebuilt Python list, their fastest path): Apache
   DataSketches HLL (lg_k=12, HLL_4) and CPC (lg_k=11), and a Python ``set`` (exact distinct count).
 
@@ -98,16 +103,23 @@ def insecure_pcg64_draws() -> Iterator[None]:
 
 
 # ----------------------------------------------------------------------------- timing
-def run_panstream(est: ps.DensityEstimator, items: np.ndarray, batch: int, buf: np.ndarray) -> float:
+def run_panstream(est: ps.DensityEstimator, items: np.ndarray, batch: int, buf: np.ndarray,
+                  cpu: list[float] | None = None) -> float:
     """Seconds spent in ``update_indices`` over all batches (copying each batch into ``buf`` first,
-    outside the timed region, because update_indices wipes the buffer it was given)."""
+    outside the timed region, because update_indices wipes the buffer it was given). With ``cpu``,
+    the process CPU seconds of the same regions (both threads) are appended to it."""
     total = 0.0
+    spent = 0.0
     for s in range(0, items.size, batch):
         b = buf[: min(batch, items.size - s)]
         np.copyto(b, items[s : s + b.size])
+        c0 = time.process_time()
         t0 = time.perf_counter()
         est.update_indices(b)
         total += time.perf_counter() - t0
+        spent += time.process_time() - c0
+    if cpu is not None:
+        cpu.append(spent)
     return total
 
 
@@ -117,6 +129,22 @@ def run_scatter(t: np.ndarray, items: np.ndarray, batch: int, vals: np.ndarray) 
         b = items[s : s + batch]
         t[b] = vals[: b.size]
     return time.perf_counter() - t0
+
+
+def run_packed_floor(t: np.ndarray, byte_idx: np.ndarray, masks: np.ndarray, batch: int,
+                     cpu: list[float]) -> float:
+    """A bare gather/OR/scatter of precomputed bit masks into the packed table, batch by batch
+    (wall seconds returned, CPU seconds appended to ``cpu``)."""
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    for s in range(0, byte_idx.size, batch):
+        b = byte_idx[s : s + batch]
+        w = t[b]
+        w |= masks[s : s + batch]
+        t[b] = w
+    wall = time.perf_counter() - t0
+    cpu.append(time.process_time() - c0)
+    return wall
 
 
 def run_peer(make: Callable[[], object], lst: list[int]) -> float:
@@ -139,6 +167,7 @@ class Row:
     batch_log2: int
     layout: str
     rates: dict[str, float] = field(default_factory=dict)  # items/s, median of repeats
+    cpu_rates: dict[str, float] = field(default_factory=dict)  # items per CPU second (packed rows)
 
 
 def peers() -> dict[str, Callable[[], object]]:
@@ -169,6 +198,7 @@ def bench_config(
     limit_table = np.ones((size + 7) // 8 if packed else size, dtype=np.uint8)  # touched: no faults
     limit_items = items >> 3 if packed else items
     vals = np.ones(1 << max(batches), dtype=np.uint8)
+    masks = np.left_shift(1, (items & 7).astype(np.uint8), dtype=np.uint8) if packed else None
     buf = np.empty(1 << max(batches), dtype=np.intp)
     rows = []
     peer_rates: dict[str, float] = {}
@@ -181,13 +211,20 @@ def bench_config(
     for bl in batches:
         batch = 1 << bl
         ts: dict[str, list[float]] = {"panstream": [], "insecure-pcg64": [], "limit": []}
+        cpu: dict[str, list[float]] = {"panstream": [], "floor": []}
+        if masks is not None:
+            ts["floor"] = []
         for _ in range(repeats):
             ts["limit"].append(run_scatter(limit_table, limit_items, batch, vals))
-            ts["panstream"].append(run_panstream(est, items, batch, buf))
+            if masks is not None:
+                ts["floor"].append(run_packed_floor(limit_table, limit_items, masks, batch, cpu["floor"]))
+            ts["panstream"].append(run_panstream(est, items, batch, buf, cpu["panstream"]))
             with insecure_pcg64_draws():
                 ts["insecure-pcg64"].append(run_panstream(est, items, batch, buf))
         row = Row(size_log2, dist, bl, est.layout)
         row.rates = {k: n_items / statistics.median(v) for k, v in ts.items()}
+        if masks is not None:  # items per CPU second, both of panstream's threads counted
+            row.cpu_rates = {k: n_items / statistics.median(v) for k, v in cpu.items()}
         row.rates.update(peer_rates)
         rows.append(row)
         print(format_row(row), flush=True)
@@ -249,7 +286,7 @@ def bench_2_32(n_batches: int) -> dict[str, object]:
 
 
 # ----------------------------------------------------------------------------- reporting
-COLS = ["panstream", "insecure-pcg64", "limit", "ds-hll", "ds-cpc", "set"]
+COLS = ["panstream", "insecure-pcg64", "limit", "floor", "ds-hll", "ds-cpc", "set"]
 
 
 def fmt_rate(r: float | None) -> str:
@@ -264,7 +301,7 @@ def header() -> list[str]:
     return (
         ["cells", "items", "batch", "layout"]
         + [f"{c} M/s" for c in COLS]
-        + ["vs limit", "vs insecure", "vs hll", "vs cpc", "vs set"]
+        + ["vs limit", "vs floor", "vs insecure", "vs hll", "vs cpc", "vs set"]
     )
 
 
@@ -274,7 +311,7 @@ def cells(row: Row) -> list[str]:
     return (
         [f"2^{row.size_log2}", row.dist, f"2^{row.batch_log2}", row.layout]
         + [fmt_rate(r.get(c)) for c in COLS]
-        + [ratio(p, r.get(c)) for c in ("limit", "insecure-pcg64", "ds-hll", "ds-cpc", "set")]
+        + [ratio(p, r.get(c)) for c in ("limit", "floor", "insecure-pcg64", "ds-hll", "ds-cpc", "set")]
     )
 
 
@@ -298,6 +335,13 @@ def targets(rows: list[Row], big: dict[str, object] | None) -> list[str]:
         if r.size_log2 == 32 and r.batch_log2 == 20:
             v = r.rates["panstream"] / 1e6
             out.append(f"2^32 cells, batch 2^20, {r.dist}: {v:.1f} M items/s (>= 30): {mark(v >= 30)}")
+            if "floor" in r.rates:
+                q = r.rates["panstream"] / r.rates["floor"]
+                out.append(f"2^32 cells, batch 2^20, {r.dist}: {q:.2f} x the packed floor (>= 0.8, "
+                           f"issue 38): {mark(q >= 0.8)}")
+                c = r.cpu_rates["panstream"] / r.cpu_rates["floor"]
+                out.append(f"2^32 cells, batch 2^20, {r.dist}: {c:.2f} x the packed floor in items per "
+                           "CPU second (both threads; what load does not skew)")
     if big and "error" not in big:
         for key, limit, unit in (
             ("vmhwm_after_updates_mib", 600, "MiB peak RSS after updates"),
@@ -369,13 +413,14 @@ def markdown(rows: list[Row], big: dict[str, object] | None, args: argparse.Name
         "Throughput in millions of items per second; ratios are panstream (secure) over the "
         "column named. `insecure-pcg64` is the same loop fed by NumPy PCG64: NOT PRIVATE, a "
         "baseline only. `limit` is a bare `t[idx] = v` scatter of precomputed values into a "
-        "byte table of the same memory size.",
+        "byte table of the same memory size; `floor` (packed layout) a bare gather/OR/scatter of "
+        "precomputed bit masks into a packed table of the same layout, same indices, no randomness.",
         "",
         "| " + " | ".join(header()) + " |",
         "|" + "|".join("---:" for _ in header()) + "|",
     ]
     lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
-    lines += ["", "## Issue 7 targets", ""] + [f"- {t}" for t in targets(rows, big)]
+    lines += ["", "## Issue 7 and 38 targets", ""] + [f"- {t}" for t in targets(rows, big)]
     if big:
         lines += ["", "## 2^32 cells (ipv4:0.0.0.0/0, child process)", ""]
         lines += [f"- {k}: {v:.3g}" if isinstance(v, float) else f"- {k}: {v}" for k, v in big.items()]

@@ -371,7 +371,7 @@ class GroupScratch:
 
 def sample_groups(tab: IntervalTables, raw: np.ndarray, out: np.ndarray,
                   read: Callable[[int], np.ndarray] | None = None,
-                  scratch: GroupScratch | None = None) -> None:
+                  scratch: GroupScratch | None = None, keep_buffers: bool = False) -> None:
     """Turn ``2 * out.size`` fresh uniform bytes ``raw`` into ``out.size`` exact groups (bytes).
 
     Level 1: group ``i``'s first 16 bits of ``U`` are bytes ``2i`` (low) and ``2i + 1`` (high) of
@@ -384,7 +384,10 @@ def sample_groups(tab: IntervalTables, raw: np.ndarray, out: np.ndarray,
     ``read`` (default :func:`secure_bytes`; it must return fresh uniform bytes).
 
     ``raw``, ``scratch`` and every temporary holding draws or values derived from them are
-    overwritten with zeros before returning.
+    overwritten with zeros before returning. With ``keep_buffers`` the caller, which refills ``raw``
+    and reuses ``scratch`` chunk after chunk, wipes those two itself once its last chunk is done
+    (:func:`bernoulli_packed` does: one wipe per thread instead of one per chunk, issue 38); every
+    temporary made here is still wiped before returning.
     """
     rd = secure_bytes if read is None else read
     n = out.size
@@ -425,9 +428,10 @@ def sample_groups(tab: IntervalTables, raw: np.ndarray, out: np.ndarray,
         for d in deep.tolist():
             out[ties[d]] = _deep_pattern(tab, ut[d : d + 1], w[d : d + 1], rd)
     finally:
-        raw.fill(0)
-        index.fill(0)
-        flag.fill(False)
+        if not keep_buffers:
+            raw.fill(0)
+            index.fill(0)
+            flag.fill(False)
         for arr in temps:
             arr.fill(0)
 
@@ -571,7 +575,8 @@ def bernoulli_packed(nbytes: int, numerator: int, out: np.ndarray | None = None,
                 return
             r = raw[: 2 * (sl.stop - sl.start)]
             fill_secure(r)
-            sample_groups(tab, r, res[sl], scratch=scratch)  # wipes r and scratch
+            # raw and scratch are refilled by the next chunk and wiped by sample(None) at the end
+            sample_groups(tab, r, res[sl], scratch=scratch, keep_buffers=True)
 
         return sample
 

@@ -37,6 +37,7 @@ from panstream.randomness import (
     resolve_deep,
     resolve_level2,
     sample_groups,
+    secure_bytes,
 )
 
 ONE = 1 << 32
@@ -333,6 +334,38 @@ def test_writes_into_out_and_wipes_every_random_buffer(monkeypatch: pytest.Monke
         assert not buf.any()
     ones = int(np.bitwise_count(out).sum())
     assert stats.binomtest(ones, 8 * nbytes, RR[1.0] / ONE).pvalue > 1e-6
+
+
+def test_reused_buffers_are_wiped_once_each_thread_is_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: each thread refills its random bytes and level-1 scratch chunk after chunk and wipes
+    them once, when its last chunk is done (``keep_buffers``). Keeping them between chunks changes
+    no draw: the same bytes give the same groups as with a wipe after every chunk. Afterwards every
+    thread's scratch (the level-1 values) is zero."""
+    tab = interval_tables(RR[1.0])
+    raw = secure_bytes(2 * 4096)
+    kept, wiped = np.empty(4096, dtype=np.uint8), np.empty(4096, dtype=np.uint8)
+    scratch = GroupScratch(4096)
+    twin = raw.copy()
+    sample_groups(tab, raw, kept, scratch=scratch, keep_buffers=True, read=ScriptedBytes(b"\0" * 4096))
+    assert raw.any() and scratch.index.any(), "with keep_buffers the caller wipes raw and scratch"
+    sample_groups(tab, twin, wiped, scratch=GroupScratch(4096), read=ScriptedBytes(b"\0" * 4096))
+    np.testing.assert_array_equal(kept, wiped)
+    for arr in (raw, scratch.index, kept, wiped):
+        arr.fill(0)
+
+    made: list[GroupScratch] = []
+    real = randomness.GroupScratch
+
+    def recording_scratch(n: int) -> GroupScratch:
+        made.append(real(n))
+        return made[-1]
+
+    monkeypatch.setattr(randomness, "GroupScratch", recording_scratch)
+    with ThreadPoolExecutor(1) as pool:
+        bernoulli_packed(3 * randomness.PACKED_CHUNK + 7, RR[1.0], executor=pool).fill(0)
+    assert made, "the sampler used its scratch"
+    for scr in made:
+        assert not scr.index.any() and not scr.flag.any(), "level-1 values must be wiped"
 
 
 def test_a_failing_read_propagates_and_wipes_the_output(monkeypatch: pytest.MonkeyPatch) -> None:
