@@ -395,6 +395,8 @@ def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, 
     length = ends - starts
     w = _windows(b, starts)
     addr, ok = ipv4_from_windows(w, length, fmt == "clf")
+    dotted = (w == 46).view("<u8")  # the other IPv4 spellings have a dot within 16 bytes
+    dotted = (dotted[:, 0] | dotted[:, 1]) != 0
     w.fill(0)
     if fmt == "plain":
         ok &= length <= max_line  # (clf: the address ends within the first 16 bytes, see below)
@@ -403,7 +405,7 @@ def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, 
     empty = length == 0
     # Ports (a.b.c.d:port) and dual-stack servers' ::ffff:a.b.c.d: read those vectorized too,
     # the token being the line (plain) or its first field (clf: up to a space, tab or CR).
-    cand = np.flatnonzero(~ok & (length > 7))
+    cand = np.flatnonzero(~ok & (length > 7) & dotted)
     if cand.size:
         ts, te = starts[cand], ends[cand]
         if fmt == "clf":

@@ -50,6 +50,7 @@ from panstream.inputs.ipv4 import (
 _U = np.uint64
 _WD = 64  #: bytes of a token read (a token must fit in the first ``_WD - 4``)
 _MAX_TOKEN = _WD - 4
+_SHORT = 40  #: bytes read first: an address without brackets, port or zone has 39 at most
 _ZERO, _ONE = _U(0), _U(1)
 _V4_HIGH = _U(0xFFFF)
 
@@ -92,8 +93,14 @@ _LENMASK = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF], dtype=n
 
 
 def _mask64(flags: np.ndarray) -> np.ndarray:
-    """Each row of an ``n x 64`` boolean matrix as one ``uint64`` (column j = bit j)."""
-    return np.packbits(flags, axis=1, bitorder="little").view("<u8")[:, 0].copy()
+    """Each row of an ``n x w`` boolean matrix (``w <= 64``) as one ``uint64`` (column j = bit j)."""
+    n, width = flags.shape  # (width a multiple of 8: one flat packbits is much the fastest)
+    packed = np.packbits(flags.reshape(-1), bitorder="little")
+    if width == 64:
+        return packed.view("<u8")
+    out = np.zeros((n, 8), dtype=np.uint8)
+    out[:, : width // 8] = packed.reshape(n, width // 8)
+    return out.view("<u8")[:, 0]
 
 
 def _ctz64(x: np.ndarray) -> np.ndarray:
@@ -110,7 +117,7 @@ def _low(bits: np.ndarray) -> np.ndarray:
     return (_ONE << bits.astype(_U)) - _ONE
 
 
-def _hex_words(w: np.ndarray, a0: np.ndarray, h: np.ndarray, extra: np.ndarray
+def _hex_words(w: np.ndarray, a0: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 9
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Read ``w[i, a0[i] : a0[i] + h[i]]`` as the hex part of an IPv6 address.
 
@@ -118,14 +125,15 @@ def _hex_words(w: np.ndarray, a0: np.ndarray, h: np.ndarray, extra: np.ndarray
     at most; ``extra`` (0 or 2) words follow it (a dotted quad the caller reads and adds to the
     low word). Without ``::`` the words must number exactly eight, with it seven at most (glibc's
     ``inet_pton``). Returns ``(hi, lo, ok)``: the two 64-bit halves of the address (garbage where
-    not ``ok``). The fields are held field-major (``9 x n``), so every step is one pass over
-    contiguous rows.
+    not ``ok``). The fields are held field-major (``fields x n``), so every step is one pass over
+    contiguous rows; a hex part of more than ``fields`` fields (9 at most: ``1:2:3:4:5:6:7::``)
+    is refused.
     """
-    n = w.shape[0]
-    hu = np.clip(h, 0, _MAX_TOKEN).astype(_U)
+    n, width = w.shape
+    hu = np.clip(h, 0, width - 1).astype(_U)
     cm = _mask64(w == 58) >> a0.astype(_U)
     cm &= _low(hu)
-    ok = (h >= 1) & (h <= _MAX_TOKEN)
+    ok = (h >= 1) & (h + a0 <= width - 1)
     dc = cm & (cm >> _ONE)  # bit p: colons at p and p + 1
     with np.errstate(over="ignore"):
         ok &= (dc & (dc - _ONE)) == 0  # one '::' at most (':::' is two)
@@ -133,10 +141,10 @@ def _hex_words(w: np.ndarray, a0: np.ndarray, h: np.ndarray, extra: np.ndarray
     tail = (cm >> (np.maximum(hu, _U(2)) - _U(2))) & _U(3)
     ok &= (tail != _U(2)) & ~((hu == 1) & (cm != 0))  # no trailing single colon
     sep = cm | (_ONE << hu)  # the separators: the colons, and the end of the hex part
-    starts = np.empty((9, n), dtype=np.intp)
+    starts = np.empty((fields, n), dtype=np.intp)
     pos = np.zeros(n, dtype=_U)
     m = np.empty(n, dtype=_U)
-    for j in range(9):  # an address has nine fields at most ('1:2:3:4:5:6:7::')
+    for j in range(fields):
         starts[j] = pos.view(np.intp)
         np.right_shift(sep, pos, out=m)
         m &= _U(31)
@@ -154,9 +162,16 @@ def _hex_words(w: np.ndarray, a0: np.ndarray, h: np.ndarray, extra: np.ndarray
     # Each field's characters as one 32-bit word from the window (its first byte lowest).
     flat = w.reshape(-1)
     u32 = np.ndarray((max(flat.size - 3, 1),), dtype="<u4", buffer=flat, strides=(1,))
-    starts += np.arange(0, n * _WD, _WD, dtype=np.intp) + a0
-    np.minimum(starts, flat.size - 4, out=starts)
+    starts += np.arange(0, n * width, width, dtype=np.intp) + a0
+    past = starts[:, -1] > flat.size - 4  # the last row's last bytes: read from a padded copy
+    starts[:, -1] -= 4 * past
     x = u32[starts]
+    if bool(past.any()):
+        pad = np.zeros(width + 4, dtype=np.uint8)
+        pad[:width] = w[-1]
+        tail = np.ndarray((width + 1,), dtype="<u4", buffer=pad, strides=(1,))
+        x[past, -1] = tail[starts[past, -1] + 4 - (n - 1) * width]
+        pad.fill(0)
     x &= _LENMASK[lens]
     tlo = _T2[x & np.uint32(0xFFFF)]
     x >>= np.uint32(16)
@@ -175,8 +190,8 @@ def _hex_words(w: np.ndarray, a0: np.ndarray, h: np.ndarray, extra: np.ndarray
     if dcr.size:
         f = full[:, dcr]
         empty = ~f & live[:, dcr]
-        elast = 8 - np.argmax(empty[::-1], axis=0)  # the last empty field of the '::'
-        j = np.arange(9)[:, None]
+        elast = fields - 1 - np.argmax(empty[::-1], axis=0)  # the last empty field of the '::'
+        j = np.arange(fields)[:, None]
         slot = j + (j >= elast) * (8 - extra[dcr] - nfull[dcr] - empty.sum(axis=0))
         placed = np.zeros((9, dcr.size), dtype=np.uint16)
         cols = np.broadcast_to(np.arange(dcr.size), slot.shape)
@@ -193,18 +208,20 @@ def _hex_words(w: np.ndarray, a0: np.ndarray, h: np.ndarray, extra: np.ndarray
 
 def _tokens(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Keys ``(hi, lo, ok)`` of the tokens ``w[i, :tlen[i]]`` (``w``: their 64-byte windows,
-    gathered at ``ts`` in ``b``), known to hold no byte at or below the space.
+    """Keys ``(hi, lo, ok)`` of the tokens ``w[i, :tlen[i]]`` (``w``: their windows of up to 64
+    bytes, gathered at ``ts`` in ``b``), known to hold no byte at or below the space.
 
-    A first pass reads the tokens that are only hex digits and colons; a second, over the rows it
-    rejected that hold a colon, the spellings with brackets, a port, a zone id or a dotted quad.
+    A first pass reads the tokens that are only hex digits and colons in eight fields at most;
+    a second, over the rows it rejected that hold a colon, the spellings with brackets, a port, a
+    zone id, a dotted quad or nine fields (``1:2:3:4:5:6:7::``), from 64-byte windows.
     """
-    n = ts.size
-    zero = np.zeros(n, dtype=np.intp)
-    hi, lo, ok = _hex_words(w, zero, tlen, zero)
+    zero = np.zeros(ts.size, dtype=np.intp)
+    hi, lo, ok = _hex_words(w, zero, tlen, zero, fields=8)
     rest = np.flatnonzero(~ok & (tlen <= _MAX_TOKEN) & (tlen >= 2))
     if rest.size:
-        h2, l2, ok2 = _spelled(b, ts[rest], w[rest], tlen[rest])
+        w2 = w[rest] if w.shape[1] == _WD else windows(b, ts[rest], _WD)
+        h2, l2, ok2 = _spelled(b, ts[rest], w2, tlen[rest])
+        w2.fill(0)
         hi[rest], lo[rest], ok[rest] = h2, l2, ok2
         h2.fill(0)
         l2.fill(0)
@@ -282,38 +299,52 @@ def _place(rows: np.ndarray, hi: np.ndarray, lo: np.ndarray, addr: np.ndarray, o
         v6.extend(hi[~mapped], lo[~mapped])
 
 
+def _line_tokens(b: np.ndarray, ts: np.ndarray, length: np.ndarray, clf: bool, width: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The ``width``-byte windows of lines starting at ``ts``, the length of each line's token (the
+    line, or in ``clf`` its first field: up to the first space), where that token holds no byte
+    at or below the space (``good``), and where the window is too short to tell (``far``)."""
+    w = windows(b, ts, width)
+    p = _ctz64(_mask64(w <= 32))  # the first space, control byte, newline or end of the buffer
+    seen = p < width
+    if clf:
+        stop = w[np.arange(ts.size), np.minimum(p, width - 1)]
+        good = seen & ((p >= length) | (stop == 32))
+        tlen = np.minimum(p, length)
+        stop.fill(0)
+    else:
+        good = seen & (p >= length)
+        tlen = length
+    return w, tlen, good, ~seen
+
+
 def _lines_v6(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray, clf: bool,
               addr: np.ndarray, ok: np.ndarray, v6: V6Keys) -> np.ndarray:
     """The second look of :func:`panstream.inputs.ipv4._address_lines`: the IPv6 clients among
     the lines ``rows`` it could not read, vectorized (the token is the line, or in ``clf`` its
-    first field: up to the first space). Returns the rows still unread (to the reference)."""
+    first field: up to the first space). Tokens of up to 39 bytes are found in 40-byte windows,
+    longer ones in 64-byte windows. Returns the rows still unread (to the reference)."""
     if rows.size == 0:
         return rows
-    ts = starts[rows]
-    length = ends[rows] - ts
-    w = windows(b, ts, _WD)
-    p = _ctz64(_mask64(w <= 32))  # the first space, control byte or end of the buffer
-    if clf:
-        stop = w[np.arange(rows.size), np.minimum(p, _WD - 1)]
-        good = (p >= length) | ((p < _WD) & (stop == 32))
-        tlen = np.minimum(p, length)
-        stop.fill(0)
-    else:
-        good = p >= length
-        tlen = length
-    good &= tlen <= _MAX_TOKEN
-    sel = np.flatnonzero(good)
-    if sel.size == 0:
-        w.fill(0)
-        return rows
-    hi, lo, got = _tokens(b, ts[sel], w[sel], tlen[sel])
-    w.fill(0)
-    done = sel[got]
-    _place(rows[done], hi[got], lo[got], addr, ok, v6)
-    hi.fill(0)
-    lo.fill(0)
     left = np.ones(rows.size, dtype=bool)
-    left[done] = False
+    sub = np.arange(rows.size)
+    for width in (_SHORT, _WD):
+        ts = starts[rows[sub]]
+        w, tlen, good, far = _line_tokens(b, ts, ends[rows[sub]] - ts, clf, width)
+        sel = np.flatnonzero(good)
+        if sel.size:
+            ws = w if sel.size == sub.size else w[sel]
+            hi, lo, got = _tokens(b, ts[sel], ws, tlen[sel])
+            ws.fill(0)
+            done = sub[sel[got]]
+            _place(rows[done], hi[got], lo[got], addr, ok, v6)
+            left[done] = False
+            hi.fill(0)
+            lo.fill(0)
+        w.fill(0)
+        sub = sub[far]
+        if sub.size == 0:
+            break
     return rows[left]
 
 
@@ -359,16 +390,15 @@ def address_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray, v6: V6Keys
 # ---------------------------------------------------------------------------------------- text
 
 
-def _hextet_table() -> tuple[np.ndarray, np.ndarray]:
-    """The lowercase hex text of every 16-bit word without leading zeros (packed little-endian in
-    a ``uint64``, followed by ``:``), and its length with the colon (2 to 5)."""
-    text = np.zeros(1 << 16, dtype=_U)
-    size = np.zeros(1 << 16, dtype=np.intp)
+def _hextet_table() -> np.ndarray:
+    """For every 16-bit word: its lowercase hex text without leading zeros, then ``:``, packed
+    little-endian in the low bytes of a ``uint64``, and the text's length with the colon (2 to 5)
+    in the top byte."""
+    out = np.zeros(1 << 16, dtype=_U)
     for v in range(1 << 16):
         t = f"{v:x}:".encode("ascii")
-        text[v] = int.from_bytes(t, "little")
-        size[v] = len(t)
-    return text, size
+        out[v] = int.from_bytes(t, "little") | len(t) << 56
+    return out
 
 
 def _run_table() -> tuple[np.ndarray, np.ndarray]:
@@ -393,17 +423,22 @@ def _run_table() -> tuple[np.ndarray, np.ndarray]:
     return base, size
 
 
-_HEXTET, _HEXTET_LEN = _hextet_table()
+_HEXTET = _hextet_table()
 _RUN_BASE, _RUN_LEN = _run_table()
 _TEXT_W = 48  #: bytes of a text row (39 at most, then zeros)
+_LOW56 = _U((1 << 56) - 1)
 
 
 def ipv6_text(hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The RFC 5952 text of 128-bit keys (``uint64`` halves), vectorized: an ``n x 48`` ``uint8``
     matrix of the texts, zero-padded, and their lengths (2 to 39).
 
-    Bit-exact with :func:`panstream.inputs.normalize.canonical_text` of every key that is not an
-    IPv4 client (those are written dotted, :func:`panstream.sketch.sfm.ipv4_text_words`).
+    Each word's text (and the colon after it) comes from one 65,536-entry table; the rows with
+    two or more zero words get their longest zero run replaced by ``::`` (a 256-entry table of
+    the zero-word masks); the pieces are written in order at their offsets, each over the
+    previous one's zero padding. Bit-exact with :func:`panstream.inputs.normalize.canonical_text`
+    of every key that is not an IPv4 client (those are written dotted,
+    :func:`panstream.sketch.sfm.ipv4_text_words`).
 
     >>> rows, n = ipv6_text(np.array([0x20010DB8 << 32, 0], dtype=np.uint64),
     ...                     np.array([1, 1], dtype=np.uint64))
@@ -414,34 +449,49 @@ def ipv6_text(hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     halves = np.empty((n, 2), dtype=">u8")
     halves[:, 0] = hi
     halves[:, 1] = lo
-    words = halves.view(">u2").astype(np.intp)  # n x 8, the first word first
+    words = np.ascontiguousarray(halves.view(">u2").T).astype(np.intp)  # 8 x n, word 0 first
     halves.fill(0)
-    zm = np.packbits(words == 0, axis=1, bitorder="little")[:, 0]
-    base = _RUN_BASE[zm][:, None]
-    run = _RUN_LEN[zm][:, None]
-    zm.fill(0)
     piece = _HEXTET[words]
-    size = _HEXTET_LEN[words]
+    size = (piece >> _U(56)).astype(np.intp)
+    piece &= _LOW56
+    size[7] -= 1
+    piece[7] &= ~(_U(0xFF) << (size[7].astype(_U) << _U(3)))  # no colon after the last word
+    zero = words == 0
     words.fill(0)
-    piece[:, 7] &= ~(_U(0xFF) << (size[:, 7].astype(_U) * _U(8) - _U(8)))  # no colon after the last
-    size[:, 7] -= 1
-    j = np.arange(8)
-    inside = (j >= base) & (j < base + run)
-    first = j == base
-    piece[inside] = 0
-    size[inside] = 0
-    lead = first & (base == 0)  # '::' opens the text
-    piece[first] = np.where(lead[first], _U(0x3A3A), _U(0x3A))
-    size[first] = np.where(lead[first], 2, 1)
-    off = np.cumsum(size, axis=1)
-    total = off[:, 7].copy()
-    off -= size
-    off += (np.arange(n, dtype=np.intp) * _TEXT_W)[:, None]
-    out = np.zeros(n * _TEXT_W + 8, dtype=np.uint8)
-    u64 = np.ndarray((n * _TEXT_W + 1,), dtype="<u8", buffer=out, strides=(1,))
-    for k in range(8):  # in order: each piece's zero padding is overwritten by the next
-        u64[off[:, k]] = piece[:, k]
-    piece.fill(0)
+    runs = np.flatnonzero(zero.sum(axis=0) >= 2)
+    if runs.size:  # the longest run of zero words becomes '::'
+        zm = np.packbits(zero[:, runs].T, axis=1, bitorder="little")[:, 0]
+        base, run = _RUN_BASE[zm], _RUN_LEN[zm]
+        j = np.arange(8)[:, None]
+        inside = (j >= base) & (j < base + run)
+        first = j == base
+        p, z = piece[:, runs], size[:, runs]
+        p[inside] = 0
+        z[inside] = 0
+        lead = np.broadcast_to(base == 0, first.shape)[first]  # '::' opens the text
+        p[first] = np.where(lead, _U(0x3A3A), _U(0x3A))
+        z[first] = np.where(lead, 2, 1)
+        piece[:, runs] = p
+        size[:, runs] = z
+        p.fill(0)
+    # Two pieces (10 bytes at most) make one 16-byte item: lo | hi << 64.
+    pair = np.empty((n, 2), dtype=_U)
+    bits = size.astype(_U)
+    bits <<= _U(3)
+    out = np.zeros(n * _TEXT_W + 16, dtype=np.uint8)
+    v16 = np.ndarray((n * _TEXT_W + 1,), dtype="V16", buffer=out, strides=(1,))
+    row0 = np.arange(0, n * _TEXT_W, _TEXT_W, dtype=np.intp)
+    at = row0.copy()
+    for k in range(0, 8, 2):  # in order: each pair's zero padding is overwritten by the next
+        np.left_shift(piece[k + 1], bits[k], out=pair[:, 0])
+        pair[:, 0] |= piece[k]
+        np.right_shift(piece[k + 1], _U(64) - bits[k], out=pair[:, 1])  # (a shift by 64 is 0)
+        v16[at] = pair.view("V16")[:, 0]
+        at += size[k]
+        at += size[k + 1]
+    for x in (piece, pair, bits):
+        x.fill(0)
+    total = at - row0
     rows = out[: n * _TEXT_W].reshape(n, _TEXT_W)
     return rows, total
 

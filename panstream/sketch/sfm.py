@@ -349,8 +349,11 @@ def hash64_text_words(words: np.ndarray, n: np.ndarray) -> np.ndarray:
         k2 = rotl64(words[:, 2 * b + 1] * _C2, 33) * _C1
         n2 = rotl64(h2 ^ k2, 31) + n1
         n2 = n2 * _U(5) + _U(0x38495AB5)
-        np.copyto(h1, n1, where=active)
-        np.copyto(h2, n2, where=active)
+        if bool(active.all()):
+            h1, h2 = n1.copy(), n2.copy()
+        else:
+            np.copyto(h1, n1, where=active)
+            np.copyto(h2, n2, where=active)
         for a in (k1, k2, n1, n2):
             a.fill(0)
     if width == 2:
