@@ -69,8 +69,8 @@ class V6Keys:
 
 
 #: A second vectorized look at the lines the IPv4 parse rejected: ``(b, starts, ends, rows, clf,
-#: addr, ok, v6)`` -> the rows it could not read either.
-SecondLook = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool, np.ndarray,
+#: max_line, addr, ok, v6)`` -> the rows it could not read either.
+SecondLook = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool, int, np.ndarray,
                        np.ndarray, V6Keys], np.ndarray]
 
 
@@ -428,7 +428,7 @@ def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, 
     malformed = int((~ok & ~empty & (length > max_line) & (fmt != "clf")).sum())
     v6 = V6Keys()
     if second_look is not None:
-        rej = second_look(b, starts, ends, rej, fmt == "clf", addr, ok, v6)
+        rej = second_look(b, starts, ends, rej, fmt == "clf", max_line, addr, ok, v6)
     for i in rej.tolist():
         s, e = int(starts[i]), int(ends[i])
         over = e - s > max_line

@@ -323,11 +323,12 @@ def _line_tokens(b: np.ndarray, ts: np.ndarray, length: np.ndarray, clf: bool, w
 
 
 def _lines_v6(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray, clf: bool,
-              addr: np.ndarray, ok: np.ndarray, v6: V6Keys) -> np.ndarray:
+              max_line: int, addr: np.ndarray, ok: np.ndarray, v6: V6Keys) -> np.ndarray:
     """The second look of :func:`panstream.inputs.ipv4._address_lines`: the IPv6 clients among
     the lines ``rows`` it could not read, vectorized (the token is the line, or in ``clf`` its
-    first field: up to the first space). Tokens of up to 39 bytes are found in 40-byte windows,
-    longer ones in 64-byte windows. Returns the rows still unread (to the reference)."""
+    first field: up to the first space, which must lie within the ``max_line + 1`` bytes read of a
+    line). Tokens of up to 39 bytes are found in 40-byte windows, longer ones in 64-byte windows.
+    Returns the rows still unread (to the reference)."""
     if rows.size == 0:
         return rows
     left = np.ones(rows.size, dtype=bool)
@@ -335,7 +336,7 @@ def _lines_v6(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndar
     for width in (_SHORT, _WD):
         ts = starts[rows[sub]]
         w, tlen, good, far = _line_tokens(b, ts, ends[rows[sub]] - ts, clf, width)
-        sel = np.flatnonzero(good)
+        sel = np.flatnonzero(good & (tlen <= max_line))
         if sel.size:
             ws = w if sel.size == sub.size else w[sel]
             hi, lo, got = _tokens(b, ts[sel], ws, tlen[sel])

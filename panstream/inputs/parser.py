@@ -12,7 +12,7 @@ Formats (``--format``): :mod:`panstream.inputs.formats`; ``-f auto``:
 
 Address spellings (``a.b.c.d:port``, ``[v6]:port``, zone ids, ``::ffff:a.b.c.d`` in ``ipv4``
 universes) are reduced to the address in every format (:mod:`panstream.inputs.normalize`); the
-vectorized paths read ``:port`` and ``::ffff:`` themselves.
+vectorized paths read them themselves (IPv6: :mod:`panstream.inputs.ipv6`, issue 38).
 
 Strictness: an IPv4 address is accepted exactly when :class:`ipaddress.IPv4Address` accepts it: four
 decimal octets 0..255 of one to three ASCII digits, no leading zeros, nothing else (``inet_aton``'s

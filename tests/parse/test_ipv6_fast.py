@@ -143,16 +143,18 @@ def test_the_fast_reader_gives_the_reference_key_for_every_token_it_reads():
     assert len(left & set(good)) <= 0.01 * len(good), [tokens[i] for i in sorted(left & set(good))][:20]
 
 
+@pytest.mark.parametrize("max_line", [4096, 24])
 @pytest.mark.parametrize("fmt", ["plain", "clf"])
-def test_lines_read_fast_and_slow_give_the_same_clients(fmt):
+def test_lines_read_fast_and_slow_give_the_same_clients(fmt, max_line):
     """Whole lines: the two-family reader against the IPv4-only one (every IPv6 line through the
-    reference), same IPv4 clients, same IPv6 keys, same counts of empty and malformed lines."""
+    reference), same IPv4 clients, same IPv6 keys, same counts of empty and malformed lines; also
+    when only the head of a line is read (``max_line`` shorter than an address)."""
     toks = corpus(4000)
     tail = ' - - [29/Nov/2026:06:00:00 +0000] "GET / HTTP/1.1" 200 612' if fmt == "clf" else ""
     lines = [t + tail for t in toks] + ["", "   ", "\t"]
     data = ("\n".join(lines) + "\n").encode("utf-8")
-    fast = address_lines(data, fmt, 4096)
-    slow = _address_lines(data, fmt, 4096)
+    fast = address_lines(data, fmt, max_line)
+    slow = _address_lines(data, fmt, max_line)
     assert fast[2:5] == slow[2:5]
     assert fast[1].tolist() == slow[1].tolist()
     assert fast[0][fast[1]].tolist() == slow[0][slow[1]].tolist()
@@ -228,3 +230,24 @@ def test_the_text_is_what_presto_prints(spelled, presto):
     rows, n = ipv6_text(np.array([k >> 64], dtype=np.uint64),
                         np.array([k & (2**64 - 1)], dtype=np.uint64))
     assert rows[0, : n[0]].tobytes().decode() == presto == canonical_text(k).decode()
+
+
+@pytest.mark.parametrize("spec", ["ipv6:2001:db8::/32@64", "ipv6:::/0@32", "ipv6:2001:db8::/96@128",
+                                  "ipv6:2001:db8:0:0:8000::/65@80", "ipv6:2a01:4f8::/40@64",
+                                  "ipv6:2001:db8::1/128@128"])
+def test_ipv6_cells_are_the_prefix_below_the_network(spec):
+    """The ``ipv6`` universe maps whole arrays of keys (issue 38: it was one Python int each):
+    the cell is the key's ``granularity``-bit prefix less the network's, for the keys inside."""
+    u = Universe.parse(spec)
+    shift = 128 - u._granularity
+    net = u._base << shift
+    rng = np.random.default_rng(SEED + 2)
+    keys = [net, net | ((1 << (128 - u._prefix)) - 1), (1 << 128) - 1, 0]
+    for _ in range(2000):  # near the network: flip some of its low bits
+        keys.append(net ^ (int(rng.integers(0, 1 << 63)) << 65 | int(rng.integers(0, 1 << 63)))
+                    >> int(rng.integers(0, 129)))
+    hi = np.array([k >> 64 for k in keys], dtype=np.uint64)
+    lo = np.array([k & (2**64 - 1) for k in keys], dtype=np.uint64)
+    want = [c for c in ((k >> shift) - u._base for k in keys) if 0 <= c < u.size]
+    assert u._ipv6_cells(hi, lo).tolist() == want
+    assert want  # (the network itself is inside)
