@@ -5,17 +5,19 @@ time (:func:`panstream.inputs.normalize.address_key`, about 3 us a line), and th
 client's text with ``socket.inet_ntop``. Here both are array code, as
 :mod:`panstream.inputs.ipv4` is for IPv4:
 
-**Reading** (:func:`address_lines`, :func:`address_spans`): the token's first 64 bytes are gathered
-into an ``n x 64`` matrix; its colons packed into one 64-bit mask per row; the fields between the
-colons found in nine steps of a 32-entry table (each step reads the next five bits of the mask);
-every field's one to four hex digits gathered as one 32-bit word and decoded by two lookups in a
-65,536-entry table of two characters (value, and how many of the two are hex digits: a count that
-does not match the field's length rejects the row); ``::`` expanded by placing the fields after it
-at the right end. The rarer spellings take a second vectorized pass over the rows the first
-rejected: ``[v6]`` and ``[v6]:port`` (the port checked as :mod:`panstream.inputs.ipv4` checks
-``a.b.c.d:port``), a zone id ``%eth0`` (dropped), an embedded dotted quad (``::ffff:a.b.c.d``,
-``64:ff9b::a.b.c.d``; read by :func:`panstream.inputs.ipv4.ipv4_from_windows`). An IPv4-mapped
-result is the IPv4 client, as everywhere (:mod:`panstream.inputs.normalize`).
+**Reading** (:func:`address_lines`, :func:`address_spans`): the token's first 40 bytes (64 for
+longer tokens) are gathered into an ``n x 40`` matrix; its colons packed into one 64-bit mask per
+row; the fields between the colons found in eight steps of a 32-entry table (each step reads the
+next five bits of the mask); every field's one to four hex digits taken as one 32-bit word (from
+the two aligned words it spans) and decoded by two lookups in a 65,536-entry table of two
+characters (value, and how many of the two are hex digits: a count that does not match the
+field's length rejects the row); ``::`` expanded by placing the fields after it at the right end.
+The rarer spellings take a second vectorized pass over the rows the first rejected: ``[v6]``
+and ``[v6]:port`` (the port checked as :mod:`panstream.inputs.ipv4` checks ``a.b.c.d:port``),
+a zone id ``%eth0`` (dropped), an embedded dotted quad (``::ffff:a.b.c.d``,
+``64:ff9b::a.b.c.d``; read by :func:`panstream.inputs.ipv4.ipv4_from_windows`), nine fields
+(``1:2:3:4:5:6:7::``). An IPv4-mapped result is the IPv4 client, as everywhere
+(:mod:`panstream.inputs.normalize`).
 
 Strictness: a row is accepted only when :func:`panstream.inputs.normalize.address_key` would
 return the same key (glibc's ``inet_pton`` rules: groups of one to four hex digits, one ``::`` at
