@@ -420,6 +420,7 @@ class Universe:
         out = c.astype(np.intp)
         for a in (h, x, c):
             a.fill(0)
+        inside.fill(False)
         return out
 
     def token_cells(self, keys: AddressKeys) -> IndexResult:

@@ -45,7 +45,8 @@ class V6Keys:
         self._ints.append(key)
 
     def extend(self, hi: np.ndarray, lo: np.ndarray) -> None:
-        self._parts.append((hi.copy(), lo.copy()))
+        """Add keys given as two ``uint64`` arrays, which the collection then owns (and wipes)."""
+        self._parts.append((hi, lo))
 
     def __len__(self) -> int:
         return len(self._ints) + sum(int(h.size) for h, _ in self._parts)

@@ -205,8 +205,10 @@ def _hex_words(w: np.ndarray, a0: np.ndarray, h: np.ndarray, extra: np.ndarray, 
         words = words.copy()
         words[:, dcr] = placed[:8]
         placed.fill(0)
-    hl = np.ascontiguousarray(words.T).astype(">u2").view(">u8").astype(_U)
-    val.fill(0)
+    t = np.ascontiguousarray(words.T)
+    hl = t.astype(">u2").view(">u8").astype(_U)
+    for a in (t, words, val):
+        a.fill(0)
     hi, lo = hl[:, 0].copy(), hl[:, 1].copy()
     hl.fill(0)
     return hi, lo, ok
@@ -296,13 +298,19 @@ def _spelled(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray
 
 def _place(rows: np.ndarray, hi: np.ndarray, lo: np.ndarray, addr: np.ndarray, ok: np.ndarray,
            v6: V6Keys) -> None:
-    """IPv4-mapped keys into ``addr``/``ok`` at their rows (the IPv4 client), the rest to ``v6``."""
+    """IPv4-mapped keys into ``addr``/``ok`` at their rows (the IPv4 client), the rest to ``v6``;
+    ``hi`` and ``lo`` are wiped."""
     mapped = (hi == 0) & ((lo >> _U(32)) == _V4_HIGH)
     r4 = rows[mapped]
-    addr[r4] = lo[mapped].astype(np.uint32)
-    ok[r4] = True
+    if r4.size:
+        v4 = lo[mapped]
+        addr[r4] = v4  # (the low 32 bits)
+        v4.fill(0)
+        ok[r4] = True
     if not bool(mapped.all()):
         v6.extend(hi[~mapped], lo[~mapped])
+    hi.fill(0)
+    lo.fill(0)
 
 
 def _line_tokens(b: np.ndarray, ts: np.ndarray, length: np.ndarray, clf: bool, width: int

@@ -350,7 +350,8 @@ def hash64_text_words(words: np.ndarray, n: np.ndarray) -> np.ndarray:
         n2 = rotl64(h2 ^ k2, 31) + n1
         n2 = n2 * _U(5) + _U(0x38495AB5)
         if bool(active.all()):
-            h1, h2 = n1.copy(), n2.copy()
+            np.copyto(h1, n1)
+            np.copyto(h2, n2)
         else:
             np.copyto(h1, n1, where=active)
             np.copyto(h2, n2, where=active)
