@@ -166,6 +166,7 @@ def _hex_words(w: np.ndarray, a0: np.ndarray, h: np.ndarray, extra: np.ndarray, 
     # Each field's characters as one 32-bit word from the window (its first byte lowest).
     # (from the two aligned 32-bit words it spans: faster than an unaligned gather)
     words32 = w.reshape(-1).view("<u4")
+    np.minimum(starts, width - 1 - a0, out=starts)  # (fields past the end: read, then masked)
     starts += np.arange(0, n * width, width, dtype=np.intp) + a0
     q = starts >> 2
     r = (starts & 3).astype(np.uint32)

@@ -144,6 +144,17 @@ def test_the_fast_reader_gives_the_reference_key_for_every_token_it_reads():
     assert len(left & set(good)) <= 0.01 * len(good), [tokens[i] for i in sorted(left & set(good))][:20]
 
 
+@pytest.mark.parametrize("fmt", ["plain", "clf"])
+def test_each_spelling_alone_in_a_chunk(fmt):
+    """A chunk of one line (the windows run past the buffer's end) reads as the reference does."""
+    tail = " - - [29/Nov/2026:06:00:00 +0000] \"GET / HTTP/1.1\" 200 612" if fmt == "clf" else ""
+    for tok in [s for _, g in SPELLINGS + HELD_OUT for s in g] + JUNK + ["::", "::1", "1::"]:
+        data = (tok + tail).encode()
+        fast, slow = address_lines(data, fmt, 4096), _address_lines(data, fmt, 4096)
+        assert fast[1].tolist() == slow[1].tolist() and fast[2:5] == slow[2:5], tok
+        assert [x.tolist() for x in fast[5].arrays()] == [x.tolist() for x in slow[5].arrays()], tok
+
+
 @pytest.mark.parametrize("max_line", [4096, 24])
 @pytest.mark.parametrize("fmt", ["plain", "clf"])
 def test_lines_read_fast_and_slow_give_the_same_clients(fmt, max_line):
