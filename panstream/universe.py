@@ -172,7 +172,7 @@ def _token_keys(items: list[Any]) -> AddressKeys | None:
     :func:`panstream.inputs.normalize.address_key`), with the malformed and blank ones counted;
     ``None`` if the batch is not all ``bytes`` without newlines (then every item goes the slow
     way)."""
-    from panstream.inputs.ipv4 import _address_lines  # the vectorized core (imports no universe)
+    from panstream.inputs.ipv6 import address_lines  # the vectorized core (imports no universe)
 
     try:
         buf = bytearray(b"\n").join([*items, b""])
@@ -182,15 +182,13 @@ def _token_keys(items: list[Any]) -> AddressKeys | None:
         b = np.frombuffer(buf, dtype=np.uint8)
         if int(np.count_nonzero(b == 10)) != len(items):
             return None
-        addr, ok, _, empty, malformed, v6 = _address_lines(b, "plain", 1 << 30)
+        addr, ok, _, empty, malformed, v6 = address_lines(b, "plain", 1 << 30)
         del b
     finally:
         buf[:] = bytes(len(buf))
     v4 = addr[ok]
     addr.fill(0)
-    keys = AddressKeys(v4, np.array([k >> 64 for k in v6], dtype=_U64),
-                       np.array([k & _MASK64 for k in v6], dtype=_U64), malformed, empty)
-    v6.clear()
+    keys = AddressKeys(v4, *v6.arrays(), malformed, empty)
     return keys
 
 
@@ -384,12 +382,7 @@ class Universe:
                 idx.fill(0)
                 return IndexResult(out, outside=int(v4.size - out.size + hi.size))
             if self.kind == "ipv6":
-                shift, base, size = 128 - self._granularity, self._base, self.size
-                cells = [c for c in (((int(h) << 64 | int(x)) >> shift) - base
-                                     for h, x in zip(hi.tolist(), lo.tolist(), strict=True))
-                         if 0 <= c < size]
-                out = np.array(cells, dtype=np.intp)
-                cells.clear()
+                out = self._ipv6_cells(hi, lo)
                 return IndexResult(out, outside=int(v4.size + hi.size - out.size))
             if self.kind == "hashed-ip":
                 khi = np.zeros(v4.size + hi.size, dtype=_U64)
@@ -403,6 +396,32 @@ class Universe:
             keys.wipe()
         msg = f"universe {self.spec} does not read addresses"
         raise ConfigurationError(msg)
+
+    def _ipv6_cells(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        """Cells of 128-bit keys (``uint64`` halves) in this ``ipv6`` universe, vectorized: the
+        keys whose first ``prefix`` bits are the network's, each to the ``granularity``-bit
+        prefix below it (issue 38: was one Python int per key)."""
+        shift = 128 - self._granularity
+        net = self._base << shift
+        one, full = _U64(1), (1 << 64) - 1
+        p_hi, p_lo = min(self._prefix, 64), max(self._prefix - 64, 0)
+        m_hi = _U64((full << (64 - p_hi)) & full)
+        m_lo = _U64((full << (64 - p_lo)) & full)
+        inside = (hi & m_hi) == _U64((net >> 64) & m_hi)
+        inside &= (lo & m_lo) == _U64(net & full & m_lo)
+        h, x = hi[inside], lo[inside]
+        if shift >= 64:
+            c = h >> _U64(shift - 64)
+        elif shift == 0:
+            c = x.copy()
+        else:
+            c = (h << _U64(64 - shift)) | (x >> _U64(shift))
+        c &= _U64(self.size) - one
+        out = c.astype(np.intp)
+        for a in (h, x, c):
+            a.fill(0)
+        inside.fill(False)
+        return out
 
     def token_cells(self, keys: AddressKeys) -> IndexResult:
         """:meth:`address_cells` of ``keys``, with their malformed and blank tokens counted."""

@@ -11,6 +11,8 @@ Its parts:
     patterns of the syslog-wrapped formats, X-Forwarded-For).
 :mod:`panstream.inputs.normalize`
     One spelling per address (``:port``, ``[v6]:port``, zone ids, ``::ffff:a.b.c.d``).
+:mod:`panstream.inputs.ipv4`, :mod:`panstream.inputs.ipv6`
+    The vectorized cores: addresses read (and IPv6 text written) over whole chunks.
 :mod:`panstream.inputs.check`
     The loud-failure decision (one bit per input; docs/threat-model.md).
 

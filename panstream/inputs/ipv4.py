@@ -24,12 +24,55 @@ before returning.
 from __future__ import annotations
 
 import ipaddress  # noqa: F401 - the doctests use it
+from collections.abc import Callable
 
 import numpy as np
 
 from panstream.inputs.normalize import address_key, is_ipv4_key
 
 _MOVEMASK = np.uint64(0x0102040810204080)
+
+
+class V6Keys:
+    """The 128-bit keys of a chunk's IPv6 clients: arrays of ``uint64`` halves from the vectorized
+    reader (:mod:`panstream.inputs.ipv6`), Python ints from the reference one line at a time."""
+
+    def __init__(self) -> None:
+        self._parts: list[tuple[np.ndarray, np.ndarray]] = []
+        self._ints: list[int] = []
+
+    def append(self, key: int) -> None:
+        self._ints.append(key)
+
+    def extend(self, hi: np.ndarray, lo: np.ndarray) -> None:
+        """Add keys given as two ``uint64`` arrays, which the collection then owns (and wipes)."""
+        self._parts.append((hi, lo))
+
+    def __len__(self) -> int:
+        return len(self._ints) + sum(int(h.size) for h, _ in self._parts)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """All the keys as two ``uint64`` arrays (high and low halves); the parts are wiped."""
+        his = [h for h, _ in self._parts]
+        los = [x for _, x in self._parts]
+        his.append(np.array([k >> 64 for k in self._ints], dtype=np.uint64))
+        los.append(np.array([k & 0xFFFFFFFFFFFFFFFF for k in self._ints], dtype=np.uint64))
+        hi, lo = np.concatenate(his), np.concatenate(los)
+        self.clear()
+        return hi, lo
+
+    def clear(self) -> None:
+        for h, x in self._parts:
+            h.fill(0)
+            x.fill(0)
+        self._parts.clear()
+        self._ints.clear()
+
+
+#: A second vectorized look at the lines the IPv4 parse rejected: ``(b, starts, ends, rows, clf,
+#: max_line, addr, ok, v6)`` -> the rows it could not read either.
+SecondLook = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool, int, np.ndarray,
+                       np.ndarray, V6Keys], np.ndarray]
 
 
 def _bytemask_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -328,14 +371,16 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
     return out, nlines, empty, bad, n6
 
 
-def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, max_line: int
-                   ) -> tuple[np.ndarray, np.ndarray, int, int, int, list[int]]:
+def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, max_line: int,
+                   second_look: SecondLook | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, int, int, int, V6Keys]:
     """The address of every line of a ``plain`` or ``clf`` buffer, in the one normalization of
     :mod:`panstream.inputs.normalize`.
 
     The dotted quads (also as ``a.b.c.d:port`` in ``plain`` and ``::ffff:a.b.c.d``) are read
     vectorized; the rare other lines get a second look, each token by
-    :func:`panstream.inputs.normalize.address_key`.
+    :func:`panstream.inputs.normalize.address_key`. ``second_look`` (the vectorized IPv6 reader,
+    :func:`panstream.inputs.ipv6.address_lines` passes it) reads what it can of those first.
 
     Returns:
         ``(addr, ok, lines, empty, malformed, v6)``: ``uint32`` IPv4 address per line (garbage
@@ -346,20 +391,22 @@ def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, 
     starts, ends = _line_bounds(b)
     nlines = int(starts.size)
     if nlines == 0:
-        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=bool), 0, 0, 0, []
+        return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=bool), 0, 0, 0, V6Keys()
     ends = _drop_cr(b, starts, ends)
     length = ends - starts
     w = _windows(b, starts)
     addr, ok = ipv4_from_windows(w, length, fmt == "clf")
+    dotted = (w == 46).view("<u8")  # the other IPv4 spellings have a dot within 16 bytes
+    dotted = (dotted[:, 0] | dotted[:, 1]) != 0
     w.fill(0)
     if fmt == "plain":
         ok &= length <= max_line  # (clf: the address ends within the first 16 bytes, see below)
     if bool(ok.all()):
-        return addr, ok, nlines, 0, 0, []
+        return addr, ok, nlines, 0, 0, V6Keys()
     empty = length == 0
     # Ports (a.b.c.d:port) and dual-stack servers' ::ffff:a.b.c.d: read those vectorized too,
     # the token being the line (plain) or its first field (clf: up to a space, tab or CR).
-    cand = np.flatnonzero(~ok & (length > 7))
+    cand = np.flatnonzero(~ok & (length > 7) & dotted)
     if cand.size:
         ts, te = starts[cand], ends[cand]
         if fmt == "clf":
@@ -380,7 +427,9 @@ def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, 
     rej = np.flatnonzero(~ok & ~empty & ((length <= max_line) | (fmt == "clf")))
     n_empty = int(empty.sum())
     malformed = int((~ok & ~empty & (length > max_line) & (fmt != "clf")).sum())
-    v6: list[int] = []
+    v6 = V6Keys()
+    if second_look is not None:
+        rej = second_look(b, starts, ends, rej, fmt == "clf", max_line, addr, ok, v6)
     for i in rej.tolist():
         s, e = int(starts[i]), int(ends[i])
         over = e - s > max_line
@@ -404,7 +453,7 @@ def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, 
     return addr, ok, nlines, n_empty, malformed, v6
 
 
-def place_address(token: bytes, i: int, addr: np.ndarray, ok: np.ndarray, v6: list[int]) -> bool:
+def place_address(token: bytes, i: int, addr: np.ndarray, ok: np.ndarray, v6: V6Keys) -> bool:
     """Line ``i``'s client ``token`` through the one normalization: an IPv4 client into
     ``addr[i]``/``ok[i]``, any other address appended to ``v6``; False when it is no address."""
     key = address_key(token)
@@ -475,17 +524,26 @@ def _ipv4_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple[np.ndarr
     ok &= ~(mapped & has_port)  # ::ffff:a.b.c.d:port is no spelling (brackets hold a port's v6)
     rows = np.flatnonzero(ok & has_port)
     if rows.size:
-        ps = ts[rows] + colon[rows] + 1
-        plen = te[rows] - ps
-        pw = _windows(b, ps)[:, :5].astype(np.int64) - 48
-        good = (plen >= 1) & (plen <= 5)
-        val = np.zeros(rows.size, dtype=np.int64)
-        for j in range(5):
-            d = pw[:, j]
-            use = j < plen
-            good &= ~use | ((d >= 0) & (d <= 9))
-            val = np.where(use, val * 10 + d, val)
-        good &= val <= 65535
-        pw.fill(0)
-        ok[rows[~good]] = False
+        ok[rows] = port_ok(b, ts[rows] + colon[rows] + 1, te[rows])
     return addr, ok
+
+
+def port_ok(b: np.ndarray, ps: np.ndarray, pe: np.ndarray) -> np.ndarray:
+    """Whether each ``b[ps:pe]`` is a port: one to five ASCII digits, at most 65535 (vectorized).
+
+    >>> port_ok(np.frombuffer(b"80 65536 0 8o", dtype=np.uint8), np.array([0, 3, 9, 11]),
+    ...         np.array([2, 8, 10, 13])).tolist()
+    [True, False, True, False]
+    """
+    plen = pe - ps
+    pw = _windows(b, ps)[:, :5].astype(np.int64) - 48
+    good = (plen >= 1) & (plen <= 5)
+    val = np.zeros(ps.size, dtype=np.int64)
+    for j in range(5):
+        d = pw[:, j]
+        use = j < plen
+        good &= ~use | ((d >= 0) & (d <= 9))
+        val = np.where(use, val * 10 + d, val)
+    good &= val <= 65535
+    pw.fill(0)
+    return good

@@ -27,9 +27,11 @@ Accepted spellings (surrounding whitespace ignored):
   ``[::ffff:a.b.c.d]:443``) *is* the IPv4 client.
 
 Anything else (``-``, host names, ``1.2.3.4:99999``, ``[10.0.0.1]``, ``fe80::1%``) is malformed.
-The vectorized parsers (:mod:`panstream.inputs.ipv4`) read the common IPv4 forms (``a.b.c.d``,
-``a.b.c.d:port``, ``::ffff:a.b.c.d``) themselves, exactly as this reference does (tested over
-one table of spellings, ``tests/core/test_address_spellings.py``), and hand every other token to it.
+The vectorized parsers read the common forms themselves, exactly as this reference does: IPv4
+(``a.b.c.d``, ``a.b.c.d:port``, ``::ffff:a.b.c.d``) in :mod:`panstream.inputs.ipv4`, and since
+issue 38 every IPv6 spelling above in :mod:`panstream.inputs.ipv6` (tested over one table of
+spellings, ``tests/core/test_address_spellings.py``, and a fuzzed corpus of them,
+``tests/parse/test_ipv6_fast.py``); they hand every other token to it.
 
 >>> hex(address_key(b"10.0.0.1:8080")), address_key(b"[::ffff:10.0.0.1]:443") == address_key(b"10.0.0.1")
 ('0xffff0a000001', True)

@@ -12,7 +12,7 @@ Formats (``--format``): :mod:`panstream.inputs.formats`; ``-f auto``:
 
 Address spellings (``a.b.c.d:port``, ``[v6]:port``, zone ids, ``::ffff:a.b.c.d`` in ``ipv4``
 universes) are reduced to the address in every format (:mod:`panstream.inputs.normalize`); the
-vectorized paths read ``:port`` and ``::ffff:`` themselves.
+vectorized paths read them themselves (IPv6: :mod:`panstream.inputs.ipv6`, issue 38).
 
 Strictness: an IPv4 address is accepted exactly when :class:`ipaddress.IPv4Address` accepts it: four
 decimal octets 0..255 of one to three ASCII digits, no leading zeros, nothing else (``inet_aton``'s
@@ -68,15 +68,15 @@ from panstream.inputs.formats import (
 )
 from panstream.inputs.ipv4 import (
     MAX_LINE,
-    _address_lines,
+    V6Keys,
     _drop_cr,
-    _ipv4_spans,
     _line_bounds,
     format_ipv4_lines,
     ipv4_from_windows,
     parse_ipv4,
     place_address,
 )
+from panstream.inputs.ipv6 import address_lines, address_spans
 from panstream.inputs.normalize import AddressKeys
 from panstream.universe import Universe
 
@@ -180,8 +180,8 @@ class LineParser:
         if self._extractor is not None:
             return self._parse_spans(data)
         if self._fast:
-            addr, ok, lines, empty, malformed, v6 = _address_lines(data, self.format.kind,
-                                                                   self.max_line)
+            addr, ok, lines, empty, malformed, v6 = address_lines(data, self.format.kind,
+                                                                  self.max_line)
             return self._to_cells(addr, ok, v6, lines, empty, malformed)
         tokens, lines, empty, malformed = self._tokens(data)
         res = self.universe.indices(tokens)
@@ -220,26 +220,26 @@ class LineParser:
                                res.outside, headers)
         rows = np.flatnonzero(sp.state == extract.SPAN)
         ts, te = sp.ts[rows], sp.te[rows]
-        addr, ok = _ipv4_spans(b, ts, te)
+        v6 = V6Keys()
+        addr, ok, done = address_spans(b, ts, te, v6)
         lineaddr = np.zeros(n, dtype=np.uint32)
         acc = np.zeros(n, dtype=bool)
         lineaddr[rows] = addr
         acc[rows] = ok
         addr.fill(0)
-        v6: list[int] = []
         second = [(int(i), bytes(b[int(s):int(e)])) for i, s, e in
-                  zip(rows[~ok].tolist(), ts[~ok].tolist(), te[~ok].tolist(), strict=True)]
+                  zip(rows[~done].tolist(), ts[~done].tolist(), te[~done].tolist(), strict=True)]
         py = [(i, t) for i, t in sp.py.items() if t is not None]
         sp.py.clear()
         if py:  # tokens taken in Python: validated vectorized too, one per line of a buffer
             buf = bytearray(b"\n".join(t.replace(b"\n", b"\x00") for _, t in py) + b"\n")
             arr = np.frombuffer(buf, dtype=np.uint8)
             s2, e2 = _line_bounds(arr)
-            a2, ok2 = _ipv4_spans(arr, s2, e2)
+            a2, ok2, done2 = address_spans(arr, s2, e2, v6)
             idx = np.array([i for i, _ in py], dtype=np.intp)
             lineaddr[idx[ok2]] = a2[ok2]
             acc[idx[ok2]] = True
-            second += [py[j] for j in np.flatnonzero(~ok2).tolist()]
+            second += [py[j] for j in np.flatnonzero(~done2).tolist()]
             a2.fill(0)
             del arr
             buf[:] = bytes(len(buf))
@@ -252,16 +252,14 @@ class LineParser:
         second.clear()
         return self._to_cells(lineaddr, acc, v6, n, empty, malformed, headers)
 
-    def _to_cells(self, addr: np.ndarray, ok: np.ndarray, v6: list[int], lines: int, empty: int,
+    def _to_cells(self, addr: np.ndarray, ok: np.ndarray, v6: V6Keys, lines: int, empty: int,
                   malformed: int, headers: int = 0) -> ParseResult:
         """Cells of the canonical items (the IPv4 clients of the lines where ``ok``, the IPv6
         keys ``v6``) in the universe: :meth:`Universe.address_cells`. Wipes the addresses."""
         v4 = addr if bool(ok.all()) else addr[ok]
         if v4 is not addr:
             addr.fill(0)
-        keys = AddressKeys(v4, np.array([k >> 64 for k in v6], dtype=np.uint64),
-                           np.array([k & 0xFFFFFFFFFFFFFFFF for k in v6], dtype=np.uint64))
-        v6.clear()
+        keys = AddressKeys(v4, *v6.arrays())
         res = self.universe.address_cells(keys)  # wipes the keys
         return ParseResult(res.indices, lines, empty, malformed, res.outside, headers)
 

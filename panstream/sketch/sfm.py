@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import ConfigurationError, StateError, UniverseError
+from panstream.inputs.ipv6 import ipv6_text
 from panstream.inputs.normalize import AddressKeys, address_key, canonical_text
 from panstream.sketch.xxh64 import rotl64
 from panstream.universe import IndexResult, Universe, _token_keys, refuse_bare_item
@@ -187,24 +188,46 @@ def hash64_bytes(items: list[bytes]) -> np.ndarray:
 def _hash_ipv4_text(addr: np.ndarray, hashing: str) -> np.ndarray:
     """The ``hashing`` hash (:mod:`panstream.sketch.hashing`) of the dotted-decimal text of every
     IPv4 address, vectorized: Murmur3 by :func:`hash64_ipv4_text`, XXH64 (``xxhash64-varchar``)
-    by :func:`panstream.sketch.xxh64.xxh64_rows` over the text rows of each length (7 to 15)."""
+    by :func:`_hash_text_rows` over the text rows."""
     if hashing == "murmur3":
         return hash64_ipv4_text(addr)
-    from panstream.sketch.xxh64 import xxh64_rows
-
     lo, hi, n = ipv4_text_words(addr)
     rows = np.empty((lo.size, 16), dtype=np.uint8)
     words = rows.view("<u8")
     words[:, 0] = lo
     words[:, 1] = hi
-    out = np.empty(lo.size, dtype=_U)
+    out = _hash_text_rows(rows, n, hashing)
+    for x in (lo, hi, n, rows):
+        x.fill(0)
+    return out
+
+
+def _hash_text_rows(rows: np.ndarray, n: np.ndarray, hashing: str) -> np.ndarray:
+    """The ``hashing`` hash of each row's first ``n[i]`` bytes (``rows``: ``uint8``, zero-padded,
+    a width a multiple of 16): Murmur3 in one pass (:func:`hash64_text_words`), XXH64 by
+    :func:`panstream.sketch.xxh64.xxh64_rows` over the rows of each length."""
+    if hashing == "murmur3":
+        return hash64_text_words(rows.view("<u8"), n)
+    from panstream.sketch.xxh64 import xxh64_rows
+
+    out = np.empty(rows.shape[0], dtype=_U)
     for length in np.unique(n).tolist():
         sel = np.flatnonzero(n == length)
         part = np.ascontiguousarray(rows[sel, :length])
         out[sel] = xxh64_rows(part)
         part.fill(0)
-    for x in (lo, hi, n, rows):
-        x.fill(0)
+    return out
+
+
+def _hash_ipv6_text(hi: np.ndarray, lo: np.ndarray, hashing: str) -> np.ndarray:
+    """The ``hashing`` hash of the RFC 5952 text of every IPv6 key (``uint64`` halves; no IPv4
+    client among them), vectorized: the text from :func:`panstream.inputs.ipv6.ipv6_text`
+    (bit-exact with :func:`panstream.inputs.normalize.canonical_text`), then
+    :func:`_hash_text_rows` (issue 38: was ``inet_ntop`` and a hash per key in Python)."""
+    rows, n = ipv6_text(hi, lo)
+    out = _hash_text_rows(rows, n, hashing)
+    rows.fill(0)
+    n.fill(0)
     return out
 
 
@@ -290,15 +313,65 @@ def hash64_ipv4_text(addr: np.ndarray) -> np.ndarray:
     True
     """
     lo, hi, n = ipv4_text_words(addr)
-    # Murmur3 x64 128, seed 0, length < 16: tail words k1 = bytes 0-7, k2 = bytes 8-15 (zero
-    # padding contributes nothing, so one formula covers every length).
-    hi *= _C2
-    h2 = rotl64(hi, 33)
-    h2 *= _C1
-    lo *= _C1
-    h1 = rotl64(lo, 31)
-    h1 *= _C2
-    length = n.astype(_U)
+    words = np.empty((lo.size, 2), dtype=_U)
+    words[:, 0] = lo
+    words[:, 1] = hi
+    out = hash64_text_words(words, n)
+    for x in (lo, hi, n, words):
+        x.fill(0)
+    return out
+
+
+def hash64_text_words(words: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Presto's ``hash64`` (Murmur3 x64 128, seed 0, first 64 bits) of each row's first ``n[i]``
+    bytes, vectorized over rows of different lengths: ``words`` holds each row's text as
+    little-endian ``uint64`` words (an ``m x w`` array, zero after the text, ``w`` even and
+    ``n < 8 w``). The full 16-byte blocks are mixed in where a row has them; the tail is read at
+    each row's own block (zero padding contributes nothing, so one formula covers every length).
+
+    >>> rows = np.zeros((2, 48), dtype=np.uint8)
+    >>> texts = [b"2001:db8::1", b"2a01:4f8:ffff:ffff:ffff:ffff:ffff:ffff"]
+    >>> rows[0, :11], rows[1, :38] = list(texts[0]), list(texts[1])
+    >>> bool((hash64_text_words(rows.view("<u8"), np.array([11, 38])) == hash64_bytes(texts)).all())
+    True
+    """
+    m, width = words.shape
+    h1 = np.zeros(m, dtype=_U)
+    h2 = np.zeros(m, dtype=_U)
+    blocks = np.asarray(n, dtype=np.intp) >> 4
+    for b in range(width // 2 - 1):
+        active = blocks > b
+        if not bool(active.any()):
+            break
+        k1 = rotl64(words[:, 2 * b] * _C1, 31) * _C2
+        n1 = rotl64(h1 ^ k1, 27) + h2
+        n1 = n1 * _U(5) + _U(0x52DCE729)
+        k2 = rotl64(words[:, 2 * b + 1] * _C2, 33) * _C1
+        n2 = rotl64(h2 ^ k2, 31) + n1
+        n2 = n2 * _U(5) + _U(0x38495AB5)
+        if bool(active.all()):
+            np.copyto(h1, n1)
+            np.copyto(h2, n2)
+        else:
+            np.copyto(h1, n1, where=active)
+            np.copyto(h2, n2, where=active)
+        for a in (k1, k2, n1, n2):
+            a.fill(0)
+    if width == 2:
+        t1, t2 = words[:, 0].copy(), words[:, 1].copy()
+    else:
+        at = np.arange(m, dtype=np.intp) * width + 2 * blocks
+        flat = words.reshape(-1)
+        t1, t2 = flat[at], flat[at + 1]
+    t2 *= _C2
+    k2 = rotl64(t2, 33)
+    k2 *= _C1
+    h2 ^= k2
+    t1 *= _C1
+    k1 = rotl64(t1, 31)
+    k1 *= _C2
+    h1 ^= k1
+    length = np.asarray(n).astype(_U)
     h1 ^= length
     h2 ^= length
     h1 += h2
@@ -306,7 +379,7 @@ def hash64_ipv4_text(addr: np.ndarray) -> np.ndarray:
     out = _fmix(h1)
     m2 = _fmix(h2)
     out += m2
-    for x in (lo, hi, h1, h2, m2, length, n):
+    for x in (t1, t2, k1, k2, h1, h2, m2, length):
         x.fill(0)
     return out
 
@@ -521,12 +594,7 @@ class SketchGrid(Universe):
                 raise ConfigurationError(msg)
             h4 = _hash_ipv4_text(keys.v4, self.hashing)
             if keys.v6_hi.size:
-                from panstream.sketch.hashing import hash_blobs
-
-                texts = [canonical_text(int(a) << 64 | int(b)) for a, b in
-                         zip(keys.v6_hi.tolist(), keys.v6_lo.tolist(), strict=True)]
-                h6, _ = hash_blobs(texts, self.hashing)
-                texts.clear()
+                h6 = _hash_ipv6_text(keys.v6_hi, keys.v6_lo, self.hashing)
                 h = np.concatenate([h4, h6])
                 h4.fill(0)
                 h6.fill(0)
