@@ -314,6 +314,9 @@ class RouteConfig:
     fmt: str = "auto"
     #: Judge the first sample (``False``: ``--keep-going``).
     check: bool = True
+    #: Route each poll's distinct cells only (:meth:`SliceLayout.route`): for slices whose arrival
+    #: redraws its cell however often it is named (bit tables; never counters). Issue 38.
+    distinct: bool = False
 
 
 class _Rebalance(AsyncConsumerRebalanceListener):
@@ -547,7 +550,7 @@ class RouteStage:
             s["malformed"] += dec.malformed
             s["outside"] += dec.outside
             self._keep_head(values)
-        parts = self.config.layout.route(dec.indices)  # wipes the indices
+        parts = self.config.layout.route(dec.indices, self.config.distinct)  # wipes the indices
         if s is None:
             self._send(offsets, parts)
         else:
