@@ -4,7 +4,8 @@ group's internal topic ``<group>-cells``.
 A member consumes the source topics in the consumer group ``<group>``, parses each batch with the
 formats of ``panstream ingest`` (:class:`~panstream.sources.kafka.decode.Decoder`), splits the
 cell indices by slice (:meth:`panstream.state.slices.SliceLayout.route`: one sort, each part the
-raw little-endian local offsets, multiplicities kept) and produces part ``r`` to partition ``r``
+raw little-endian local offsets, multiplicities kept; for bit tables each cell of a poll once,
+:attr:`RouteConfig.distinct`) and produces part ``r`` to partition ``r``
 of the internal topic. The slice stage (:mod:`.slices`) applies them to the one table they belong
 to.
 
