@@ -74,15 +74,16 @@ def test_the_encoding_is_two_bytes_while_slices_fit_and_four_above() -> None:
 
 @pytest.mark.parametrize(("spec", "count", "n"), [("ipv4:10.0.0.0/16", 16, 20_000),
                                                   ("range:1003", 7, 900),
+                                                  ("range:100000", 7, 900),
                                                   ("ipv4:0.0.0.0/0", 16, 2_000),
-                                                  ("sketch:4096x24:ip", 16, 5_000)])
+                                                  ("sketch:4096x24:ip", 16, 20_000)])
 def test_a_bit_table_group_routes_each_cell_of_a_poll_once(spec: str, count: int, n: int) -> None:
     """Issue 38: a bit-table arrival redraws its cell from D1 however often it is named, so a
     poll's repeats need not travel. ``distinct=True`` sends each cell of the batch once, in the
     same encoding (any member decodes it), to the same slice; the batch and the universe-sized
     mask it is marked in are wiped. A universe far larger than the batch (all of IPv4 here) keeps
-    the sort and the multiplicities: the mask would cost more than the repeats."""
-    from panstream.state.slices import whole_universe
+    the sort and the multiplicities: the mask would cost more than the repeats save."""
+    from panstream.state.slices import DISTINCT_MASK_RATIO, whole_universe
 
     lay = SliceLayout(whole_universe(spec), count)
     idx = rng.integers(0, lay.universe.size, n, dtype=np.int64)
@@ -90,7 +91,7 @@ def test_a_bit_table_group_routes_each_cell_of_a_poll_once(spec: str, count: int
     want = lay.routing_order(idx)
     got = {r: lay.decode(r, data) + lay.bounds(r)[0] for r, data in lay.route(idx, True)}
     assert not idx.any()  # the caller's indices are wiped
-    big = lay.universe.size > max(1 << 20, 16 * n)
+    big = lay.universe.size > DISTINCT_MASK_RATIO * n
     for r in range(count):
         lo, hi = lay.bounds(r)
         mine = want[(want >= lo) & (want < hi)]
