@@ -39,7 +39,7 @@ from panstream.cli.sketch_hash import sketch_hash_option, with_sketch_hash
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError
 from panstream.inputs.parser import Format, parse_format
-from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES, SliceLayout, mib
+from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES, SliceLayout, mib, slice_family
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 from panstream.windows.eventtime import label
@@ -441,8 +441,9 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
         factory = RdKafkaConsumer
         clients = {"consumer_factory": RdKafkaConsumer, "producer_factory": RdKafkaProducer}
         say_native_crash(crash_line())
+    distinct = slice_family(c.estimator, c.calibration)[0] == "density"  # a redraw: once a poll
     route = RouteStage(RouteConfig(c.consumer, client, c.topics, lay, topic, c.value_format,
-                                   c.fmt, check), metrics, **clients)
+                                   c.fmt, check, distinct=distinct), metrics, **clients)
     route.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
     scfg = dataclasses.replace(c, consumer=slice_consumer, topics=[topic], value_format="item",
                                fmt="plain")

@@ -60,6 +60,14 @@ DEFAULT_SLICES = 16
 #: fetches all of them).
 MAX_SLICES = 4096
 
+#: :meth:`SliceLayout.route` with ``distinct=True`` marks a batch's cells in a mask of the whole
+#: universe (one byte a cell, wiped after) when the universe has at most this many cells per
+#: arrival of the batch; a larger universe (or a smaller batch) keeps the sort and the repeats.
+#: Measured (2**16 cells, 16 slices; split, copy, decode and apply per line): 28 -> 4.5 ns at
+#: 600,000 arrivals a poll, 37 -> 21 ns at 60,000; at 6,000 (11 cells an arrival) the mask cost
+#: 8 % more than it saved.
+DISTINCT_MASK_RATIO = 8
+
 #: Above this many cells a universe's slices use packed tables (the bit table's and the counter
 #: table's own ``auto`` threshold, applied to the whole universe rather than to one slice, so that
 #: 16 slices of 2**32 cells take 32 MiB each, not 256 MiB in one byte per cell).
@@ -192,11 +200,22 @@ class SliceLayout:
         assert isinstance(grid, SketchGrid)
         return np.ascontiguousarray(bits.reshape(grid.buckets, grid.levels).T).reshape(-1)
 
-    def route(self, idx: np.ndarray) -> list[tuple[int, bytearray]]:
+    def route(self, idx: np.ndarray, distinct: bool = False) -> list[tuple[int, bytearray]]:
         """Split a batch of cell indices by slice: ``[(r, encoded local offsets), ...]`` for the
         slices that received any, multiplicities kept. One stable radix sort by slice number (no
         sort of the cells themselves: the order within a part is the batch's). ``idx`` and every
-        temporary holding cells are overwritten with zeros."""
+        temporary holding cells are overwritten with zeros.
+
+        ``distinct=True`` (a family whose arrival redraws its cell, however often it is named: the
+        bit table, a sketch's slices; never the counters) may send each cell of the batch once
+        (:meth:`_route_distinct`, for universes small beside the batch): the same table law, fewer
+        bytes to route, fetch and apply. The encoding is the same, so any member decodes it.
+
+        >>> lay = SliceLayout(Universe.parse("range:10"), 3)
+        >>> parts = lay.route(np.array([9, 0, 4, 9, 2, 0], dtype=np.intp), distinct=True)
+        >>> [(r, lay.decode(r, data).tolist()) for r, data in parts]
+        [(0, [0, 2]), (1, [0]), (2, [2])]
+        """
         arr = np.asarray(idx).reshape(-1)
         if not arr.size:
             return []
@@ -204,6 +223,8 @@ class SliceLayout:
         if lo_c < 0 or hi_c >= self.universe.size:
             msg = f"cell index out of range 0..{self.universe.size - 1} (saw {lo_c}..{hi_c})"
             raise StateError(msg)
+        if distinct and self.universe.size <= DISTINCT_MASK_RATIO * arr.size:
+            return self._route_distinct(arr, idx)
         if self.is_sketch:  # bucket-major, so that slices are whole buckets (module docstring)
             arr = self.routing_order(arr)
         r = self.slice_of_cells(arr)
@@ -217,6 +238,11 @@ class SliceLayout:
             arr.fill(0)
         if isinstance(idx, np.ndarray) and idx.flags.writeable:
             idx.fill(0)
+        return self._parts(srt, cuts)
+
+    def _parts(self, srt: np.ndarray, cuts: np.ndarray) -> list[tuple[int, bytearray]]:
+        """Cells grouped by slice (``srt[cuts[r]:cuts[r + 1]]`` is slice ``r``'s) as the routed
+        parts: local offsets in the layout's width. ``srt`` is overwritten with zeros."""
         edges = self.edges()
         dtype = np.dtype("<u2") if self.width == 2 else np.dtype("<u4")
         out: list[tuple[int, bytearray]] = []
@@ -230,6 +256,26 @@ class SliceLayout:
         finally:
             srt.fill(0)
         return out
+
+    def _route_distinct(self, arr: np.ndarray, idx: np.ndarray) -> list[tuple[int, bytearray]]:
+        """:meth:`route` of the batch's distinct cells: one scatter into a mask of the universe
+        (in routing order), whose set positions come out sorted, so every slice's part is one
+        contiguous run cut at the slice edges (no sort at all). The mask, ``idx`` and every
+        temporary holding cells are overwritten with zeros."""
+        cells = self.routing_order(arr) if self.is_sketch else arr
+        mask = np.zeros(self.universe.size, dtype=np.bool_)
+        try:
+            mask[cells] = True
+            if cells is not idx:
+                cells.fill(0)
+            if arr is not idx and arr is not cells:
+                arr.fill(0)
+            if isinstance(idx, np.ndarray) and idx.flags.writeable:
+                idx.fill(0)
+            got = np.flatnonzero(mask)
+        finally:
+            mask.fill(False)
+        return self._parts(got, np.searchsorted(got, self.edges()))
 
     def decode(self, r: int, data: bytes | bytearray | memoryview) -> np.ndarray:
         """The local offsets (``intp``, 0 <= offset < size of slice ``r``) of one routed part.

@@ -72,6 +72,52 @@ def test_the_encoding_is_two_bytes_while_slices_fit_and_four_above() -> None:
                      (1, bytearray(b"\x06\x00"))]      # multiplicities kept
 
 
+@pytest.mark.parametrize(("spec", "count", "n"), [("ipv4:10.0.0.0/16", 16, 20_000),
+                                                  ("range:1003", 7, 900),
+                                                  ("range:100000", 7, 900),
+                                                  ("ipv4:0.0.0.0/0", 16, 2_000),
+                                                  ("sketch:4096x24:ip", 16, 20_000)])
+def test_a_bit_table_group_routes_each_cell_of_a_poll_once(spec: str, count: int, n: int) -> None:
+    """Issue 38: a bit-table arrival redraws its cell from D1 however often it is named, so a
+    poll's repeats need not travel. ``distinct=True`` sends each cell of the batch once, in the
+    same encoding (any member decodes it), to the same slice; the batch and the universe-sized
+    mask it is marked in are wiped. A universe far larger than the batch (all of IPv4 here) keeps
+    the sort and the multiplicities: the mask would cost more than the repeats save."""
+    from panstream.state.slices import DISTINCT_MASK_RATIO, whole_universe
+
+    lay = SliceLayout(whole_universe(spec), count)
+    idx = rng.integers(0, lay.universe.size, n, dtype=np.int64)
+    idx[n // 2:] = idx[: n - n // 2]  # every cell at least twice
+    want = lay.routing_order(idx)
+    got = {r: lay.decode(r, data) + lay.bounds(r)[0] for r, data in lay.route(idx, True)}
+    assert not idx.any()  # the caller's indices are wiped
+    big = lay.universe.size > DISTINCT_MASK_RATIO * n
+    for r in range(count):
+        lo, hi = lay.bounds(r)
+        mine = want[(want >= lo) & (want < hi)]
+        have = got.get(r, np.empty(0, np.intp))
+        if big:
+            assert np.array_equal(np.sort(have), np.sort(mine))  # multiplicities kept
+        else:
+            assert np.array_equal(have, np.unique(mine))  # once each, sorted
+
+
+def test_a_poll_routed_once_per_cell_leaves_the_table_of_the_whole_stream() -> None:
+    """At epsilon 30 a table reads exactly the cells seen: routing a stream with heavy repeats
+    once per cell per batch gives the same merged table as routing every arrival."""
+    lay = SliceLayout(Universe.parse("ipv4:10.0.0.0/16"), 16)
+    stream = rng.integers(0, 3_000, 60_000)
+    parts = {r: estimators.new("density", lay.slice_universe(r), 30.0, layout=lay.table_layout)
+             for r in range(lay.count)}
+    for batch in np.array_split(stream, 7):
+        for r, data in lay.route(batch.copy(), distinct=True):
+            assert len(data) // lay.width <= 3_000  # the repeats stayed home
+            parts[r].update_indices(lay.decode(r, data))
+    seen = np.zeros(lay.universe.size, np.uint8)
+    seen[stream] = 1
+    assert int((merge_slices(parts, lay).bits() != seen).sum()) <= 2  # 2**-32 a cell: < 1e-9
+
+
 def test_records_of_another_layout_are_refused() -> None:
     lay = SliceLayout(Universe.parse("range:1000"), 4)  # 250 cells a slice, 2 bytes an index
     with pytest.raises(StateError, match="multiple of 2"):

@@ -4,7 +4,8 @@ group's internal topic ``<group>-cells``.
 A member consumes the source topics in the consumer group ``<group>``, parses each batch with the
 formats of ``panstream ingest`` (:class:`~panstream.sources.kafka.decode.Decoder`), splits the
 cell indices by slice (:meth:`panstream.state.slices.SliceLayout.route`: one sort, each part the
-raw little-endian local offsets, multiplicities kept) and produces part ``r`` to partition ``r``
+raw little-endian local offsets, multiplicities kept; for bit tables each cell of a poll once,
+:attr:`RouteConfig.distinct`) and produces part ``r`` to partition ``r``
 of the internal topic. The slice stage (:mod:`.slices`) applies them to the one table they belong
 to.
 
@@ -314,6 +315,9 @@ class RouteConfig:
     fmt: str = "auto"
     #: Judge the first sample (``False``: ``--keep-going``).
     check: bool = True
+    #: Route each poll's distinct cells only (:meth:`SliceLayout.route`): for slices whose arrival
+    #: redraws its cell however often it is named (bit tables; never counters). Issue 38.
+    distinct: bool = False
 
 
 class _Rebalance(AsyncConsumerRebalanceListener):
@@ -547,7 +551,7 @@ class RouteStage:
             s["malformed"] += dec.malformed
             s["outside"] += dec.outside
             self._keep_head(values)
-        parts = self.config.layout.route(dec.indices)  # wipes the indices
+        parts = self.config.layout.route(dec.indices, self.config.distinct)  # wipes the indices
         if s is None:
             self._send(offsets, parts)
         else:
