@@ -683,6 +683,9 @@ class WindowedIngestor:
         self._tick(self._wall0)  # opens the schedule's windows; releases restored ones now due
         last_kind: str | None = None  # the format of the last input that held a byte
         try:
+            if self.time_mode == "processing" and self.schedule.stop is not None \
+                    and self._wall0 >= self.schedule.stop:
+                raise _range_over(self.schedule.stop)  # the clock and the range: public, no data
             for inp in inputs:
                 if self._stop:
                     break
@@ -772,6 +775,16 @@ def _no_format(name: str, note: str, announce: bool, notice: Callable[[str], Non
     if announce:
         notice(f"{name}: no known log format fits its first lines: {note}")
     return InputFormatError(no_format_line(keep_going=False, binary=binary))
+
+
+def _range_over(stop: int) -> ConfigurationError:
+    """The one line of processing time over a declared range that ended before the run began: every
+    line would take the clock's time, after the range, and be dropped (issue 37: it was exit 0 and
+    nothing said). Decided from the clock and the range alone, before any line is read."""
+    return ConfigurationError(
+        f"the declared range ends at {label(stop)}, before now, and processing time stamps each "
+        "line with the clock: no line could go into a window of it; nothing was read. Use --time "
+        "event to window the lines by their own times, or a --to after now")
 
 
 def _nothing_placed(kind: str, schedule: WindowSchedule,

@@ -187,6 +187,23 @@ def test_a_declared_range_that_misses_every_line_exits_2_and_publishes_nothing(
     assert "(dropped lines: early ~0, late ~40, untimed ~0 (sd 0.0))" in stderr(r)
 
 
+@pytest.mark.parametrize("source", ["stdin", "dash"])
+def test_processing_time_over_a_range_already_past_is_refused_before_reading(
+        source: str, tmp_path: Path, run_cli: Run) -> None:
+    """``--time processing`` stamps each line with the clock, so a declared range that ended before
+    the run began can hold no line: it used to drop every line and exit 0 without a word. Now one
+    line, exit 2, before any line is read (decided from the clock and the range: no data)."""
+    argv = ["ingest", "-u", U, "--window", "1d", "--release-epsilon", "0.5", "-f", "clf",
+            "--time", "processing", "--from", "2020-01-01", "--to", "2020-01-03",
+            "-s", str(tmp_path / "w.pst"), "--series", str(tmp_path / "s.jsonl"),
+            *(["-"] if source == "dash" else [])]
+    r = run_cli(argv, stdin=clf(40))
+    assert r.returncode == 2 and r.stdout == b"", stderr(r)
+    err = [ln for ln in stderr(r).splitlines() if ln.startswith("panstream: error:")]
+    assert len(err) == 1 and "the declared range ends at 2020-01-03T00:00:00Z, before now" in err[0]
+    assert "Use --time event" in err[0] and "nothing was read" in err[0]
+
+
 def test_w1d_one_line_dropped_as_out_of_range_does_not_move_the_exit_status(
         tmp_path: Path, run_cli: Run) -> None:
     """Privacy review 5, W1d: a replay exited 2 when no line of an input had a readable time and
