@@ -314,6 +314,13 @@ class RouteConfig:
     fmt: str = "auto"
     #: Judge the first sample (``False``: ``--keep-going``).
     check: bool = True
+    #: Headers every routed record carries: the group definition's digest
+    #: (:meth:`panstream.sources.kafka.identity.RecordGate.headers`; ``None``: none).
+    headers: list[tuple[str, bytes]] | None = None
+
+    def stamp(self) -> dict[str, Any]:
+        """The producer's ``send`` keywords that stamp a routed record (none without headers)."""
+        return {"headers": self.headers} if self.headers else {}
 
 
 class _Rebalance(AsyncConsumerRebalanceListener):
@@ -584,12 +591,12 @@ class RouteStage:
         self._head_bytes = 0
 
     def _send(self, offsets: dict[TopicPartition, int], parts: list[tuple[int, bytearray]]) -> None:
-        topic, step = self.config.internal_topic, RECORD_BYTES
+        topic, step, stamp = self.config.internal_topic, RECORD_BYTES, self.config.stamp()
         for r, data in parts:
             view = memoryview(data)  # one copy per record (a bytearray slice would be two)
             for i in range(0, len(data), step):
-                self._futures.append(
-                    self.producer.send(topic, value=bytes(view[i:i + step]), partition=r))
+                self._futures.append(self.producer.send(
+                    topic, value=bytes(view[i:i + step]), partition=r, **stamp))
             self.routed_bytes += len(data)
             view.release()
             wipe_buffer(data)

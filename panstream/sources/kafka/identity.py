@@ -1,0 +1,217 @@
+"""The group's identity on Kafka: settled before a member routes, checked on every internal record.
+
+:mod:`panstream.state.group_definition` holds the definition (pure). This module does what needs
+the broker and the store, at two moments:
+
+* **At start** (:func:`settle`, called by ``panstream kafka`` before the ledger is opened, the
+  internal topic created or any consumer joins): the member describes its source topics to the
+  broker (:func:`describe_sources`: partition counts and topic IDs), builds its own definition
+  from its options, and writes it into the store if the store holds none (first writer wins:
+  :meth:`~panstream.state.stores.DirectoryStore.put_definition`). A member whose definition
+  differs from the stored one stops with one line naming the first differing field and the way
+  out (:class:`~panstream.errors.ConfigurationError`, exit 2): it has routed, committed and
+  produced nothing. A store written before issue 35 (slices or shards, no definition) is adopted:
+  the member first compares what the snapshots say (universe, slice count, family, epsilon,
+  calibration, modulus) with its options, then writes its definition.
+* **On every internal record** (:class:`RecordGate`): the routing stage stamps each record it
+  produces with the definition's digest (Kafka header ``panstream-group``); the slice stage
+  applies a record only if it carries this group's digest, or none (a record of a panstream
+  before issue 35, which the layout's own decoding still checks). Any other record (written
+  under another definition: a member of the same ``-g`` with another store, or the group's
+  previous life before its state was deleted) is skipped, never applied, and its offset is
+  committed past like any other, so it never blocks the group; the member says so once per
+  foreign definition (no count: invariant 6).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from panstream.errors import ConfigurationError, SourceError, StateError
+from panstream.state.group_definition import (
+    HEADER,
+    Difference,
+    GroupDefinition,
+    SourceTopic,
+)
+
+log = logging.getLogger("panstream.kafka")
+
+#: The topic ID a broker answers when it keeps none (Kafka before 2.8).
+NO_ID = "00000000-0000-0000-0000-000000000000"
+
+
+def describe_sources(client: Mapping[str, Any], topics: Iterable[str]) -> tuple[SourceTopic, ...]:
+    """Each source topic's partition count and topic ID as the broker describes them (Metadata;
+    kafka-python's ``describe_topics``). A topic the broker does not know yet has 0 partitions
+    and no ID; a broker without topic IDs gives ``None``.
+
+    Raises:
+        SourceError: no broker answered.
+    """
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    from panstream.sources.kafka.config import unreachable_message
+
+    names = sorted(set(topics))
+    try:
+        admin = KafkaAdminClient(**client)
+    except KafkaError as exc:
+        raise SourceError(unreachable_message(dict(client), exc, " (describing the source "
+                                              "topics)")) from None
+    try:
+        described = {d.get("name"): d for d in admin.describe_topics(names)}
+    except KafkaError as exc:
+        msg = f"the broker did not describe the source topics {', '.join(names)}: {exc}"
+        raise SourceError(msg) from None
+    finally:
+        with contextlib.suppress(Exception):
+            admin.close()
+    out = []
+    for name in names:
+        d = described.get(name) or {}
+        known = not d.get("error_code")
+        tid = str(d.get("topic_id") or "") if known else ""
+        out.append(SourceTopic(name, len(d.get("partitions") or []) if known else 0,
+                               tid if tid and tid != NO_ID else None))
+    return tuple(out)
+
+
+def _adopted(store: Any, mine: GroupDefinition) -> list[Difference]:
+    """Where a store written before issue 35 (snapshots, no definition) departs from ``mine``,
+    read from its snapshots' public parameters (:func:`panstream.state.stores.store_layout`)."""
+    from panstream.state.stores import store_layout
+
+    held = store_layout(store)
+    if held["layout"] == "empty":
+        return []
+    if held["layout"] == "mixed" or len(held["estimator"]) != 1:
+        msg = (f"{store!r} holds the snapshots of several groups (slices and per-partition shards, "
+               "or several families): give this group a --state-dir or --state-topic of its own")
+        raise ConfigurationError(msg)
+    params = held.get("parameters", {})
+    family = held["estimator"][0]
+    seen = replace(
+        mine, family=family,
+        layout={"slices": "routed", "partitions": "partition"}[held["layout"]],
+        epsilon=float(params.get("epsilon", mine.epsilon)),
+        calibration=str(params.get("calibration", mine.calibration)) if family != "sketch"
+        else mine.calibration,
+        modulus=params.get("modulus", mine.modulus),
+        universe=held.get("universe") or mine.universe,
+        slices=held.get("slices") if held["layout"] == "slices" else mine.slices)
+    return [d for d in seen.differences(mine)
+            if d.field not in ("group", "sources", "internal_topic", "window")]
+
+
+def settle(store: Any, mine: GroupDefinition, notice: Callable[[str], None] = log.info
+           ) -> GroupDefinition:
+    """The group's definition: the store's, which ``mine`` (this member's) must match; written
+    from ``mine`` if the store holds none (first writer wins).
+
+    Raises:
+        ConfigurationError: ``mine`` differs (one line: the field, both values, the way out);
+            nothing was routed, committed or produced.
+        StateError: the store cannot be read or written, or its definition is corrupt.
+    """
+    where = store.definition_where()
+    raw = store.definition()
+    if raw is None:
+        diffs = _adopted(store, mine)
+        if diffs:
+            raise ConfigurationError(diffs[0].line(f"the snapshots of {store!r} (written "
+                                                   "before group definitions)"))
+        raw = store.put_definition(mine.encode())
+        if raw == mine.encode():
+            notice(f"group definition written to {where}: {mine.describe()} "
+                   f"(definition {mine.digest})")
+    held = GroupDefinition.decode(raw)
+    diffs = held.differences(mine)
+    if diffs:
+        raise ConfigurationError(diffs[0].line(where))
+    return held
+
+
+class RecordGate:
+    """Which internal records a slice stage applies: those stamped with this group's digest, and
+    unstamped ones (written before issue 35); any other is skipped and said once per digest.
+
+    Args:
+        digest: the group definition's :attr:`~GroupDefinition.digest`.
+        topic: the internal topic (for the notice).
+        notice: where the one-line warning goes.
+    """
+
+    def __init__(self, digest: str, topic: str,
+                 notice: Callable[[str], None] = log.warning) -> None:
+        self.digest = digest
+        self.topic = topic
+        self.notice = notice
+        self._stamp = digest.encode()
+        self._told: set[str] = set()
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        """The header every routed record carries."""
+        return [(HEADER, self._stamp)]
+
+    def admits(self, record: Any, r: int) -> bool:
+        """Whether ``record`` (of slice ``r``) was written under this group's definition (or
+        before definitions existed)."""
+        stamp = stamp_of(record)
+        if stamp is None or stamp == self._stamp:
+            return True
+        self.refuse(r, stamp.decode("ascii", "replace"))
+        return False
+
+    def refuse(self, r: int, why: str) -> None:
+        """Say once per foreign definition (or kind of unreadable record) that records of it
+        were skipped."""
+        if why in self._told:
+            return
+        self._told.add(why)
+        what = (f"under another group definition ({why}; this group's is {self.digest})"
+                if why != "unreadable" else "in another layout (they do not decode as this "
+                "group's records)")
+        self.notice(f"warning: records of {self.topic} (first seen in slice {r}) were written "
+                    f"{what}: skipped, not applied, and committed past; the arrivals they "
+                    "carry are not in this table (docs/kafka.md, 'The group's identity')")
+
+
+def stamp(member: Any, digest: str) -> RecordGate:
+    """Bind a routed member (:class:`~panstream.sources.kafka.member.Member`) to its group's
+    definition: its routing stage stamps every record with ``digest``, its slice stage admits
+    records through a :class:`RecordGate` (notices through the slice stage's)."""
+    gate = RecordGate(digest, member.route.config.internal_topic,
+                      lambda msg: member.slices.notice(msg))
+    member.route.config.headers = gate.headers()
+    member.slices.gate = gate
+    return gate
+
+
+def stamp_of(record: Any) -> bytes | None:
+    """The ``panstream-group`` header of a consumed record (kafka-python's ``ConsumerRecord`` or
+    the librdkafka adapter's), or ``None``."""
+    for key, value in getattr(record, "headers", None) or ():
+        if key == HEADER:
+            return bytes(value) if value is not None else b""
+    return None
+
+
+def decoded(gate: RecordGate | None, r: int, decode: Callable[[], Any]) -> Any:
+    """``decode()``, or ``None`` (said through ``gate``) for a record that does not decode as this
+    group's: skipped rather than stopping the group for good (without a gate: raised)."""
+    try:
+        return decode()
+    except StateError:
+        if gate is None:
+            raise
+        gate.refuse(r, "unreadable")
+        return None
+
+
+__all__ = ["NO_ID", "RecordGate", "decoded", "describe_sources", "settle", "stamp", "stamp_of"]
