@@ -247,6 +247,37 @@ class GroupDefinition:
         return f"group {self.group}: {', '.join(parts)}, from {src or '-'}"
 
 
+def stored(store: Any) -> GroupDefinition | None:
+    """The definition a store holds (its ``definition()`` bytes decoded), or ``None`` for a store
+    written before issue 35 (or a group that never started).
+
+    Raises:
+        StateError: the stored definition is corrupt or newer than this panstream.
+    """
+    raw = store.definition()
+    return None if raw is None else GroupDefinition.decode(raw)
+
+
+def summary(definition: GroupDefinition | None) -> dict[str, Any] | None:
+    """What ``release --json`` and ``inspect --json`` say of a store's definition (``None``: a
+    store written before issue 35)."""
+    if definition is None:
+        return None
+    return {**definition.to_dict(), "digest": definition.digest}
+
+
+#: What ``release`` and ``inspect`` say of a store without a definition.
+NO_DEFINITION = ("no group definition (a store written before issue 35, or a group that never "
+                 "started): the next member of its group writes it from its options")
+
+
+def definition_line(definition: GroupDefinition | None) -> str:
+    """The one line ``release`` and ``inspect`` print about a store's definition."""
+    if definition is None:
+        return NO_DEFINITION
+    return f"{definition.describe()} (definition {definition.digest})"
+
+
 def _show(value: Any) -> str:
     if isinstance(value, Window):
         return (f"--window {value.size}s --lateness {value.lateness}s --release-epsilon "
@@ -286,5 +317,5 @@ def source_fix(name: str) -> str:
             "(-g and state) for the new topic")
 
 
-__all__ = ["HEADER", "LAYOUTS", "VERSION", "Difference", "GroupDefinition", "SourceTopic",
-           "Window", "source_fix"]
+__all__ = ["HEADER", "LAYOUTS", "NO_DEFINITION", "VERSION", "Difference", "GroupDefinition",
+           "SourceTopic", "Window", "definition_line", "source_fix", "stored", "summary"]
