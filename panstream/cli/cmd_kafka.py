@@ -494,7 +494,7 @@ def settle_definition(store: Any, *, client: dict[str, Any], group: str, layout:
     """This member's group definition, settled against the store's
     (:func:`panstream.sources.kafka.identity.settle`): written if the store holds none, else
     compared; a member that differs stops here with one line."""
-    from panstream.sources.kafka.identity import describe_sources, settle
+    from panstream.sources.kafka.identity import check_names, describe_sources, settle
     from panstream.sources.kafka.route import internal_topic
     from panstream.sources.kafka.windows import window_topic
     from panstream.state.group_definition import GroupDefinition, Window
@@ -512,4 +512,5 @@ def settle_definition(store: Any, *, client: dict[str, Any], group: str, layout:
         internal_topic=(window_topic(group) if window is not None else internal_topic(group))
         if routed else None,
         window=win, sources=describe_sources(client, topics))
-    return settle(store, mine, notice=lambda msg: click.echo(f"panstream: {msg}", err=True))
+    return settle(store, mine, notice=lambda msg: click.echo(f"panstream: {msg}", err=True),
+                  check=lambda: check_names(client, mine))  # another layout under this -g

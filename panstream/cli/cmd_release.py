@@ -180,7 +180,7 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
                    f"density interval [{rel.density_low:.3g}, {rel.density_high:.3g}] is as "
                    "wide as every possible density (0..1); raise --epsilon ('panstream plan' "
                    "shows the error first)", err=True)
-    if group_store:
+    if group_store and not as_json:  # --json: the "group_definition" key
         click.echo(f"panstream: {definition_line(definition)}", err=True)
     group_counters = isinstance(rel, FrequencyRelease) and state is None
     if group_counters:  # a Kafka group's counters: say what at-least-once delivery can add

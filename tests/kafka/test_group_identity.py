@@ -173,6 +173,24 @@ def test_a_second_member_with_other_options_is_refused_before_it_routes(
     assert _trace(kafka_broker, admin, "ident", defined["state"]) == before
 
 
+@pytest.mark.parametrize("extra", [("--window", "1h", "--release-epsilon", "0.5"),
+                                   ("--layout", "partition")], ids=["window-1h", "partition"])
+def test_another_layout_under_the_same_group_name_is_refused_whatever_its_store(
+        kafka_broker: Broker, admin: Any, defined: dict[str, Any], tmp_path: Path,
+        extra: tuple[str, ...]) -> None:
+    """Given a state of its own, a windowed or per-partition member named ``-g ident`` would
+    share the consumer group ``ident`` with the routed group: the routed group's internal topic
+    on the broker says the name is taken."""
+    before = _trace(kafka_broker, admin, "ident", defined["state"])
+    state = tmp_path / "own"
+    run = _run(_argv(kafka_broker, defined["topic"], "ident", state, *extra), timeout=90)
+    (line,) = _errors(run)
+    assert run.returncode == 2 and "already names a routed group" in line, line
+    assert "ident-cells exists" in line and "another -g" in line
+    assert _trace(kafka_broker, admin, "ident", defined["state"]) == before
+    assert not (state / DEFINITION_FILE).exists()
+
+
 def test_one_state_dir_for_two_groups_on_two_topics_refuses_the_second(
         kafka_broker: Broker, admin: Any, producer: Any, defined: dict[str, Any]) -> None:
     other = _topic(admin, "ident-other")
@@ -187,12 +205,20 @@ def test_one_state_dir_for_two_groups_on_two_topics_refuses_the_second(
                                                                     "ident-two-cells", admin) == 0
 
 
+@pytest.mark.parametrize("where", ["dir", "topic"])
 def test_two_members_started_together_with_other_epsilons_one_is_refused(
-        kafka_broker: Broker, admin: Any, defined: dict[str, Any], tmp_path: Path) -> None:
+        kafka_broker: Broker, admin: Any, defined: dict[str, Any], tmp_path: Path,
+        where: str) -> None:
+    """Started at the same instant: the directory's first link, or the state topic's first
+    ``#group/`` record in log order, is the definition; the other member is refused."""
+    group = f"race-{where}"
     state = tmp_path / "race"
+    store_args: tuple[str, ...] = ()
+    if where == "topic":  # the same member, its slices and definition in a state topic
+        store_args = ("--state-topic", f"{group}-state")
     logs = [tmp_path / "eps8.log", tmp_path / "eps2.log"]
-    procs = [start(_argv(kafka_broker, defined["topic"], "race", state, epsilon=e), log)
-             for e, log in zip(("8", "2"), logs, strict=True)]
+    procs = [start(_on(_argv(kafka_broker, defined["topic"], group, state, epsilon=e), store_args),
+                   log) for e, log in zip(("8", "2"), logs, strict=True)]
     try:
         codes = [p.wait(timeout=180) for p in procs]
     finally:
@@ -200,15 +226,37 @@ def test_two_members_started_together_with_other_epsilons_one_is_refused(
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    held = GroupDefinition.decode((state / DEFINITION_FILE).read_bytes())
+    if where == "dir":
+        held = GroupDefinition.decode((state / DEFINITION_FILE).read_bytes())
+    else:
+        ins = _run(panstream_cmd("inspect", "--state-topic", f"{group}-state", "-b",
+                                 kafka_broker.bootstrap, "--json"))
+        assert ins.returncode == 0, ins.stderr.decode()
+        held = GroupDefinition.decode(json.dumps(json.loads(ins.stdout)["group_definition"]))
     winner = 0 if held.epsilon == 8.0 else 1
     assert codes[winner] == 0, logs[winner].read_text()[-3000:]
     assert codes[1 - winner] == 2, logs[1 - winner].read_text()[-3000:]
     refused = [ln for ln in logs[1 - winner].read_text().splitlines()
                if ln.startswith("panstream: error:")]
     assert len(refused) == 1 and "--epsilon" in refused[0], refused
-    assert committed_offsets(admin, "race") == defined["hw"]
-    _covers(_release(state), CLIENTS)
+    assert committed_offsets(admin, group) == defined["hw"]
+    if where == "dir":
+        _covers(_release(state), CLIENTS)
+    else:
+        rel = _run(panstream_cmd("release", "--state-topic", f"{group}-state", "-b",
+                                 kafka_broker.bootstrap, "--epsilon", "0.5", "--json"))
+        assert rel.returncode == 0, rel.stderr.decode()
+        out = json.loads(rel.stdout)
+        assert out["group_definition"]["digest"] == held.digest
+        _covers(out, CLIENTS)
+
+
+def _on(argv: list[str], store_args: tuple[str, ...]) -> list[str]:
+    """``argv`` with its ``--state-dir DIR`` replaced by ``store_args`` (if any)."""
+    if not store_args:
+        return argv
+    i = argv.index("--state-dir")
+    return [*argv[:i], *store_args, *argv[i + 2:]]
 
 
 def test_records_of_another_definition_are_skipped_and_the_group_still_drains(

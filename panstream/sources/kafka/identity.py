@@ -82,6 +82,60 @@ def describe_sources(client: Mapping[str, Any], topics: Iterable[str]) -> tuple[
     return tuple(out)
 
 
+def other_layouts(group: str, layout: str) -> dict[str, str]:
+    """The internal topics that name ``group`` under the layouts it is not run in:
+    ``{topic: layout}`` (``GROUP-cells`` is the routed layout's, ``GROUP-wcells`` the windowed
+    one's; the per-partition layout has none).
+
+    >>> other_layouts("g", "routed")
+    {'g-wcells': 'windows'}
+    >>> sorted(other_layouts("g", "partition"))
+    ['g-cells', 'g-wcells']
+    """
+    from panstream.sources.kafka.route import internal_topic
+    from panstream.sources.kafka.windows import window_topic
+
+    names = {internal_topic(group): "routed", window_topic(group): "windows"}
+    return {t: kind for t, kind in names.items() if kind != layout}
+
+
+def check_names(client: Mapping[str, Any], mine: GroupDefinition) -> None:
+    """Refuse a group whose ``-g`` another layout already uses on this broker: the layouts share
+    the consumer group ``GROUP`` (and the routed and windowed ones ``GROUP-slices``), so a
+    windowed member beside a routed group would take half the source partitions into its own
+    tables. The other layout's internal topic shows it, whatever store that group used.
+
+    Raises:
+        ConfigurationError: one line, naming the topic and the ways out.
+        SourceError: no broker answered.
+    """
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    from panstream.sources.kafka.config import unreachable_message
+
+    others = other_layouts(mine.group, mine.layout)
+    try:
+        admin = KafkaAdminClient(**client)
+    except KafkaError as exc:
+        raise SourceError(unreachable_message(dict(client), exc)) from None
+    try:
+        found = sorted(t for t in admin.list_topics() if t in others)
+    except KafkaError as exc:
+        raise SourceError(f"the broker did not list its topics: {exc}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            admin.close()
+    if found:
+        t = found[0]
+        msg = (f"-g {mine.group} already names a {others[t]} group on this broker (its internal "
+               f"topic {t} exists), and this member runs the {mine.layout} layout: the two would "
+               f"share the consumer group {mine.group}; give this group another -g (and its own "
+               f"state), or, if that {others[t]} group is gone for good, delete topic {t}; "
+               "nothing was routed, committed or produced")
+        raise ConfigurationError(msg)
+
+
 def _adopted(store: Any, mine: GroupDefinition) -> list[Difference]:
     """Where a store written before issue 35 (snapshots, no definition) departs from ``mine``,
     read from its snapshots' public parameters (:func:`panstream.state.stores.store_layout`)."""
@@ -109,10 +163,11 @@ def _adopted(store: Any, mine: GroupDefinition) -> list[Difference]:
             if d.field not in ("group", "sources", "internal_topic", "window")]
 
 
-def settle(store: Any, mine: GroupDefinition, notice: Callable[[str], None] = log.info
-           ) -> GroupDefinition:
+def settle(store: Any, mine: GroupDefinition, notice: Callable[[str], None] = log.info,
+           check: Callable[[], None] | None = None) -> GroupDefinition:
     """The group's definition: the store's, which ``mine`` (this member's) must match; written
-    from ``mine`` if the store holds none (first writer wins).
+    from ``mine`` if the store holds none (first writer wins). ``check`` (e.g. :func:`check_names`)
+    runs once the store has nothing against ``mine``, before anything is written.
 
     Raises:
         ConfigurationError: ``mine`` differs (one line: the field, both values, the way out);
@@ -121,11 +176,18 @@ def settle(store: Any, mine: GroupDefinition, notice: Callable[[str], None] = lo
     """
     where = store.definition_where()
     raw = store.definition()
-    if raw is None:
+    if raw is not None:
+        diffs = GroupDefinition.decode(raw).differences(mine)
+        if diffs:
+            raise ConfigurationError(diffs[0].line(where))
+    else:
         diffs = _adopted(store, mine)
         if diffs:
             raise ConfigurationError(diffs[0].line(f"the snapshots of {store!r} (written "
                                                    "before group definitions)"))
+    if check is not None:
+        check()
+    if raw is None:
         raw = store.put_definition(mine.encode())
         if raw == mine.encode():
             notice(f"group definition written to {where}: {mine.describe()} "
@@ -214,4 +276,5 @@ def decoded(gate: RecordGate | None, r: int, decode: Callable[[], Any]) -> Any:
         return None
 
 
-__all__ = ["NO_ID", "RecordGate", "decoded", "describe_sources", "settle", "stamp", "stamp_of"]
+__all__ = ["NO_ID", "RecordGate", "check_names", "decoded", "describe_sources", "other_layouts",
+           "settle", "stamp", "stamp_of"]
