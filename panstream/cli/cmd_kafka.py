@@ -495,8 +495,7 @@ def settle_definition(store: Any, *, client: dict[str, Any], group: str, layout:
     (:func:`panstream.sources.kafka.identity.settle`): written if the store holds none, else
     compared; a member that differs stops here with one line."""
     from panstream.sources.kafka.identity import check_names, describe_sources, settle
-    from panstream.sources.kafka.route import internal_topic
-    from panstream.sources.kafka.windows import window_topic
+    from panstream.sources.kafka.route import internal_topic, window_topic
     from panstream.state.group_definition import GroupDefinition, Window
 
     kind = "partition" if layout == "partition" else "windows" if window is not None else "routed"

@@ -92,8 +92,7 @@ def other_layouts(group: str, layout: str) -> dict[str, str]:
     >>> sorted(other_layouts("g", "partition"))
     ['g-cells', 'g-wcells']
     """
-    from panstream.sources.kafka.route import internal_topic
-    from panstream.sources.kafka.windows import window_topic
+    from panstream.sources.kafka.route import internal_topic, window_topic
 
     names = {internal_topic(group): "routed", window_topic(group): "windows"}
     return {t: kind for t, kind in names.items() if kind != layout}

@@ -87,6 +87,12 @@ def internal_topic(group: str) -> str:
     return f"{group}-cells"
 
 
+def window_topic(group: str) -> str:
+    """The internal topic of a windowed group: ``<group>-wcells`` (its records are framed with the
+    window, so a group never mixes them with the plain ``<group>-cells`` records)."""
+    return f"{group}-wcells"
+
+
 #: Largest segment of the internal topic (bytes): Kafka deletes whole closed segments only, so
 #: segments must roll for retention to apply (the broker's default is 1 GiB).
 SEGMENT_BYTES = 64 << 20
@@ -665,4 +671,4 @@ def suggest(layout: SliceLayout, values: list[bytes | None] | list[bytearray],
 
 __all__ = ["HEAD_BYTES", "RECORD_BYTES", "SAMPLE_LINES", "Retention", "RouteConfig", "RouteStage",
            "ensure_internal_topic", "internal_retention", "internal_topic", "suggest",
-           "topic_configs", "topic_retention"]
+           "topic_configs", "topic_retention", "window_topic"]

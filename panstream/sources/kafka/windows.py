@@ -94,7 +94,7 @@ from panstream.estimators.base import Estimator, wipe_buffer
 from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.identity import decoded
 from panstream.sources.kafka.metrics import Metrics
-from panstream.sources.kafka.route import RECORD_BYTES, RouteConfig, RouteStage
+from panstream.sources.kafka.route import RECORD_BYTES, RouteConfig, RouteStage, window_topic
 from panstream.sources.kafka.slices import SliceStage
 from panstream.sources.kafka.tail import TailConfig
 from panstream.sources.kafka.topology import no_auto_create
@@ -157,11 +157,6 @@ class WindowSpec:
         """The group's public schedule: live, on the wall clock."""
         return WindowSchedule.live(self.size, self.lateness, self.first, self.stop)
 
-
-def window_topic(group: str) -> str:
-    """The internal topic of a windowed group: ``<group>-wcells`` (its records are framed with the
-    window, so a group never mixes them with the plain ``<group>-cells`` records)."""
-    return f"{group}-wcells"
 
 
 def _stamp(start: int) -> str:
