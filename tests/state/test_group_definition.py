@@ -131,3 +131,38 @@ def test_the_gate_admits_its_own_and_unstamped_records_and_skips_others_once() -
     assert decoded(gate, 5, bad) is None and len(said) == 2  # skipped, said once
     with pytest.raises(StateError):
         decoded(None, 5, bad)  # without a definition: as before
+
+
+def test_a_store_written_before_definitions_is_adopted_only_by_matching_options(
+        tmp_path: Path) -> None:
+    """Slices (or shards) without a definition: their public parameters must match the first
+    member's options, which then become the definition."""
+    from panstream import estimators
+    from panstream.release.ledger import ShardLedger
+    from panstream.state.slices import SliceLayout, encode_slice
+    from panstream.state.stores import encode_shard
+    from panstream.universe import Universe
+
+    lay = SliceLayout(Universe.parse("range:64"), 4)
+    store = DirectoryStore(tmp_path / "slices")
+    for r in range(4):
+        est = estimators.new("density", lay.slice_universe(r), 1.0, calibration="rr",
+                             ledger=ShardLedger())
+        store.save(f"g-cells/{r}", encode_slice(est, lay, r))
+    mine = replace(ROUTED, universe="range:64", slices=4, epsilon=1.0, calibration="rr")
+    for wrong, word in ((replace(mine, epsilon=2.0), "--epsilon"),
+                        (replace(mine, slices=8), "--slices"),
+                        (replace(mine, universe="range:65"), "universe"),
+                        (replace(mine, layout="partition", slices=None, internal_topic=None),
+                         "layout")):
+        with pytest.raises(ConfigurationError, match=f"{word}.*snapshots of"):
+            settle(store, wrong)
+        assert store.definition() is None
+    assert settle(store, mine) == mine and store.definition() == mine.encode()
+
+    shards = DirectoryStore(tmp_path / "shards")
+    shards.save("other/0", encode_shard(estimators.new("density", Universe.parse("range:64"),
+                                                       1.0, calibration="rr")))
+    part = replace(mine, layout="partition", slices=None, internal_topic=None)
+    with pytest.raises(ConfigurationError, match=r"source topics \(-t\) \(logs\).*\(other\)"):
+        settle(shards, part)

@@ -158,8 +158,13 @@ def _adopted(store: Any, mine: GroupDefinition) -> list[Difference]:
         modulus=params.get("modulus", mine.modulus),
         universe=held.get("universe") or mine.universe,
         slices=held.get("slices") if held["layout"] == "slices" else mine.slices)
-    return [d for d in seen.differences(mine)
-            if d.field not in ("group", "sources", "internal_topic", "window")]
+    out = [d for d in seen.differences(mine)
+           if d.field not in ("group", "sources", "internal_topic", "window")]
+    names = {s.name for s in mine.sources}
+    stray = sorted(set(held.get("topics", [])) - names)  # per-partition shards name their topic
+    if stray:
+        out.append(Difference("sources", ", ".join(stray), ", ".join(sorted(names))))
+    return out
 
 
 def settle(store: Any, mine: GroupDefinition, notice: Callable[[str], None] = log.info,
