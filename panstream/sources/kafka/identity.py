@@ -62,8 +62,7 @@ def describe_sources(client: Mapping[str, Any], topics: Iterable[str]) -> tuple[
     try:
         admin = KafkaAdminClient(**client)
     except KafkaError as exc:
-        raise SourceError(unreachable_message(dict(client), exc, " (describing the source "
-                                              "topics)")) from None
+        raise SourceError(unreachable_message(dict(client), exc)) from None
     try:
         described = {d.get("name"): d for d in admin.describe_topics(names)}
     except KafkaError as exc:
