@@ -292,28 +292,6 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                                cells_retention, check=not keep_going,
                                source_client=source_client,
                                drain_timeout=drain_timeout)
-    # The group's definition, once every option is checked and before anything is written: a
-    # member that differs stops here (docs/kafka.md, "The group's identity").
-    from panstream.sources.kafka.identity import stamp
-
-    try:
-        definition = settle_definition(
-            store, client=src.client_config(cfg), group=group, layout=layout, universe=universe,
-            estimator=estimator, epsilon=epsilon, calibration=calibration, modulus=modulus,
-            slices=count, topics=topic_list, window=window, lateness=lateness,
-            release_epsilon=release_epsilon, range_from=range_from, range_to=range_to,
-            time_zone=time_zone)
-    except BaseException:
-        metrics.close()
-        raise
-    if layout != "partition":
-        stamp(runner, definition.digest)
-    # the group's release ledger lives beside the shards (a windowed group: one per window)
-    if window is None and not ensure_ledger(store, budget) and \
-            (total_epsilon is not None or given(ctx, "budget")):
-        asked = "--total-epsilon" if total_epsilon is not None else "--budget"
-        click.echo(f"panstream: the group's release ledger already exists: {asked} does not "
-                   "change its budget (release prints the budget left)", err=True)
     stop = threading.Event()
     interrupt = Interrupt()
 
@@ -326,6 +304,25 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
+        # The group's definition, once every option is checked and before anything is written:
+        # a member that differs stops here (docs/kafka.md, "The group's identity"). A signal
+        # meanwhile stops the run that follows at once (a clean exit 0).
+        from panstream.sources.kafka.identity import stamp
+
+        definition = settle_definition(
+            store, client=src.client_config(cfg), group=group, layout=layout, universe=universe,
+            estimator=estimator, epsilon=epsilon, calibration=calibration, modulus=modulus,
+            slices=count, topics=topic_list, window=window, lateness=lateness,
+            release_epsilon=release_epsilon, range_from=range_from, range_to=range_to,
+            time_zone=time_zone)
+        if layout != "partition":
+            stamp(runner, definition.digest)
+        # the group's release ledger lives beside the shards (a windowed group: one per window)
+        if window is None and not ensure_ledger(store, budget) and \
+                (total_epsilon is not None or given(ctx, "budget")):
+            asked = "--total-epsilon" if total_epsilon is not None else "--budget"
+            click.echo(f"panstream: the group's release ledger already exists: {asked} does not "
+                       "change its budget (release prints the budget left)", err=True)
         summary = runner.run(stop)
     finally:
         for s, h in old.items():
@@ -494,7 +491,12 @@ def settle_definition(store: Any, *, client: dict[str, Any], group: str, layout:
     """This member's group definition, settled against the store's
     (:func:`panstream.sources.kafka.identity.settle`): written if the store holds none, else
     compared; a member that differs stops here with one line."""
-    from panstream.sources.kafka.identity import check_names, describe_sources, settle
+    from panstream.sources.kafka.identity import (
+        broker_admin,
+        check_names,
+        describe_sources,
+        settle,
+    )
     from panstream.sources.kafka.route import internal_topic, window_topic
     from panstream.state.group_definition import GroupDefinition, Window
 
@@ -503,13 +505,14 @@ def settle_definition(store: Any, *, client: dict[str, Any], group: str, layout:
     win = None if window is None else Window(
         int(window), int(lateness), float(release_epsilon or 0.0), range_from, range_to,
         getattr(time_zone, "name", None))
-    mine = GroupDefinition(
-        group=group, layout=kind, universe=universe.spec, family=estimator,
-        epsilon=float(epsilon), calibration=calibration,
-        modulus=int(modulus) if estimator == "frequency" else None,
-        slices=slices if routed else None,
-        internal_topic=(window_topic(group) if window is not None else internal_topic(group))
-        if routed else None,
-        window=win, sources=describe_sources(client, topics))
-    return settle(store, mine, notice=lambda msg: click.echo(f"panstream: {msg}", err=True),
-                  check=lambda: check_names(client, mine))  # another layout under this -g
+    with broker_admin(client) as admin:
+        mine = GroupDefinition(
+            group=group, layout=kind, universe=universe.spec, family=estimator,
+            epsilon=float(epsilon), calibration=calibration,
+            modulus=int(modulus) if estimator == "frequency" else None,
+            slices=slices if routed else None,
+            internal_topic=(window_topic(group) if window is not None else internal_topic(group))
+            if routed else None,
+            window=win, sources=describe_sources(admin, topics))
+        return settle(store, mine, notice=lambda msg: click.echo(f"panstream: {msg}", err=True),
+                      check=lambda: check_names(admin, mine))  # another layout under this -g

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -45,10 +45,9 @@ log = logging.getLogger("panstream.kafka")
 NO_ID = "00000000-0000-0000-0000-000000000000"
 
 
-def describe_sources(client: Mapping[str, Any], topics: Iterable[str]) -> tuple[SourceTopic, ...]:
-    """Each source topic's partition count and topic ID as the broker describes them (Metadata;
-    kafka-python's ``describe_topics``). A topic the broker does not know yet has 0 partitions
-    and no ID; a broker without topic IDs gives ``None``.
+@contextlib.contextmanager
+def broker_admin(client: Mapping[str, Any]) -> Iterator[Any]:
+    """One kafka-python admin client for the checks at start (closed after them).
 
     Raises:
         SourceError: no broker answered.
@@ -58,19 +57,33 @@ def describe_sources(client: Mapping[str, Any], topics: Iterable[str]) -> tuple[
 
     from panstream.sources.kafka.config import unreachable_message
 
-    names = sorted(set(topics))
     try:
         admin = KafkaAdminClient(**client)
     except KafkaError as exc:
         raise SourceError(unreachable_message(dict(client), exc)) from None
     try:
+        yield admin
+    finally:
+        with contextlib.suppress(Exception):
+            admin.close()
+
+
+def describe_sources(admin: Any, topics: Iterable[str]) -> tuple[SourceTopic, ...]:
+    """Each source topic's partition count and topic ID as the broker describes them (Metadata;
+    kafka-python's ``describe_topics``). A topic the broker does not know yet has 0 partitions
+    and no ID; a broker without topic IDs gives ``None``.
+
+    Raises:
+        SourceError: the broker did not answer.
+    """
+    from kafka.errors import KafkaError
+
+    names = sorted(set(topics))
+    try:
         described = {d.get("name"): d for d in admin.describe_topics(names)}
     except KafkaError as exc:
         msg = f"the broker did not describe the source topics {', '.join(names)}: {exc}"
         raise SourceError(msg) from None
-    finally:
-        with contextlib.suppress(Exception):
-            admin.close()
     out = []
     for name in names:
         d = described.get(name) or {}
@@ -97,7 +110,7 @@ def other_layouts(group: str, layout: str) -> dict[str, str]:
     return {t: kind for t, kind in names.items() if kind != layout}
 
 
-def check_names(client: Mapping[str, Any], mine: GroupDefinition) -> None:
+def check_names(admin: Any, mine: GroupDefinition) -> None:
     """Refuse a group whose ``-g`` another layout already uses on this broker: the layouts share
     the consumer group ``GROUP`` (and the routed and windowed ones ``GROUP-slices``), so a
     windowed member beside a routed group would take half the source partitions into its own
@@ -105,25 +118,15 @@ def check_names(client: Mapping[str, Any], mine: GroupDefinition) -> None:
 
     Raises:
         ConfigurationError: one line, naming the topic and the ways out.
-        SourceError: no broker answered.
+        SourceError: the broker did not answer.
     """
-    from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
-    from panstream.sources.kafka.config import unreachable_message
-
     others = other_layouts(mine.group, mine.layout)
-    try:
-        admin = KafkaAdminClient(**client)
-    except KafkaError as exc:
-        raise SourceError(unreachable_message(dict(client), exc)) from None
     try:
         found = sorted(t for t in admin.list_topics() if t in others)
     except KafkaError as exc:
         raise SourceError(f"the broker did not list its topics: {exc}") from None
-    finally:
-        with contextlib.suppress(Exception):
-            admin.close()
     if found:
         t = found[0]
         msg = (f"-g {mine.group} already names a {others[t]} group on this broker (its internal "
@@ -279,5 +282,5 @@ def decoded(gate: RecordGate | None, r: int, decode: Callable[[], Any]) -> Any:
         return None
 
 
-__all__ = ["NO_ID", "RecordGate", "check_names", "decoded", "describe_sources", "other_layouts",
+__all__ = ["NO_ID", "RecordGate", "broker_admin", "check_names", "decoded", "describe_sources", "other_layouts",
            "settle", "stamp", "stamp_of"]
