@@ -282,5 +282,5 @@ def decoded(gate: RecordGate | None, r: int, decode: Callable[[], Any]) -> Any:
         return None
 
 
-__all__ = ["NO_ID", "RecordGate", "broker_admin", "check_names", "decoded", "describe_sources", "other_layouts",
-           "settle", "stamp", "stamp_of"]
+__all__ = ["NO_ID", "RecordGate", "broker_admin", "check_names", "decoded", "describe_sources",
+           "other_layouts", "settle", "stamp", "stamp_of"]
