@@ -314,7 +314,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
             estimator=estimator, epsilon=epsilon, calibration=calibration, modulus=modulus,
             slices=count, topics=topic_list, window=window, lateness=lateness,
             release_epsilon=release_epsilon, range_from=range_from, range_to=range_to,
-            time_zone=time_zone)
+            time_zone=time_zone, partitioner=keyed)
         if layout != "partition":
             stamp(runner, definition.digest)
         # the group's release ledger lives beside the shards (a windowed group: one per window)
@@ -487,7 +487,8 @@ def settle_definition(store: Any, *, client: dict[str, Any], group: str, layout:
                       universe: Universe, estimator: str, epsilon: float, calibration: str,
                       modulus: int, slices: int, topics: list[str], window: int | None,
                       lateness: int, release_epsilon: float | None, range_from: int | None,
-                      range_to: int | None, time_zone: Any) -> Any:
+                      range_to: int | None, time_zone: Any,
+                      partitioner: str | None = None) -> Any:
     """This member's group definition, settled against the store's
     (:func:`panstream.sources.kafka.identity.settle`): written if the store holds none, else
     compared; a member that differs stops here with one line."""
@@ -513,6 +514,6 @@ def settle_definition(store: Any, *, client: dict[str, Any], group: str, layout:
             slices=slices if routed else None,
             internal_topic=(window_topic(group) if window is not None else internal_topic(group))
             if routed else None,
-            window=win, sources=describe_sources(admin, topics))
+            window=win, sources=describe_sources(admin, topics), partitioner=partitioner)
         return settle(store, mine, notice=lambda msg: click.echo(f"panstream: {msg}", err=True),
                       check=lambda: check_names(admin, mine))  # another layout under this -g

@@ -120,6 +120,8 @@ class GroupDefinition:
         internal_topic: ``GROUP-cells`` / ``GROUP-wcells`` (``None`` for the per-partition layout).
         window: the windowed group's schedule, or ``None``.
         sources: the source topics, sorted by name.
+        partitioner: the per-partition layout's keying check (``--partitioner``, issue 39), or
+            ``None`` (the routed layouts; a universe whose cells name no key).
     """
 
     group: str
@@ -133,6 +135,7 @@ class GroupDefinition:
     internal_topic: str | None = None
     window: Window | None = None
     sources: tuple[SourceTopic, ...] = field(default_factory=tuple)
+    partitioner: str | None = None
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
@@ -175,7 +178,8 @@ class GroupDefinition:
                 internal_topic=d.get("internal_topic"),
                 window=None if win is None else Window(**win),
                 sources=tuple(SourceTopic(str(s["name"]), int(s["partitions"]),
-                                          s.get("topic_id")) for s in d.get("sources", [])))
+                                          s.get("topic_id")) for s in d.get("sources", [])),
+                partitioner=d.get("partitioner"))
         except StateError:
             raise
         except (ValueError, KeyError, TypeError) as exc:
@@ -294,7 +298,7 @@ _WORDS = {
     "group": "group (-g)", "layout": "layout", "universe": "universe (-u)",
     "family": "family (--estimator)", "epsilon": "--epsilon", "calibration": "--calibration",
     "modulus": "--modulus", "slices": "--slices", "internal_topic": "internal topic",
-    "window": "windows", "sources": "source topics (-t)",
+    "window": "windows", "sources": "source topics (-t)", "partitioner": "--partitioner",
 }
 
 #: The way out of each difference.

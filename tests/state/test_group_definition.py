@@ -166,3 +166,13 @@ def test_a_store_written_before_definitions_is_adopted_only_by_matching_options(
     part = replace(mine, layout="partition", slices=None, internal_topic=None)
     with pytest.raises(ConfigurationError, match=r"source topics \(-t\) \(logs\).*\(other\)"):
         settle(shards, part)
+
+
+def test_the_partition_layout_records_its_keying_check() -> None:
+    """Issue 39's --partitioner is part of a per-partition group: a member checking the keying
+    against another partitioner is refused."""
+    part = replace(ROUTED, layout="partition", slices=None, internal_topic=None,
+                   partitioner="murmur2")
+    assert GroupDefinition.decode(part.encode()) == part
+    (d,) = part.differences(replace(part, partitioner="crc32"))
+    assert d.field == "partitioner" and "--partitioner (crc32) differs" in d.line("x")
