@@ -306,7 +306,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     try:
         # The group's definition, once every option is checked and before anything is written:
         # a member that differs stops here (docs/kafka.md, "The group's identity"). A signal
-        # meanwhile stops the run that follows at once (a clean exit 0).
+        # meanwhile stops the run that follows at once, as one during the run does.
         from panstream.sources.kafka.identity import stamp
 
         definition = settle_definition(

@@ -87,6 +87,21 @@ class Difference:
     stored: Any
     given: Any
 
+    @property
+    def recreated(self) -> bool:
+        """Whether this is a source topic's identity (its ID, or fewer partitions), not an
+        option: the topic was deleted and re-created since the group was defined."""
+        return self.field.startswith(("topic_id:", "partitions:"))
+
+    def note(self) -> str:
+        """The warning a member says for a :attr:`recreated` source topic (it does not refuse:
+        what the group's offsets then mean is the topology checks' to say)."""
+        topic = self.field.partition(":")[2]
+        what = "topic ID" if self.field.startswith("topic_id:") else "partition count"
+        return (f"warning: source topic {topic}'s {what} ({_show(self.given)}) differs from the "
+                f"group definition's ({_show(self.stored)}): it was deleted and re-created since "
+                "the group was defined; its tables hold arrivals of the old topic")
+
     def line(self, store: str) -> str:
         """The one line a member that differs prints (what differs, and the ways out)."""
         kind, _, topic = self.field.partition(":")

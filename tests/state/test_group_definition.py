@@ -62,6 +62,20 @@ def test_a_source_topic_may_grow_but_a_recreated_one_is_another_topic() -> None:
     assert [d.field for d in ROUTED.differences(shrunk)] == ["partitions:logs"]
 
 
+def test_a_recreated_source_topic_is_said_not_refused_at_start(tmp_path: Path) -> None:
+    """The definition keeps the first topic ID; a member that finds another one says so and goes
+    on: what the group's offsets then mean is the topology checks' to decide (they stop the
+    group if its commits lie beyond the new topic's ends)."""
+    store = DirectoryStore(tmp_path)
+    settle(store, ROUTED)
+    said: list[str] = []
+    recreated = replace(ROUTED, sources=(SourceTopic("logs", 8, "id-2"),))
+    assert settle(store, recreated, said.append) == ROUTED  # the stored identity stays
+    (line,) = said
+    assert line.startswith("warning: source topic logs's topic ID (id-2) differs") and \
+        "re-created" in line
+
+
 def test_a_newer_definition_is_refused_with_the_way_out() -> None:
     raw = ROUTED.encode().replace(b'"version":1', b'"version":9')
     with pytest.raises(StateError, match="upgrade panstream"):

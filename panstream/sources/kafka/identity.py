@@ -41,10 +41,6 @@ from panstream.state.group_definition import (
 
 log = logging.getLogger("panstream.kafka")
 
-#: The topic ID a broker answers when it keeps none (Kafka before 2.8).
-NO_ID = "00000000-0000-0000-0000-000000000000"
-
-
 @contextlib.contextmanager
 def broker_admin(client: Mapping[str, Any]) -> Iterator[Any]:
     """One kafka-python admin client for the checks at start (closed after them).
@@ -69,29 +65,25 @@ def broker_admin(client: Mapping[str, Any]) -> Iterator[Any]:
 
 
 def describe_sources(admin: Any, topics: Iterable[str]) -> tuple[SourceTopic, ...]:
-    """Each source topic's partition count and topic ID as the broker describes them (Metadata;
-    kafka-python's ``describe_topics``). A topic the broker does not know yet has 0 partitions
-    and no ID; a broker without topic IDs gives ``None``.
+    """Each source topic's partition count and topic ID as the broker describes them
+    (:func:`panstream.sources.kafka.topology.describe`). A topic the broker does not know yet
+    has 0 partitions and no ID; a broker without topic IDs gives ``None``.
 
     Raises:
-        SourceError: the broker did not answer.
+        SourceError: the broker did not answer, or refused to describe a topic.
     """
     from kafka.errors import KafkaError
 
+    from panstream.sources.kafka.topology import describe
+
     names = sorted(set(topics))
     try:
-        described = {d.get("name"): d for d in admin.describe_topics(names)}
+        shapes = describe(admin, names)
     except KafkaError as exc:
         msg = f"the broker did not describe the source topics {', '.join(names)}: {exc}"
         raise SourceError(msg) from None
-    out = []
-    for name in names:
-        d = described.get(name) or {}
-        known = not d.get("error_code")
-        tid = str(d.get("topic_id") or "") if known else ""
-        out.append(SourceTopic(name, len(d.get("partitions") or []) if known else 0,
-                               tid if tid and tid != NO_ID else None))
-    return tuple(out)
+    return tuple(SourceTopic(n, s.partitions if s else 0, s.topic_id if s else None)
+                 for n, s in shapes.items())
 
 
 def other_layouts(group: str, layout: str) -> dict[str, str]:
@@ -182,10 +174,9 @@ def settle(store: Any, mine: GroupDefinition, notice: Callable[[str], None] = lo
     """
     where = store.definition_where()
     raw = store.definition()
+    compared = raw is not None
     if raw is not None:
-        diffs = GroupDefinition.decode(raw).differences(mine)
-        if diffs:
-            raise ConfigurationError(diffs[0].line(where))
+        _refuse(GroupDefinition.decode(raw).differences(mine), where, notice)
     else:
         diffs = _adopted(store, mine)
         if diffs:
@@ -199,10 +190,19 @@ def settle(store: Any, mine: GroupDefinition, notice: Callable[[str], None] = lo
             notice(f"group definition written to {where}: {mine.describe()} "
                    f"(definition {mine.digest})")
     held = GroupDefinition.decode(raw)
-    diffs = held.differences(mine)
-    if diffs:
-        raise ConfigurationError(diffs[0].line(where))
+    if not compared:  # another member's, written first: compared now
+        _refuse(held.differences(mine), where, notice)
     return held
+
+
+def _refuse(diffs: list[Difference], where: str, notice: Callable[[str], None]) -> None:
+    """Refuse the first option that differs (one line); say a re-created source topic (the
+    topology checks, :mod:`panstream.sources.kafka.topology`, decide what its offsets mean)."""
+    options = [d for d in diffs if not d.recreated]
+    if options:
+        raise ConfigurationError(options[0].line(where))
+    for d in diffs:
+        notice(d.note())
 
 
 class RecordGate:
@@ -282,5 +282,5 @@ def decoded(gate: RecordGate | None, r: int, decode: Callable[[], Any]) -> Any:
         return None
 
 
-__all__ = ["NO_ID", "RecordGate", "broker_admin", "check_names", "decoded", "describe_sources",
+__all__ = ["RecordGate", "broker_admin", "check_names", "decoded", "describe_sources",
            "other_layouts", "settle", "stamp", "stamp_of"]
