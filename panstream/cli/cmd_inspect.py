@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 from typing import Any
@@ -14,6 +15,7 @@ from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_
 from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
 from panstream.state.format import PREFIX_SIZE, read_frame
+from panstream.state.group_definition import GroupDefinition, definition_line, stored, summary
 from panstream.state.keying import keying_of
 from panstream.state.slices import head_params, slice_of
 from panstream.telemetry import TOTAL_TELEMETRY_NOTE
@@ -110,6 +112,7 @@ def _group(store: Any) -> dict[str, Any]:
             out["epsilon_state"] = estimators.state_epsilon(kind, float(fam["epsilon"]), **opts)
     out.update(ledger_summary(store))
     out["family"] = out["estimator"][0] if len(out["estimator"]) == 1 else None
+    out["group_definition"] = summary(stored(store))
     return out
 
 
@@ -277,6 +280,9 @@ def _store(d: dict[str, Any], as_json: bool) -> None:
         click.echo(f"state topic      {d['state_topic']}")
     else:
         click.echo(f"state directory  {d['state_dir']}")
+    held = d.get("group_definition")
+    group = None if held is None else GroupDefinition.decode(json.dumps(held))
+    click.echo(f"group            {definition_line(group)}")
     if d["layout"] == "slices":
         n = len(d["slices_present"])
         rest = ("" if n == d["slices"] else "; a release lays fresh draws for the others only if "

@@ -261,12 +261,8 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         assert state_topic is not None
         store = src.topic_store(state_topic, src.client_config(cfg), state_chunk_bytes)
         where = f"topic {state_topic}"
-    # the group's release ledger lives beside the shards (a windowed group: one per window)
-    if window is None and not ensure_ledger(store, budget) and \
-            (total_epsilon is not None or given(ctx, "budget")):
-        asked = "--total-epsilon" if total_epsilon is not None else "--budget"
-        click.echo(f"panstream: the group's release ledger already exists: {asked} does not "
-                   "change its budget (release prints the budget left)", err=True)
+    count = slice_count if slice_count is not None else min(
+        DEFAULT_SLICES, universe.size // SliceLayout.unit_of(universe))
     metrics = src.Metrics(metrics_port, metrics_host, telemetry)
     tail_cfg = src.TailConfig(cfg, topic_list, universe, epsilon, calibration, store,
                               value_format, checkpoint_interval, idle_timeout,
@@ -285,7 +281,6 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         runner.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
     elif window is not None:
         assert state_dir is not None and release_epsilon is not None
-        count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size)
         runner = windowed_member(tail_cfg, metrics, group, overrides, security, count,
                                  cells_retention, window=window, lateness=lateness,
                                  release_epsilon=release_epsilon, series=series,
@@ -293,8 +288,6 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
                                  state_dir=state_dir, as_json=as_json, range_from=range_from,
                                  range_to=range_to, time_zone=time_zone)
     else:
-        count = slice_count if slice_count is not None else min(DEFAULT_SLICES, universe.size
-                                                                 // SliceLayout.unit_of(universe))
         runner = routed_member(tail_cfg, metrics, group, overrides, security, count,
                                cells_retention, check=not keep_going,
                                source_client=source_client,
@@ -311,6 +304,25 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
+        # The group's definition, once every option is checked and before anything is written:
+        # a member that differs stops here (docs/kafka.md, "The group's identity"). A signal
+        # meanwhile stops the run that follows at once, as one during the run does.
+        from panstream.sources.kafka.identity import stamp
+
+        definition = settle_definition(
+            store, client=src.client_config(cfg), group=group, layout=layout, universe=universe,
+            estimator=estimator, epsilon=epsilon, calibration=calibration, modulus=modulus,
+            slices=count, topics=topic_list, window=window, lateness=lateness,
+            release_epsilon=release_epsilon, range_from=range_from, range_to=range_to,
+            time_zone=time_zone, partitioner=keyed)
+        if layout != "partition":
+            stamp(runner, definition.digest)
+        # the group's release ledger lives beside the shards (a windowed group: one per window)
+        if window is None and not ensure_ledger(store, budget) and \
+                (total_epsilon is not None or given(ctx, "budget")):
+            asked = "--total-epsilon" if total_epsilon is not None else "--budget"
+            click.echo(f"panstream: the group's release ledger already exists: {asked} does not "
+                       "change its budget (release prints the budget left)", err=True)
         summary = runner.run(stop)
     finally:
         for s, h in old.items():
@@ -470,3 +482,39 @@ def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str,
     slices.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
     return Member(route, slices, client, int(cells_retention * 1000) or None,
                   drain_timeout=drain_timeout)
+
+
+def settle_definition(store: Any, *, client: dict[str, Any], group: str, layout: str,
+                      universe: Universe, estimator: str, epsilon: float, calibration: str,
+                      modulus: int, slices: int, topics: list[str], window: int | None,
+                      lateness: int, release_epsilon: float | None, range_from: int | None,
+                      range_to: int | None, time_zone: Any,
+                      partitioner: str | None = None) -> Any:
+    """This member's group definition, settled against the store's
+    (:func:`panstream.sources.kafka.identity.settle`): written if the store holds none, else
+    compared; a member that differs stops here with one line."""
+    from panstream.sources.kafka.identity import (
+        broker_admin,
+        check_names,
+        describe_sources,
+        settle,
+    )
+    from panstream.sources.kafka.route import internal_topic, window_topic
+    from panstream.state.group_definition import GroupDefinition, Window
+
+    kind = "partition" if layout == "partition" else "windows" if window is not None else "routed"
+    routed = kind != "partition"
+    win = None if window is None else Window(
+        int(window), int(lateness), float(release_epsilon or 0.0), range_from, range_to,
+        getattr(time_zone, "name", None))
+    with broker_admin(client) as admin:
+        mine = GroupDefinition(
+            group=group, layout=kind, universe=universe.spec, family=estimator,
+            epsilon=float(epsilon), calibration=calibration,
+            modulus=int(modulus) if estimator == "frequency" else None,
+            slices=slices if routed else None,
+            internal_topic=(window_topic(group) if window is not None else internal_topic(group))
+            if routed else None,
+            window=win, sources=describe_sources(admin, topics), partitioner=partitioner)
+        return settle(store, mine, notice=lambda msg: click.echo(f"panstream: {msg}", err=True),
+                      check=lambda: check_names(admin, mine))  # another layout under this -g

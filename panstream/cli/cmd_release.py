@@ -25,6 +25,7 @@ from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.release.maps import MapRelease, format_map
 from panstream.release.noise import MECHANISMS
 from panstream.sketch.release import SketchRelease, format_sketch_release
+from panstream.state.group_definition import GroupDefinition, definition_line, stored, summary
 
 
 @click.command()
@@ -152,19 +153,23 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
     new_budget = DEFAULT_BUDGET if budget is None else budget
     options = {} if crop is None else {"t": crop}
     internal: dict[str, Any] | None = None
+    definition: GroupDefinition | None = None
+    group_store = state is None  # a Kafka group's store: say which group definition it holds
     if state_dir is not None:  # shards of 'panstream kafka' (panstream.state.stores)
         from panstream.cli.routed_check import check_routed, require_releasable
         from panstream.state.stores import DirectoryStore, release_state_dir
 
         # a routed group: what its internal topic still holds (refused before anything is spent)
-        internal = check_routed(DirectoryStore(state_dir), bootstrap, overrides, security)
+        held = DirectoryStore(state_dir)
+        definition = stored(held)
+        internal = check_routed(held, bootstrap, overrides, security)
         require_releasable(internal)
         rel, _ = release_state_dir(state_dir, epsilon, mechanism, merge, partitions, keyed,
                                    new_ledger, by=by, budget=new_budget, **options)
     elif state_topic is not None:
-        rel, internal = _release_topic(state_topic, bootstrap, overrides, security, epsilon,
-                                       mechanism, merge, partitions, keyed, new_ledger, by,
-                                       new_budget, options)
+        rel, internal, definition = _release_topic(state_topic, bootstrap, overrides, security,
+                                                   epsilon, mechanism, merge, partitions, keyed,
+                                                   new_ledger, by, new_budget, options)
     else:
         assert state is not None
         # Under the state's lock (a running ingest would overwrite the charge); the ledger is
@@ -175,6 +180,8 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
                    f"density interval [{rel.density_low:.3g}, {rel.density_high:.3g}] is as "
                    "wide as every possible density (0..1); raise --epsilon ('panstream plan' "
                    "shows the error first)", err=True)
+    if group_store and not as_json:  # --json: the "group_definition" key
+        click.echo(f"panstream: {definition_line(definition)}", err=True)
     group_counters = isinstance(rel, FrequencyRelease) and state is None
     if group_counters:  # a Kafka group's counters: say what at-least-once delivery can add
         click.echo(f"panstream: note: {GROUP_REPLAY_NOTE}", err=True)
@@ -190,6 +197,8 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
                 out["replay_note"] = GROUP_REPLAY_NOTE
             if internal is not None:  # whether drained; the lag itself stays an operator's line
                 out["internal_topic"] = {k: v for k, v in internal.items() if k in RELEASED}
+            if group_store:
+                out["group_definition"] = summary(definition)
             emit_json(out)
         else:
             click.echo(format_release(rel) if isinstance(rel, Release)
@@ -321,7 +330,8 @@ def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...]
                    security: dict[str, Any], epsilon: float, mechanism: str, merge: str,
                    partitions: int | None, keyed: bool, new_ledger: bool,
                    by: str | None = None, budget: float = DEFAULT_BUDGET,
-                   options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any] | None]:
+                   options: dict[str, Any] | None = None
+                   ) -> tuple[Any, dict[str, Any] | None, GroupDefinition | None]:
     """Release the shards of a state topic, charged to the topic's release ledger record; for a
     routed group's slices, after asking the broker what its internal topic still holds
     (:mod:`panstream.cli.routed_check`). Returns the release and that answer."""
@@ -337,10 +347,11 @@ def _release_topic(topic: str, bootstrap: str | None, overrides: tuple[str, ...]
     with notice_if_slow(f"still {src.connecting_notice(client)}"):
         store = src.topic_store(topic, client, create=False)
     try:
+        definition = stored(store)
         internal = check_routed(store, bootstrap, overrides, security)
         require_releasable(internal)
         rel, _ = release_store(store, epsilon, mechanism, merge, partitions, keyed, new_ledger,
                                by=by, budget=budget, **(options or {}))
     finally:
         store.log.close()  # type: ignore[attr-defined]  # KafkaRecordLog: flushes, then closes
-    return rel, internal
+    return rel, internal, definition

@@ -376,6 +376,51 @@ class DirectoryStore:
         log; if consumers race, the first opening in the log is the ledger."""
         self.append_ledger(Opening(parse_ledger(data, self.ledger_where())).encode())
 
+    # The group's definition (panstream.state.group_definition): one file, created once.
+    def definition(self) -> bytes | None:
+        """The group definition this directory holds (``None``: none written yet)."""
+        return _read_or_none(self.directory / DEFINITION_FILE)
+
+    def put_definition(self, data: bytes) -> bytes:
+        """Write the group definition unless one exists; the one that holds afterwards.
+
+        First writer wins, also between members starting at the same instant: the bytes are
+        written and fsynced to a file of their own, then hard-linked to
+        :data:`DEFINITION_FILE` (``link`` fails if the name exists, and a reader never sees
+        half a file); the loser reads the winner's.
+
+        Raises:
+            StateError: the directory cannot be written.
+        """
+        final = self.directory / DEFINITION_FILE
+        tmp = self.directory / f".{DEFINITION_FILE}.{secrets.token_hex(8)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, final)
+            _sync_dir(self.directory)
+        except OSError as exc:
+            msg = (f"cannot write the group definition {final}: {exc.strerror}; check the path "
+                   "and permissions")
+            raise StateError(msg) from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        held = self.definition()
+        if held is None:  # pragma: no cover - removed between the link and the read
+            msg = f"the group definition {final} vanished while it was written: retry"
+            raise StateError(msg)
+        return held
+
+    def definition_where(self) -> str:
+        """Where the definition lives, for messages."""
+        return str(self.directory / DEFINITION_FILE)
+
     def __repr__(self) -> str:
         return f"DirectoryStore({str(self.directory)!r})"
 
@@ -459,6 +504,10 @@ LEDGER_KEY = "#release-ledger"
 #: Record key of the empty ledger that consumers of panstream <= 0.2 wrote; read as an opening.
 INITIAL_LEDGER_KEY = "#release-ledger-initial"
 
+#: Key prefix of the group definition's records (:mod:`panstream.state.group_definition`): each
+#: under a key of its own, the first in log order holds.
+DEFINITION_PREFIX = "#group/"
+
 #: Key prefix of the group ledger's log records (:mod:`panstream.release.ledger_log`): each record
 #: gets a key of its own (the prefix and 32 random hex digits), so compaction never drops one.
 LEDGER_RECORD_PREFIX = "#ledger/"
@@ -518,6 +567,7 @@ class TopicStore:
         self._stale: dict[str, list[str]] = {}  # key -> older epochs' records to tombstone once
         self._legacy: PrivacyLedger | None = None
         self._records: list[bytes | PrivacyLedger] = []
+        self._definition: bytes | None = None
         self._ledger_stale = True  # whether _legacy and _records must be read (again) from the log
 
     def refresh(self) -> None:
@@ -536,12 +586,16 @@ class TopicStore:
         live: dict[str, set[str]] = {}
         charged: list[bytes] = []
         records: list[bytes | PrivacyLedger] = []
+        definition: bytes | None = None
         for kb, value in self.log.read_all():
             key = kb.decode("utf-8", "replace")
             if key.startswith("#"):  # a ledger record (no shard or chunk key starts with '#')
                 if value is None:
                     continue  # never written by panstream; the record it shadows still counts
-                if key == LEDGER_KEY:
+                if key.startswith(DEFINITION_PREFIX):
+                    if definition is None:  # the first in log order is the group's
+                        definition = bytes(value)
+                elif key == LEDGER_KEY:
                     charged.append(value)
                 elif key == INITIAL_LEDGER_KEY:
                     with contextlib.suppress(StateError):
@@ -564,6 +618,7 @@ class TopicStore:
         self._legacy = (parse_ledger(_unite(charged, f"record {LEDGER_KEY!r} of {self.log!r}"),
                                      LEDGER_KEY) if charged else None)
         self._records = records
+        self._definition = definition
         self._ledger_stale = False
         if shards:
             for k in chunks:
@@ -755,6 +810,36 @@ class TopicStore:
         topic; if consumers race, the first opening in the log is the ledger."""
         self.append_ledger(Opening(parse_ledger(data, self.ledger_where())).encode())
 
+    # The group's definition (panstream.state.group_definition): records under keys of their
+    # own, the first in log order is the definition (compaction keeps every one: unique keys).
+    def definition(self) -> bytes | None:
+        """The group definition the topic holds: its first ``#group/`` record (``None``: none)."""
+        self._scan(shards=False)
+        return self._definition
+
+    def put_definition(self, data: bytes) -> bytes:
+        """Append the group definition unless the topic holds one; the one that holds
+        afterwards: the first ``#group/`` record in log order, read back after the append is
+        durable (members racing agree on it, as on the ledger's opening).
+
+        Raises:
+            StateError: the topic cannot be read or written.
+        """
+        held = self.definition()
+        if held is not None:
+            return held
+        self.log.append(f"{DEFINITION_PREFIX}{secrets.token_hex(16)}".encode(), bytes(data))
+        self.log.flush()
+        held = self.definition()
+        if held is None:  # pragma: no cover - an acknowledged record not read back
+            msg = f"the group definition written to {self.log!r} was not read back: retry"
+            raise StateError(msg)
+        return held
+
+    def definition_where(self) -> str:
+        """Where the definition lives, for messages."""
+        return f"records {DEFINITION_PREFIX}* of {self.log!r}"
+
     def __repr__(self) -> str:
         return f"TopicStore({self.log!r}, chunk_bytes={self.chunk_bytes})"
 
@@ -790,6 +875,9 @@ def _unite(records: list[bytes], where: str) -> bytes:
 #: per line (:mod:`panstream.release.ledger_log`), appended under an ``flock`` and fsynced. Consumers
 #: only open it (:func:`ensure_ledger`); releases append reservations; nothing rewrites it.
 LEDGER_FILE = "release-ledger.log"
+
+#: The group definition's file in a state directory (:mod:`panstream.state.group_definition`).
+DEFINITION_FILE = "group-definition.json"
 
 #: The ledger file of panstream <= 0.2 (one JSON ledger, replaced by each release): still read,
 #: and migrated into :data:`LEDGER_FILE` by the first append (then removed). Its history file

@@ -32,6 +32,7 @@ from panstream.estimators.density import DensityEstimator
 from panstream.sources.kafka import state_client, topic_store
 from panstream.state.keying import Keying
 from panstream.state.stores import (
+    DEFINITION_PREFIX,
     LEDGER_RECORD_PREFIX,
     TopicStore,
     encode_shard,
@@ -62,7 +63,8 @@ def ledger_records(broker: Broker, state_topic: str) -> tuple[list[str], dict[st
     """The keys of the state topic's ledger records, and its ledger as every reader replays it."""
     store = topic_store(state_topic, state_client(broker.bootstrap), create=False)
     try:
-        keys = [k.decode() for k, _ in store.log.read_all() if k.startswith(b"#")]
+        keys = [k.decode() for k, _ in store.log.read_all()
+                if k.startswith(b"#") and not k.startswith(DEFINITION_PREFIX.encode())]
         return keys, json.loads(store.read_ledger() or b"null")
     finally:
         store.log.close()  # type: ignore[attr-defined]

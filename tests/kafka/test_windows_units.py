@@ -308,3 +308,38 @@ def test_a_held_first_sample_is_judged_by_the_end_of_its_first_window() -> None:
     router.poll_once(0)
     assert {decode_record(v)[:2] for _, v in sent} == {("D", H)}
     assert router._sample is None and router._held == []
+
+
+@dataclass
+class Stamped:
+    value: bytes
+    offset: int
+    headers: list[tuple[str, bytes]] | None
+
+
+def test_window_records_of_another_definition_are_skipped_not_applied(tmp_path: Path) -> None:
+    """Issue 35: a windowed slice applies records stamped with its group's digest (or none, from
+    a panstream before definitions); one of another definition, or one that is not a window
+    record, is said once and skipped, and the offsets still move past it."""
+    from panstream.sources.kafka.identity import RecordGate
+
+    clock = Clock(H + 1800)
+    s = stage(tmp_path, clock)
+    said: list[str] = []
+    s.gate = RecordGate("a" * 16, "g-wcells", said.append)
+    tp = TopicPartition("g-wcells", 0)
+    s.shards[tp] = s._restore(tp)
+    s.follow_schedule(0, clock.now)
+
+    def cells(lo: int, hi: int) -> bytes:
+        (_, part), = LAYOUT.route(np.arange(lo, hi, dtype=np.intp))
+        return bytes(part)
+
+    s._apply({tp: [Stamped(encode_data(H, cells(0, 5)), 0, s.gate.headers()),
+                   Stamped(encode_data(H, cells(5, 10)), 1, None),
+                   Stamped(encode_data(H, cells(10, 20)), 2, [("panstream-group", b"b" * 16)]),
+                   Stamped(b"\x05\x00\x01", 3, None)]})
+    bits = s.wins[0][H].bits()
+    assert bits[:10].all() and not bits[10:20].any()  # ours and the unstamped applied only
+    assert len(said) == 2 and "bbbbbbbbbbbbbbbb" in said[0] and "another layout" in said[1]
+    assert s.shards[tp].next_offset == 4  # committed past every record

@@ -129,11 +129,17 @@ def rdkafka_config(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
 class _Record:
     """The two fields of a source record the routing stage reads."""
 
-    __slots__ = ("offset", "value")
+    __slots__ = ("_message", "offset", "value")
 
-    def __init__(self, value: bytes | None, offset: int) -> None:
+    def __init__(self, value: bytes | None, offset: int, message: Any = None) -> None:
         self.value = value
         self.offset = offset
+        self._message = message
+
+    @property
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        """The record's headers, read only when asked (the slice stage's group stamp)."""
+        return None if self._message is None else self._message.headers()
 
 
 def _finish(coro: Coroutine[Any, Any, Any]) -> None:
@@ -266,7 +272,7 @@ class RdKafkaConsumer:
                 else:
                     bucket = out.setdefault(tp, [])
                 last = key
-            bucket.append(_Record(m.value(), m.offset() or 0))  # set on every message
+            bucket.append(_Record(m.value(), m.offset() or 0, m))  # set on every message
         msgs.clear()
         for tp, offset in rewind.items():  # read again from there once resumed
             self._consumer.seek(self._ck.TopicPartition(tp.topic, tp.partition, offset))
@@ -470,7 +476,8 @@ class RdKafkaProducer:
         except confluent_kafka.KafkaException as exc:
             raise KafkaError(f"librdkafka producer: {exc}") from None
 
-    def send(self, topic: str, value: bytes, partition: int) -> _Sent:
+    def send(self, topic: str, value: bytes, partition: int,
+             headers: list[tuple[str, bytes]] | None = None) -> _Sent:
         """Queue one record for ``partition`` of ``topic``; its future completes on a later
         :meth:`send` or :meth:`flush` of this thread. A record librdkafka refuses at once (a
         partition its metadata says the topic lacks; before that metadata came the same record
@@ -479,7 +486,9 @@ class RdKafkaProducer:
         sent = _Sent()
         while True:
             try:
-                self._producer.produce(topic, value=value, partition=partition, on_delivery=sent)
+                self._producer.produce(topic, value=value, partition=partition,
+                                       on_delivery=sent, **({"headers": headers} if headers
+                                                            else {}))
                 break
             except BufferError:  # librdkafka's queue is full: serve acknowledgements, then again
                 self._producer.poll(0.1)

@@ -88,6 +88,12 @@ def internal_topic(group: str) -> str:
     return f"{group}-cells"
 
 
+def window_topic(group: str) -> str:
+    """The internal topic of a windowed group: ``<group>-wcells`` (its records are framed with the
+    window, so a group never mixes them with the plain ``<group>-cells`` records)."""
+    return f"{group}-wcells"
+
+
 #: Largest segment of the internal topic (bytes): Kafka deletes whole closed segments only, so
 #: segments must roll for retention to apply (the broker's default is 1 GiB).
 SEGMENT_BYTES = 64 << 20
@@ -318,6 +324,13 @@ class RouteConfig:
     #: Route each poll's distinct cells only (:meth:`SliceLayout.route`): for slices whose arrival
     #: redraws its cell however often it is named (bit tables; never counters). Issue 38.
     distinct: bool = False
+    #: Headers every routed record carries: the group definition's digest
+    #: (:meth:`panstream.sources.kafka.identity.RecordGate.headers`; ``None``: none).
+    headers: list[tuple[str, bytes]] | None = None
+
+    def stamp(self) -> dict[str, Any]:
+        """The producer's ``send`` keywords that stamp a routed record (none without headers)."""
+        return {"headers": self.headers} if self.headers else {}
 
 
 class _Rebalance(AsyncConsumerRebalanceListener):
@@ -588,12 +601,12 @@ class RouteStage:
         self._head_bytes = 0
 
     def _send(self, offsets: dict[TopicPartition, int], parts: list[tuple[int, bytearray]]) -> None:
-        topic, step = self.config.internal_topic, RECORD_BYTES
+        topic, step, stamp = self.config.internal_topic, RECORD_BYTES, self.config.stamp()
         for r, data in parts:
             view = memoryview(data)  # one copy per record (a bytearray slice would be two)
             for i in range(0, len(data), step):
-                self._futures.append(
-                    self.producer.send(topic, value=bytes(view[i:i + step]), partition=r))
+                self._futures.append(self.producer.send(
+                    topic, value=bytes(view[i:i + step]), partition=r, **stamp))
             self.routed_bytes += len(data)
             view.release()
             wipe_buffer(data)
@@ -662,4 +675,4 @@ def suggest(layout: SliceLayout, values: list[bytes | None] | list[bytearray],
 
 __all__ = ["HEAD_BYTES", "RECORD_BYTES", "SAMPLE_LINES", "Retention", "RouteConfig", "RouteStage",
            "ensure_internal_topic", "internal_retention", "internal_topic", "suggest",
-           "topic_configs", "topic_retention"]
+           "topic_configs", "topic_retention", "window_topic"]

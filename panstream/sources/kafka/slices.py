@@ -48,6 +48,7 @@ counts nothing.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -60,6 +61,7 @@ from panstream import estimators
 from panstream.errors import StateError
 from panstream.estimators.base import Estimator
 from panstream.release.ledger import ShardLedger
+from panstream.sources.kafka.identity import RecordGate, decoded
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.progress import ranges
 from panstream.sources.kafka.tail import KafkaTail, TailConfig
@@ -129,6 +131,9 @@ class SliceStage(KafkaTail):
         self.on_assign: Any = None  # callback(list of slice indices) for the startup notice
         #: Where one-line operational notices go (the CLI prints them on stderr).
         self.notice: Callable[[str], None] = log.info
+        #: Admits the internal records of this group's definition (``None``: every record, as
+        #: before issue 35; :mod:`panstream.sources.kafka.identity`).
+        self.gate: RecordGate | None = None
 
     # -------------------------------------------------------------- slices
     def _encode_slice(self, est: Estimator) -> bytearray:
@@ -191,7 +196,11 @@ class SliceStage(KafkaTail):
             shard = self.shards.get(tp)
             if shard is None or not recs:
                 continue
-            parts = [self.layout.decode(tp.partition, rec.value) for rec in recs if rec.value]
+            r, gate = tp.partition, self.gate
+            parts = [a for a in (
+                decoded(gate, r, functools.partial(self.layout.decode, r, rec.value))
+                for rec in recs if rec.value and (gate is None or gate.admits(rec, r)))
+                if a is not None]
             if parts:
                 idx = parts[0] if len(parts) == 1 else np.concatenate(parts)
                 for a in parts:

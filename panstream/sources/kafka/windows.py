@@ -92,8 +92,9 @@ from panstream.errors import (
 )
 from panstream.estimators.base import Estimator, wipe_buffer
 from panstream.release.ledger import ShardLedger
+from panstream.sources.kafka.identity import decoded
 from panstream.sources.kafka.metrics import Metrics
-from panstream.sources.kafka.route import RECORD_BYTES, RouteConfig, RouteStage
+from panstream.sources.kafka.route import RECORD_BYTES, RouteConfig, RouteStage, window_topic
 from panstream.sources.kafka.slices import SliceStage
 from panstream.sources.kafka.tail import TailConfig
 from panstream.sources.kafka.topology import no_auto_create
@@ -156,11 +157,6 @@ class WindowSpec:
         """The group's public schedule: live, on the wall clock."""
         return WindowSchedule.live(self.size, self.lateness, self.first, self.stop)
 
-
-def window_topic(group: str) -> str:
-    """The internal topic of a windowed group: ``<group>-wcells`` (its records are framed with the
-    window, so a group never mixes them with the plain ``<group>-cells`` records)."""
-    return f"{group}-wcells"
 
 
 def _stamp(start: int) -> str:
@@ -459,9 +455,9 @@ class WindowRouteStage(RouteStage):
 
     def _send(self, offsets: dict[TopicPartition, int],  # type: ignore[override]
               parts: list[tuple[int, bytes]]) -> None:
-        topic = self.config.internal_topic
+        topic, stamp = self.config.internal_topic, self.config.stamp()
         for r, value in parts:
-            self._futures.append(self.producer.send(topic, value=value, partition=r))
+            self._futures.append(self.producer.send(topic, value=value, partition=r, **stamp))
             self.routed_bytes += len(value)
         parts.clear()
         self._next.update(offsets)
@@ -605,14 +601,18 @@ class WindowSliceStage(SliceStage):
             r = tp.partition
             now = self.wall_clock()
             self._open_scheduled(r, now)  # every window the clock has open, before any record
+            gate = self.gate
             for rec in recs:
-                if not rec.value:
+                if not rec.value or (gate is not None and not gate.admits(rec, r)):
                     continue
-                kind, a, b = decode_record(rec.value)
+                kind, a, b = decoded(gate, r, functools.partial(decode_record, rec.value)) \
+                    or ("", None, None)
                 if kind == "D":
                     est = self._open(r, a, now)
-                    if est is not None and b:
-                        est.update_indices(self.layout.decode(r, b))  # wipes the offsets
+                    part = decoded(gate, r, functools.partial(self.layout.decode, r, b)) \
+                        if est is not None and b else None
+                    if est is not None and part is not None:
+                        est.update_indices(part)  # wipes the offsets
             shard.applied(recs[-1].offset)
 
     def _open_scheduled(self, r: int, now: float) -> None:
