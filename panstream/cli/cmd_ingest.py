@@ -267,30 +267,18 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
 @sketch_hash_option()
 @calibration_option()
 @click.option("-s", "--state", type=StatePath(for_writing=True), default=None,
-              help="State file: created if missing, resumed if present. Without it the table "
-                   "lives in memory only and is lost at exit.", **env("STATE"))
+              help="State file: created if missing, resumed if present (without it the table is "
+                   "lost at exit).", **env("STATE"))
 @click.option("-f", "--format", "fmt", type=SpecParam("FORMAT", parse_format, Format), default="auto",
               show_default=True,
-              help="Where the client address is: plain (one per line), clf (Apache/nginx, client "
-                   "first), field:N (N-th blank-separated field), json:PATH (e.g. "
-                   "json:request.remote_ip), csv:COLUMN / tsv:COLUMN (header name or number), "
-                   "w3c:FIELD (CloudFront, e.g. w3c:c-ip), zeek:FIELD (e.g. zeek:id.orig_h), "
-                   "'regex:...(?P<ip>\\S+)...', xff (X-Forwarded-For, see --trusted-proxy), alb, "
-                   "elb, vhost (Apache vhost_combined), sshd, pam (rhost=), haproxy, squid, "
-                   "apache-error, nginx-error, GoAccess's --log-format names (COMBINED, "
-                   "VCOMBINED, CLOUDFRONT, CADDY, AWSALB, ...), or auto (detected per input, named "
-                   "on stderr; when no known format fits it says so, with candidates, and the run "
-                   "stops). Recipes: docs/logs.md. The count is of distinct client addresses, "
-                   "not GoAccess's unique visitors (address + date + user agent): docs/logs.md "
-                   "says how they differ.", **env("FORMAT"))
+              help="Where the client address is: plain, clf, json:PATH, csv:COLUMN, xff, ..., or "
+                   "auto (detected, named on stderr; docs/logs.md).", **env("FORMAT"))
 @click.option("--trusted-proxy", "trusted", multiple=True, metavar="CIDR",
-              help="With -f xff: a proxy network whose X-Forwarded-For entries are trusted "
-                   "(repeatable); the client is then the last hop outside them, not the first "
-                   "(which the client can forge).", **env("TRUSTED_PROXY"))
+              help="With -f xff: a trusted proxy network (repeatable); the client is the last hop "
+                   "outside them.", **env("TRUSTED_PROXY"))
 @click.option("--keep-going", is_flag=True, default=False,
-              help="Go on when (almost) nothing is accepted (by default the run stops with exit 1 "
-                   "and a one-line hint as soon as its counts show under 1 % of the lines "
-                   "accepted; docs/logs.md).", **env("KEEP_GOING"))
+              help="Go on when (almost) nothing is accepted (by default the run stops, exit 1, "
+                   "under 1 % accepted).", **env("KEEP_GOING"))
 @click.option("--checkpoint-every", "--checkpoint-interval", "checkpoint_every", cls=AliasOption,
               hidden_aliases=("--checkpoint-interval",),  # kafka's spelling (issue 37)
               type=FiniteFloatRange(min=0), default=60.0, show_default=True, metavar="SECONDS",
@@ -320,43 +308,29 @@ def command(ctx: click.Context, files: tuple[str, ...], universe: Universe | Non
             budget: float, total_epsilon: float | None, releases: int | None,
             expected_distinct: int | None, progress: bool | None, telemetry: TelemetryPolicy,
             as_json: bool, sketch_hash: str | None, **windowing: Any) -> None:
-    """Read IP logs from FILES or standard input ('-') into a pan-private table; gzip, bzip2, xz
-    (and zstd with the zstandard package) are recognised by their first bytes, whatever the name.
+    """Read IP logs from FILES or standard input ('-') into a pan-private table.
+
+    Only the randomized table and public parameters are saved (gzip, bzip2, xz, zstd read as
+    they come); nothing counts arrivals unless you opt in. SIGINT/SIGTERM: final checkpoint.
 
     \b
+    Essentials:
+      -u UNIVERSE [--epsilon E]        the public cells (ipv4:CIDR, hashed-ip:M, ...); E = 1
+      -s FILE                          the state: created if missing, resumed if present
+      -f FORMAT                        where the address is (clf, json:PATH, ...; default auto)
+      -n N                             clients you expect: warns if the table cannot count them
+      --release-every S --release-epsilon E   periodic noisy releases, within --budget
+      --window 1d --series FILE        one table per window, each released once
+
+    \b
+    Examples:
       tail -n +1 -F access.log | panstream ingest -u ipv4:10.0.0.0/16 -s web.pst -f clf
       panstream ingest -u hashed-ip:131072 -n 50000 -s web.pst logs/access.log*
       panstream ingest -u ipv4:10.0.0.0/16 -s freq.pst --estimator frequency access.log
+      panstream release -s web.pst --epsilon 0.5
 
-    The default density estimator keeps one randomized bit per cell (how many distinct, and
-    where); --estimator frequency keeps one randomized counter mod --modulus per cell (how often:
-    seen once, returning; docs/frequency.md).
-
-    Only the randomized table and public parameters are saved. Malformed lines, binary junk,
-    over-long lines (> 4096 bytes), empty lines and addresses outside the universe are skipped.
-    Nothing counts arrivals by default: the summary and --progress lines show that the run is
-    alive (uptime, checkpoints and releases, all on a fixed clock from the start), how far it is
-    through each FILE in bytes (a stream's volume is not shown), and the pan-private total per
-    person (table + releases + telemetry 0). --telemetry-epsilon E opts into noisy per-window
-    counts (E per arrival: k x E for a person with k arrivals), --exact-counts into exact ones.
-    Checkpoints run at start + k x --checkpoint-every whatever arrives, and the state file's
-    times are set to those instants. SIGINT/SIGTERM: final checkpoint, then exit 130 after SIGINT
-    (Ctrl+C), 0 after SIGTERM; a second signal exits at once (the state file keeps the last
-    checkpoint). Periodic releases stop (ingestion continues) once the budget is spent.
-
-    A new table whose settings do not mean what they seem gets a warning on stderr: an epsilon
-    the table cannot realize or that protects nothing, or a universe whose 95 % error exceeds the
-    clients expected (-n N), or without -n, a universe so large (ipv4:0.0.0.0/0) that fewer than
-    10,000 distinct clients cannot be told from none; the warning names the universe that would
-    count them (hashed-ip:M for internet-facing logs).
-
-    --total-epsilon E [--releases R] replaces --epsilon and --budget: E is split between the state
-    and R releases as 'panstream plan --total-epsilon' shows (best for one release), and
-    --release-every then releases at the split's per-release epsilon.
-
-    --window 1d (or 1h, 15m, ...) keeps one fresh table per tumbling window, by the time in each
-    line (--time event, CLF) or the clock (--time processing, stdin), releases each window once
-    when it closes and appends it to --series FILE (docs/windows.md).
+    Every option is listed below, briefly; docs/cli.md ('Every ingest option') explains each,
+    docs/logs.md the formats, docs/windows.md the windows.
     """
     check_family_options(ctx, estimator)
     universe = with_sketch_hash(ctx, estimator, universe, sketch_hash)

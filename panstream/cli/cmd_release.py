@@ -33,42 +33,31 @@ from panstream.state.group_definition import GroupDefinition, definition_line, s
               help="State file written by 'panstream ingest' (its ledger records this release).",
               **env("STATE"))
 @click.option("--state-dir", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Instead of --state: the shard directory of 'panstream kafka'; all shards are "
-                   "merged (see --merge) and the release is recorded in its release ledger.",
+              help="Instead of --state: the shard directory of 'panstream kafka' (shards merged, "
+                   "see --merge).",
               **env("STATE_DIR"))
 @click.option("--state-topic", default=None,
-              help="Instead of --state: the compacted state topic of 'panstream kafka "
-                   "--state-topic' (needs -b); all shards are merged (see --merge) and the release "
-                   "is recorded in the topic's release ledger record. The topic is never created.",
+              help="Instead of --state: the state topic of 'panstream kafka --state-topic' "
+                   "(needs -b; never created).",
               **env("KAFKA_STATE_TOPIC"))
-@bootstrap_option(required=False, help="With --state-topic: Kafka bootstrap servers. With "
-                  "--state-dir of a routed group: ask the broker whether GROUP-cells holds "
-                  "routed records not yet applied (without it, a store missing a slice is "
-                  "refused).")
-@connection_options("With --state-topic or -b: kafka-python client setting, as for 'panstream kafka' "
-                    "(e.g. -C request_timeout_ms=60000; repeat; unknown keys are an error; "
-                    "connection and security keys reach the state-topic clients).")
+@bootstrap_option(required=False, help="With --state-topic: Kafka bootstrap servers; with "
+                  "--state-dir of a routed group: check that GROUP-cells is drained.")
+@connection_options("With --state-topic or -b: a kafka-python client setting, as for "
+                    "'panstream kafka' (repeat).")
 @click.option("--merge", type=click.Choice(["auto", "partitioned", "sum"]), default="auto",
               show_default=True, help="With --state-dir/--state-topic: partitioned (messages keyed "
-              "by the item: error independent of the shard count; only shards whose members "
-              "checked the keying and recorded it, refused before anything is spent otherwise) or "
-              "sum of the shard estimates; auto picks partitioned for one topic over ipv4/range.",
+              "by the item) or sum; auto: partitioned for one topic over ipv4/range.",
               **env("RELEASE_MERGE"))
 @click.option("--partitions", type=click.IntRange(min=1), default=None,
               help="With --merge partitioned: the topic's partition count (default: the one the "
-                   "shards' keying record names; a different one is refused).",
+                   "shards recorded).",
               **env("RELEASE_PARTITIONS"))
 @click.option("--keyed/--unkeyed", default=False, show_default=True,
-              help="With --state-dir/--state-topic: assert that every message is keyed by its item "
-                   "(default partitioner), so one item reaches one partition per topic. Without it "
-                   "the privacy accounting assumes an item may be in every shard: the state "
-                   "epsilon counts every shard and the sum merge's noise is scaled to the shard "
-                   "count.", **env("RELEASE_KEYED"))
+              help="With --state-dir/--state-topic: assert that messages are keyed by their item "
+                   "(else a person is counted in every shard).", **env("RELEASE_KEYED"))
 @click.option("--new-ledger", is_flag=True, default=False,
-              help="With --state-dir/--state-topic: start a new release ledger although shards "
-                   "exist (only if no release was ever made from them; a lost ledger would "
-                   "otherwise reset the budget silently). Refused where the directory's ledger "
-                   "history records releases.", **env("RELEASE_NEW_LEDGER"))
+              help="With --state-dir/--state-topic: start a new release ledger (only where no "
+                   "release was ever made from the shards).", **env("RELEASE_NEW_LEDGER"))
 @click.option("--budget", type=FiniteFloatRange(min=0), default=None,
               help="With --new-ledger: the output budget of the group's new ledger (default 1; "
                    "shard files carry no budget of their own).", **env("RELEASE_BUDGET"))
@@ -76,22 +65,18 @@ from panstream.state.group_definition import GroupDefinition, definition_line, s
               help="Output epsilon of this release, spent from the state's output budget.",
               **env("RELEASE_EPSILON"))
 @click.option("--mechanism", type=click.Choice(MECHANISMS), default="laplace", show_default=True,
-              help="laplace: discretized Laplace noise (unbiased); geometric: integer two-sided "
-                   "geometric noise, count clamped to [0, |X|] (for 'panstream.remap').",
+              help="laplace: discretized Laplace (unbiased); geometric: two-sided geometric, "
+                   "clamped to [0, |X|].",
               **env("MECHANISM"))
 @click.option("--by", default=None, metavar="/LEN|CELLS|country",
-              help="Release a density map instead of one figure: one noisy density per bucket "
-                   "(/24 = per /24 prefix of an ipv4/ipv6 universe; 1024 = per 1024 cells of a "
-                   "range universe). The whole map costs EPSILON once (disjoint buckets). "
-                   "'country': distinct clients per country of a sketch:BxP:ip-country state "
-                   "(also EPSILON once: one person is in one country).",
+              help="A density map instead of one figure: per /LEN prefix, per CELLS of a range, "
+                   "or country; costs EPSILON once (docs/maps.md).",
               **env("RELEASE_BY"))
 @click.option("--csv", "csv_out", default=None, metavar="FILE|-",
               help="With --by: also write one CSV line per bucket to FILE ('-' = stdout, instead "
                    "of the summary).", **env("RELEASE_CSV"))
 @click.option("--plot", "plot_out", default=None, metavar="FILE.png",
-              help="With --by: also draw the map as a PNG (Hilbert heat map for IP universes, step "
-                   "plot for ranges); needs the plot extra (pip install 'panstream[plot]').",
+              help="With --by: also draw the map as a PNG (needs pip install 'panstream[plot]').",
               **env("RELEASE_PLOT"))
 @click.option("--crop", "crop", type=click.IntRange(min=1), default=None, metavar="T",
               help="Frequency states: the threshold of the cropped mean and of 'seen >= T times' "
@@ -106,30 +91,20 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
             crop: int | None, as_json: bool) -> None:
     """Release the noisy statistics of a state, spending output budget.
 
-    Loads the state, adds exact noise to its count of ones (density: scale 1/EPSILON; the density
-    and distinct count) or to its counter histogram (frequency: scale 2/EPSILON; seen once,
-    returning, cropped mean...), records the release (epsilon, mechanism, time) in the state's
-    privacy ledger and saves the state atomically *before* printing anything. A release that
-    would exceed the budget is refused and nothing is drawn or written. The epsilon printed is
-    the realized one. The state file says which estimator it holds.
-
-    The shards of a 'panstream kafka' group are released from its --state-dir or, with -b, its
-    --state-topic: merged into one estimate and charged to the group's release ledger (a file in
-    the directory, records in the topic): an append-only log, to which each release appends its
-    reservation before drawing noise, proceeding only if the log admits it, so releases from
-    several processes or hosts at once never spend more than the budget.
+    Adds exact noise to the state's table, records the release in its privacy ledger and saves
+    it before printing; a release beyond the budget is refused and nothing is drawn. The epsilon
+    printed is the realized one. A Kafka group's shards (--state-dir, or --state-topic with -b)
+    are merged into one estimate and charged to the group's ledger.
 
     \b
     Examples:
       panstream release -s web.pst --epsilon 0.5                   # a state file of 'ingest'
       panstream release -s web.pst --epsilon 0.25 --mechanism geometric --json
       panstream release --state-dir /var/lib/panstream --keyed --epsilon 0.5
-      panstream release --state-topic panstream-state -b 127.0.0.1:9092 --keyed --epsilon 0.5
       panstream release -s web.pst --epsilon 0.5 --by /24 --csv map.csv   # a density map
 
-    With --by, every bucket's count of ones gets its own noise but the ledger is charged EPSILON
-    once: one person changes one cell, hence one bucket's count by at most 1 (parallel
-    composition). Small buckets are noisy: 'panstream plan --by /24' shows the error first.
+    Every option is listed below, briefly; docs/release.md ('every option') explains each,
+    docs/cli.md the command, docs/maps.md the maps (--by), docs/windows.md a window's release.
     """
     for flag, value in (("--csv", csv_out), ("--plot", plot_out)):
         if value is not None and by is None:

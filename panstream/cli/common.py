@@ -115,11 +115,8 @@ class StatePath(click.Path):
         return super().convert(value, param, ctx)
 
 
-UNIVERSE_HELP = ("The public universe of cells: ipv4:CIDR (e.g. ipv4:10.0.0.0/16), ipv6:CIDR@G "
-                 "(e.g. ipv6:2001:db8::/48@64, one cell per /64), range:N, hashed:M (any IDs "
-                 "hashed into M buckets), or hashed-ip:M (IPv4/IPv6 client addresses of an "
-                 "internet-facing log, validated, hashed into M buckets: size M with 'panstream "
-                 "plan -u hashed-ip:M -n N', e.g. hashed-ip:131072 for 50,000 clients).")
+UNIVERSE_HELP = ("The public universe of cells: ipv4:CIDR, ipv6:CIDR@G, range:N, hashed:M or "
+                 "hashed-ip:M (internet-facing logs; docs/cli.md).")
 
 
 def universe_option(required: bool = True, **kw: Any) -> Callable[[F], F]:
@@ -140,9 +137,8 @@ def epsilon_option(name: str = "--epsilon", envname: str = "EPSILON", default: f
                         show_default=default is not None, help=help, **env(envname))
 
 
-CALIBRATION_HELP = ("rr: randomized response, q = 1/(1+e^eps), p = 1 - q (exactly eps-DP, the most "
-                    "signal a bit can carry: p - q = tanh(eps/2)); tight: q = 1/2, "
-                    "p = 1 - e^-eps/2; paper: q = 1/2, p = 1/2 + eps/4 (Dwork et al.).")
+CALIBRATION_HELP = ("How a bit is randomized: rr (randomized response, exactly eps-DP), tight or "
+                    "paper (docs/cli.md).")
 
 
 def calibration_option(help: str = CALIBRATION_HELP) -> Callable[[F], F]:
@@ -151,12 +147,8 @@ def calibration_option(help: str = CALIBRATION_HELP) -> Callable[[F], F]:
                         help=help, **env("CALIBRATION"))
 
 
-ESTIMATOR_HELP = ("density: one bit per cell (how many distinct, and where: maps); frequency: one "
-                  "counter mod --modulus per cell (how often: seen once, returning, cropped "
-                  "mean; docs/frequency.md); sketch: a 12 KiB Sketch-Flip-Merge grid over any "
-                  "items, IPv4 and IPv6 alike (how many distinct; --universe defaults to "
-                  "sketch:4096x24:ip, or sketch:BxP:id for any IDs; docs/sketch.md). A resumed "
-                  "state keeps its own.")
+ESTIMATOR_HELP = ("density: a bit per cell (how many, where); frequency: a counter mod --modulus "
+                  "(how often); sketch: any items (docs/sketch.md).")
 
 
 def estimator_options() -> Callable[[F], F]:
@@ -165,9 +157,8 @@ def estimator_options() -> Callable[[F], F]:
     def deco(f: F) -> F:
         f = click.option("--modulus", type=click.Choice([str(k) for k in MODULI]),
                          default=str(DEFAULT_MODULUS), show_default=True, callback=_as_int,
-                         help="With --estimator frequency: counters count modulo this (a power "
-                              "of two, 4..256): pick it above the counts you want to tell apart; "
-                              "the error grows as its square root.", **env("MODULUS"))(f)
+                         help="With --estimator frequency: counters count modulo this; pick it above the "
+                              "counts you want to tell apart.", **env("MODULUS"))(f)
         return click.option("--estimator", type=click.Choice(list(FAMILY_NAMES)),
                             default="density", show_default=True, help=ESTIMATOR_HELP,
                             **env("ESTIMATOR"))(f)
@@ -263,9 +254,8 @@ def total_epsilon_options() -> Callable[[F], F]:
                               "[default: 1].", **env("RELEASES"))(f)
         return click.option(
             "--total-epsilon", type=FiniteFloatRange(min=0, min_open=True), default=None,
-            help="Instead of --epsilon and --budget: one total pan-private epsilon (state + all "
-                 "releases), split as 'panstream plan --total-epsilon' shows (new states; a "
-                 "resumed state must have been made with the same split).",
+            help="Instead of --epsilon and --budget: one total epsilon, split as 'panstream plan "
+                 "--total-epsilon' shows (new states only).",
             **env("TOTAL_EPSILON"))(f)
 
     return deco
@@ -349,9 +339,8 @@ def warn_settings(universe: Universe | None, epsilon: float, calibration: str,
 def expected_option() -> Callable[[F], F]:
     """``-n/--expected-distinct N``: only checked against the planned error (a warning)."""
     return click.option("-n", "--expected-distinct", type=click.IntRange(min=1), default=None,
-                        help="Distinct items you expect (not stored): warn if the universe and "
-                             "epsilon cannot count that many (95 % error above N) and name the "
-                             "universe that would.", **env("EXPECTED_DISTINCT"))
+                        help="Distinct items you expect (not stored): warn if the table cannot count "
+                             "that many.", **env("EXPECTED_DISTINCT"))
 
 
 def json_option() -> Callable[[F], F]:

@@ -14,11 +14,8 @@ from panstream.universe import Universe
 F = TypeVar("F", bound=Callable[..., Any])
 
 CHOICES = ("murmur3", "presto-sql", "xxhash64-varchar", "xxhash64-bigint")
-HELP = ("With --estimator sketch: how items are hashed. murmur3 (default): Presto's Java "
-        "SfmSketch.add. presto-sql (= xxhash64-varchar): Presto SQL's noisy_approx_set_sfm over a "
-        "VARCHAR column (an address as its canonical text), so that merge() in Presto SQL counts "
-        "each item once; xxhash64-bigint: over a BIGINT column (integer IDs, -u sketch:BxP:id). "
-        "Recorded in the state (docs/sketch.md, 'Which hash').")
+HELP = ("With --estimator sketch: how items are hashed (murmur3: Presto's Java add; "
+        "presto-sql: its SQL; docs/sketch.md).")
 
 
 def sketch_hash_option() -> Callable[[F], F]:

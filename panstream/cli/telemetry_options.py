@@ -32,15 +32,12 @@ def telemetry_options(sensitivity: int, what: str) -> Callable[[F], F]:
     options = [
         click.option("--telemetry-epsilon", type=FiniteFloatRange(min=0, min_open=True),
                      default=None,
-                     help=f"Opt in to noisy counts in the {what}: each 1-s window's counts get "
-                          "two-sided geometric noise at this epsilon per ARRIVAL (a person with k "
-                          "arrivals: k x it, on top of the pan-private total). Default: nothing "
-                          "is counted (liveness, checkpoints, positions only).",
+                     help=f"Opt in to noisy counts in the {what}, at this epsilon per ARRIVAL "
+                          "(k x it for a person with k arrivals).",
                      **env("TELEMETRY_EPSILON")),
         click.option("--exact-counts", is_flag=True, default=False,
-                     help=f"Opt in to exact counts in the {what}. They reveal the stream "
-                          "exactly (one item more changes them by one: epsilon = infinity for "
-                          "those counts); the table, state and releases keep their guarantee.",
+                     help=f"Opt in to exact counts in the {what}: they reveal the stream "
+                          "(epsilon = infinity for those counts).",
                      **env("EXACT_COUNTS")),
     ]
 

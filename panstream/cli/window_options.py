@@ -97,13 +97,8 @@ def time_zone_option(prefix: str = "") -> Callable[[F], F]:
     """``--time-zone``: the zone of the formats that write a local time without one."""
     return click.option(
         "--time-zone", "time_zone", default=None, metavar="ZONE", callback=_zone,
-        help="With --window, event time: the zone of logs that write the local time without "
-             "one: haproxy (accept date), apache-error, nginx-error, sshd and pam (syslog's "
-             "'Dec 10 06:55:46', whose year comes from --from/--to, or live from the clock). "
-             "UTC, an offset (+02:00) or an IANA name (Europe/Berlin: daylight saving handled; "
-             "a repeated hour takes the earlier instant in a replay, live the pass the clock has "
-             "reached; a skipped one shifts forward). "
-             "Required by those formats; the others carry their zone.",
+        help="With --window, event time: the zone of logs written in local time (haproxy, "
+             "syslog, ...): UTC, +02:00 or Europe/Berlin.",
         **env(f"{prefix}TIME_ZONE"))
 
 
@@ -123,11 +118,8 @@ def range_options(prefix: str = "") -> list[Callable[[F], F]]:
     return [
         click.option("--from", "range_from", default=None, metavar="TIME",
                      callback=_instant("--from"),
-                     help="With --window: the start of the first window (2026-11-16, "
-                          "2026-11-16T00:00:00Z or UNIX seconds; on the window grid). Required "
-                          "for event time over FILES: every window from --from to --to is "
-                          "released at the end of the input, empty or not; lines outside are "
-                          "dropped.", **env(f"{prefix}FROM")),
+                     help="With --window: the start of the first window (2026-11-16, ISO or UNIX "
+                          "seconds); required for event time over FILES.", **env(f"{prefix}FROM")),
         click.option("--to", "range_to", default=None, metavar="TIME", callback=_instant("--to"),
                      help="With --window: the end of the last window (exclusive, on the grid).",
                      **env(f"{prefix}TO")),
@@ -138,59 +130,42 @@ def window_options() -> Callable[[F], F]:
     """The ``--window`` family of options (the command receives them as keyword arguments)."""
     opts = [
         click.option("--window", default=None, metavar="DURATION", callback=_duration("--window"),
-                     help="Tumbling windows: 1h, 1d, 15m, ... (aligned to UTC: 1d from 00:00, 1h "
-                          "on the hour). Each window gets a fresh table, released ONCE when it "
-                          "closes (at --release-epsilon, or the split of --total-epsilon), "
-                          "appended to --series, then wiped. See docs/windows.md.",
+                     help="Tumbling windows (1h, 1d, 15m, ...; UTC-aligned): a fresh table each, "
+                          "released once when it closes (docs/windows.md).",
                      **env("WINDOW")),
         click.option("--time", "time_mode", type=click.Choice(["auto", "event", "processing"]),
                      default="auto", show_default=True,
-                     help="With --window: event = the time written in each line (clf, "
-                          "json ts/timestamp/start_time, w3c date+time, zeek ts, alb, elb, vhost, "
-                          "xff, squid; with --time-zone: haproxy, apache-error, nginx-error, "
-                          "sshd, pam), processing = the clock when a line is "
-                          "read; auto = event for FILES (a replay; '-' among them is standard input read to its end), processing for standard input without FILE (live).",
+                     help="With --window: event (the time in each line), processing (the clock), or "
+                          "auto (event for FILES, processing for stdin).",
                      **env("TIME")),
         click.option("--lateness", default=DEFAULT_LATENESS, show_default=True, metavar="DURATION",
                      callback=_duration("--lateness", zero_ok=True),
-                     help="Live event time (standard input): a window stays open on the clock "
-                          "this long after its end, then is released; a line read after that "
-                          "is dropped. Not used by a replay of FILES (released at their end).",
+                     help="Live event time: how long a window stays open on the clock after its end "
+                          "(not used by a replay of FILES).",
                      **env("LATENESS")),
         *range_options(),
         time_zone_option(),
         click.option("--series", type=click.Path(dir_okay=False), default=None, metavar="FILE",
                      help="With --window: append one record per closed window (JSON lines, or CSV "
-                          "if FILE ends in .csv), durably; a window already in FILE is never "
-                          "released again. Required with --state.", **env("SERIES")),
+                          "for .csv); required with --state.", **env("SERIES")),
         click.option("--horizon", default=None, metavar="DURATION", callback=_duration("--horizon"),
-                     help="With --window: print what a person seen in every window of any span "
-                          "this long is covered at (any span of 7d meets at most 8 1d windows: "
-                          "8 x the window's epsilon); with --total-epsilon, the total is this "
-                          "horizon's, split over those windows.",
+                     help="With --window: print the epsilon of a person seen in every window of any "
+                          "span this long.",
                      **env("HORIZON")),
         click.option("--close-at-end/--keep-open", "close_at_end", default=None,
-                     help="With --window: at the end of the input close and release every open "
-                          "window (default for a replay of FILES in event time: the replay is "
-                          "complete), or keep them in their state files for the next run "
-                          "(default for live input: its windows close on the clock).",
+                     help="With --window: at the end of the input release every open window, or keep "
+                          "them for the next run (default: by input).",
                      **env("CLOSE_AT_END")),
         click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=None,
-                     help="Serve Prometheus metrics on /metrics (0: any free port): with "
-                          "--window the last closed window's release (estimate, interval, "
-                          "epsilon, its start and end); without, the last --release-every "
-                          "release and liveness (uptime, checkpoints, releases). Nothing about "
-                          "arrivals.",
+                     help="Serve Prometheus metrics on /metrics (0: any free port): the last release "
+                          "and liveness; nothing about arrivals.",
                      **env("METRICS_PORT")),
         click.option("--metrics-host", default="127.0.0.1", show_default=True,
                      help="Address the metrics server binds.", **env("METRICS_HOST")),
         click.option("--export-presto-dir", type=click.Path(file_okay=False), default=None,
                      metavar="DIR",
                      help="With --window --estimator sketch: write each closed window's sketch to "
-                          "DIR/<start>.sfm (Presto's format), durably, after its series record "
-                          "and before the wipe; merge days into a week with 'panstream "
-                          "merge-sketches'. This publishes the window's table (see "
-                          "docs/windows.md, 'Exporting sketch windows').",
+                          "DIR/<start>.sfm (this publishes it).",
                      **env("EXPORT_PRESTO_DIR")),
     ]
 
