@@ -104,7 +104,7 @@ def test_new_ledger_after_deleting_a_group_ledger_with_history_is_refused(tmp_pa
     store = DirectoryStore(d)
     ensure_ledger(store, 1.0)
     store.save("t/0", encode_shard(ps.DensityEstimator(U)))
-    args = ["release", "--state-dir", str(d), "--keyed", "--epsilon", "1"]
+    args = ["release", "--state-dir", str(d), "--keyed", "--merge", "sum", "--epsilon", "1"]
     assert CliRunner().invoke(cli, args).exit_code == 0  # the budget of 1 is spent
     (d / LEDGER_FILE).unlink()  # the attack: delete the ledger, start a new one
     res = CliRunner().invoke(cli, [*args, "--new-ledger"])
@@ -150,7 +150,7 @@ def test_a_symlinked_group_ledger_is_appended_through_the_link(tmp_path: Path) -
     elsewhere = tmp_path / "ledger.log"
     (d / LEDGER_FILE).rename(elsewhere)
     (d / LEDGER_FILE).symlink_to(elsewhere)
-    args = ["release", "--state-dir", str(d), "--keyed", "--epsilon", "1"]
+    args = ["release", "--state-dir", str(d), "--keyed", "--merge", "sum", "--epsilon", "1"]
     assert CliRunner().invoke(cli, args).exit_code == 0
     assert (d / LEDGER_FILE).is_symlink() and b'"kind":"reserve"' in elsewhere.read_bytes()
     res = CliRunner().invoke(cli, args)
