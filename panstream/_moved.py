@@ -35,6 +35,7 @@ MOVED = {
     "panstream.sketch.release": "panstream.estimators.sketch.release",
     "panstream.telemetry": "panstream.release.telemetry",
     "panstream.windows.ingestor": "panstream.sources.windowed",
+    "panstream.ingest": "panstream.sources.ingest",
 }
 
 
