@@ -33,14 +33,14 @@ from panstream.estimators import (
     restore,
 )
 from panstream.estimators.frequency import FrequencyEstimate, FrequencyEstimator
+from panstream.estimators.sketch.estimator import SketchEstimator
 from panstream.planning import Split, SplitPlan, plan_split
 from panstream.release.density import Release
 from panstream.release.frequency import FrequencyRelease
 from panstream.release.ledger import PrivacyLedger
 from panstream.release.maps import MapRelease
 from panstream.release.remap import remap
-from panstream.sketch.estimator import SketchEstimator
-from panstream.telemetry import DEFAULT_TELEMETRY_EPSILON, CountWindow, TelemetryPolicy
+from panstream.release.telemetry import DEFAULT_TELEMETRY_EPSILON, CountWindow, TelemetryPolicy
 from panstream.universe import IndexResult, Universe
 
 __version__ = "0.1.0"

@@ -110,7 +110,7 @@ def _export_presto(est: Estimator, state: str, path: str) -> None:
     Raises:
         StateError: not a sketch state, or the file could not be written (nothing rotated).
     """
-    from panstream.sketch.estimator import SketchEstimator
+    from panstream.estimators.sketch.estimator import SketchEstimator
     from panstream.state.sketch_params import write_export
 
     if not isinstance(est, SketchEstimator):

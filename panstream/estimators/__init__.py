@@ -29,9 +29,9 @@ from panstream.errors import ConfigurationError
 from panstream.estimators.base import Estimator, UpdateResult
 from panstream.estimators.density import DensityEstimator, Estimate
 from panstream.estimators.frequency import FrequencyEstimate, FrequencyEstimator
+from panstream.estimators.sketch.estimator import SketchEstimator
+from panstream.estimators.sketch.sfm import SketchGrid
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
-from panstream.sketch.estimator import SketchEstimator
-from panstream.sketch.sfm import SketchGrid
 from panstream.state import files
 from panstream.state import format as fmt
 from panstream.universe import Universe
@@ -66,7 +66,7 @@ def new(kind: str, universe: Universe | str, epsilon: float, *,
         layout: str = "auto") -> Estimator:
     """A fresh estimator of family ``kind`` (``"density"`` uses ``calibration``, ``"frequency"``
     uses ``modulus``; the other family's setting is ignored). A ``"sketch"`` takes its grid as the
-    universe (a :class:`~panstream.sketch.sfm.SketchGrid` or a spec such as ``sketch:4096x24:ip``).
+    universe (a :class:`~panstream.estimators.sketch.sfm.SketchGrid` or a spec such as ``sketch:4096x24:ip``).
 
     >>> type(new("frequency", "range:64", 1.0, modulus=8)).__name__
     'FrequencyEstimator'
@@ -77,12 +77,12 @@ def new(kind: str, universe: Universe | str, epsilon: float, *,
     if kind == SketchEstimator.kind:
         grid = universe if isinstance(universe, SketchGrid) else SketchGrid.parse_spec(str(universe))
         cls = SketchEstimator
-        if grid.items == "ip-country":  # one grid per country (panstream.sketch.country)
-            from panstream.sketch.country import CountrySketchEstimator as cls  # noqa: N813
+        if grid.items == "ip-country":  # one grid per country (panstream.country.sketch)
+            from panstream.country.sketch import CountrySketchEstimator as cls  # noqa: N813
         return cls(epsilon, grid.buckets, grid.levels, grid.items, budget, layout,
                    hashing=grid.hashing, _ledger=ledger)
     if str(getattr(universe, "spec", universe)).startswith("hashed-ip-country:"):  # by country
-        from panstream.estimators.hashed_country import CountryDensityEstimator
+        from panstream.country.hashed import CountryDensityEstimator
 
         return CountryDensityEstimator(universe, epsilon, calibration, budget, layout,
                                        _ledger=ledger)

@@ -162,7 +162,7 @@ class DensityEstimator(RedrawnBits, Estimator):
         # The realized epsilon is recomputed from the numerators (checked equal just above); a
         # snapshot stores none.
         if str(spec).startswith("hashed-ip-country:") and cls is DensityEstimator:
-            from panstream.estimators.hashed_country import CountryDensityEstimator
+            from panstream.country.hashed import CountryDensityEstimator
 
             return CountryDensityEstimator._from_snapshot(params, ledger, payload, layout)
         table = BitTable._from_packed_array(cells, payload, choose_layout(cells, layout))

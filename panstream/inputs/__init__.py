@@ -9,7 +9,7 @@ Its parts:
 :mod:`panstream.inputs.extractors`
     Where the client sits on a line, per format (fields, columns, JSON paths, the built-in
     patterns of the syslog-wrapped formats, X-Forwarded-For).
-:mod:`panstream.inputs.normalize`
+:mod:`panstream.universe.addresses`
     One spelling per address (``:port``, ``[v6]:port``, zone ids, ``::ffff:a.b.c.d``).
 :mod:`panstream.inputs.check`
     The loud-failure decision (one bit per input; docs/threat-model.md).

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from panstream.inputs.ipv4 import _ipv4_spans, byte_positions
-from panstream.inputs.normalize import normalize_address
+from panstream.universe.addresses import normalize_address
 
 #: Per-line states of :class:`Spans`.
 SPAN, EMPTY, BAD, PY = 0, 1, 2, 3

@@ -27,7 +27,7 @@ import ipaddress  # noqa: F401 - the doctests use it
 
 import numpy as np
 
-from panstream.inputs.normalize import address_key, is_ipv4_key
+from panstream.universe.addresses import address_key, is_ipv4_key
 
 _MOVEMASK = np.uint64(0x0102040810204080)
 
@@ -331,11 +331,11 @@ def parse_ipv4(data: bytes | bytearray | memoryview | np.ndarray, fmt: str = "pl
 def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, max_line: int
                    ) -> tuple[np.ndarray, np.ndarray, int, int, int, list[int]]:
     """The address of every line of a ``plain`` or ``clf`` buffer, in the one normalization of
-    :mod:`panstream.inputs.normalize`.
+    :mod:`panstream.universe.addresses`.
 
     The dotted quads (also as ``a.b.c.d:port`` in ``plain`` and ``::ffff:a.b.c.d``) are read
     vectorized; the rare other lines get a second look, each token by
-    :func:`panstream.inputs.normalize.address_key`.
+    :func:`panstream.universe.addresses.address_key`.
 
     Returns:
         ``(addr, ok, lines, empty, malformed, v6)``: ``uint32`` IPv4 address per line (garbage
@@ -456,7 +456,7 @@ def _skip_mapped_prefix(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> np.nda
 def _ipv4_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Strictly parse the tokens ``b[ts:te]`` as IPv4 addresses, each either optionally followed
     by ``:port`` (1 to 5 digits, at most 65535) or written ``::ffff:a.b.c.d`` (without a port, as
-    :func:`panstream.inputs.normalize.address_key` reads them), vectorized: the first ``:`` of each
+    :func:`panstream.universe.addresses.address_key` reads them), vectorized: the first ``:`` of each
     token's 16-byte window ends the address, which :func:`ipv4_from_windows` checks; the port's
     digits are checked from a second window. Rows not ``ok`` get a second look in Python (other
     spellings, IPv6)."""

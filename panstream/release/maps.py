@@ -59,7 +59,7 @@ from panstream.release.stats import (
     output_law,
     stderr_state,
 )
-from panstream.telemetry import TOTAL_TELEMETRY_NOTE
+from panstream.release.telemetry import TOTAL_TELEMETRY_NOTE
 from panstream.universe import Universe
 
 # The interval's plug-in density is replaced by the end of its 1/_DENSITY_GRID cell where the state

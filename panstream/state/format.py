@@ -277,7 +277,7 @@ def parse_head(frame: Frame, head: Buffer) -> tuple[dict[str, Any], dict[str, An
     universe: Universe
     try:
         if kind == "sketch":  # a Sketch-Flip-Merge grid: its cells are hash buckets x levels
-            from panstream.sketch.sfm import SketchGrid
+            from panstream.estimators.sketch.sfm import SketchGrid
 
             universe = SketchGrid.parse_spec(spec)
         else:

@@ -45,7 +45,7 @@ from typing import Any, Literal
 import numpy as np
 
 from panstream.errors import ArgumentTypeError, ConfigurationError, ItemError, UniverseError
-from panstream.inputs.normalize import V4_MAPPED, AddressKeys, address_key
+from panstream.universe.addresses import V4_MAPPED, AddressKeys, address_key
 
 UniverseKind = Literal["ipv4", "ipv6", "range", "hashed", "hashed-ip"]
 
@@ -169,7 +169,7 @@ def _address_key(item: Any) -> int:
 def _token_keys(items: list[Any]) -> AddressKeys | None:
     """The canonical items of a batch of ``bytes`` tokens (a log's client fields), read by the
     vectorized line parser in one pass (dotted quads, ``:port``, ``::ffff:``; the rest by
-    :func:`panstream.inputs.normalize.address_key`), with the malformed and blank ones counted;
+    :func:`panstream.universe.addresses.address_key`), with the malformed and blank ones counted;
     ``None`` if the batch is not all ``bytes`` without newlines (then every item goes the slow
     way)."""
     from panstream.inputs.ipv4 import _address_lines  # the vectorized core (imports no universe)
@@ -336,7 +336,7 @@ class Universe:
         halves are hashed with the public SplitMix64 mixer, ``mix(mix(hi ^ tag) ^ lo)``, and
         reduced to ``m`` buckets by multiply-shift. No two IPv4 addresses share a hash before the
         reduction (the mix is a bijection of ``lo``). Text is read by the one normalization of
-        every address universe (:func:`panstream.inputs.normalize.address_key`), so ``1.2.3.4:80``,
+        every address universe (:func:`panstream.universe.addresses.address_key`), so ``1.2.3.4:80``,
         ``[2001:db8::1]:443`` and ``fe80::1%eth0`` are their addresses; anything else (``-``,
         ``unknown``, a host name, ``1.2.3.4:99999``) is *malformed*; nothing is *outside*.
 
@@ -356,16 +356,16 @@ class Universe:
     @property
     def reads_addresses(self) -> bool:
         """Whether items are client addresses read in the one normalization of
-        :mod:`panstream.inputs.normalize` (``ipv4``, ``ipv6``, ``hashed-ip``; a sketch's ``:ip`` grid)."""
+        :mod:`panstream.universe.addresses` (``ipv4``, ``ipv6``, ``hashed-ip``; a sketch's ``:ip`` grid)."""
         return self.kind in ("ipv4", "ipv6", "hashed-ip")
 
     def address_cells(self, keys: AddressKeys) -> IndexResult:
-        """Cells of canonical address items (:func:`panstream.inputs.normalize.address_keys`, or the
+        """Cells of canonical address items (:func:`panstream.universe.addresses.address_keys`, or the
         vectorized parsers' IPv4 clients), with the items outside the universe counted; the keys
         are wiped. An IPv4 client (``::ffff:a.b.c.d`` included) is outside an ``ipv6`` universe,
         an IPv6 client outside an ``ipv4`` one.
 
-        >>> from panstream.inputs.normalize import address_keys
+        >>> from panstream.universe.addresses import address_keys
         >>> u = Universe.ipv4("10.0.0.0/8")
         >>> r = u.address_cells(address_keys([b"10.0.0.1:443", b"[::ffff:10.0.0.2]:80", b"::1", b"x"]))
         >>> r.indices.tolist(), r.outside
@@ -440,8 +440,8 @@ class Universe:
                 msg = f"invalid IPv6 granularity {g!r} in {spec!r}: expected e.g. @64"
                 raise UniverseError(msg) from None
             return cls.ipv6(prefix, gran)
-        if kind == "hashed-ip-country":  # one block per country (panstream.geo)
-            from panstream.geo import parse_hashed_country
+        if kind == "hashed-ip-country":  # one block per country (panstream.country.table)
+            from panstream.country.table import parse_hashed_country
 
             return parse_hashed_country(spec)
         if kind in ("range", "hashed", "hashed-ip"):

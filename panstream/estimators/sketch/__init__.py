@@ -1,17 +1,17 @@
 """The sketch family (Sketch-Flip-Merge, ``--estimator sketch``) in one place.
 
-:mod:`panstream.sketch.sfm`
+:mod:`panstream.estimators.sketch.sfm`
     The pure core: Presto's Murmur3 ``hash64`` (and the IPv4 text hashed from the integers), the
-    grid (:class:`~panstream.sketch.sfm.SketchGrid`), the estimator, merge probabilities and
+    grid (:class:`~panstream.estimators.sketch.sfm.SketchGrid`), the estimator, merge probabilities and
     Presto's serialized format.
-:mod:`panstream.sketch.hashing`, :mod:`panstream.sketch.xxh64`
+:mod:`panstream.estimators.sketch.hashing`, :mod:`panstream.estimators.sketch.xxh64`
     Which 64-bit hash a grid gives its items (Presto's Java ``add`` or Presto SQL's XXH64).
-:mod:`panstream.sketch.estimator`
-    The pan-private state (:class:`~panstream.sketch.estimator.SketchEstimator`), its export and
+:mod:`panstream.estimators.sketch.estimator`
+    The pan-private state (:class:`~panstream.estimators.sketch.estimator.SketchEstimator`), its export and
     the randomized merge.
-:mod:`panstream.sketch.release`
+:mod:`panstream.estimators.sketch.release`
     The release: noise on the per-level counts, charged to the ledger.
-:mod:`panstream.sketch.country`
+:mod:`panstream.country.sketch`
     One grid per country.
 
 The core, state and release used to sit apart (``panstream.sfm``, ``panstream.estimators.sketch``,

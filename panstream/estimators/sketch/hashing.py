@@ -16,7 +16,7 @@ Presto hashes two ways:
 
   - ``xxhash64-varchar``: every item is a ``VARCHAR``, XXH64 (seed 0) of its UTF-8 bytes
     (``VarcharOperators.xxHash64``). An address is the text of its canonical spelling
-    (:func:`panstream.sketch.sfm.canonical_ip`: dotted IPv4, RFC 5952 IPv6, ``::ffff:a.b.c.d`` as IPv4),
+    (:func:`panstream.estimators.sketch.sfm.canonical_ip`: dotted IPv4, RFC 5952 IPv6, ``::ffff:a.b.c.d`` as IPv4),
     which is what ``CAST(ip AS varchar)`` prints for Presto's ``IPADDRESS``; an integer ID is its
     decimal text (``CAST(id AS varchar)``); text IDs are their UTF-8 bytes; ``bytes`` as they are.
   - ``xxhash64-bigint``: every item is a ``BIGINT``, XXH64 of its 8 little-endian bytes
@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from panstream.errors import ConfigurationError
-from panstream.sketch.xxh64 import xxh64_bytes, xxh64_ints
+from panstream.estimators.sketch.xxh64 import xxh64_bytes, xxh64_ints
 
 __all__ = ["ALIASES", "DEFAULT_HASH", "HASHES", "SQL_TYPE", "STORED", "check_grid", "hash_blobs",
            "hash_canonical", "resolve", "stored_name"]
@@ -118,7 +118,7 @@ def hash_blobs(blobs: list[bytes], hashing: str) -> tuple[np.ndarray, np.ndarray
     The hashes of malformed items are 0 (their cells are to be dropped by the caller).
     """
     if hashing == "murmur3":
-        from panstream.sketch.sfm import hash64_bytes
+        from panstream.estimators.sketch.sfm import hash64_bytes
 
         return hash64_bytes(blobs), None
     if hashing == "xxhash64-varchar":
@@ -141,7 +141,7 @@ def hash_canonical(ints: list[int], blobs: list[bytes], hashing: str
         blobs = [str(v - (1 << 64) if v >> 63 else v).encode("ascii") for v in ints] + blobs
         ints = []
     if hashing == "murmur3":
-        from panstream.sketch.sfm import hash64_ints
+        from panstream.estimators.sketch.sfm import hash64_ints
 
         hi = hash64_ints(np.array(ints, dtype=_U)) if ints else np.empty(0, dtype=_U)
     else:

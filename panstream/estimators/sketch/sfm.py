@@ -24,7 +24,7 @@ Presto's can be merged, counted and read by either side:
 * **interop** (:func:`to_presto`, :func:`from_presto`): Presto's serialized ``SfmSketch`` (format
   tag 7), byte for byte.
 
-Nothing here draws randomness or keeps state: :mod:`panstream.sketch.estimator` does.
+Nothing here draws randomness or keeps state: :mod:`panstream.estimators.sketch.estimator` does.
 
 >>> hex(hash64_ints(np.array([0], dtype=np.int64))[0])   # Murmur3Hash128.hash64(0L)
 '0x28df63b7cc57c3cb'
@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import ConfigurationError, StateError, UniverseError
-from panstream.inputs.normalize import AddressKeys, address_key, canonical_text
-from panstream.sketch.xxh64 import rotl64
+from panstream.estimators.sketch.xxh64 import rotl64
 from panstream.universe import IndexResult, Universe, _token_keys, refuse_bare_item
+from panstream.universe.addresses import AddressKeys, address_key, canonical_text
 
 __all__ = ["DEFAULT_BUCKETS", "DEFAULT_LEVELS", "FORMAT_TAG", "ITEM_KINDS", "PrestoSketch",
            "SketchGrid", "Fit", "bucket_level", "canonical_item", "cardinality", "cells_of_tokens",
@@ -185,12 +185,12 @@ def hash64_bytes(items: list[bytes]) -> np.ndarray:
 
 
 def _hash_ipv4_text(addr: np.ndarray, hashing: str) -> np.ndarray:
-    """The ``hashing`` hash (:mod:`panstream.sketch.hashing`) of the dotted-decimal text of every
+    """The ``hashing`` hash (:mod:`panstream.estimators.sketch.hashing`) of the dotted-decimal text of every
     IPv4 address, vectorized: Murmur3 by :func:`hash64_ipv4_text`, XXH64 (``xxhash64-varchar``)
-    by :func:`panstream.sketch.xxh64.xxh64_rows` over the text rows of each length (7 to 15)."""
+    by :func:`panstream.estimators.sketch.xxh64.xxh64_rows` over the text rows of each length (7 to 15)."""
     if hashing == "murmur3":
         return hash64_ipv4_text(addr)
-    from panstream.sketch.xxh64 import xxh64_rows
+    from panstream.estimators.sketch.xxh64 import xxh64_rows
 
     lo, hi, n = ipv4_text_words(addr)
     rows = np.empty((lo.size, 16), dtype=np.uint8)
@@ -213,8 +213,8 @@ def canonical_ip(text: str) -> str | None:
     """The one way an address is written before hashing, or ``None`` if ``text`` is no address.
 
     The token is read by the one normalization of every address universe
-    (:func:`panstream.inputs.normalize.address_key`: ports, brackets, zone ids, ``::ffff:a.b.c.d``) and
-    written by :func:`panstream.inputs.normalize.canonical_text`: dotted decimal for IPv4, RFC 5952
+    (:func:`panstream.universe.addresses.address_key`: ports, brackets, zone ids, ``::ffff:a.b.c.d``) and
+    written by :func:`panstream.universe.addresses.canonical_text`: dotted decimal for IPv4, RFC 5952
     lowercase compressed text for IPv6. This is what Presto's ``CAST(ipaddress AS varchar)``
     prints, so ``noisy_approx_set_sfm(CAST(ip AS varchar), ...)`` hashes the same bytes.
 
@@ -354,7 +354,7 @@ def canonical_item(item: Any, items: str) -> int | bytes | None:
 
 def hash_items(items: Iterable[Any], kind: str, hashing: str = "murmur3"
                ) -> tuple[np.ndarray, int, int]:
-    """Hashes of ``items`` (``uint64``, Presto's ``hashing``: :mod:`panstream.sketch.hashing`) and
+    """Hashes of ``items`` (``uint64``, Presto's ``hashing``: :mod:`panstream.estimators.sketch.hashing`) and
     the numbers of malformed and empty items."""
     ints: list[int] = []
     blobs: list[bytes] = []
@@ -372,7 +372,7 @@ def hash_items(items: Iterable[Any], kind: str, hashing: str = "murmur3"
         else:
             blobs.append(c)
     if hashing != "murmur3":
-        from panstream.sketch.hashing import hash_canonical
+        from panstream.estimators.sketch.hashing import hash_canonical
 
         out, bad = hash_canonical(ints, blobs, hashing)
         ints.clear()
@@ -458,7 +458,7 @@ class SketchGrid(Universe):
     >>> g.spec, g.size, g.indices(["10.0.0.1", "::ffff:10.0.0.1", "junk"]).malformed
     ('sketch:4096x24:ip', 98304, 1)
 
-    ``hashing`` is the 64-bit hash (:mod:`panstream.sketch.hashing`): ``murmur3`` (Presto's Java
+    ``hashing`` is the 64-bit hash (:mod:`panstream.estimators.sketch.hashing`): ``murmur3`` (Presto's Java
     ``SfmSketch.add``, the default, no spec suffix) or Presto SQL's ``xxhash64-varchar`` /
     ``xxhash64-bigint`` (spec ``sketch:4096x24:ip:xxhash64-varchar``).
     """
@@ -467,7 +467,7 @@ class SketchGrid(Universe):
 
     def __init__(self, buckets: int = DEFAULT_BUCKETS, levels: int = DEFAULT_LEVELS,
                  items: str = "ip", hashing: str | None = None) -> None:
-        from panstream.sketch.hashing import DEFAULT_HASH, check_grid, resolve
+        from panstream.estimators.sketch.hashing import DEFAULT_HASH, check_grid, resolve
 
         bits = index_bits(buckets)
         check_levels(levels, bits)
@@ -493,8 +493,8 @@ class SketchGrid(Universe):
             b, p = dims.split("x")
             if kind != "sketch" or len(hashing) > 1:
                 raise ValueError
-            if items == "ip-country":  # one grid per country (panstream.sketch.country)
-                from panstream.sketch.country import CountryGrid
+            if items == "ip-country":  # one grid per country (panstream.country.sketch)
+                from panstream.country.sketch import CountryGrid
 
                 return CountryGrid(int(b), int(p), hashing[0] if hashing else None)
             grid = cls(int(b), int(p), items, hashing[0] if hashing else None)
@@ -507,7 +507,7 @@ class SketchGrid(Universe):
     @property
     def reads_addresses(self) -> bool:
         """An ``:ip`` grid reads client addresses in the one normalization of every address
-        universe (:mod:`panstream.inputs.normalize`); an ``:id`` grid reads any identifier."""
+        universe (:mod:`panstream.universe.addresses`); an ``:id`` grid reads any identifier."""
         return self.items == "ip"
 
     def address_cells(self, keys: AddressKeys) -> IndexResult:
@@ -521,7 +521,7 @@ class SketchGrid(Universe):
                 raise ConfigurationError(msg)
             h4 = _hash_ipv4_text(keys.v4, self.hashing)
             if keys.v6_hi.size:
-                from panstream.sketch.hashing import hash_blobs
+                from panstream.estimators.sketch.hashing import hash_blobs
 
                 texts = [canonical_text(int(a) << 64 | int(b)) for a, b in
                          zip(keys.v6_hi.tolist(), keys.v6_lo.tolist(), strict=True)]
@@ -575,7 +575,7 @@ class SketchGrid(Universe):
         if self.hashing == "murmur3":
             h, ok = hash64_bytes(canon), None
         else:
-            from panstream.sketch.hashing import hash_blobs
+            from panstream.estimators.sketch.hashing import hash_blobs
 
             h, ok = hash_blobs(canon, self.hashing)
         cells = self.cells_of_hashes(h)
@@ -638,7 +638,7 @@ def cells_of_tokens(cell: dict[Any, int], seq: list[Any]) -> IndexResult:
 
 
 def _xxh64_ints(values: np.ndarray) -> np.ndarray:
-    from panstream.sketch.xxh64 import xxh64_ints
+    from panstream.estimators.sketch.xxh64 import xxh64_ints
 
     return xxh64_ints(values)
 
