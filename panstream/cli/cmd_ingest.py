@@ -45,6 +45,7 @@ from panstream.release.telemetry import TelemetryPolicy
 from panstream.sources import open_input, stdin_reader
 from panstream.sources.files import require_codec, sniff
 from panstream.sources.ingest import Ingestor, IngestStats, Input
+from panstream.state import persist
 from panstream.state.files import state_lock
 from panstream.universe import Universe
 from panstream.windows.series import ReleaseMetrics
@@ -62,7 +63,7 @@ def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | 
     expect = {k: v for k, v in asked.items()
               if given(ctx, option.get(k, k)) or (split and k == "epsilon")}
     if state is not None and os.path.exists(state):
-        est = estimators.load(state, expect=expect)
+        est = persist.load(state, expect=expect)
         check_resumed_hash(ctx, state, est)
         if est.ledger.blocked is not None:  # an older copy put back: refuse before any input
             raise StateError(est.ledger.blocked)

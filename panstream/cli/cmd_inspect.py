@@ -14,6 +14,7 @@ from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_
 from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
 from panstream.release.telemetry import TOTAL_TELEMETRY_NOTE
+from panstream.state import persist
 from panstream.state.format import PREFIX_SIZE, read_frame
 from panstream.state.keying import keying_of
 from panstream.state.slices import head_params, slice_of
@@ -25,7 +26,7 @@ def describe(path: str) -> dict[str, Any]:
     Raises:
         StateError: missing, unreadable, corrupt or foreign file.
     """
-    est = estimators.load(path)
+    est = persist.load(path)
     with open(path, "rb") as f:
         frame = read_frame(f.read(PREFIX_SIZE))
     led = est.ledger

@@ -18,13 +18,13 @@ from panstream.cli.common import (
 )
 from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
-from panstream.estimators import release_file
 from panstream.estimators.sketch.release import SketchRelease, format_sketch_release
 from panstream.release.density import Release, format_release
 from panstream.release.frequency import FrequencyRelease, format_frequency_release
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.release.maps import MapRelease, format_map
 from panstream.release.noise import MECHANISMS
+from panstream.state.persist import release_file
 
 
 @click.command()

@@ -1,9 +1,10 @@
 """The vectorized core: line bounds, byte scans and strict IPv4 addresses, over whole chunks.
 
 Every step here works on a chunk of complete lines held in a ``uint8`` array, with NumPy and no
-Python per line; nothing here knows formats or universes (:mod:`panstream.inputs.parser` and
-:mod:`panstream.inputs.extractors` build on it, and :mod:`panstream.universe` uses
-:func:`parse_ipv4` for batches of tokens: none of them is imported here, so there is no circle).
+Python per line; nothing here knows formats (:mod:`panstream.inputs.parser` and
+:mod:`panstream.inputs.extractors` build on it). :func:`token_keys`, the same reading of a batch of
+tokens, is registered with :mod:`panstream.universe` for its large batches (issue 36: the universe
+sits below the input side and imports none of it).
 
 Strictness: an IPv4 address is accepted exactly when :class:`ipaddress.IPv4Address` accepts it:
 four decimal octets 0..255 of one to three ASCII digits, no leading zeros, nothing else
@@ -25,9 +26,12 @@ from __future__ import annotations
 
 import ipaddress  # noqa: F401 - the doctests use it
 
+from typing import Any
+
 import numpy as np
 
-from panstream.universe.addresses import address_key, is_ipv4_key
+from panstream.universe import register_token_reader
+from panstream.universe.addresses import AddressKeys, address_key, is_ipv4_key
 
 _MOVEMASK = np.uint64(0x0102040810204080)
 
@@ -489,3 +493,38 @@ def _ipv4_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple[np.ndarr
         pw.fill(0)
         ok[rows[~good]] = False
     return addr, ok
+
+
+def token_keys(items: list[Any]) -> AddressKeys | None:
+    """The canonical items of a batch of ``bytes`` tokens (a log's client fields), read like the
+    lines of a log in one pass (dotted quads, ``:port``, ``::ffff:``; the rest by
+    :func:`panstream.universe.addresses.address_key`), with the malformed and blank ones counted;
+    ``None`` if the batch is not all ``bytes`` without newlines (then every item goes the per-item
+    way). Registered as the universe's batch reader (:func:`panstream.universe.register_token_reader`).
+
+    >>> k = token_keys([b"10.0.0.1:443", b"::1", b"x", b" "])
+    >>> k.v4.tolist(), k.v6_lo.tolist(), k.malformed, k.empty
+    ([167772161], [1], 1, 1)
+    """
+    try:
+        buf = bytearray(b"\n").join([*items, b""])
+    except TypeError:
+        return None
+    try:
+        b = np.frombuffer(buf, dtype=np.uint8)
+        if int(np.count_nonzero(b == 10)) != len(items):
+            return None
+        addr, ok, _, empty, malformed, v6 = _address_lines(b, "plain", 1 << 30)
+        del b
+    finally:
+        buf[:] = bytes(len(buf))
+    v4 = addr[ok]
+    addr.fill(0)
+    keys = AddressKeys(v4, np.array([k >> 64 for k in v6], dtype=np.uint64),
+                       np.array([k & _MASK64 for k in v6], dtype=np.uint64), malformed, empty)
+    v6.clear()
+    return keys
+
+
+_MASK64 = (1 << 64) - 1
+register_token_reader(token_keys)

@@ -45,9 +45,10 @@ from panstream.estimators.base import Estimator
 from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
 from panstream.inputs.check import verdict
 from panstream.inputs.parser import Format, LineParser, detect, parse_format
+from panstream.release.telemetry import NOTHING_COUNTED, CountWindow, TelemetryPolicy
 from panstream.schedule import Schedule, wait_before
 from panstream.sources.files import ChunkReader
-from panstream.release.telemetry import NOTHING_COUNTED, CountWindow, TelemetryPolicy
+from panstream.state import persist
 
 #: The counts of one reporting window. One log line is exactly one of these, so the window's count
 #: vector has L1 sensitivity 1; the lines total is their sum.
@@ -276,7 +277,7 @@ class Ingestor:
         self.flush()
         if self.state_path is None:
             return
-        self.est.save(self.state_path)
+        persist.save(self.est, self.state_path)
         if at is not None:
             wall = int(round((self._wall0 + (at - self._t0)) * 1e9))
             os.utime(self.state_path, ns=(wall, wall))

@@ -63,7 +63,6 @@ from typing import Any
 
 import numpy as np
 
-from panstream import estimators
 from panstream.errors import BudgetExhaustedError, ConfigurationError, InputFormatError
 from panstream.estimators.base import Estimator
 from panstream.inputs.check import no_format_line
@@ -72,6 +71,7 @@ from panstream.inputs.parser import Format, LineParser, parse_format
 from panstream.release.telemetry import TelemetryPolicy
 from panstream.schedule import Schedule, wait_before
 from panstream.sources.ingest import IDLE_TICK, Input
+from panstream.state import persist
 from panstream.state.files import state_lock
 from panstream.universe import Universe
 from panstream.windows.eventtime import (
@@ -402,7 +402,7 @@ class WindowedIngestor:
                 continue
             lock = self._lock(start)
             try:
-                est = estimators.load(path, expect=self.expect)
+                est = persist.load(path, expect=self.expect)
                 if est.ledger.entries:
                     est.wipe()
                     msg = (f"{path} is an open window that was released from outside 'ingest "
@@ -488,7 +488,7 @@ class WindowedIngestor:
             return
         for start, w in sorted(self._open.items()):
             path = window_path(self.state_path, start)
-            w.est.save(path)
+            persist.save(w.est, path)
             if at is not None:
                 wall = int(round((self._wall0 + (at - self._t0)) * 1e9))
                 os.utime(path, ns=(wall, wall))

@@ -51,6 +51,7 @@ from panstream.errors import ConfigurationError, StateError
 from panstream.estimators.base import Estimator
 from panstream.estimators.sketch.sfm import SketchGrid
 from panstream.state import format as fmt
+from panstream.state import persist
 from panstream.universe import Universe
 
 #: Default number of slices (internal partitions) of a routed group.
@@ -319,7 +320,7 @@ def encode_slice(est: Estimator, layout: SliceLayout, r: int) -> bytearray:
     if est.size != layout.size(r):
         msg = f"slice {r} has {layout.size(r)} cells, its table {est.size}"
         raise StateError(msg)
-    return est.snapshot_buffer(as_shard=True, extra={"slice": layout.slice_param(r)})
+    return persist.snapshot_buffer(est, as_shard=True, extra={"slice": layout.slice_param(r)})
 
 
 def head_params(data: bytes | bytearray | memoryview) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -48,6 +48,7 @@ from panstream.errors import ArgumentTypeError, ConfigurationError, ItemError, U
 from panstream.universe.addresses import V4_MAPPED, AddressKeys, address_key
 
 UniverseKind = Literal["ipv4", "ipv6", "range", "hashed", "hashed-ip"]
+_BUILT_IN = ("ipv4", "ipv6", "range", "hashed", "hashed-ip")
 
 #: The kinds whose cells are hash buckets (linear counting, collisions, no maps).
 HASHED_KINDS = ("hashed", "hashed-ip")
@@ -166,32 +167,41 @@ def _address_key(item: Any) -> int:
     return _V4_MAPPED | v if v <= 0xFFFFFFFF else v
 
 
+#: Universe kinds a feature above this package defines (``hashed-ip-country``: the country wing,
+#: :mod:`panstream.country`): kind -> the parser of its spec. The feature registers its kind where
+#: it defines it (:func:`register_kind`), so the universe names nothing above it; ``import
+#: panstream`` imports every feature first, so every kind a user can type parses whenever any
+#: panstream module is imported (tests/test_layers.py checks it from a fresh interpreter).
+_KINDS: dict[str, Callable[[str], Universe]] = {}
+#: The vectorized reader of a batch of ``bytes`` tokens (:func:`panstream.inputs.ipv4.token_keys`,
+#: registered there): the canonical keys :func:`~panstream.universe.addresses.address_key` gives
+#: item by item, in one pass.
+_TOKEN_READER: list[Callable[[list[Any]], AddressKeys | None]] = []
+
+
+def register_kind(kind: str, parse: Callable[[str], Universe]) -> None:
+    """Let :meth:`Universe.parse` build the ``kind:...`` specs of a universe defined elsewhere.
+
+    Raises:
+        ValueError: ``kind`` is a built-in kind or already registered to another parser.
+    """
+    if kind in _BUILT_IN or _KINDS.get(kind, parse) is not parse:
+        msg = f"universe kind {kind!r} is already defined"
+        raise ValueError(msg)
+    _KINDS[kind] = parse
+
+
+def register_token_reader(read: Callable[[list[Any]], AddressKeys | None]) -> None:
+    """Set the vectorized reader of ``bytes`` tokens that :meth:`Universe.indices` uses on large
+    batches (it returns ``None`` for a batch it does not take: every item then goes the per-item
+    way)."""
+    _TOKEN_READER[:] = [read]
+
+
 def _token_keys(items: list[Any]) -> AddressKeys | None:
     """The canonical items of a batch of ``bytes`` tokens (a log's client fields), read by the
-    vectorized line parser in one pass (dotted quads, ``:port``, ``::ffff:``; the rest by
-    :func:`panstream.universe.addresses.address_key`), with the malformed and blank ones counted;
-    ``None`` if the batch is not all ``bytes`` without newlines (then every item goes the slow
-    way)."""
-    from panstream.inputs.ipv4 import _address_lines  # the vectorized core (imports no universe)
-
-    try:
-        buf = bytearray(b"\n").join([*items, b""])
-    except TypeError:
-        return None
-    try:
-        b = np.frombuffer(buf, dtype=np.uint8)
-        if int(np.count_nonzero(b == 10)) != len(items):
-            return None
-        addr, ok, _, empty, malformed, v6 = _address_lines(b, "plain", 1 << 30)
-        del b
-    finally:
-        buf[:] = bytes(len(buf))
-    v4 = addr[ok]
-    addr.fill(0)
-    keys = AddressKeys(v4, np.array([k >> 64 for k in v6], dtype=_U64),
-                       np.array([k & _MASK64 for k in v6], dtype=_U64), malformed, empty)
-    v6.clear()
-    return keys
+    registered vectorized reader, or ``None`` (every item then goes the per-item way)."""
+    return _TOKEN_READER[0](items) if _TOKEN_READER else None
 
 
 def _hash_bytes(data: bytes, m: int) -> int:
@@ -440,10 +450,8 @@ class Universe:
                 msg = f"invalid IPv6 granularity {g!r} in {spec!r}: expected e.g. @64"
                 raise UniverseError(msg) from None
             return cls.ipv6(prefix, gran)
-        if kind == "hashed-ip-country":  # one block per country (panstream.country.table)
-            from panstream.country.table import parse_hashed_country
-
-            return parse_hashed_country(spec)
+        if kind in _KINDS:  # a kind a feature registered (hashed-ip-country: panstream.country)
+            return _KINDS[kind](spec)
         if kind in ("range", "hashed", "hashed-ip"):
             try:
                 n = int(arg.replace("_", ""), 0) if not arg.startswith("2**") else 2 ** int(arg[3:])

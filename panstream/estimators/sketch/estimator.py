@@ -39,15 +39,19 @@ from typing import Any, ClassVar
 import numpy as np
 
 from panstream.calibration import calibrate
-from panstream.errors import ConfigurationError, StateError
-from panstream.estimators.base import Estimator
-from panstream.estimators.bittable import BitTable, RedrawnBits, choose_layout
+from panstream.errors import (
+    ConfigurationError,
+    CorruptSnapshotError,
+    SnapshotMismatchError,
+    StateError,
+)
+from panstream.estimators.base import Estimator, register_family, variant
+from panstream.estimators.bittable import BitTable, RedrawnBits, choose_layout, packed_size
 from panstream.estimators.sketch import release as sketch_release
 from panstream.estimators.sketch import sfm
 from panstream.estimators.sketch.sfm import DEFAULT_BUCKETS, DEFAULT_LEVELS, Fit, PrestoSketch, SketchGrid
 from panstream.randomness import P_BITS, bernoulli
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
-from panstream.state import format as fmt
 
 __all__ = ["SketchEstimator", "merge"]
 
@@ -56,6 +60,7 @@ __all__ = ["SketchEstimator", "merge"]
 HASH = "murmur3_x64_128.hash64"
 
 
+@register_family
 class SketchEstimator(RedrawnBits, Estimator):
     """A pan-private Sketch-Flip-Merge sketch of the distinct items of a stream.
 
@@ -168,32 +173,31 @@ class SketchEstimator(RedrawnBits, Estimator):
         try:
             grid = SketchGrid.parse_spec(str(params["universe"]))
         except Exception as exc:  # noqa: BLE001 - any failure is a bad parameter
-            raise fmt.bad_params(str(exc)) from None
-        if grid.items == "ip-country" and cls is SketchEstimator:  # one grid per country
-            from panstream.country.sketch import CountrySketchEstimator
-
-            return CountrySketchEstimator._from_snapshot(params, ledger, payload, layout)
+            raise CorruptSnapshotError.of_params(str(exc)) from None
+        by = variant(cls.kind, grid.items)  # ip-country: one grid per country (panstream.country)
+        if by is not None and cls is SketchEstimator:
+            return by._from_snapshot(params, ledger, payload, layout)
         dims = (params.get("buckets"), params.get("levels"), params.get("items"))
         if dims != (grid.buckets, grid.levels, grid.items) or params.get("cells") != grid.size:
-            raise fmt.bad_params(f"grid {dims} does not match universe {grid.spec}")
+            raise CorruptSnapshotError.of_params(f"grid {dims} does not match universe {grid.spec}")
         from panstream.estimators.sketch.hashing import stored_name
 
         if params.get("hash") != stored_name(grid.hashing):
-            raise fmt.bad_params(f"hash {params.get('hash')!r} is not {stored_name(grid.hashing)!r}, "
+            raise CorruptSnapshotError.of_params(f"hash {params.get('hash')!r} is not {stored_name(grid.hashing)!r}, "
                                  f"the hash of {grid.spec}")
         nums = (params.get("p_bits"), params.get("p_numerator"), params.get("q_numerator"))
-        if payload.size != fmt.packed_size(grid.size):
-            raise fmt.bad_params(f"a {payload.size}-byte table cannot hold {grid.size} bits")
+        if payload.size != packed_size(grid.size):
+            raise CorruptSnapshotError.of_params(f"a {payload.size}-byte table cannot hold {grid.size} bits")
         try:
             want = calibrate(eps, "rr")
         except ConfigurationError as exc:
-            raise fmt.bad_params(f"the stored epsilon cannot be calibrated: {exc}") from None
+            raise CorruptSnapshotError.of_params(f"the stored epsilon cannot be calibrated: {exc}") from None
         if nums != (P_BITS, want.numerator, want.q_numerator):
             msg = (f"snapshot stores probabilities {nums} for epsilon {eps!r}, but this panstream "
                    f"calibrates that to q = {want.q_numerator}/2**{P_BITS}: the snapshot came from "
                    "a different panstream version; resume it with the version that wrote it, or "
                    "start a new state")
-            raise fmt.SnapshotMismatchError(msg)
+            raise SnapshotMismatchError(msg)
         table = BitTable._from_packed_array(grid.size, payload, choose_layout(grid.size, layout))
         return cls(eps, grid.buckets, grid.levels, grid.items, ledger.budget, layout,
                    hashing=grid.hashing, _table=table, _ledger=ledger)

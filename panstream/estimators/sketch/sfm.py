@@ -37,7 +37,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -445,6 +445,24 @@ for _k in range(64):
 del _k
 
 
+#: Grids a feature above the sketch defines, by their item kind (``ip-country``: one grid per
+#: country, :mod:`panstream.country`): items -> ``make(buckets, levels, hashing)``. Registered
+#: where the grid is defined (:func:`register_items`), so the sketch names nothing above it.
+_GRIDS: dict[str, Callable[[int, int, str | None], SketchGrid]] = {}
+
+
+def register_items(items: str, make: Callable[[int, int, str | None], SketchGrid]) -> None:
+    """Let :meth:`SketchGrid.parse_spec` build ``sketch:BxP:<items>`` grids with ``make``.
+
+    Raises:
+        ValueError: ``items`` is a built-in item kind or already registered to another maker.
+    """
+    if items in ITEM_KINDS or _GRIDS.get(items, make) is not make:
+        msg = f"sketch items {items!r} are already defined"
+        raise ValueError(msg)
+    _GRIDS[items] = make
+
+
 class SketchGrid(Universe):
     """The cells of a Sketch-Flip-Merge grid, as a :class:`~panstream.universe.Universe`: any item
     maps to the bit ``level * buckets + bucket`` of its Presto hash. Spec
@@ -493,10 +511,9 @@ class SketchGrid(Universe):
             b, p = dims.split("x")
             if kind != "sketch" or len(hashing) > 1:
                 raise ValueError
-            if items == "ip-country":  # one grid per country (panstream.country.sketch)
-                from panstream.country.sketch import CountryGrid
-
-                return CountryGrid(int(b), int(p), hashing[0] if hashing else None)
+            make = _GRIDS.get(items)
+            if make is not None:  # a grid a feature registered (ip-country: panstream.country)
+                return make(int(b), int(p), hashing[0] if hashing else None)
             grid = cls(int(b), int(p), items, hashing[0] if hashing else None)
         except (ValueError, ConfigurationError) as exc:
             msg = (f"invalid sketch grid spec {spec!r} (expected e.g. sketch:4096x24:ip, or "
