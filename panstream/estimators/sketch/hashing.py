@@ -41,13 +41,26 @@ The hash is part of the grid's spec (``sketch:4096x24:ip:xxhash64-varchar``; no 
 
 from __future__ import annotations
 
+import ipaddress
+from collections.abc import Iterable
+from typing import Any
+
 import numpy as np
 
 from panstream.errors import ConfigurationError
-from panstream.estimators.sketch.xxh64 import xxh64_bytes, xxh64_ints
+from panstream.estimators.sketch.murmur3 import (
+    hash64_bytes,
+    hash64_ints,
+    hash64_ipv4_text,
+    ipv4_text_words,
+)
+from panstream.estimators.sketch.xxh64 import xxh64_bytes, xxh64_ints, xxh64_rows
+from panstream.universe import IndexResult
+from panstream.universe.addresses import address_key, canonical_text
 
-__all__ = ["ALIASES", "DEFAULT_HASH", "HASHES", "SQL_TYPE", "STORED", "check_grid", "hash_blobs",
-           "hash_canonical", "resolve", "stored_name"]
+__all__ = ["ALIASES", "DEFAULT_HASH", "HASHES", "SQL_TYPE", "STORED", "canonical_ip",
+           "canonical_item", "cells_of_tokens", "check_grid", "distinct_canonical", "hash_blobs",
+           "hash_canonical", "hash_items", "resolve", "stored_name"]
 
 DEFAULT_HASH = "murmur3"
 #: The hashes a grid may use.
@@ -118,8 +131,6 @@ def hash_blobs(blobs: list[bytes], hashing: str) -> tuple[np.ndarray, np.ndarray
     The hashes of malformed items are 0 (their cells are to be dropped by the caller).
     """
     if hashing == "murmur3":
-        from panstream.estimators.sketch.sfm import hash64_bytes
-
         return hash64_bytes(blobs), None
     if hashing == "xxhash64-varchar":
         return xxh64_bytes(blobs), None
@@ -141,8 +152,6 @@ def hash_canonical(ints: list[int], blobs: list[bytes], hashing: str
         blobs = [str(v - (1 << 64) if v >> 63 else v).encode("ascii") for v in ints] + blobs
         ints = []
     if hashing == "murmur3":
-        from panstream.estimators.sketch.sfm import hash64_ints
-
         hi = hash64_ints(np.array(ints, dtype=_U)) if ints else np.empty(0, dtype=_U)
     else:
         hi = xxh64_ints(np.array(ints, dtype=_U)) if ints else np.empty(0, dtype=_U)
@@ -157,3 +166,160 @@ def hash_canonical(ints: list[int], blobs: list[bytes], hashing: str
     hi.fill(0)
     hb.fill(0)
     return out, malformed
+
+
+# ---------------------------------------------------------------------- items
+def canonical_ip(text: str) -> str | None:
+    """The one way an address is written before hashing, or ``None`` if ``text`` is no address.
+
+    The token is read by the one normalization of every address universe
+    (:func:`panstream.universe.addresses.address_key`: ports, brackets, zone ids, ``::ffff:a.b.c.d``) and
+    written by :func:`panstream.universe.addresses.canonical_text`: dotted decimal for IPv4, RFC 5952
+    lowercase compressed text for IPv6. This is what Presto's ``CAST(ipaddress AS varchar)``
+    prints, so ``noisy_approx_set_sfm(CAST(ip AS varchar), ...)`` hashes the same bytes.
+
+    >>> canonical_ip("2001:DB8:0:0::1"), canonical_ip("::ffff:10.0.0.1"), canonical_ip("x")
+    ('2001:db8::1', '10.0.0.1', None)
+    >>> canonical_ip("10.0.0.1:51234"), canonical_ip("[2001:db8::1]:443"), canonical_ip("fe80::1%eth0")
+    ('10.0.0.1', '2001:db8::1', 'fe80::1')
+    """
+    key = address_key(text)
+    return None if key is None else canonical_text(key).decode("ascii")
+
+
+class _Blank(Exception):
+    pass
+
+
+def canonical_item(item: Any, items: str) -> int | bytes | None:
+    """What is hashed for one item: an ``int`` (Presto ``bigint``) or ``bytes`` (``varchar``), or
+    ``None`` when the item is malformed for the grid's item kind.
+
+    Raises:
+        _Blank: an empty or all-whitespace text item.
+    """
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        raw = bytes(item).strip()
+        if not raw:
+            raise _Blank
+        if items == "id":
+            return raw
+        try:
+            text = raw.decode("ascii")
+        except UnicodeDecodeError:
+            return None
+    elif isinstance(item, str):
+        text = item.strip()
+        if not text:
+            raise _Blank
+        if items == "id":
+            return text.encode("utf-8")
+    elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+        v = int(item)
+        if items == "id":
+            return v if -(1 << 63) <= v < (1 << 64) else None
+        if 0 <= v <= 0xFFFFFFFF:
+            text = str(ipaddress.IPv4Address(v))
+        else:
+            return None
+    else:
+        return None
+    key = address_key(text)
+    return None if key is None else canonical_text(key)
+
+
+def hash_items(items: Iterable[Any], kind: str, hashing: str = "murmur3"
+               ) -> tuple[np.ndarray, int, int]:
+    """Hashes of ``items`` (``uint64``, Presto's ``hashing``: :mod:`panstream.estimators.sketch.hashing`) and
+    the numbers of malformed and empty items."""
+    ints: list[int] = []
+    blobs: list[bytes] = []
+    malformed = empty = 0
+    for item in items:
+        try:
+            c = canonical_item(item, kind)
+        except _Blank:
+            empty += 1
+            continue
+        if c is None:
+            malformed += 1
+        elif isinstance(c, int):
+            ints.append(c & _M64)
+        else:
+            blobs.append(c)
+    if hashing != "murmur3":
+        out, bad = hash_canonical(ints, blobs, hashing)
+        ints.clear()
+        blobs.clear()
+        return out, malformed + bad, empty
+    hi = hash64_ints(np.array(ints, dtype=_U)) if ints else np.empty(0, dtype=_U)
+    hb = hash64_bytes(blobs)
+    ints.clear()
+    blobs.clear()
+    out = np.concatenate([hi, hb])
+    hi.fill(0)
+    hb.fill(0)
+    return out, malformed, empty
+
+
+def _hash_ipv4_text(addr: np.ndarray, hashing: str) -> np.ndarray:
+    """The ``hashing`` hash (:mod:`panstream.estimators.sketch.hashing`) of the dotted-decimal text of every
+    IPv4 address, vectorized: Murmur3 by :func:`hash64_ipv4_text`, XXH64 (``xxhash64-varchar``)
+    by :func:`panstream.estimators.sketch.xxh64.xxh64_rows` over the text rows of each length (7 to 15)."""
+    if hashing == "murmur3":
+        return hash64_ipv4_text(addr)
+    lo, hi, n = ipv4_text_words(addr)
+    rows = np.empty((lo.size, 16), dtype=np.uint8)
+    words = rows.view("<u8")
+    words[:, 0] = lo
+    words[:, 1] = hi
+    out = np.empty(lo.size, dtype=_U)
+    for length in np.unique(n).tolist():
+        sel = np.flatnonzero(n == length)
+        part = np.ascontiguousarray(rows[sel, :length])
+        out[sel] = xxh64_rows(part)
+        part.fill(0)
+    for x in (lo, hi, n, rows):
+        x.fill(0)
+    return out
+
+
+def distinct_canonical(seq: list[Any], items: str) -> tuple[dict[Any, int], list[Any], list[bytes]]:
+    """Each distinct text token of ``seq`` written canonically (:func:`canonical_item`), once.
+
+    Returns:
+        ``(cell, good, canon)``: ``cell`` maps the tokens that take no cell to ``-1`` (malformed)
+        or ``-2`` (blank); ``good`` are the other tokens, ``canon`` their canonical bytes, in the
+        same order. The caller hashes ``canon``, adds ``good``'s cells to ``cell``, clears
+        ``good`` and ``canon``, and ends with :func:`cells_of_tokens`.
+    """
+    distinct = dict.fromkeys(seq)
+    cell: dict[Any, int] = {}
+    good: list[Any] = []
+    canon: list[bytes] = []
+    for t in distinct:
+        try:
+            c = canonical_item(t, items)
+        except _Blank:
+            cell[t] = -2
+            continue
+        if c is None:
+            cell[t] = -1
+        else:  # text items canonicalize to bytes
+            good.append(t)
+            canon.append(c)  # type: ignore[arg-type]
+    distinct.clear()
+    return cell, good, canon
+
+
+def cells_of_tokens(cell: dict[Any, int], seq: list[Any]) -> IndexResult:
+    """Every token of ``seq`` takes its token's cell from ``cell`` (then cleared); malformed
+    (``-1``) and blank (``-2``) tokens are counted and dropped."""
+    allc = np.fromiter((cell[t] for t in seq), dtype=np.intp, count=len(seq))
+    cell.clear()
+    malformed = int(np.count_nonzero(allc == -1))
+    empty = int(np.count_nonzero(allc == -2))
+    out = allc[allc >= 0] if malformed or empty else allc
+    if out is not allc:
+        allc.fill(0)
+    return IndexResult(out, malformed=malformed, empty=empty)
