@@ -2,7 +2,9 @@
 
 Keep only a randomized table over a public universe (a bit per cell, or a modular counter per
 cell), never the data; publish noisy releases against a privacy budget. See README.md for the
-privacy model.
+privacy model, and docs/architecture.md for the floors of the package (the pure core, inputs/,
+estimators/, release/, country/, state/, windows/, sources/, then what reads the whole house and
+cli/).
 
 >>> import panstream as ps
 >>> est = ps.DensityEstimator(ps.Universe.ipv4("10.0.0.0/24"), epsilon=1.0)

@@ -8,7 +8,20 @@
 
 All keep the contract of :class:`~panstream.estimators.base.Estimator` (updates, ledger, snapshots,
 rotation), which the state files, checkpoints, Kafka shards, merges, audit and command line use.
-:func:`restore` and :func:`load` rebuild whichever family a snapshot names.
+Snapshots and state files are :mod:`panstream.state.persist`'s; :func:`restore`, :func:`load` and
+:func:`release_file` here are its thin wrappers, kept for one release (issue 36).
+
+The package's modules:
+
+:mod:`panstream.estimators.base`
+    The contract, and the registries of families (:func:`~panstream.estimators.base.register_family`)
+    and of a feature's variants of a family (the country wing's by-country tables).
+:mod:`panstream.estimators.bittable`, :mod:`panstream.estimators.counters`
+    The randomized tables: bits, and modular counters.
+:mod:`panstream.estimators.density`, :mod:`panstream.estimators.frequency`
+    The density and frequency families.
+:mod:`panstream.estimators.sketch`
+    The sketch family (a package: Presto's hashes, the grid and its fit, the state, the release).
 """
 
 from __future__ import annotations

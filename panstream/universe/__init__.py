@@ -25,6 +25,13 @@ and writes it one canonical way before hashing (see :meth:`Universe.hashed_ip`),
 Items outside the universe or malformed are never mapped to some cell: :meth:`Universe.indices`
 drops them and reports how many it dropped.
 
+The package (``panstream/universe.py`` until issue 36) is this module and
+:mod:`panstream.universe.addresses`, one spelling per address (what an address universe's cell
+is; ``panstream.inputs.normalize`` until then, still an alias). Kinds defined by features above
+(``hashed-ip-country``, :mod:`panstream.country`) register themselves (:func:`register_kind`), and
+the input side registers its vectorized batch reader (:func:`register_token_reader`): the universe
+imports nothing above the pure core.
+
 >>> u = Universe.ipv4("10.0.0.0/30")
 >>> u.size, u.spec
 (4, 'ipv4:10.0.0.0/30')
