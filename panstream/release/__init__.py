@@ -11,6 +11,8 @@
     by-country ones :mod:`panstream.country.release`).
 :mod:`panstream.release.maps`, :mod:`panstream.release.plot`, :mod:`panstream.release.hilbert`
     Density maps, their pictures and the Hilbert curve they are laid on.
+:mod:`panstream.release.discovery`
+    Which of many released counts can be told from an empty one (maps and countries).
 :mod:`panstream.release.remap`
     A user-side remap of a geometric release.
 :mod:`panstream.release.schema`, :mod:`panstream.release.honesty`

@@ -17,6 +17,8 @@
     The slice layout of a group's one table and its routed encoding.
 :mod:`panstream.state.merge`
     The group merge of shard tables (pure).
+:mod:`panstream.state.keying`
+    Where a keyed Kafka producer puts an item, and the record a verified shard carries.
 :mod:`panstream.state.sketch_params`
     The public parameters beside an exported sketch.
 """
