@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from geo_samples import public_ipv4, truth_by_country  # noqa: E402
 
-from panstream.estimators.hashed_country import CountryDensityEstimator  # noqa: E402
-from panstream.sketch.country import CountrySketchEstimator  # noqa: E402
+from panstream.country.hashed import CountryDensityEstimator  # noqa: E402
+from panstream.country.sketch import CountrySketchEstimator  # noqa: E402
 
 
 def main() -> None:

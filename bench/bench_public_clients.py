@@ -16,7 +16,7 @@ Two measures per path:
 
 * **whole process**: ``python -m panstream ingest -f clf -s STATE FILE`` from start to exit
   (interpreter start-up, imports, table creation, parse, update, final save);
-* **in process**: :class:`panstream.ingest.Ingestor` over the same file (parse and update only; the
+* **in process**: :class:`panstream.sources.ingest.Ingestor` over the same file (parse and update only; the
   estimator is built before the clock starts).
 
 It prints lines/s and each path's ratio to the bit table's (``ipv4:10.0.0.0/8``, the issue's
@@ -55,10 +55,10 @@ sys.path.insert(0, str(HERE.parent))
 
 import panstream as ps  # noqa: E402
 from panstream.demo import format_plain  # noqa: E402
-from panstream.ingest import Ingestor, Input  # noqa: E402
 from panstream.inputs.ipv6 import format_ipv6_lines  # noqa: E402
 from panstream.inputs.parser import Format, tune_allocator  # noqa: E402
 from panstream.sources import open_input  # noqa: E402
+from panstream.sources.ingest import Ingestor, Input  # noqa: E402
 
 CLF_SUFFIX = (b' - - [10/Oct/2023:13:55:36 +0000] "GET /index.html HTTP/1.1" 200 2326 '
               b'"https://example.com/start.html" "Mozilla/5.0 (X11; Linux x86_64)"\n')

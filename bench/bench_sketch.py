@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 
 import panstream as ps
+from panstream.estimators.sketch import sfm
 from panstream.inputs.parser import LineParser
-from panstream.sketch import sfm
 
 RESULTS = Path(__file__).parent / "results" / "sketch.md"
 

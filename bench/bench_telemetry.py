@@ -3,7 +3,7 @@
     python bench/bench_telemetry.py [--lines 5000000] [--repeat 5]
 
 Writes a synthetic plain log (NumPy PCG64: synthetic data only) and its gzip copy, then measures,
-interleaved and best of ``--repeat`` each, the in-process ingest loop (:class:`panstream.ingest.
+interleaved and best of ``--repeat`` each, the in-process ingest loop (:class:`panstream.sources.ingest.
 Ingestor`, the command's loop without interpreter start-up):
 
 * ``default``: nothing counted (the default since issue 21: no window, no count past a chunk);
@@ -33,10 +33,10 @@ import numpy as np
 
 from panstream.demo import format_plain
 from panstream.estimators.density import DensityEstimator
-from panstream.ingest import Ingestor, Input
 from panstream.inputs.parser import Format, tune_allocator
+from panstream.release.telemetry import TelemetryPolicy
 from panstream.sources import ChunkReader, open_input
-from panstream.telemetry import TelemetryPolicy
+from panstream.sources.ingest import Ingestor, Input
 
 UNIVERSE = "ipv4:10.0.0.0/16"
 

@@ -6,9 +6,9 @@ Writes a synthetic week of combined-format lines (NumPy PCG64: synthetic data on
 with up to 50 minutes of disorder, as in tests/windows/weeklog.py), then measures, best of
 ``--repeat``, in-process over the same chunks the command reads:
 
-* ``ingest``: :class:`panstream.ingest.Ingestor`, one table, no windows (the baseline);
+* ``ingest``: :class:`panstream.sources.ingest.Ingestor`, one table, no windows (the baseline);
 * ``times``: :func:`panstream.windows.eventtime.times` alone (the CLF time of every line);
-* ``daily`` / ``hourly``: :class:`panstream.windows.WindowedIngestor`, event time, a replay of the
+* ``daily`` / ``hourly``: :class:`panstream.sources.windowed.WindowedIngestor`, event time, a replay of the
   declared week (``WindowSchedule.replay``: every window released at the end of the input).
 
 Then, per timed format beyond CLF (``--format-lines`` lines of tests/logsamples.py, in
@@ -33,11 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from panstream import estimators
-from panstream.ingest import Ingestor, Input
 from panstream.inputs.parser import Format, LineParser, tune_allocator
 from panstream.sources import open_input
+from panstream.sources.ingest import Ingestor, Input
+from panstream.sources.windowed import WindowedIngestor
 from panstream.universe import Universe
-from panstream.windows import WindowedIngestor, WindowSchedule
+from panstream.windows import WindowSchedule
 from panstream.windows.eventtime import TimeReader, lines_and_times, times
 
 # The synthetic samples live in the test tree (not in panstream/: they use NumPy's generator).

@@ -8,7 +8,7 @@ client with a fresh random 64-bit hash (the hash's randomness is part of both er
 * **merged**: 7 daily sketches, each drawn from the state's exact law (a bit hit that day is
   Bernoulli(1 - q), any other Bernoulli(q): docs/sketch.md, "Why a leaked state is exactly
   Presto's privatized sketch"), merged one after another with panstream's own
-  :func:`panstream.sketch.estimator.merge` (OS CSPRNG draws, as ``merge-sketches`` does);
+  :func:`panstream.estimators.sketch.estimator.merge` (OS CSPRNG draws, as ``merge-sketches`` does);
 * **one sketch**: a single table fed the whole week at the same epsilon 1.
 
 Both are estimated by the maximum pseudo-likelihood (``sfm.mple``, Presto's ``cardinality()``),
@@ -27,8 +27,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from panstream.sketch import sfm
-from panstream.sketch.estimator import merge
+from panstream.estimators.sketch import sfm
+from panstream.estimators.sketch.estimator import merge
 
 BUCKETS, LEVELS = 4096, 24
 GRID = sfm.SketchGrid(BUCKETS, LEVELS, "id")

@@ -2,7 +2,9 @@
 
 Keep only a randomized table over a public universe (a bit per cell, or a modular counter per
 cell), never the data; publish noisy releases against a privacy budget. See README.md for the
-privacy model.
+privacy model, and docs/architecture.md for the floors of the package (the pure core, inputs/,
+estimators/, release/, country/, state/, windows/, sources/, then what reads the whole house and
+cli/).
 
 >>> import panstream as ps
 >>> est = ps.DensityEstimator(ps.Universe.ipv4("10.0.0.0/24"), epsilon=1.0)
@@ -23,24 +25,17 @@ from panstream.errors import (
     StateError,
     UniverseError,
 )
-from panstream.estimators import (
-    DensityEstimator,
-    Estimate,
-    Estimator,
-    UpdateResult,
-    load,
-    release_file,
-    restore,
-)
+from panstream.estimators import DensityEstimator, Estimate, Estimator, UpdateResult
 from panstream.estimators.frequency import FrequencyEstimate, FrequencyEstimator
+from panstream.estimators.sketch.estimator import SketchEstimator
 from panstream.planning import Split, SplitPlan, plan_split
 from panstream.release.density import Release
 from panstream.release.frequency import FrequencyRelease
 from panstream.release.ledger import PrivacyLedger
 from panstream.release.maps import MapRelease
 from panstream.release.remap import remap
-from panstream.sketch.estimator import SketchEstimator
-from panstream.telemetry import DEFAULT_TELEMETRY_EPSILON, CountWindow, TelemetryPolicy
+from panstream.release.telemetry import DEFAULT_TELEMETRY_EPSILON, CountWindow, TelemetryPolicy
+from panstream.state.persist import load, release_file, restore
 from panstream.universe import IndexResult, Universe
 
 __version__ = "0.1.0"
@@ -82,6 +77,11 @@ __all__ = [
     "restore",
 ]
 
-from panstream import _moved as _moved  # old module names, kept for one release
+# The features that plug into the layers below register their kinds on import (issue 36): the
+# country wing (hashed-ip-country, sketch ip-country grids and tables) and the input side's batch
+# reader. Every panstream import runs this file first, so no spec a user can type is missed.
+from panstream import country as _country  # noqa: E402, F401 - registers its kinds
+from panstream import _moved as _moved  # noqa: E402 - old module names, kept for one release
+from panstream.inputs import ipv6 as _ipv6  # noqa: E402, F401 - registers the batch reader
 
 _moved.install()

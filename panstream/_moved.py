@@ -18,10 +18,24 @@ MOVED = {
     "panstream.parse": "panstream.inputs.parser",
     "panstream.extract": "panstream.inputs.extractors",
     "panstream.parse_check": "panstream.inputs.check",
-    "panstream.normalize": "panstream.inputs.normalize",
-    "panstream.sfm": "panstream.sketch.sfm",
-    "panstream.estimators.sketch": "panstream.sketch.estimator",
-    "panstream.release.sketch": "panstream.sketch.release",
+    "panstream.normalize": "panstream.universe.addresses",
+    "panstream.sfm": "panstream.estimators.sketch.sfm",
+    "panstream.release.sketch": "panstream.estimators.sketch.release",
+    # Issue 36 (one house): one wing per feature, the sketch among the families, drivers on top.
+    "panstream.inputs.normalize": "panstream.universe.addresses",
+    "panstream.geo": "panstream.country.table",
+    "panstream.estimators.hashed_country": "panstream.country.hashed",
+    "panstream.sketch.country": "panstream.country.sketch",
+    "panstream.release.country": "panstream.country.release",
+    "panstream.sketch": "panstream.estimators.sketch",
+    "panstream.sketch.sfm": "panstream.estimators.sketch.sfm",
+    "panstream.sketch.hashing": "panstream.estimators.sketch.hashing",
+    "panstream.sketch.xxh64": "panstream.estimators.sketch.xxh64",
+    "panstream.sketch.estimator": "panstream.estimators.sketch.estimator",
+    "panstream.sketch.release": "panstream.estimators.sketch.release",
+    "panstream.telemetry": "panstream.release.telemetry",
+    "panstream.windows.ingestor": "panstream.sources.windowed",
+    "panstream.ingest": "panstream.sources.ingest",
 }
 
 

@@ -47,6 +47,33 @@ class StateError(PanstreamError):
     the parameters asked for on resume."""
 
 
+#: What to do with a snapshot this panstream cannot use (the end of the snapshot errors' messages).
+SNAPSHOT_FIX = "move the file aside and start a new state (a fresh table)"
+
+
+class NotASnapshotError(StateError):
+    """The data does not start with the snapshot magic: it is some other file."""
+
+
+class SnapshotVersionError(StateError):
+    """The snapshot was written by a newer panstream (future format version, flags or kind)."""
+
+
+class CorruptSnapshotError(StateError):
+    """The snapshot is truncated, has trailing bytes, fails its checksum, or has invalid fields."""
+
+    @classmethod
+    def of_params(cls, what: str) -> CorruptSnapshotError:
+        """The error for a checksum-valid snapshot whose parameters make no sense (``what``)."""
+        return cls(f"snapshot is invalid although its checksum matches: {what}; it was not "
+                   f"written by a compatible panstream; {SNAPSHOT_FIX}")
+
+
+class SnapshotMismatchError(StateError):
+    """The snapshot's parameters contradict the ones asked for on resume, or this version's
+    calibration gives different probabilities than the ones stored."""
+
+
 class FencedError(StateError):
     """A member's snapshot of a slice was refused because another member claimed the slice after
     it (the member was evicted from its group but went on running: a "zombie";

@@ -542,7 +542,7 @@ def planned_halfwidth(estimator: str, universe: Universe | None, epsilon: float,
     True
     """
     if estimator == "sketch":
-        from panstream.sketch.sfm import DEFAULT_BUCKETS, DEFAULT_LEVELS, planned_error
+        from panstream.estimators.sketch.sfm import DEFAULT_BUCKETS, DEFAULT_LEVELS, planned_error
 
         b = getattr(universe, "buckets", DEFAULT_BUCKETS)
         lv = getattr(universe, "levels", DEFAULT_LEVELS)

@@ -38,7 +38,7 @@ from panstream.audit.sketch import (
 )
 from panstream.calibration import DEFAULT_CALIBRATION, DEFAULT_MODULUS
 from panstream.errors import ConfigurationError
-from panstream.sketch.sfm import SketchGrid
+from panstream.estimators.sketch.sfm import SketchGrid
 from panstream.universe import Universe
 
 #: Largest universe ``panstream audit`` accepts: the guarantee is per cell, so small is enough.

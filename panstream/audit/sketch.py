@@ -15,7 +15,7 @@ Finding an item for every bit takes about ``buckets * 2**(levels - 1) * ln(bucke
 top level is hit with probability ``2**-(levels - 1)``), so the audit runs on a small grid
 (:data:`AUDIT_GRID`, 64 x 8); the guarantee is per bit, so the grid's size does not change it.
 
->>> from panstream.sketch.sfm import SketchGrid
+>>> from panstream.estimators.sketch.sfm import SketchGrid
 >>> items = SketchItems.find(SketchGrid(16, 4, "id"))
 >>> bool((items.grid.indices(items.values.copy()).indices == range(64)).all())
 True
@@ -32,10 +32,10 @@ import numpy as np
 from panstream.audit.classic import snapshot_distinguishers
 from panstream.audit.scenarios import Distinguisher, Runner
 from panstream.errors import ConfigurationError
+from panstream.estimators.sketch import sfm
+from panstream.estimators.sketch.estimator import SketchEstimator
+from panstream.estimators.sketch.sfm import SketchGrid
 from panstream.release.ledger import PrivacyLedger
-from panstream.sketch import sfm
-from panstream.sketch.estimator import SketchEstimator
-from panstream.sketch.sfm import SketchGrid
 from panstream.state.format import read_frame
 
 #: The grid ``panstream audit --estimator sketch`` uses by default: 512 bits over 8 levels, whose

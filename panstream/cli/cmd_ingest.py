@@ -40,11 +40,12 @@ from panstream.cli.telemetry_options import telemetry_options
 from panstream.cli.window_options import refuse_window_only, run_windowed, window_options
 from panstream.errors import ConfigurationError, InputFormatError, SourceError, StateError
 from panstream.estimators.base import Estimator
-from panstream.ingest import Ingestor, IngestStats
 from panstream.inputs.parser import Format, parse_format, tune_allocator
 from panstream.release.honesty import CLAMP_MARK_NOTE, NOISE_FLAG, shown, shown_count
+from panstream.release.telemetry import TelemetryPolicy
+from panstream.sources.ingest import Ingestor, IngestStats
+from panstream.state import persist
 from panstream.state.files import state_lock
-from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 from panstream.windows.series import ReleaseMetrics
 
@@ -72,7 +73,7 @@ def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | 
     expect = {k: v for k, v in asked.items()
               if given(ctx, option.get(k, k)) or (split and k == "epsilon")}
     if state is not None and os.path.exists(state):
-        est = estimators.load(state, expect=expect)
+        est = persist.load(state, expect=expect)
         check_resumed_hash(ctx, state, est)
         if est.ledger.blocked is not None:  # an older copy put back: refuse before any input
             raise StateError(est.ledger.blocked)
@@ -87,7 +88,7 @@ def _open_estimator(ctx: click.Context, state: str | None, universe: Universe | 
             raise ConfigurationError(msg)
         return est, True
     if kind == "sketch" or (universe is not None and universe.kind == "sketch"):
-        from panstream.sketch.sfm import SketchGrid
+        from panstream.estimators.sketch.sfm import SketchGrid
 
         if kind != "sketch" and universe is not None:
             raise click.UsageError(f"--universe {universe.spec} is a sketch grid: add --estimator "

@@ -14,11 +14,12 @@ from panstream import estimators
 from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_option
 from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
+from panstream.release.telemetry import TOTAL_TELEMETRY_NOTE
+from panstream.state import persist
 from panstream.state.format import PREFIX_SIZE, read_frame
 from panstream.state.group_definition import GroupDefinition, definition_line, stored, summary
 from panstream.state.keying import keying_of
 from panstream.state.slices import head_params, slice_of
-from panstream.telemetry import TOTAL_TELEMETRY_NOTE
 
 
 def describe(path: str) -> dict[str, Any]:
@@ -27,7 +28,7 @@ def describe(path: str) -> dict[str, Any]:
     Raises:
         StateError: missing, unreadable, corrupt or foreign file.
     """
-    est = estimators.load(path)
+    est = persist.load(path)
     with open(path, "rb") as f:
         frame = read_frame(f.read(PREFIX_SIZE))
     led = est.ledger
@@ -228,7 +229,7 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
 def _presto_file(path: str) -> dict[str, Any] | None:
     """What a Presto-format sketch file holds (a published object, so its count is shown), or
     ``None`` if ``path`` is not one (then it is read as a state file)."""
-    from panstream.sketch import sfm
+    from panstream.estimators.sketch import sfm
 
     try:
         with open(path, "rb") as f:
@@ -241,9 +242,9 @@ def _presto_file(path: str) -> dict[str, Any] | None:
 
     sk = sfm.from_presto(data)
     fit = sfm.mple(sk.ones_by_level(), sk.buckets, sk.flip)
+    from panstream.estimators.sketch.release import interval_halfwidth
     from panstream.release.schema import estimate_fields
     from panstream.release.stats import DEFAULT_CONFIDENCE
-    from panstream.sketch.release import interval_halfwidth
 
     # A published object: its count is an estimate in the common shape (no release noise; the
     # whole flip epsilon is the state's), with the Presto figures under extras and as aliases.

@@ -39,15 +39,15 @@ from panstream.cli.sketch_hash import sketch_hash_option, with_sketch_hash
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.errors import ConfigurationError
 from panstream.inputs.parser import Format, parse_format
+from panstream.release.telemetry import TelemetryPolicy
 from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES, SliceLayout, mib, slice_family
-from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 from panstream.windows.eventtime import label
 
 
 def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
     """The universe a ``kafka`` run routes: ``-u``, or for ``--estimator sketch`` without it the
-    sketch's default grid (:class:`panstream.sketch.sfm.SketchGrid`, ``sketch:4096x24:ip``), as
+    sketch's default grid (:class:`panstream.estimators.sketch.sfm.SketchGrid`, ``sketch:4096x24:ip``), as
     ``ingest --estimator sketch`` picks it. Every other family needs ``-u``.
 
     >>> kafka_universe("sketch", None).spec
@@ -59,7 +59,7 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
     if universe is not None:
         return universe
     if estimator == "sketch":
-        from panstream.sketch.sfm import SketchGrid
+        from panstream.estimators.sketch.sfm import SketchGrid
 
         return SketchGrid()
     raise click.UsageError(f"--estimator {estimator} needs -u/--universe (or set "

@@ -47,9 +47,9 @@ def command(sketches: tuple[str, ...], output: str, assume_hash: str | None,
       panstream merge-sketches ours.sfm from-presto-sql.sfm --assume-hash presto-sql -o all.sfm
       panstream inspect -s both.sfm
     """
-    from panstream.sketch import sfm
-    from panstream.sketch.estimator import merge
-    from panstream.sketch.hashing import SQL_TYPE, resolve
+    from panstream.estimators.sketch import sfm
+    from panstream.estimators.sketch.estimator import merge
+    from panstream.estimators.sketch.hashing import SQL_TYPE, resolve
     from panstream.state.files import atomic_write
     from panstream.state.sketch_params import read_hash, write_params
 

@@ -55,7 +55,7 @@ from panstream.planning import (
     smallest_table_size,
 )
 from panstream.release.stats import stderr_distinct, stderr_state
-from panstream.telemetry import TOTAL_TELEMETRY_NOTE
+from panstream.release.telemetry import TOTAL_TELEMETRY_NOTE
 from panstream.universe import Universe
 
 __all__ = ["Z95", "best_table_size", "command", "expressible_distinct", "hashed_error", "plan",
@@ -323,7 +323,7 @@ def _country_plan(universe: Universe, epsilon: float, n: int | None,
                   release_epsilon: float | None, as_json: bool) -> None:
     """``plan -u hashed-ip-country:M``: one block of M hashed cells per country, errors per
     country (:func:`panstream.planning.country_plan`)."""
-    from panstream.geo import COUNTRIES
+    from panstream.country.table import COUNTRIES
 
     block = int(universe.country_blocks)  # type: ignore[attr-defined]
     d = country_plan(block, len(COUNTRIES), epsilon, n, release_epsilon)
@@ -440,7 +440,7 @@ def _echo_plan(d: dict[str, Any], universe: Universe, epsilon: float,
 def _sketch_row(epsilon: float, n: int, release_epsilon: float | None,
                 buckets: int = 4096, levels: int = 24) -> dict[str, Any]:
     """The Sketch-Flip-Merge grid's errors at ``n`` (1 sd and 95 %) and its memory."""
-    from panstream.sketch.sfm import planned_error
+    from panstream.estimators.sketch.sfm import planned_error
 
     e = planned_error(n, epsilon, release_epsilon, buckets, levels)
     return {"grid": f"sketch:{buckets}x{levels}", "bytes": int(e["bytes"]),
@@ -517,7 +517,7 @@ def _compare_families(n: int, epsilon: float, release_epsilon: float | None, cal
 def _sketch_plan(universe: Universe | None, epsilon: float | None, n: int | None,
                  release_epsilon: float | None, as_json: bool) -> None:
     """``plan --estimator sketch``: the grid's error at -n."""
-    from panstream.sketch.sfm import SketchGrid
+    from panstream.estimators.sketch.sfm import SketchGrid
 
     if epsilon is None or n is None:
         raise click.UsageError("--estimator sketch plans with --epsilon and -n/--expected-distinct "

@@ -18,14 +18,14 @@ from panstream.cli.common import (
 )
 from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
-from panstream.estimators import release_file
+from panstream.estimators.sketch.release import SketchRelease, format_sketch_release
 from panstream.release.density import Release, format_release
 from panstream.release.frequency import FrequencyRelease, format_frequency_release
 from panstream.release.ledger import DEFAULT_BUDGET
 from panstream.release.maps import MapRelease, format_map
 from panstream.release.noise import MECHANISMS
-from panstream.sketch.release import SketchRelease, format_sketch_release
 from panstream.state.group_definition import GroupDefinition, definition_line, stored, summary
+from panstream.state.persist import release_file
 
 
 @click.command()
@@ -160,7 +160,7 @@ def command(state: str | None, state_dir: str | None, state_topic: str | None,
     group_counters = isinstance(rel, FrequencyRelease) and state is None
     if group_counters:  # a Kafka group's counters: say what at-least-once delivery can add
         click.echo(f"panstream: note: {GROUP_REPLAY_NOTE}", err=True)
-    from panstream.release.country import CountryRelease
+    from panstream.country.release import CountryRelease
 
     if isinstance(rel, CountryRelease):
         _show_countries(rel, csv_out, as_json)
@@ -260,7 +260,7 @@ def _check_epsilon(state: str | None, epsilon: float, mechanism: str) -> None:
 
 def _show_countries(rel: Any, csv_out: str | None, as_json: bool) -> None:
     """Print a by-country release (summary or JSON) and write its CSV; the ledger is durable."""
-    from panstream.release.country import format_country_release
+    from panstream.country.release import format_country_release
 
     if csv_out == "-":
         click.echo(rel.csv_text(), nl=False)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from panstream import estimators
 from panstream.calibration import CALIBRATIONS
 from panstream.cli.common import (
     FiniteFloatRange,
@@ -17,6 +16,7 @@ from panstream.cli.common import (
 )
 from panstream.errors import StateError
 from panstream.estimators.base import Estimator
+from panstream.state import persist
 from panstream.state.files import state_lock
 from panstream.universe import Universe
 
@@ -81,12 +81,12 @@ def command(state: str | None, state_dir: str | None, universe: Universe | None,
         return
     assert state is not None
     with state_lock(state, "rotate"):  # a running ingest would put the old table back
-        est = estimators.load(state)
+        est = persist.load(state)
         _check_guards(state, est, universe, epsilon, calibration)
         if export is not None:
             _export_presto(est, state, export)
         old = est.rotate()
-        est.save(state)
+        persist.save(est, state)
     out = {"state": state, "universe": est.universe.spec, "epsilon_state": est.epsilon_state,
            "old_epoch_releases": len(old.entries), "old_epoch_spent": old.spent,
            "budget": est.ledger.budget, "exported_presto": export}
@@ -110,7 +110,7 @@ def _export_presto(est: Estimator, state: str, path: str) -> None:
     Raises:
         StateError: not a sketch state, or the file could not be written (nothing rotated).
     """
-    from panstream.sketch.estimator import SketchEstimator
+    from panstream.estimators.sketch.estimator import SketchEstimator
     from panstream.state.sketch_params import write_export
 
     if not isinstance(est, SketchEstimator):

@@ -70,7 +70,7 @@ def UniverseParam() -> SpecParam:  # noqa: N802 - used like a click type class
 def parse_universe(spec: str) -> Universe:
     """:meth:`Universe.parse`, plus the grids of ``--estimator sketch`` (``sketch:4096x24:ip``)."""
     if spec.strip().lower().startswith("sketch:"):
-        from panstream.sketch.sfm import SketchGrid
+        from panstream.estimators.sketch.sfm import SketchGrid
 
         return SketchGrid.parse_spec(spec.strip().lower())
     return Universe.parse(spec)
@@ -268,7 +268,7 @@ def apply_split(ctx: click.Context, total_epsilon: float | None, releases: int |
 
     The announcement says what the total covers: the state, the releases and the telemetry (0 by
     default: nothing counted). With a counting opt-in (``telemetry``, a
-    :class:`~panstream.telemetry.TelemetryPolicy`) it says that the total does not cover the
+    :class:`~panstream.release.telemetry.TelemetryPolicy`) it says that the total does not cover the
     counts, and what they cost a person with k arrivals.
 
     Raises:

@@ -35,7 +35,7 @@ def with_sketch_hash(ctx: click.Context, estimator: str, universe: Universe | No
         return universe
     if estimator != "sketch":
         raise click.UsageError("--sketch-hash concerns the sketch: add --estimator sketch")
-    from panstream.sketch.sfm import SketchGrid
+    from panstream.estimators.sketch.sfm import SketchGrid
 
     if universe is not None and not isinstance(universe, SketchGrid):
         return universe  # the caller refuses a sketch over a non-grid universe
@@ -60,7 +60,7 @@ def check_resumed_hash(ctx: click.Context, state: str, est: Any) -> None:
     asked = ctx.params.get("sketch_hash")
     if asked is None or getattr(est, "kind", None) != "sketch":
         return
-    from panstream.sketch.hashing import resolve
+    from panstream.estimators.sketch.hashing import resolve
 
     want = resolve(asked, est.items)
     if want != est.hashing:

@@ -1,6 +1,6 @@
 """Telemetry options shared by ``panstream ingest`` and ``panstream kafka``.
 
-By default nothing counts arrivals (:mod:`panstream.telemetry`). Two explicit opt-ins, each
+By default nothing counts arrivals (:mod:`panstream.release.telemetry`). Two explicit opt-ins, each
 announced by a warning line at startup that says what it costs a person with k arrivals:
 ``--telemetry-epsilon E`` (noisy per-window counts, E per arrival) and ``--exact-counts`` (or
 ``PANSTREAM_EXACT_COUNTS=1``; exact counts, epsilon = infinity).
@@ -16,7 +16,7 @@ import click
 
 from panstream.cli.common import FiniteFloatRange, env
 from panstream.errors import PanstreamError
-from panstream.telemetry import EXACT_COUNTS_WARNING, TelemetryPolicy, noisy_counts_warning
+from panstream.release.telemetry import EXACT_COUNTS_WARNING, TelemetryPolicy, noisy_counts_warning
 
 F = TypeVar("F", bound=Callable[..., Any])
 

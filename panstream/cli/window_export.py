@@ -3,7 +3,7 @@
 With the sketch family, every closed window's table is written to ``DIR/<window start>.sfm``
 (e.g. ``DIR/20261124T000000Z.sfm``), Presto's ``SfmSketch`` serialization, durably (written to a
 temporary file, fsynced, renamed), after the window's record is durable in the series and before
-the table is wiped (:class:`panstream.windows.WindowedIngestor`, commit order step 3). Daily files
+the table is wiped (:class:`panstream.sources.windowed.WindowedIngestor`, commit order step 3). Daily files
 then merge into a week, or across sites, with ``panstream merge-sketches``.
 
 Exporting publishes the window's table: an exported window's sketch is ``epsilon_state``-DP by
@@ -49,7 +49,7 @@ def check_export_dir(directory: str, estimator: str) -> None:
 
 def presto_exporter(directory: str,
                     notice: Callable[[str], None]) -> Callable[[int, Any], bool]:
-    """The ``on_export`` of :class:`panstream.windows.WindowedIngestor` writing Presto files."""
+    """The ``on_export`` of :class:`panstream.sources.windowed.WindowedIngestor` writing Presto files."""
     from panstream.state.sketch_params import write_export
 
     def export(start: int, est: Any) -> bool:

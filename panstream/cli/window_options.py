@@ -1,7 +1,7 @@
 """``panstream ingest --window``: tumbling windows, a released series, metrics (issue 23).
 
 The options are added to ``ingest`` by :func:`window_options`; with ``--window`` the command hands
-over to :func:`run_windowed`, which wires :class:`panstream.windows.WindowedIngestor` to files or
+over to :func:`run_windowed`, which wires :class:`panstream.sources.windowed.WindowedIngestor` to files or
 standard input, the series file, signals, the metrics server and the printed accounting. Nothing
 here changes ``ingest`` without ``--window``.
 """
@@ -30,18 +30,11 @@ from panstream.errors import ConfigurationError, InputFormatError, SourceError, 
 from panstream.inputs.parser import Format, tune_allocator
 from panstream.planning import plan_split
 from panstream.release.honesty import CLAMP_MARK_NOTE, shown_count
+from panstream.release.telemetry import TelemetryPolicy
+from panstream.sources.windowed import WindowedIngestor, WindowStats, window_stem
 from panstream.state.files import state_lock
-from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
-from panstream.windows import (
-    WindowedIngestor,
-    WindowSchedule,
-    WindowStats,
-    duration_text,
-    horizon_line,
-    window_stem,
-    windows_met,
-)
+from panstream.windows import WindowSchedule, duration_text, horizon_line, windows_met
 from panstream.windows.eventtime import check_time, has_time, label, needs_zone, parse_duration
 from panstream.windows.schedule import parse_instant
 from panstream.windows.series import Series, SeriesMetrics, dropped_text, read
@@ -252,7 +245,7 @@ def run_windowed(ctx: click.Context, *, files: tuple[str, ...], universe: Univer
     if releases is not None:
         raise click.UsageError("--window releases each window once: drop --releases")
     if universe is None and estimator == "sketch":  # the sketch's default grid, as ingest
-        from panstream.sketch.sfm import SketchGrid
+        from panstream.estimators.sketch.sfm import SketchGrid
 
         universe = SketchGrid()
     if universe is None:

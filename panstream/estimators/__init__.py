@@ -8,7 +8,20 @@
 
 All keep the contract of :class:`~panstream.estimators.base.Estimator` (updates, ledger, snapshots,
 rotation), which the state files, checkpoints, Kafka shards, merges, audit and command line use.
-:func:`restore` and :func:`load` rebuild whichever family a snapshot names.
+Snapshots and state files are :mod:`panstream.state.persist`'s; :func:`restore`, :func:`load` and
+:func:`release_file` here are its thin wrappers, kept for one release (issue 36).
+
+The package's modules:
+
+:mod:`panstream.estimators.base`
+    The contract, and the registries of families (:func:`~panstream.estimators.base.register_family`)
+    and of a feature's variants of a family (the country wing's by-country tables).
+:mod:`panstream.estimators.bittable`, :mod:`panstream.estimators.counters`
+    The randomized tables: bits, and modular counters.
+:mod:`panstream.estimators.density`, :mod:`panstream.estimators.frequency`
+    The density and frequency families.
+:mod:`panstream.estimators.sketch`
+    The sketch family (a package: Presto's hashes, the grid and its fit, the state, the release).
 """
 
 from __future__ import annotations
@@ -17,29 +30,21 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from panstream.calibration import (
     DEFAULT_CALIBRATION,
     DEFAULT_MODULUS,
     calibrate,
     calibrate_frequency,
 )
-from panstream.errors import ConfigurationError
-from panstream.estimators.base import Estimator, UpdateResult
+from panstream.errors import ConfigurationError, SnapshotVersionError
+from panstream.estimators.base import FAMILIES, Estimator, UpdateResult, _persistence, variant
 from panstream.estimators.density import DensityEstimator, Estimate
 from panstream.estimators.frequency import FrequencyEstimate, FrequencyEstimator
+from panstream.estimators.sketch.estimator import SketchEstimator
+from panstream.estimators.sketch.sfm import SketchGrid
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
-from panstream.sketch.estimator import SketchEstimator
-from panstream.sketch.sfm import SketchGrid
-from panstream.state import files
-from panstream.state import format as fmt
 from panstream.universe import Universe
 
-#: The estimator class of each snapshot ``kind``.
-FAMILIES: dict[str, type[Estimator]] = {DensityEstimator.kind: DensityEstimator,
-                                        FrequencyEstimator.kind: FrequencyEstimator,
-                                        SketchEstimator.kind: SketchEstimator}
 
 __all__ = ["FAMILIES", "DensityEstimator", "Estimate", "Estimator", "FrequencyEstimate",
            "FrequencyEstimator", "SketchEstimator", "UpdateResult", "check_release_options",
@@ -57,7 +62,7 @@ def family(kind: str) -> type[Estimator]:
     except KeyError:
         msg = (f"this panstream does not implement estimators of kind {kind!r} (it has "
                f"{', '.join(FAMILIES)}): upgrade panstream to read the state")
-        raise fmt.SnapshotVersionError(msg) from None
+        raise SnapshotVersionError(msg) from None
 
 
 def new(kind: str, universe: Universe | str, epsilon: float, *,
@@ -66,7 +71,7 @@ def new(kind: str, universe: Universe | str, epsilon: float, *,
         layout: str = "auto") -> Estimator:
     """A fresh estimator of family ``kind`` (``"density"`` uses ``calibration``, ``"frequency"``
     uses ``modulus``; the other family's setting is ignored). A ``"sketch"`` takes its grid as the
-    universe (a :class:`~panstream.sketch.sfm.SketchGrid` or a spec such as ``sketch:4096x24:ip``).
+    universe (a :class:`~panstream.estimators.sketch.sfm.SketchGrid` or a spec such as ``sketch:4096x24:ip``).
 
     >>> type(new("frequency", "range:64", 1.0, modulus=8)).__name__
     'FrequencyEstimator'
@@ -76,17 +81,12 @@ def new(kind: str, universe: Universe | str, epsilon: float, *,
         return FrequencyEstimator(universe, epsilon, modulus, budget, layout, _ledger=ledger)
     if kind == SketchEstimator.kind:
         grid = universe if isinstance(universe, SketchGrid) else SketchGrid.parse_spec(str(universe))
-        cls = SketchEstimator
-        if grid.items == "ip-country":  # one grid per country (panstream.sketch.country)
-            from panstream.sketch.country import CountrySketchEstimator as cls  # noqa: N813
+        cls = variant(kind, grid.items) or SketchEstimator  # ip-country: panstream.country
         return cls(epsilon, grid.buckets, grid.levels, grid.items, budget, layout,
                    hashing=grid.hashing, _ledger=ledger)
-    if str(getattr(universe, "spec", universe)).startswith("hashed-ip-country:"):  # by country
-        from panstream.estimators.hashed_country import CountryDensityEstimator
-
-        return CountryDensityEstimator(universe, epsilon, calibration, budget, layout,
-                                       _ledger=ledger)
-    return DensityEstimator(universe, epsilon, calibration, budget, layout, _ledger=ledger)
+    spec = str(getattr(universe, "spec", universe))
+    cls = variant(kind, spec.partition(":")[0]) or DensityEstimator  # hashed-ip-country: by country
+    return cls(universe, epsilon, calibration, budget, layout, _ledger=ledger)  # type: ignore[call-arg]
 
 
 def state_epsilon(kind: str, epsilon: float, *, calibration: str = DEFAULT_CALIBRATION,
@@ -120,73 +120,23 @@ def expect_of(kind: str | None = None, universe: Universe | str | None = None,
 
 def restore(data: bytes | bytearray | memoryview, *, expect: Mapping[str, Any] | None = None,
             layout: str = "auto") -> Estimator:
-    """Rebuild an estimator of whichever family the snapshot bytes name. See
-    :meth:`Estimator.restore`."""
-    snap = fmt.decode(data, expect=expect)
-    cls = family(snap.kind)
-    return cls._build(snap, np.array(snap.payload, dtype=np.uint8), layout)
+    """Rebuild an estimator of whichever family the snapshot bytes name: a thin wrapper, kept for
+    one release, of :func:`panstream.state.persist.restore` (issue 36: state I/O is state's)."""
+    return _persistence().restore(data, expect=expect, layout=layout)  # type: ignore[no-any-return]
 
 
 def load(path: str | os.PathLike[str], *, expect: Mapping[str, Any] | None = None,
          layout: str = "auto") -> Estimator:
-    """Read a state file of whichever family it holds. See :meth:`Estimator.load`.
-
-    >>> import os, tempfile, panstream as ps
-    >>> path = os.path.join(tempfile.mkdtemp(), "s.pst")
-    >>> ps.DensityEstimator("range:64").save(path)
-    >>> type(load(path)).__name__
-    'DensityEstimator'
-    >>> ps.FrequencyEstimator("range:64").save(path)
-    >>> type(load(path)).__name__
-    'FrequencyEstimator'
-    """
-    snap, payload = files.read_verified(path, expect=expect)
-    try:
-        cls = family(snap.kind)
-    except BaseException:
-        payload.fill(0)
-        raise
-    return cls._build(snap, payload, layout, path)
+    """Read a state file of whichever family it holds: a thin wrapper, kept for one release, of
+    :func:`panstream.state.persist.load`."""
+    return _persistence().load(path, expect=expect, layout=layout)  # type: ignore[no-any-return]
 
 
 def release_file(path: str | os.PathLike[str], epsilon: float, mechanism: str = "laplace", *,
                  by: int | str | None = None, **kwargs: Any) -> Any:
-    """Release from the state file at ``path``: the one path to a state file's ledger.
-
-    Under the state's exclusive lock (:func:`panstream.state.files.state_lock`: refused while an
-    ingest or another release holds it), load the state, release (``by``: a density map), save it
-    with the charged ledger, and only then return the release: the charge is durable before the
-    number exists anywhere. A shard file of a consumer group refuses (it has no budget of its own:
-    release its group); a rolled-back file refuses (its ledger is older than its history).
-
-    Returns:
-        The :class:`~panstream.release.density.Release` (or map / family release).
-
-    Raises:
-        StateError: locked, missing, corrupt, a shard or rolled back; BudgetExhaustedError: the
-            budget does not cover ``epsilon``; ConfigurationError: bad arguments (``by`` on a
-            family without maps).
-    """
-    with files.state_lock(path, "a release"):
-        est = load(path)
-        try:
-            check_release_options(est.kind, kwargs, f"{path} holds a {est.kind} state")
-            if by is None or (by == "country" and hasattr(est, "release_by_country")):
-                rel = est.release(epsilon, mechanism, **kwargs)
-            elif by == "country":
-                msg = (f"--by country needs a state that keeps one grid per country (ingest "
-                       f"--estimator sketch -u sketch:1024x24:ip-country); {path} holds "
-                       f"{est.universe.spec}")
-                raise ConfigurationError(msg)
-            elif isinstance(est, DensityEstimator):
-                rel = est.release_map(epsilon, by, mechanism, **kwargs)
-            else:
-                msg = f"density maps (--by) need a density state; {path} holds a {est.kind} state"
-                raise ConfigurationError(msg)
-            est.save(path)  # the charge is durable before anything is returned
-        finally:
-            est.wipe()
-    return rel
+    """Release from the state file at ``path``, under its lock, the charge durable first: a thin
+    wrapper, kept for one release, of :func:`panstream.state.persist.release_file`."""
+    return _persistence().release_file(path, epsilon, mechanism, by=by, **kwargs)
 
 
 def check_release_options(kind: str, options: Mapping[str, Any], where: str) -> None:

@@ -13,12 +13,15 @@ talks to this one small contract instead of to each family:
 * **ledger**: ``est.ledger`` (a :class:`~panstream.release.ledger.PrivacyLedger`, or a
   :class:`~panstream.release.ledger.ShardLedger` for a shard of a group, whose budget lives in the
   group's ledger); every release charges it before drawing noise;
-* generic, here: :meth:`update`, :meth:`update_indices`, :meth:`snapshot`/:meth:`restore`,
-  :meth:`save`/:meth:`load`, :meth:`rotate`.
+* generic, here: :meth:`update`, :meth:`update_indices`, :meth:`rotate`.
 
-Modules below this one (release, state format and files) import no estimator; estimators import
-them. :func:`panstream.estimators.restore` and :func:`panstream.estimators.load` pick the family a
-snapshot names.
+Snapshots and state files are :mod:`panstream.state.persist`'s (issue 36: the core knows no codec
+and no file system); :meth:`snapshot`/:meth:`restore` and :meth:`save`/:meth:`load` are thin
+wrappers of its functions, kept for one release, through the hook it registers
+(:func:`register_persistence`). A family registers itself (:func:`register_family`), and a
+feature above registers its variants of a family (:func:`register_variant`: the country wing's
+by-country tables), so nothing here names a module above the estimators but the release floor
+(the ledger an estimator carries, and its family's release).
 """
 
 from __future__ import annotations
@@ -31,10 +34,14 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from panstream.errors import ArgumentTypeError, ItemError, StateError
+from panstream.errors import (
+    ArgumentTypeError,
+    ConfigurationError,
+    CorruptSnapshotError,
+    ItemError,
+    StateError,
+)
 from panstream.release.ledger import PrivacyLedger, ShardLedger
-from panstream.state import files
-from panstream.state import format as fmt
 from panstream.universe import Universe, refuse_bare_item
 
 E = TypeVar("E", bound="Estimator")
@@ -252,124 +259,44 @@ class Estimator(ABC):
         table = getattr(self, "_table", None)
         return int(table.nbytes()) if table is not None else 0
 
-    # ------------------------------------------------------------------ snapshots
+    # ------------------------------------------------------------------ snapshots (wrappers)
+    # The codec and the state files are panstream.state.persist's (issue 36: the core knows no file
+    # system); these methods call it, for one release, through the hook it registers on import.
     def snapshot_parts(self, *, as_shard: bool = False, extra: Mapping[str, Any] | None = None
                        ) -> tuple[bytes, memoryview, bytes]:
-        """The snapshot as ``(head, payload, checksum)`` (:func:`panstream.state.format.encode_parts`);
-        the payload may be a view of the live table. Call :meth:`_wipe_payload_view` on it once
-        written.
-
-        Args:
-            as_shard: store no ledger (``null``): the table is one shard of a consumer group, whose
-                budget lives in the group's ledger. Also the case whenever :attr:`ledger` is a
-                :class:`~panstream.release.ledger.ShardLedger`.
-            extra: further public parameters stored beside the family's own (e.g. the ``slice``
-                a table is of, :mod:`panstream.state.slices`); they may not replace any of them.
-        """
-        ledger = None if as_shard or self.ledger.shard else self.ledger.to_dict()
-        params = self.params()
-        if extra:
-            clash = set(extra) & set(params)
-            if clash:
-                msg = f"extra snapshot parameters {sorted(clash)} would replace the family's own"
-                raise ValueError(msg)
-            params.update(extra)
-        return fmt.encode_parts(params, ledger, self._payload_view())
+        """Deprecated name of :func:`panstream.state.persist.snapshot_parts` (``est`` first)."""
+        return _persistence().snapshot_parts(self, as_shard=as_shard, extra=extra)  # type: ignore[no-any-return]
 
     def snapshot_buffer(self, *, as_shard: bool = False, extra: Mapping[str, Any] | None = None
                         ) -> bytearray:
-        """The snapshot as a ``bytearray`` the caller can wipe after writing it; no other copy of
-        the table is left behind (a packed temporary is zeroed here). See :meth:`snapshot_parts`."""
-        parts = self.snapshot_parts(as_shard=as_shard, extra=extra)
-        try:
-            return bytearray().join(parts)
-        finally:
-            self._wipe_payload_view(parts[1])
+        """Deprecated name of :func:`panstream.state.persist.snapshot_buffer` (``est`` first)."""
+        return _persistence().snapshot_buffer(self, as_shard=as_shard, extra=extra)  # type: ignore[no-any-return]
 
     def snapshot(self) -> bytes:
-        """The state as snapshot bytes: public parameters, ledger and table only (format in
-        ``docs/snapshot-format.md``). Immutable, so it cannot be wiped: prefer :meth:`save`."""
-        buf = self.snapshot_buffer()
-        try:
-            return bytes(buf)
-        finally:
-            buf[:] = bytes(len(buf))
+        """The state as snapshot bytes: :func:`panstream.state.persist.snapshot` (this method is
+        its thin wrapper, kept for one release)."""
+        return _persistence().snapshot(self)  # type: ignore[no-any-return]
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write :meth:`snapshot` to ``path`` atomically with mode 0600 (see
-        :func:`panstream.state.files.atomic_write`), without copying a packed table. A byte-per-cell
-        table is packed into a temporary that is zeroed once written, so no copy of this
-        checkpoint's table outlives the save in freed memory.
-
-        The ledger on disk is never lowered: if ``path`` holds a state of the same epoch, the
-        releases recorded there that this copy lacks are first added to :attr:`ledger` (the union
-        of the copies). The save is refused if the ledger is older than the one last recorded for
-        ``path`` (:class:`~panstream.state.files.LedgerHistory`), and recorded there afterwards.
-
-        Raises:
-            StateError: the file could not be written; RolledBackStateError: the ledger is older
-                than the history of ``path``.
-        """
-        history = None
-        self.check_ledger_binding()
-        files.refuse_hard_link(path)
-        if not self.ledger.shard:
-            disk = files.ledger_on_disk(path)
-            if disk is not None and disk.epoch == self.ledger.epoch:
-                self.ledger.absorb(disk)
-            history = files.LedgerHistory(path)
-            history.check(self.ledger)
-        parts = self.snapshot_parts()
-        try:
-            files.atomic_write(path, parts)
-        finally:
-            self._wipe_payload_view(parts[1])
-        if history is not None:
-            history.record(self.ledger)
+        """Write the state to ``path`` atomically, never lowering the ledger on disk:
+        :func:`panstream.state.persist.save` (this method is its thin wrapper, kept for one
+        release)."""
+        _persistence().save(self, path)
 
     @classmethod
     def restore(cls: type[E], data: bytes | bytearray | memoryview, *,
                 expect: Mapping[str, Any] | None = None, layout: str = "auto") -> E:
-        """Rebuild an estimator from :meth:`snapshot` bytes; future draws are fresh (no seed exists).
-
-        ``expect`` may name the ``universe``, ``epsilon``, ``calibration`` (or ``modulus``) the
-        caller resumes with. Raises :class:`~panstream.errors.StateError` (a subclass from
-        :mod:`panstream.state.format`) on corrupt, truncated, foreign or future-version data, on a
-        snapshot of another estimator family, or on contradicting parameters.
-        """
-        snap = fmt.decode(data, expect=expect)
-        payload = np.array(snap.payload, dtype=np.uint8)  # our own copy; ``data`` stays untouched
-        return cls._build(snap, payload, layout)
+        """Rebuild an estimator of this family from snapshot bytes:
+        :func:`panstream.state.persist.restore` with ``cls`` (this method is its thin wrapper,
+        kept for one release)."""
+        return _persistence().restore(data, cls=cls, expect=expect, layout=layout)  # type: ignore[no-any-return]
 
     @classmethod
     def load(cls: type[E], path: str | os.PathLike[str], *,
              expect: Mapping[str, Any] | None = None, layout: str = "auto") -> E:
-        """Read an estimator written by :meth:`save`; see :meth:`restore` for ``expect`` and errors.
-
-        The payload is read straight into the array the estimator adopts, and verified first.
-        """
-        snap, payload = files.read_verified(path, expect=expect)
-        return cls._build(snap, payload, layout, path)
-
-    @classmethod
-    def _build(cls: type[E], snap: fmt.Snapshot, payload: np.ndarray, layout: str,
-               path: str | os.PathLike[str] | None = None) -> E:
-        """The estimator of a verified snapshot; read from ``path``, its ledger is blocked if it is
-        older than the ledger history of ``path`` (a rolled-back file)."""
-        try:
-            if snap.kind != cls.kind:
-                msg = (f"the snapshot holds a {snap.kind} estimator, not a {cls.kind} one: load "
-                       "it with panstream.estimators.load() (or the class of its kind)")
-                raise StateError(msg)
-            est = cls._from_snapshot(snap.params, ledger_of(snap.ledger), payload, layout)
-        except BaseException:
-            payload.fill(0)
-            raise
-        if path is not None:
-            why = files.LedgerHistory(path).problem(est.ledger)
-            if why is not None:
-                est.ledger.block(why)
-        return est
+        """Read a state file of this family: :func:`panstream.state.persist.load` with ``cls``
+        (this method is its thin wrapper, kept for one release)."""
+        return _persistence().load(path, cls=cls, expect=expect, layout=layout)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ epochs
     def rotate(self) -> PrivacyLedger:
@@ -385,6 +312,50 @@ class Estimator(ABC):
         self.__dict__.pop("_epoch_of_table", None)  # a fresh table: a fresh epoch binds to it
         self.ledger = ShardLedger() if old.shard else PrivacyLedger(old.budget)
         return old
+
+
+#: The estimator class of each snapshot ``kind``: a family registers itself where it is defined
+#: (:func:`register_family`); :mod:`panstream.estimators` imports the three families.
+FAMILIES: dict[str, type[Estimator]] = {}
+#: A family's variant for one kind of universe or grid, registered by the feature that defines it
+#: (the country wing's by-country tables): ``(family kind, tag) -> class``, where the tag is the
+#: universe's kind (``hashed-ip-country``) or a sketch grid's items (``ip-country``).
+VARIANTS: dict[tuple[str, str], type[Estimator]] = {}
+
+F = TypeVar("F", bound=type[Estimator])
+
+
+def register_family(cls: F) -> F:
+    """Register ``cls`` as the family of its snapshot ``kind`` (a class decorator)."""
+    FAMILIES[cls.kind] = cls
+    return cls
+
+
+def register_variant(kind: str, tag: str, cls: type[Estimator]) -> None:
+    """Let family ``kind`` build ``cls`` for universes (or grids) tagged ``tag``."""
+    VARIANTS[(kind, tag)] = cls
+
+
+def variant(kind: str, tag: str) -> type[Estimator] | None:
+    """The variant of family ``kind`` registered for ``tag``, if any."""
+    return VARIANTS.get((kind, tag))
+
+
+#: The state side of the contract (:mod:`panstream.state.persist`, which registers itself when it
+#: is imported, as ``import panstream`` does): snapshots and state files.
+_PERSISTENCE: list[Any] = []
+
+
+def register_persistence(module: Any) -> None:
+    """Set the module the snapshot and file methods of :class:`Estimator` call."""
+    _PERSISTENCE[:] = [module]
+
+
+def _persistence() -> Any:
+    if not _PERSISTENCE:  # never after ``import panstream``, which imports panstream.state.persist
+        msg = "snapshots and state files are panstream.state.persist's: import panstream first"
+        raise ConfigurationError(msg)
+    return _PERSISTENCE[0]
 
 
 _UNBOUND = object()
@@ -409,7 +380,7 @@ def ledger_of(d: Mapping[str, Any] | None) -> PrivacyLedger:
     try:
         return PrivacyLedger.from_dict(dict(d))
     except (StateError, KeyError, TypeError, ValueError) as exc:
-        raise fmt.bad_params(f"the ledger cannot be read by this panstream ({exc})") from None
+        raise CorruptSnapshotError.of_params(f"the ledger cannot be read by this panstream ({exc})") from None
 
 
 def wipe_buffer(buf: object) -> None:

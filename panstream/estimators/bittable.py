@@ -40,6 +40,13 @@ from panstream.randomness import (
 
 Layout = Literal["bytes", "packed"]
 
+
+def packed_size(cells: int, bits_per_cell: int = 1) -> int:
+    """Bytes of a payload of ``cells`` cells of ``bits_per_cell`` bits: ``ceil(cells * bits / 8)``
+    (a snapshot's payload, :mod:`panstream.state.format`)."""
+    return (cells * bits_per_cell + 7) // 8
+
+
 #: Tables up to this many cells use one byte per cell when the layout is "auto".
 AUTO_BYTES_MAX_CELLS = 1 << 28
 

@@ -36,15 +36,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from panstream.calibration import CALIBRATIONS, DEFAULT_CALIBRATION, calibrate
-from panstream.errors import ConfigurationError
-from panstream.estimators.base import Estimator, UpdateResult, as_universe
-from panstream.estimators.bittable import BitTable, RedrawnBits, choose_layout
+from panstream.errors import ConfigurationError, CorruptSnapshotError, SnapshotMismatchError
+from panstream.estimators.base import Estimator, UpdateResult, as_universe, register_family, variant
+from panstream.estimators.bittable import BitTable, RedrawnBits, choose_layout, packed_size
 from panstream.randomness import P_BITS
 from panstream.release import density as release_density
 from panstream.release import maps
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
 from panstream.release.stats import debias, distinct_from_density, stderr_distinct, stderr_state
-from panstream.state import format as fmt
 from panstream.universe import Universe
 
 __all__ = ["DensityEstimator", "Estimate", "UpdateResult"]
@@ -78,6 +77,7 @@ class Estimate:
         return asdict(self)
 
 
+@register_family
 class DensityEstimator(RedrawnBits, Estimator):
     """A pan-private estimator of the density and distinct count of a stream over a universe.
 
@@ -138,33 +138,32 @@ class DensityEstimator(RedrawnBits, Estimator):
         cal = params.get("calibration")
         nums = (params.get("p_bits"), params.get("p_numerator"), params.get("q_numerator"))
         if cal not in CALIBRATIONS:
-            raise fmt.bad_params(f"unknown calibration {cal!r} (known: {', '.join(CALIBRATIONS)})")
+            raise CorruptSnapshotError.of_params(f"unknown calibration {cal!r} (known: {', '.join(CALIBRATIONS)})")
         if nums[0] != P_BITS or not all(isinstance(n, int) and not isinstance(n, bool)
                                         and 0 < n < 1 << P_BITS for n in nums[1:]):
-            raise fmt.bad_params(f"probabilities {nums} are not {P_BITS}-bit numerators in (0, 1)")
-        if payload.size != fmt.packed_size(cells):
-            raise fmt.bad_params(f"a {payload.size}-byte table cannot hold {cells} cells")
+            raise CorruptSnapshotError.of_params(f"probabilities {nums} are not {P_BITS}-bit numerators in (0, 1)")
+        if payload.size != packed_size(cells):
+            raise CorruptSnapshotError.of_params(f"a {payload.size}-byte table cannot hold {cells} cells")
         tail = cells % 8
         if tail and payload.size and int(payload[-1]) >> tail:
-            raise fmt.bad_params("padding bits after the last cell are set (the format requires 0)")
+            raise CorruptSnapshotError.of_params("padding bits after the last cell are set (the format requires 0)")
         try:
             want = calibrate(eps, cal)
         except ConfigurationError as exc:
-            raise fmt.bad_params(f"the stored epsilon cannot be calibrated: {exc}") from None
+            raise CorruptSnapshotError.of_params(f"the stored epsilon cannot be calibrated: {exc}") from None
         if (want.numerator, want.q_numerator) != nums[1:]:
             msg = (f"snapshot stores p = {nums[1]}/2**{P_BITS}, q = {nums[2]}/2**{P_BITS} for "
                    f"epsilon {eps!r} ({cal}), but this panstream calibrates that to "
                    f"p = {want.numerator}/2**{P_BITS}, q = {want.q_numerator}/2**{P_BITS}: the "
                    "snapshot came from a different panstream version or calibration; resume it "
                    "with the version that wrote it, or start a new state")
-            raise fmt.SnapshotMismatchError(msg)
+            raise SnapshotMismatchError(msg)
         # Adopt the array instead of BitTable.from_packed(), which would copy up to 512 MiB again.
         # The realized epsilon is recomputed from the numerators (checked equal just above); a
         # snapshot stores none.
-        if str(spec).startswith("hashed-ip-country:") and cls is DensityEstimator:
-            from panstream.estimators.hashed_country import CountryDensityEstimator
-
-            return CountryDensityEstimator._from_snapshot(params, ledger, payload, layout)
+        by = variant(cls.kind, str(spec).partition(":")[0])  # hashed-ip-country: panstream.country
+        if by is not None and cls is DensityEstimator:
+            return by._from_snapshot(params, ledger, payload, layout)
         table = BitTable._from_packed_array(cells, payload, choose_layout(cells, layout))
         return cls(spec, eps, cal, ledger.budget, layout, _table=table, _ledger=ledger)
 

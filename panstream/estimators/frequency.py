@@ -43,12 +43,16 @@ from typing import Any, ClassVar
 import numpy as np
 
 from panstream.calibration import DEFAULT_MODULUS, MODULI, calibrate_frequency
-from panstream.errors import ConfigurationError, StateError
-from panstream.estimators.base import Estimator, UpdateResult, as_universe
+from panstream.errors import (
+    ConfigurationError,
+    CorruptSnapshotError,
+    SnapshotMismatchError,
+    StateError,
+)
+from panstream.estimators.base import Estimator, UpdateResult, as_universe, register_family
 from panstream.estimators.counters import (
     CounterTable,
     choose_layout,
-    payload_counter,
     payload_problem,
 )
 from panstream.randomness import P_BITS
@@ -56,11 +60,9 @@ from panstream.release import frequency as freq_release
 from panstream.release.incidence import IncidenceModel
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger, ShardLedger
 from panstream.release.stats import DEFAULT_CONFIDENCE
-from panstream.state import format as fmt
 from panstream.universe import Universe
 
-__all__ = ["FrequencyEstimate", "FrequencyEstimator", "UpdateResult", "merge_partitioned",
-           "snapshot_counter"]
+__all__ = ["FrequencyEstimate", "FrequencyEstimator", "UpdateResult", "merge_partitioned"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class FrequencyEstimate:
                 "confidence": self.confidence}
 
 
+@register_family
 class FrequencyEstimator(Estimator):
     """A pan-private estimator of how often the cells of a universe appear in a stream.
 
@@ -189,23 +192,23 @@ class FrequencyEstimator(Estimator):
         spec, cells, eps = params["universe"], params["cells"], params["epsilon"]
         k, bits, num = params.get("modulus"), params.get("p_bits"), params.get("alpha_numerator")
         if isinstance(k, bool) or k not in MODULI:
-            raise fmt.bad_params(f"modulus {k!r} is not a power of two from 4 to 256")
+            raise CorruptSnapshotError.of_params(f"modulus {k!r} is not a power of two from 4 to 256")
         if bits != P_BITS or isinstance(num, bool) or not isinstance(num, int) \
                 or not 0 < num < 1 << P_BITS:
-            raise fmt.bad_params(f"alpha {num!r} is not a {P_BITS}-bit numerator in (0, 1)")
+            raise CorruptSnapshotError.of_params(f"alpha {num!r} is not a {P_BITS}-bit numerator in (0, 1)")
         problem = payload_problem(cells, k, payload)
         if problem:
-            raise fmt.bad_params(problem)
+            raise CorruptSnapshotError.of_params(problem)
         try:
             want = calibrate_frequency(eps, k)
         except ConfigurationError as exc:
-            raise fmt.bad_params(f"the stored epsilon cannot be calibrated: {exc}") from None
+            raise CorruptSnapshotError.of_params(f"the stored epsilon cannot be calibrated: {exc}") from None
         if want.numerator != num:
             msg = (f"snapshot stores alpha = {num}/2**{P_BITS} for epsilon {eps!r} and modulus "
                    f"{k}, but this panstream calibrates that to {want.numerator}/2**{P_BITS}: the "
                    "snapshot came from a different panstream version; resume it with the version "
                    "that wrote it, or start a new state")
-            raise fmt.SnapshotMismatchError(msg)
+            raise SnapshotMismatchError(msg)
         table = CounterTable._from_payload_array(cells, k, payload, choose_layout(cells, k, layout))
         return cls(spec, eps, k, ledger.budget, layout, _table=table, _ledger=ledger)
 
@@ -304,24 +307,3 @@ def merge_partitioned(shards: Mapping[int, FrequencyEstimator], owner: np.ndarra
         merged.fill(0)
     return FrequencyEstimator(first.universe, first.epsilon, first.modulus, 0.0, first.layout,
                               _table=table, _ledger=ShardLedger())
-
-
-def snapshot_counter(data: bytes | bytearray | memoryview, cell: int) -> int:
-    """The counter of ``cell`` in verified frequency snapshot bytes (what an intruder reads from a
-    dump; for audits), at the offset ``docs/snapshot-format.md`` gives.
-
-    >>> est = FrequencyEstimator("range:8", modulus=4)
-    >>> snapshot_counter(est.snapshot(), 5) == int(est.counters()[5])
-    True
-
-    Raises:
-        StateError: the data is not a valid frequency snapshot, or ``cell`` is out of range.
-    """
-    snap = fmt.decode(data)
-    if snap.kind != FrequencyEstimator.kind:
-        msg = f"the snapshot holds a {snap.kind} estimator, not a frequency one"
-        raise StateError(msg)
-    if not 0 <= cell < snap.params["cells"]:
-        msg = f"cell {cell} is outside 0..{snap.params['cells'] - 1}"
-        raise StateError(msg)
-    return payload_counter(snap.payload, cell, int(snap.params["modulus"]))

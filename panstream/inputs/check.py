@@ -115,7 +115,7 @@ def verdict(counts: Mapping[str, Any] | Any, detected_format: str, universe: Any
 
     Args:
         counts: ``accepted``, ``empty``, ``malformed`` and ``outside`` of the sample (a mapping or
-            an object with those attributes, e.g. :class:`panstream.ingest.IngestStats`); noisy
+            an object with those attributes, e.g. :class:`panstream.sources.ingest.IngestStats`); noisy
             counts are fine (negative values count as 0).
         detected_format: the ``-f`` spelling used (:attr:`panstream.inputs.parser.Format.spec`;
             ``"none"`` when ``-f auto`` found no known format).

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from panstream.inputs.extractors import PATTERNS, json_get
 from panstream.inputs.formats import NO_FORMAT, format_name
 from panstream.inputs.ipv4 import MAX_LINE
-from panstream.inputs.normalize import normalize_address
+from panstream.universe.addresses import normalize_address
 
 #: JSON paths that hold the client address in the published shapes, in order of preference:
 #: Caddy (``client_ip`` is the client behind trusted proxies, Caddy >= 2.7), GCP Cloud Logging's

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from panstream.inputs.ipv4 import _ipv4_spans, byte_positions
-from panstream.inputs.normalize import normalize_address
+from panstream.universe.addresses import normalize_address
 
 #: Per-line states of :class:`Spans` (HEADER: a ``#`` line of W3C/Zeek or a CSV/TSV header: no
 #: record, counted apart from blank lines, issue 37).

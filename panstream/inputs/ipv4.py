@@ -1,9 +1,10 @@
 """The vectorized core: line bounds, byte scans and strict IPv4 addresses, over whole chunks.
 
 Every step here works on a chunk of complete lines held in a ``uint8`` array, with NumPy and no
-Python per line; nothing here knows formats or universes (:mod:`panstream.inputs.parser` and
-:mod:`panstream.inputs.extractors` build on it, and :mod:`panstream.universe` uses
-:func:`parse_ipv4` for batches of tokens: none of them is imported here, so there is no circle).
+Python per line; nothing here knows formats (:mod:`panstream.inputs.parser` and
+:mod:`panstream.inputs.extractors` build on it). :func:`panstream.inputs.ipv6.token_keys`, the
+same reading of a batch of tokens, is registered with :mod:`panstream.universe` for its large
+batches (issue 36: the universe sits below the input side and imports none of it).
 
 Strictness: an IPv4 address is accepted exactly when :class:`ipaddress.IPv4Address` accepts it:
 four decimal octets 0..255 of one to three ASCII digits, no leading zeros, nothing else
@@ -26,9 +27,10 @@ from __future__ import annotations
 import ipaddress  # noqa: F401 - the doctests use it
 from collections.abc import Callable
 
+
 import numpy as np
 
-from panstream.inputs.normalize import address_key, is_ipv4_key
+from panstream.universe.addresses import address_key, is_ipv4_key
 
 _MOVEMASK = np.uint64(0x0102040810204080)
 
@@ -375,11 +377,11 @@ def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, 
                    second_look: SecondLook | None = None
                    ) -> tuple[np.ndarray, np.ndarray, int, int, int, V6Keys]:
     """The address of every line of a ``plain`` or ``clf`` buffer, in the one normalization of
-    :mod:`panstream.inputs.normalize`.
+    :mod:`panstream.universe.addresses`.
 
     The dotted quads (also as ``a.b.c.d:port`` in ``plain`` and ``::ffff:a.b.c.d``) are read
     vectorized; the rare other lines get a second look, each token by
-    :func:`panstream.inputs.normalize.address_key`. ``second_look`` (the vectorized IPv6 reader,
+    :func:`panstream.universe.addresses.address_key`. ``second_look`` (the vectorized IPv6 reader,
     :func:`panstream.inputs.ipv6.address_lines` passes it) reads what it can of those first.
 
     Returns:
@@ -505,7 +507,7 @@ def _skip_mapped_prefix(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> np.nda
 def _ipv4_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Strictly parse the tokens ``b[ts:te]`` as IPv4 addresses, each either optionally followed
     by ``:port`` (1 to 5 digits, at most 65535) or written ``::ffff:a.b.c.d`` (without a port, as
-    :func:`panstream.inputs.normalize.address_key` reads them), vectorized: the first ``:`` of each
+    :func:`panstream.universe.addresses.address_key` reads them), vectorized: the first ``:`` of each
     token's 16-byte window ends the address, which :func:`ipv4_from_windows` checks; the port's
     digits are checked from a second window. Rows not ``ok`` get a second look in Python (other
     spellings, IPv6)."""

@@ -1,7 +1,7 @@
 """The vectorized IPv6 core: IPv6 client tokens read and written with NumPy, over whole chunks.
 
 Issue 38: every IPv6 line used to leave the vectorized parse and go through Python one line at a
-time (:func:`panstream.inputs.normalize.address_key`, about 3 us a line), and the sketch wrote each
+time (:func:`panstream.universe.addresses.address_key`, about 3 us a line), and the sketch wrote each
 client's text with ``socket.inet_ntop``. Here both are array code, as
 :mod:`panstream.inputs.ipv4` is for IPv4:
 
@@ -17,9 +17,9 @@ and ``[v6]:port`` (the port checked as :mod:`panstream.inputs.ipv4` checks ``a.b
 a zone id ``%eth0`` (dropped), an embedded dotted quad (``::ffff:a.b.c.d``,
 ``64:ff9b::a.b.c.d``; read by :func:`panstream.inputs.ipv4.ipv4_from_windows`), nine fields
 (``1:2:3:4:5:6:7::``). An IPv4-mapped result is the IPv4 client, as everywhere
-(:mod:`panstream.inputs.normalize`).
+(:mod:`panstream.universe.addresses`).
 
-Strictness: a row is accepted only when :func:`panstream.inputs.normalize.address_key` would
+Strictness: a row is accepted only when :func:`panstream.universe.addresses.address_key` would
 return the same key (glibc's ``inet_pton`` rules: groups of one to four hex digits, one ``::`` at
 most and never an empty address, a dotted quad only last and only after a colon, eight words in
 all, fewer with ``::``); every row it does not accept (other spellings, junk, blanks, control or
@@ -30,13 +30,15 @@ fast path changes no result (``tests/parse/test_ipv6_fast.py`` fuzzes both again
 tables: each 16-bit word's lowercase hex from a 65,536-entry table, the longest run of two or more
 zero words (the first of equal runs) from a 256-entry table of the zero-word masks, and the pieces
 placed at their offsets in a zero-padded ``n x 48`` byte matrix. It is bit-exact with
-:func:`panstream.inputs.normalize.canonical_text` for every key that is not IPv4 (what Presto's
+:func:`panstream.universe.addresses.canonical_text` for every key that is not IPv4 (what Presto's
 ``CAST(ipaddress AS varchar)`` prints: Guava's ``InetAddresses.toAddrString``).
 
 The working arrays that hold addresses are overwritten with zeros before returning.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +50,8 @@ from panstream.inputs.ipv4 import (
     ipv4_from_windows,
     port_ok,
 )
+from panstream.universe import register_token_reader
+from panstream.universe.addresses import AddressKeys
 
 _U = np.uint64
 _WD = 64  #: bytes of a token read (a token must fit in the first ``_WD - 4``)
@@ -383,7 +387,7 @@ def address_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray, v6: V6Keys
     for the dotted quads (``:port``, ``::ffff:``), then the IPv6 spellings of the rest, whose keys
     go to ``v6`` (an IPv4-mapped one is the IPv4 client). Returns ``(addr, ok, done)``: the IPv4
     clients where ``ok``, and ``done`` where the token was read (IPv4 or IPv6); the other tokens
-    are left to :func:`panstream.inputs.normalize.address_key`."""
+    are left to :func:`panstream.universe.addresses.address_key`."""
     addr, ok = _ipv4_spans(b, ts, te)
     done = ok.copy()
     rows = np.flatnonzero(~ok & (te - ts >= 2) & (te - ts <= _MAX_TOKEN))
@@ -458,7 +462,7 @@ def ipv6_text(hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     Each word's text (and the colon after it) comes from one 65,536-entry table; the rows with
     two or more zero words get their longest zero run replaced by ``::`` (a 256-entry table of
     the zero-word masks); the pieces are written in order at their offsets, each over the
-    previous one's zero padding. Bit-exact with :func:`panstream.inputs.normalize.canonical_text`
+    previous one's zero padding. Bit-exact with :func:`panstream.universe.addresses.canonical_text`
     of every key that is not an IPv4 client (those are written dotted,
     :func:`panstream.sketch.sfm.ipv4_text_words`).
 
@@ -530,3 +534,35 @@ def format_ipv6_lines(hi: np.ndarray, lo: np.ndarray) -> bytes:
     out = rows[keep].tobytes()
     rows.fill(0)
     return out
+
+
+def token_keys(items: list[Any]) -> AddressKeys | None:
+    """The canonical items of a batch of ``bytes`` tokens (a log's client fields), read like the
+    lines of a log in one pass (dotted quads, ``:port``, ``::ffff:``, IPv6 vectorized; the rest by
+    :func:`panstream.universe.addresses.address_key`), with the malformed and blank ones counted;
+    ``None`` if the batch is not all ``bytes`` without newlines (then every item goes the per-item
+    way). Registered as the universe's batch reader (:func:`panstream.universe.register_token_reader`,
+    issue 36).
+
+    >>> k = token_keys([b"10.0.0.1:443", b"::1", b"x", b" "])
+    >>> k.v4.tolist(), k.v6_lo.tolist(), k.malformed, k.empty
+    ([167772161], [1], 1, 1)
+    """
+    try:
+        buf = bytearray(b"\n").join([*items, b""])
+    except TypeError:
+        return None
+    try:
+        b = np.frombuffer(buf, dtype=np.uint8)
+        if int(np.count_nonzero(b == 10)) != len(items):
+            return None
+        addr, ok, _, empty, malformed, v6 = address_lines(b, "plain", 1 << 30)
+        del b
+    finally:
+        buf[:] = bytes(len(buf))
+    v4 = addr[ok]
+    addr.fill(0)
+    return AddressKeys(v4, *v6.arrays(), malformed, empty)
+
+
+register_token_reader(token_keys)

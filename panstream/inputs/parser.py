@@ -77,8 +77,8 @@ from panstream.inputs.ipv4 import (
     place_address,
 )
 from panstream.inputs.ipv6 import address_lines, address_spans
-from panstream.inputs.normalize import AddressKeys
 from panstream.universe import Universe
+from panstream.universe.addresses import AddressKeys
 
 __all__ = ["ADDRESS_COLUMNS", "ALIASES", "ARG_FORMATS", "FIELD_OF", "FORMATS", "FORMAT_HELP",
            "JSON_PATHS", "MAX_LINE", "NO_FORMAT", "SPARSE_KINDS", "Detection", "Format",

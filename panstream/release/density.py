@@ -64,7 +64,7 @@ from panstream.release.stats import (
     stderr_distinct,
     stderr_state,
 )
-from panstream.telemetry import TOTAL_TELEMETRY_NOTE
+from panstream.release.telemetry import TOTAL_TELEMETRY_NOTE
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from panstream.release.incidence import IncidenceModel, Interval
 from panstream.release.ledger import PrivacyLedger, ShardLedger, group_privacy
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import DEFAULT_CONFIDENCE, charge, noisy_count, output_law
-from panstream.telemetry import TOTAL_TELEMETRY_NOTE
+from panstream.release.telemetry import TOTAL_TELEMETRY_NOTE
 from panstream.universe import Universe
 
 __all__ = ["CounterHistogram", "FrequencyRelease", "FrequencySummary", "MergedHistograms",

@@ -28,7 +28,8 @@ from __future__ import annotations
 import math
 
 __all__ = ["BELOW_ZERO", "CLAMP_MARK_NOTE", "NOISE_FLAG", "ZERO_TEXT", "advice", "clamp_note",
-           "count_cap", "flag_line", "interval_text", "noise_dominated", "shown", "shown_count"]
+           "count_cap", "fdr_rule", "flag_line", "interval_text", "noise_dominated", "shown",
+           "shown_count"]
 
 #: The mark a one-line printout appends to a noise-dominated estimate.
 NOISE_FLAG = "NOISE-DOMINATED"
@@ -181,3 +182,15 @@ def flag_line(estimate: float, low: float, high: float, confidence: float, hint:
     pct = f"{100 * confidence:g} %"
     return (f"{indent}{NOISE_FLAG}: the {pct} interval is wider than the estimate itself"
             + (f"; {hint}" if hint else ""))
+
+
+def fdr_rule(fdr: float) -> str:
+    """A map's rule for colouring a bucket, in words (for a caption, a legend or a printout).
+
+    >>> fdr_rule(0.05)[:52]
+    'coloured = told from empty at a 5 % false-discovery '
+    """
+    pct = f"{100 * fdr:g} %"
+    return (f"coloured = told from empty at a {pct} false-discovery rate over the whole map "
+            f"(Benjamini-Hochberg on exact p-values): with no signal at all, the chance that any "
+            f"bucket is coloured is at most {pct}")

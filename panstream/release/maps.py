@@ -46,8 +46,16 @@ import numpy as np
 
 from panstream.errors import ConfigurationError
 from panstream.release.discovery import TellsFromEmpty, discoveries, empty_p_values
-from panstream.release.honesty import BELOW_ZERO, advice, flag_line, noise_dominated, shown
+from panstream.release.honesty import (
+    BELOW_ZERO,
+    advice,
+    fdr_rule,
+    flag_line,
+    noise_dominated,
+    shown,
+)
 from panstream.release.noise import NoiseLaw, exact_epsilon
+from panstream.release.plot import plot_map
 from panstream.release.schema import estimate_fields
 from panstream.release.stats import (
     DEFAULT_CONFIDENCE,
@@ -59,7 +67,7 @@ from panstream.release.stats import (
     output_law,
     stderr_state,
 )
-from panstream.telemetry import TOTAL_TELEMETRY_NOTE
+from panstream.release.telemetry import TOTAL_TELEMETRY_NOTE
 from panstream.universe import Universe
 
 # The interval's plug-in density is replaced by the end of its 1/_DENSITY_GRID cell where the state
@@ -235,8 +243,6 @@ class MapRelease(TellsFromEmpty):
     def plot(self, path: str | PathLike[str]) -> None:
         """Write the map as a PNG (Hilbert heat map for IP universes, step plot for ranges); needs
         the ``plot`` extra (matplotlib). See :mod:`panstream.release.plot`."""
-        from panstream.release.plot import plot_map
-
         plot_map(self, path)
 
     def csv_text(self) -> str:
@@ -402,11 +408,8 @@ def release_map(est: CountingTable, epsilon: float, by: int | str, mechanism: st
 
 
 def rule_text(m: MapRelease) -> str:
-    """The map-wide rule in words, for a caption or a legend."""
-    pct = f"{100 * m.fdr:g} %"
-    return (f"coloured = told from empty at a {pct} false-discovery rate over the whole map "
-            f"(Benjamini-Hochberg on exact p-values): with no signal at all, the chance that any "
-            f"bucket is coloured is at most {pct}")
+    """The map-wide rule in words, for a caption or a legend (:func:`~panstream.release.honesty.fdr_rule`)."""
+    return fdr_rule(m.fdr)
 
 
 def format_map(m: MapRelease, limit: int = 20) -> str:

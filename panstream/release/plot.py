@@ -14,15 +14,17 @@ from __future__ import annotations
 import math
 import textwrap
 from os import PathLike
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from panstream.errors import ConfigurationError
 from panstream.release.hilbert import d2xy
+from panstream.release.honesty import fdr_rule
 
-if TYPE_CHECKING:  # pragma: no cover
-    from panstream.release.maps import MapRelease
+#: What a picture draws: a :class:`panstream.release.maps.MapRelease` (maps imports this module to
+#: draw itself, so this one names no map class: issue 36 broke the maps <-> plot circle).
+MapRelease = Any
 
 #: Size of every picture, in pixels (width, height).
 PIXELS = (800, 700)
@@ -78,9 +80,7 @@ def plot_map(m: MapRelease, path: str | PathLike[str]) -> Any:
     pct = f"{100 * m.confidence:g}%"
     is_ip = m.universe.startswith(("ipv4:", "ipv6:"))
     signal = np.array([r.signal for r in m.rows], dtype=bool)
-    from panstream.release.maps import rule_text
-
-    caption = (rule_text(m) + ("; grey = could be empty" if is_ip
+    caption = (fdr_rule(m.fdr) + ("; grey = could be empty" if is_ip
                                else "; dots mark them, band = interval")
                + f". {int(signal.sum()):,} of {len(m.rows):,} bucket(s) told from empty")
     title = "\n".join([f"{m.universe} by {m.by}: noisy density per bucket, epsilon {m.epsilon:g} "

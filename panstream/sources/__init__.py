@@ -8,6 +8,15 @@ buffer stays bounded while the parser can still find a leading field such as a l
 address. An empty chunk means "no data for a while" (an idle tick on a pipe or terminal), so that a
 consumer can checkpoint or stop.
 
+The package's modules, the drivers on top of the house (docs/architecture.md):
+
+* :mod:`panstream.sources.files`, :mod:`panstream.sources.stdin`: the chunked readers;
+* :mod:`panstream.sources.ingest`: the file driver of ``panstream ingest`` (``panstream.ingest``
+  until issue 36, still an alias for one release);
+* :mod:`panstream.sources.windowed`: the driver of ``panstream ingest --window``
+  (``panstream.windows.ingestor`` until issue 36, still an alias);
+* :mod:`panstream.sources.kafka`: the Kafka stages.
+
 >>> import io
 >>> r = ChunkReader(io.BytesIO(b"a\\nbb\\nccc").readinto, name="example")
 >>> [bytes(c) for c in r]

@@ -204,7 +204,7 @@ class ChunkReader:
     the first line malformed).
 
     The reader keeps no count of lines or bytes across chunks: such counts describe the data, and
-    nothing exact about it may outlive a batch (see :mod:`panstream.telemetry`).
+    nothing exact about it may outlive a batch (see :mod:`panstream.release.telemetry`).
 
     Read errors: when the input fails (a truncated or corrupt ``.gz``, an I/O error), the complete
     lines read before the failure are still yielded (so they reach the table and its checkpoint),

@@ -48,7 +48,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from panstream.errors import PanstreamError, StateError
+from panstream.errors import (  # the snapshot errors live with the others (issue 36)
+    SNAPSHOT_FIX,
+    CorruptSnapshotError,
+    NotASnapshotError,
+    PanstreamError,
+    SnapshotMismatchError,
+    SnapshotVersionError,
+)
+from panstream.estimators.bittable import packed_size
 from panstream.universe import Universe
 
 Buffer = bytes | bytearray | memoryview
@@ -71,27 +79,9 @@ KINDS = ("density", "frequency", "sketch")
 EXPECT_KEYS = ("kind", "universe", "epsilon", "calibration", "modulus", "buckets", "levels",
                "items")
 
-_FIX = "move the file aside and start a new state (a fresh table)"
+_FIX = SNAPSHOT_FIX
 _V1_P_BITS = 32
 _V1_CALIBRATIONS = ("tight", "paper")
-
-
-# ---------------------------------------------------------------------- errors
-class NotASnapshotError(StateError):
-    """The data does not start with the snapshot magic: it is some other file."""
-
-
-class SnapshotVersionError(StateError):
-    """The snapshot was written by a newer panstream (future format version, flags or kind)."""
-
-
-class CorruptSnapshotError(StateError):
-    """The snapshot is truncated, has trailing bytes, fails its checksum, or has invalid fields."""
-
-
-class SnapshotMismatchError(StateError):
-    """The snapshot's parameters contradict the ones asked for on resume, or this version's
-    calibration gives different probabilities than the ones stored."""
 
 
 # ---------------------------------------------------------------------- contents
@@ -137,11 +127,6 @@ def canonical_json(obj: Any) -> bytes:
     """``obj`` as canonical JSON: sorted keys, no whitespace, ASCII only, no NaN or infinity."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                       allow_nan=False).encode("ascii")
-
-
-def packed_size(cells: int, bits_per_cell: int = 1) -> int:
-    """Bytes of a payload of ``cells`` cells of ``bits_per_cell`` bits: ``ceil(cells * bits / 8)``."""
-    return (cells * bits_per_cell + 7) // 8
 
 
 # ---------------------------------------------------------------------- encoding
@@ -277,7 +262,7 @@ def parse_head(frame: Frame, head: Buffer) -> tuple[dict[str, Any], dict[str, An
     universe: Universe
     try:
         if kind == "sketch":  # a Sketch-Flip-Merge grid: its cells are hash buckets x levels
-            from panstream.sketch.sfm import SketchGrid
+            from panstream.estimators.sketch.sfm import SketchGrid
 
             universe = SketchGrid.parse_spec(spec)
         else:
@@ -402,6 +387,4 @@ def bad_params(what: str) -> CorruptSnapshotError:
     return _bad(what)
 
 
-def _bad(what: str) -> CorruptSnapshotError:
-    return CorruptSnapshotError(f"snapshot is invalid although its checksum matches: {what}; "
-                                f"it was not written by a compatible panstream; {_FIX}")
+_bad = CorruptSnapshotError.of_params

@@ -298,7 +298,7 @@ def _append_bits(out: np.ndarray, bitpos: int, src: np.ndarray, nbits: int) -> N
 
 def merge_slices(slices: Mapping[int, Estimator], layout: SliceLayout) -> Estimator:
     """One table over the whole universe from a routed group's slices, laid end to end (for a
-    sketch grid: one :class:`~panstream.sketch.estimator.SketchEstimator`).
+    sketch grid: one :class:`~panstream.estimators.sketch.estimator.SketchEstimator`).
 
     Slice ``r`` holds cells ``[lo_r, hi_r)`` of ``layout`` (:mod:`panstream.state.slices`); every
     arrival of a cell was applied to its one slice, so the result has exactly the law of one table
@@ -381,8 +381,8 @@ def _sketch_of_slices(payload: np.ndarray, layout: SliceLayout, params: Mapping[
     """The sketch whose bits, in bucket-major routing order, are the packed ``payload``: transposed
     back to Presto's ``level * B + bucket`` order. ``params`` are the slices' (epsilon, rr).
     ``payload`` and every temporary are wiped."""
-    from panstream.sketch.estimator import SketchEstimator
-    from panstream.sketch.sfm import SketchGrid
+    from panstream.estimators.sketch.estimator import SketchEstimator
+    from panstream.estimators.sketch.sfm import SketchGrid
 
     grid = layout.universe
     assert isinstance(grid, SketchGrid)

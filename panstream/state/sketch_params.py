@@ -3,7 +3,7 @@
 Presto's serialized ``SfmSketch`` (tag 7, grid, flip probability, bitmap) has no field for the
 hash its items went through, and Presto reads exactly those bytes, so the hash cannot travel in
 the file. An export therefore writes a small JSON file beside it, ``<file>.params.json``, with
-the grid, the item kind and the hash (:mod:`panstream.sketch.hashing`), and
+the grid, the item kind and the hash (:mod:`panstream.estimators.sketch.hashing`), and
 ``panstream merge-sketches`` reads it to refuse sketches that hashed their items differently (their
 merge would count every common item twice). The JSON file holds public parameters only.
 
@@ -33,8 +33,8 @@ def params_path(path: str | os.PathLike[str]) -> str:
 
 
 def export_params(est: Any) -> dict[str, Any]:
-    """The public parameters of ``est``'s export (a :class:`~panstream.sketch.estimator.SketchEstimator`)."""
-    from panstream.sketch.hashing import SQL_TYPE
+    """The public parameters of ``est``'s export (a :class:`~panstream.estimators.sketch.estimator.SketchEstimator`)."""
+    from panstream.estimators.sketch.hashing import SQL_TYPE
 
     return {"format": FORMAT, "version": 1, "buckets": est.buckets, "levels": est.levels,
             "items": est.items, "hash": est.hashing, "sql_type": SQL_TYPE[est.hashing],
@@ -55,7 +55,7 @@ def write_export(path: str | os.PathLike[str], est: Any) -> None:
         StateError: a file could not be written (the sketch file is then not written, or left as
             it was).
     """
-    from panstream.sketch import sfm
+    from panstream.estimators.sketch import sfm
     from panstream.state.files import atomic_write
 
     data = sfm.to_presto(est.presto())  # refused before anything is written (a by-country state)
@@ -69,7 +69,7 @@ def read_hash(path: str | os.PathLike[str]) -> str | None:
     Raises:
         StateError: a parameters file that cannot be read or names no known hash.
     """
-    from panstream.sketch.hashing import HASHES
+    from panstream.estimators.sketch.hashing import HASHES
 
     side = params_path(path)
     if not os.path.exists(side):

@@ -20,7 +20,7 @@ This module holds the pure parts of that layout:
   (:func:`panstream.state.merge.merge_slices` lays them end to end).
 
 **Sketch grids are routed by bucket range.** A Sketch-Flip-Merge grid
-(:class:`~panstream.sketch.sfm.SketchGrid`, ``B`` buckets x ``P`` levels) numbers its bits
+(:class:`~panstream.estimators.sketch.sfm.SketchGrid`, ``B`` buckets x ``P`` levels) numbers its bits
 ``level * B + bucket`` (Presto's order). Cut in that order, slice 0 would hold level 0, which half
 of all arrivals hit (a level is the hash's number of trailing zeros). So a grid is routed in
 **bucket-major order**, ``bucket * P + level`` (:meth:`SliceLayout.routing_order`): the slice
@@ -49,8 +49,9 @@ import numpy as np
 
 from panstream.errors import ConfigurationError, StateError
 from panstream.estimators.base import Estimator
-from panstream.sketch.sfm import SketchGrid
+from panstream.estimators.sketch.sfm import SketchGrid
 from panstream.state import format as fmt
+from panstream.state import persist
 from panstream.universe import Universe
 
 #: Default number of slices (internal partitions) of a routed group.
@@ -350,7 +351,7 @@ def slice_family(kind: str, calibration: str) -> tuple[str, str]:
 
     A density or frequency slice is a table of its family; a sketch's slice (whole buckets of the
     grid) is a bit table with randomized response (:data:`SKETCH_SLICE`): the calibration ``rr``
-    that :class:`~panstream.sketch.estimator.SketchEstimator` uses, so each of its bits starts as
+    that :class:`~panstream.estimators.sketch.estimator.SketchEstimator` uses, so each of its bits starts as
     D0 = Bernoulli(q) and is redrawn from D1 = Bernoulli(1 - q) with exactly the sketch's q.
 
     >>> slice_family("sketch", "tight"), slice_family("density", "tight")
@@ -365,7 +366,7 @@ def encode_slice(est: Estimator, layout: SliceLayout, r: int) -> bytearray:
     if est.size != layout.size(r):
         msg = f"slice {r} has {layout.size(r)} cells, its table {est.size}"
         raise StateError(msg)
-    return est.snapshot_buffer(as_shard=True, extra={"slice": layout.slice_param(r)})
+    return persist.snapshot_buffer(est, as_shard=True, extra={"slice": layout.slice_param(r)})
 
 
 def head_params(data: bytes | bytearray | memoryview) -> dict[str, Any]:

@@ -56,6 +56,7 @@ from panstream.release.ledger import (
     ShardLedger,
 )
 from panstream.release.ledger_log import Opening, Replay, Reservation, replay
+from panstream.state import persist
 from panstream.state.fence import Fence, claim_epoch, fenced_message
 from panstream.state.files import (
     LedgerHistory,
@@ -94,7 +95,8 @@ def encode_shard(est: Estimator, keying: Keying | None = None) -> bytearray:
     Returned as a ``bytearray`` that the checkpointer zeroes once it is durable, so no copy of an
     old shard table stays in freed memory next to the live one.
     """
-    return est.snapshot_buffer(as_shard=True, extra=None if keying is None else keying.param())
+    return persist.snapshot_buffer(est, as_shard=True,
+                                   extra=None if keying is None else keying.param())
 
 
 def decode_shard(data: bytes | bytearray, universe: Universe | str, epsilon: float,
@@ -110,7 +112,7 @@ def decode_shard(data: bytes | bytearray, universe: Universe | str, epsilon: flo
         StateError: the snapshot is corrupt, or its family or parameters differ from the
             configured ones (the message names the stored values to resume with).
     """
-    est = estimators.restore(data, expect=estimators.expect_of(kind, universe, epsilon,
+    est = persist.restore(data, expect=estimators.expect_of(kind, universe, epsilon,
                                                                calibration, modulus))
     est.ledger = ShardLedger()
     return est
@@ -965,7 +967,7 @@ def merge_store(store: DirectoryStore | TopicStore, merge: str = "auto",
             try:
                 params = head_params(data)
                 where = slice_of(params)
-                table = estimators.restore(data)
+                table = persist.restore(data)
                 if where is None:
                     shards[(topic, int(part))] = table
                     records[key] = keying_of(params)

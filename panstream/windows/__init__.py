@@ -10,23 +10,15 @@ The package's files are its parts, in the order a line meets them:
 * :mod:`panstream.windows.zones`: the zone of a local time (``--time-zone``: fixed offsets, IANA
   zones with daylight saving) and the year of a syslog time (the declared range, or the clock);
 * :mod:`panstream.windows.series`: the released series (one durable record per window), its
-  picture and its metrics;
-* :mod:`panstream.windows.ingestor`: the driver of ``panstream ingest --window`` over files and
-  standard input (:class:`WindowedIngestor`: the commit order of a closing window).
+  picture and its metrics.
 
-The Kafka driver (``panstream kafka --window``) is Kafka I/O and lives with the other Kafka stages
-in :mod:`panstream.sources.kafka.windows`; the command line in :mod:`panstream.cli.window_options`
-and :mod:`panstream.cli.kafka_windows`.
+The drivers are sources and sit above this package (issue 36): ``panstream ingest --window`` over
+files and standard input is :mod:`panstream.sources.windowed` (:class:`WindowedIngestor`: the
+commit order of a closing window; ``panstream.sources.windowed`` still imports, as an alias, for
+one release), ``panstream kafka --window`` is :mod:`panstream.sources.kafka.windows`; the command
+line is :mod:`panstream.cli.window_options` and :mod:`panstream.cli.kafka_windows`.
 """
 
-from panstream.windows.ingestor import (
-    WindowedIngestor,
-    WindowStats,
-    window_files,
-    window_path,
-    window_stem,
-)
 from panstream.windows.schedule import WindowSchedule, duration_text, horizon_line, windows_met
 
-__all__ = ["WindowSchedule", "WindowStats", "WindowedIngestor", "duration_text", "horizon_line",
-           "window_files", "window_path", "window_stem", "windows_met"]
+__all__ = ["WindowSchedule", "duration_text", "horizon_line", "windows_met"]

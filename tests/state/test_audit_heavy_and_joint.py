@@ -185,7 +185,7 @@ def test_panstreams_own_families_say_where_a_targets_bits_are() -> None:
     """``snapshot_target_bits`` (the families' ``TargetBits``) reads the target's counter field of a
     frequency snapshot: the bits it names spell the counter ``snapshot_counter`` reads."""
     import panstream as ps
-    from panstream.estimators.frequency import snapshot_counter
+    from panstream.state.persist import snapshot_counter
 
     est = ps.FrequencyEstimator("range:64", 1.0, 8)
     dump = est.snapshot()

@@ -131,7 +131,7 @@ def test_payloads_a_writer_cannot_produce_are_refused(k: int, payload: bytes, ma
 
 
 def test_an_auditor_reads_any_counter_from_the_dump() -> None:
-    from panstream.estimators.frequency import snapshot_counter
+    from panstream.state.persist import snapshot_counter
 
     est = ps.FrequencyEstimator("range:13", modulus=4)
     data = est.snapshot()

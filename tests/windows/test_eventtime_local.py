@@ -481,8 +481,9 @@ def test_live_sshd_windows_across_new_year() -> None:
     from panstream import estimators
     from panstream.ingest import Input
     from panstream.inputs.parser import Format
+    from panstream.sources.windowed import WindowedIngestor
     from panstream.universe import Universe
-    from panstream.windows import WindowedIngestor, WindowSchedule
+    from panstream.windows import WindowSchedule
 
     new_year = _at(2027, 1, 1, 0, 0, 0)
     now = [float(new_year + 30)]

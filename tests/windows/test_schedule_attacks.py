@@ -30,8 +30,9 @@ from panstream import estimators
 from panstream.ingest import Input
 from panstream.inputs.parser import Format
 from panstream.sources import ChunkReader
+from panstream.sources.windowed import WindowedIngestor
 from panstream.universe import Universe
-from panstream.windows import WindowedIngestor, WindowSchedule
+from panstream.windows import WindowSchedule
 from panstream.windows.series import Series, read
 
 U = Universe.parse("ipv4:10.0.0.0/24")

@@ -33,7 +33,8 @@ from panstream.inputs.parser import Format
 from panstream.sketch import sfm
 from panstream.sketch.sfm import SketchGrid
 from panstream.sources import ChunkReader
-from panstream.windows import WindowedIngestor, WindowSchedule, window_files
+from panstream.sources.windowed import WindowedIngestor, window_files
+from panstream.windows import WindowSchedule
 from panstream.windows.series import Series, read, record
 
 GRID = "sketch:4096x24:ip"

@@ -28,9 +28,10 @@ from panstream.estimators.base import Estimator
 from panstream.ingest import Input
 from panstream.inputs.parser import Format
 from panstream.sources import ChunkReader
+from panstream.sources.windowed import WindowedIngestor, window_files, window_path
 from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
-from panstream.windows import WindowedIngestor, WindowSchedule, window_files, window_path
+from panstream.windows import WindowSchedule
 from panstream.windows.series import Series, read
 
 U = Universe.parse(UNIVERSE)

@@ -62,7 +62,7 @@ def _close_to_truth(series: Path, week: Week) -> None:
 
 KILL_AT_THURSDAY = """
 import os, sys
-import panstream.windows as w
+import panstream.sources.windowed as w
 checkpoint = w.WindowedIngestor.checkpoint
 def kill(self, at=None):
     checkpoint(self, at)
@@ -102,7 +102,7 @@ def test_kill_9_mid_week_then_restart_gives_each_window_exactly_once(week: Week,
 
 CRASH_AFTER_RECORD = """
 import os, sys
-import panstream.windows as w
+import panstream.sources.windowed as w
 forget = w.WindowedIngestor._forget
 def crash(self, win):
     if win.start in self._released:  # the record is durable, the table not yet removed

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from panstream.errors import ConfigurationError
+from panstream.release.telemetry import CountWindow, TelemetryPolicy
 from panstream.schedule import Schedule
-from panstream.telemetry import CountWindow, TelemetryPolicy
 
 #: The counts of one telemetry window (an opt-in). One item (a message in the ``item`` format, a
 #: line in ``lines``) adds at most one message and one of items/malformed/outside: L1 sensitivity 2.

@@ -23,7 +23,7 @@ next arrival or idle tick. A periodic save also sets the state file's access and
 times to the scheduled instant (``os.utime``), so they show the schedule and not when the write
 finished.
 
-Nothing counts arrivals by default (:mod:`panstream.telemetry`): :class:`IngestStats` holds the
+Nothing counts arrivals by default (:mod:`panstream.release.telemetry`): :class:`IngestStats` holds the
 run's clock (seconds, checkpoints, releases) and, for file inputs, the read position in bytes; the
 line and item counts exist only under an explicit opt-in (noisy per-window counts at an
 event-level epsilon, or exact counts). Nothing here imports click or touches signals; the command
@@ -45,9 +45,10 @@ from panstream.estimators.base import Estimator
 from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
 from panstream.inputs.check import empty_input_line, verdict
 from panstream.inputs.parser import Format, LineParser, detect, parse_format
+from panstream.release.telemetry import NOTHING_COUNTED, CountWindow, TelemetryPolicy
 from panstream.schedule import Schedule, wait_before
 from panstream.sources.files import ChunkReader
-from panstream.telemetry import NOTHING_COUNTED, CountWindow, TelemetryPolicy
+from panstream.state import persist
 
 #: The counts of one reporting window. One log line is exactly one of these, so the window's count
 #: vector has L1 sensitivity 1; the lines total is their sum.
@@ -74,7 +75,7 @@ class IngestStats:
 
     By default (:meth:`TelemetryPolicy.none`) nothing here counts arrivals: ``counted`` is false,
     the count fields stay 0 and :meth:`to_dict` leaves them out. Under an opt-in they are sums of
-    the per-window releases of :mod:`panstream.telemetry` (noisy, possibly slightly negative, or
+    the per-window releases of :mod:`panstream.release.telemetry` (noisy, possibly slightly negative, or
     exact under :meth:`TelemetryPolicy.exact_counts`).
 
     Attributes:
@@ -285,7 +286,7 @@ class Ingestor:
         self.flush()
         if self.state_path is None:
             return
-        self.est.save(self.state_path)
+        persist.save(self.est, self.state_path)
         if at is not None:
             wall = int(round((self._wall0 + (at - self._t0)) * 1e9))
             os.utime(self.state_path, ns=(wall, wall))

@@ -1,7 +1,7 @@
 """The pan-private Sketch-Flip-Merge estimator: distinct counts of any items in kilobytes.
 
 State: a grid of ``B`` buckets x ``P`` levels of bits (Presto's default 4096 x 24: 98,304 bits,
-12 KiB), nothing else. An item's Presto hash (:mod:`panstream.sketch.sfm`) names one bit,
+12 KiB), nothing else. An item's Presto hash (:mod:`panstream.estimators.sketch.sfm`) names one bit,
 ``level * B + bucket``. Every bit starts as a draw of D0 = Bernoulli(q) and every arrival redraws
 its bit from D1 = Bernoulli(1 - q), with randomized response's exact dyadic
 ``q = 1/(1 + e^eps)`` rounded up (:func:`panstream.calibration.calibrate`, ``"rr"``).
@@ -39,23 +39,28 @@ from typing import Any, ClassVar
 import numpy as np
 
 from panstream.calibration import calibrate
-from panstream.errors import ConfigurationError, StateError
-from panstream.estimators.base import Estimator
-from panstream.estimators.bittable import BitTable, RedrawnBits, choose_layout
+from panstream.errors import (
+    ConfigurationError,
+    CorruptSnapshotError,
+    SnapshotMismatchError,
+    StateError,
+)
+from panstream.estimators.base import Estimator, register_family, variant
+from panstream.estimators.bittable import BitTable, RedrawnBits, choose_layout, packed_size
+from panstream.estimators.sketch import release as sketch_release
+from panstream.estimators.sketch import sfm
+from panstream.estimators.sketch.sfm import DEFAULT_BUCKETS, DEFAULT_LEVELS, Fit, PrestoSketch, SketchGrid
 from panstream.randomness import P_BITS, bernoulli
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
-from panstream.sketch import release as sketch_release
-from panstream.sketch import sfm
-from panstream.sketch.sfm import DEFAULT_BUCKETS, DEFAULT_LEVELS, Fit, PrestoSketch, SketchGrid
-from panstream.state import format as fmt
 
 __all__ = ["SketchEstimator", "merge"]
 
 #: The default hash's name in snapshots (Presto's Java ``add``), so that a change cannot be mixed
-#: up with it; the Presto SQL hashes store their own names (:mod:`panstream.sketch.hashing`).
+#: up with it; the Presto SQL hashes store their own names (:mod:`panstream.estimators.sketch.hashing`).
 HASH = "murmur3_x64_128.hash64"
 
 
+@register_family
 class SketchEstimator(RedrawnBits, Estimator):
     """A pan-private Sketch-Flip-Merge sketch of the distinct items of a stream.
 
@@ -69,12 +74,12 @@ class SketchEstimator(RedrawnBits, Estimator):
             UTF-8, ``bytes`` as they are).
         budget: total output epsilon that releases may spend.
         layout: the bit table's layout (``"auto"``, ``"bytes"``, ``"packed"``).
-        hashing: how items are hashed (:mod:`panstream.sketch.hashing`): ``"murmur3"`` (Presto's
+        hashing: how items are hashed (:mod:`panstream.estimators.sketch.hashing`): ``"murmur3"`` (Presto's
             Java ``SfmSketch.add``, the default), or ``"xxhash64-varchar"`` /
             ``"xxhash64-bigint"`` (``"presto-sql"``), as Presto SQL's ``noisy_approx_set_sfm``.
 
     Attributes:
-        universe: the :class:`~panstream.sketch.sfm.SketchGrid` (spec ``sketch:4096x24:ip``).
+        universe: the :class:`~panstream.estimators.sketch.sfm.SketchGrid` (spec ``sketch:4096x24:ip``).
         q: the exact D0 probability and Presto flip probability (a dyadic Fraction); p = 1 - q.
         epsilon_state: ``ln((1 - q)/q)``, at most ``epsilon``.
         ledger: the output budget.
@@ -127,14 +132,14 @@ class SketchEstimator(RedrawnBits, Estimator):
     @property
     def hash_name(self) -> str:
         """The hash as the state's public parameters name it."""
-        from panstream.sketch.hashing import stored_name
+        from panstream.estimators.sketch.hashing import stored_name
 
         return stored_name(self.hashing)
 
     # ------------------------------------------------------------------ the state
     def update_hashes(self, hashes: np.ndarray, *, wipe: bool = True) -> int:
         """Fast path: apply items given as Presto hashes (``uint64``, e.g. from
-        :func:`panstream.sketch.sfm.hash64_ints`). Returns the number applied."""
+        :func:`panstream.estimators.sketch.sfm.hash64_ints`). Returns the number applied."""
         h = np.asarray(hashes, dtype=np.uint64)
         cells = self.universe.cells_of_hashes(h)
         try:
@@ -168,32 +173,31 @@ class SketchEstimator(RedrawnBits, Estimator):
         try:
             grid = SketchGrid.parse_spec(str(params["universe"]))
         except Exception as exc:  # noqa: BLE001 - any failure is a bad parameter
-            raise fmt.bad_params(str(exc)) from None
-        if grid.items == "ip-country" and cls is SketchEstimator:  # one grid per country
-            from panstream.sketch.country import CountrySketchEstimator
-
-            return CountrySketchEstimator._from_snapshot(params, ledger, payload, layout)
+            raise CorruptSnapshotError.of_params(str(exc)) from None
+        by = variant(cls.kind, grid.items)  # ip-country: one grid per country (panstream.country)
+        if by is not None and cls is SketchEstimator:
+            return by._from_snapshot(params, ledger, payload, layout)
         dims = (params.get("buckets"), params.get("levels"), params.get("items"))
         if dims != (grid.buckets, grid.levels, grid.items) or params.get("cells") != grid.size:
-            raise fmt.bad_params(f"grid {dims} does not match universe {grid.spec}")
-        from panstream.sketch.hashing import stored_name
+            raise CorruptSnapshotError.of_params(f"grid {dims} does not match universe {grid.spec}")
+        from panstream.estimators.sketch.hashing import stored_name
 
         if params.get("hash") != stored_name(grid.hashing):
-            raise fmt.bad_params(f"hash {params.get('hash')!r} is not {stored_name(grid.hashing)!r}, "
+            raise CorruptSnapshotError.of_params(f"hash {params.get('hash')!r} is not {stored_name(grid.hashing)!r}, "
                                  f"the hash of {grid.spec}")
         nums = (params.get("p_bits"), params.get("p_numerator"), params.get("q_numerator"))
-        if payload.size != fmt.packed_size(grid.size):
-            raise fmt.bad_params(f"a {payload.size}-byte table cannot hold {grid.size} bits")
+        if payload.size != packed_size(grid.size):
+            raise CorruptSnapshotError.of_params(f"a {payload.size}-byte table cannot hold {grid.size} bits")
         try:
             want = calibrate(eps, "rr")
         except ConfigurationError as exc:
-            raise fmt.bad_params(f"the stored epsilon cannot be calibrated: {exc}") from None
+            raise CorruptSnapshotError.of_params(f"the stored epsilon cannot be calibrated: {exc}") from None
         if nums != (P_BITS, want.numerator, want.q_numerator):
             msg = (f"snapshot stores probabilities {nums} for epsilon {eps!r}, but this panstream "
                    f"calibrates that to q = {want.q_numerator}/2**{P_BITS}: the snapshot came from "
                    "a different panstream version; resume it with the version that wrote it, or "
                    "start a new state")
-            raise fmt.SnapshotMismatchError(msg)
+            raise SnapshotMismatchError(msg)
         table = BitTable._from_packed_array(grid.size, payload, choose_layout(grid.size, layout))
         return cls(eps, grid.buckets, grid.levels, grid.items, ledger.budget, layout,
                    hashing=grid.hashing, _table=table, _ledger=ledger)
@@ -216,7 +220,7 @@ class SketchEstimator(RedrawnBits, Estimator):
     def release(self, epsilon: float, mechanism: str = "laplace", *, sensitivity: int = 1,
                 state_tables: int = 1, **kwargs: Any) -> sketch_release.SketchRelease:
         """Publish a noisy distinct count, charged to the ledger. See
-        :func:`panstream.sketch.release.release_sketch` (``confidence=``).
+        :func:`panstream.estimators.sketch.release.release_sketch` (``confidence=``).
 
         ``sensitivity`` and ``state_tables`` are what a consumer group's store asks for
         (:func:`panstream.state.stores.release_store`): a routed group's slices are one sketch, so
@@ -265,10 +269,10 @@ class SketchEstimator(RedrawnBits, Estimator):
 
 def merge(a: PrestoSketch, b: PrestoSketch) -> PrestoSketch:
     """The randomized merge of Presto's ``SfmSketch.mergeWith`` (Theorem 4.8 of Hehir, Ting and
-    Cormode, in its unbiased form: see :func:`panstream.sketch.sfm.merge_probabilities`), with draws from
+    Cormode, in its unbiased form: see :func:`panstream.estimators.sketch.sfm.merge_probabilities`), with draws from
     the OS CSPRNG.
 
-    Each merged bit is 1 with the probability :func:`panstream.sketch.sfm.merge_probabilities` gives for
+    Each merged bit is 1 with the probability :func:`panstream.estimators.sketch.sfm.merge_probabilities` gives for
     its two input bits. Those probabilities are exact rationals here, each rounded to the nearest
     ``k / 2**32`` before the exact Bernoulli draw (an error of at most ``2**-33`` per bit; Presto
     uses doubles and ``ThreadLocalRandom``). Two non-private sketches merge by OR, as in Presto.
@@ -278,7 +282,7 @@ def merge(a: PrestoSketch, b: PrestoSketch) -> PrestoSketch:
     ``r = (r1 + r2 - 3 r1 r2)/(1 - 2 r1 r2)``: exactly the law of one sketch of the *union* of the
     streams privatized with flip probability ``r``, i.e. ``eps* = -ln(e^-eps1 + e^-eps2 -
     e^-(eps1+eps2))`` (below both inputs' epsilons). Its estimate is that of such a sketch: unbiased
-    like one, with the standard error of :func:`panstream.sketch.sfm.mple` at ``r`` (larger than either
+    like one, with the standard error of :func:`panstream.estimators.sketch.sfm.mple` at ``r`` (larger than either
     input's). Privacy: the merge reads only the inputs, so it costs nothing beyond them; but the
     inputs were published, and a person in both streams is covered by ``eps1 + eps2`` against
     someone who holds both inputs (``eps*`` only against someone who sees the merged sketch alone).

@@ -1,7 +1,7 @@
 """The output stage of the sketch: noisy per-level counts, the distinct count, charged to the ledger.
 
 Where the noise goes. The pseudo-likelihood of a Sketch-Flip-Merge grid depends on the bits only
-through the per-level counts of ones ``K_0..K_{P-1}`` (:mod:`panstream.sketch.sfm`). One person is one
+through the per-level counts of ones ``K_0..K_{P-1}`` (:mod:`panstream.estimators.sketch.sfm`). One person is one
 item, whose hash names one bit: with or without their arrivals, and for any fixed draws of every
 other bit, only that bit can differ, so the vector ``K`` changes in one entry by at most 1 (L1
 sensitivity 1). The release charges the ledger, adds independent exact noise of scale
@@ -10,7 +10,7 @@ geometric or the discretized Laplace of :mod:`panstream.release.noise`), and onl
 the count and its interval are post-processing of the noisy counts and public parameters.
 
 The interval. The maximum pseudo-likelihood estimate ``n`` has standard error ``se_state`` from the
-bits' randomness (the Fisher information of the pseudo-likelihood, :func:`panstream.sketch.sfm.mple`); the
+bits' randomness (the Fisher information of the pseudo-likelihood, :func:`panstream.estimators.sketch.sfm.mple`); the
 release noise moves it by ``sum_l g_l e_l`` (``g_l = dn/dK_l``, delta method), of variance
 ``var(e) sum_l g_l**2``. The interval is ``n +- h`` with ``h`` the ``confidence`` quantile of a
 normal of ``se_state`` plus a Laplace of the release part's variance (a single Laplace has heavier
@@ -45,8 +45,8 @@ from panstream.release.stats import (
     noisy_count,
     output_law,
 )
-from panstream.sketch import sfm
-from panstream.telemetry import TOTAL_TELEMETRY_NOTE
+from panstream.estimators.sketch import sfm
+from panstream.release.telemetry import TOTAL_TELEMETRY_NOTE
 
 __all__ = ["SketchRelease", "SketchTable", "fit_noisy_levels", "format_sketch_release", "noisy_ones",
            "interval_halfwidth", "release_sketch"]
@@ -57,7 +57,7 @@ SENSITIVITY = 1
 
 class SketchTable(Protocol):
     """What a sketch release reads: the grid's public parameters, its ledger and the per-level
-    counts of ones (a :class:`~panstream.sketch.estimator.SketchEstimator`)."""
+    counts of ones (a :class:`~panstream.estimators.sketch.estimator.SketchEstimator`)."""
 
     ledger: PrivacyLedger
     epsilon_state: float

@@ -37,7 +37,7 @@ eventtime.times`, e.g. CLF ``[24/Nov/2026:10:00:00 +0000]``) or of the clock whe
 (``"processing"``). A line whose window is not open (outside the range, closed, not yet begun by
 the clock, or released by an earlier run) or without a readable time is dropped: it opens, closes,
 advances or delays nothing. Dropped lines are counted only under a telemetry opt-in
-(:mod:`panstream.telemetry`: noisy per arrival, or exact) and reported in the next window's record.
+(:mod:`panstream.release.telemetry`: noisy per arrival, or exact) and reported in the next window's record.
 A record's ``released_at`` (and the series file's time) is the schedule's instant: the close
 instant of a live window, the start of the run for a replay.
 
@@ -63,16 +63,16 @@ from typing import Any
 
 import numpy as np
 
-from panstream import estimators
 from panstream.errors import BudgetExhaustedError, ConfigurationError, InputFormatError
 from panstream.estimators.base import Estimator
-from panstream.ingest import IDLE_TICK, Input
 from panstream.inputs.check import no_format_line
 from panstream.inputs.detection import detect
 from panstream.inputs.parser import Format, LineParser, parse_format
+from panstream.release.telemetry import TelemetryPolicy
 from panstream.schedule import Schedule, wait_before
+from panstream.sources.ingest import IDLE_TICK, Input
+from panstream.state import persist
 from panstream.state.files import state_lock
-from panstream.telemetry import TelemetryPolicy
 from panstream.universe import Universe
 from panstream.windows.eventtime import (
     TIMED_FORMATS,
@@ -406,7 +406,7 @@ class WindowedIngestor:
                 continue
             lock = self._lock(start)
             try:
-                est = estimators.load(path, expect=self.expect)
+                est = persist.load(path, expect=self.expect)
                 if est.ledger.entries:
                     est.wipe()
                     msg = (f"{path} is an open window that was released from outside 'ingest "
@@ -495,7 +495,7 @@ class WindowedIngestor:
             return
         for start, w in sorted(self._open.items()):
             path = window_path(self.state_path, start)
-            w.est.save(path)
+            persist.save(w.est, path)
             if at is not None:
                 wall = int(round((self._wall0 + (at - self._t0)) * 1e9))
                 os.utime(path, ns=(wall, wall))

@@ -25,6 +25,13 @@ and writes it one canonical way before hashing (see :meth:`Universe.hashed_ip`),
 Items outside the universe or malformed are never mapped to some cell: :meth:`Universe.indices`
 drops them and reports how many it dropped.
 
+The package (``panstream/universe.py`` until issue 36) is this module and
+:mod:`panstream.universe.addresses`, one spelling per address (what an address universe's cell
+is; ``panstream.inputs.normalize`` until then, still an alias). Kinds defined by features above
+(``hashed-ip-country``, :mod:`panstream.country`) register themselves (:func:`register_kind`), and
+the input side registers its vectorized batch reader (:func:`register_token_reader`): the universe
+imports nothing above the pure core.
+
 >>> u = Universe.ipv4("10.0.0.0/30")
 >>> u.size, u.spec
 (4, 'ipv4:10.0.0.0/30')
@@ -38,16 +45,17 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from panstream.errors import ArgumentTypeError, ConfigurationError, ItemError, UniverseError
-from panstream.inputs.normalize import V4_MAPPED, AddressKeys, address_key
+from panstream.universe.addresses import V4_MAPPED, AddressKeys, address_key
 
 UniverseKind = Literal["ipv4", "ipv6", "range", "hashed", "hashed-ip"]
+_BUILT_IN = ("ipv4", "ipv6", "range", "hashed", "hashed-ip")
 
 #: The kinds whose cells are hash buckets (linear counting, collisions, no maps).
 HASHED_KINDS = ("hashed", "hashed-ip")
@@ -166,30 +174,41 @@ def _address_key(item: Any) -> int:
     return _V4_MAPPED | v if v <= 0xFFFFFFFF else v
 
 
+#: Universe kinds a feature above this package defines (``hashed-ip-country``: the country wing,
+#: :mod:`panstream.country`): kind -> the parser of its spec. The feature registers its kind where
+#: it defines it (:func:`register_kind`), so the universe names nothing above it; ``import
+#: panstream`` imports every feature first, so every kind a user can type parses whenever any
+#: panstream module is imported (tests/test_layers.py checks it from a fresh interpreter).
+_KINDS: dict[str, Callable[[str], Universe]] = {}
+#: The vectorized reader of a batch of ``bytes`` tokens (:func:`panstream.inputs.ipv4.token_keys`,
+#: registered there): the canonical keys :func:`~panstream.universe.addresses.address_key` gives
+#: item by item, in one pass.
+_TOKEN_READER: list[Callable[[list[Any]], AddressKeys | None]] = []
+
+
+def register_kind(kind: str, parse: Callable[[str], Universe]) -> None:
+    """Let :meth:`Universe.parse` build the ``kind:...`` specs of a universe defined elsewhere.
+
+    Raises:
+        ValueError: ``kind`` is a built-in kind or already registered to another parser.
+    """
+    if kind in _BUILT_IN or _KINDS.get(kind, parse) is not parse:
+        msg = f"universe kind {kind!r} is already defined"
+        raise ValueError(msg)
+    _KINDS[kind] = parse
+
+
+def register_token_reader(read: Callable[[list[Any]], AddressKeys | None]) -> None:
+    """Set the vectorized reader of ``bytes`` tokens that :meth:`Universe.indices` uses on large
+    batches (it returns ``None`` for a batch it does not take: every item then goes the per-item
+    way)."""
+    _TOKEN_READER[:] = [read]
+
+
 def _token_keys(items: list[Any]) -> AddressKeys | None:
     """The canonical items of a batch of ``bytes`` tokens (a log's client fields), read by the
-    vectorized line parser in one pass (dotted quads, ``:port``, ``::ffff:``; the rest by
-    :func:`panstream.inputs.normalize.address_key`), with the malformed and blank ones counted;
-    ``None`` if the batch is not all ``bytes`` without newlines (then every item goes the slow
-    way)."""
-    from panstream.inputs.ipv6 import address_lines  # the vectorized core (imports no universe)
-
-    try:
-        buf = bytearray(b"\n").join([*items, b""])
-    except TypeError:
-        return None
-    try:
-        b = np.frombuffer(buf, dtype=np.uint8)
-        if int(np.count_nonzero(b == 10)) != len(items):
-            return None
-        addr, ok, _, empty, malformed, v6 = address_lines(b, "plain", 1 << 30)
-        del b
-    finally:
-        buf[:] = bytes(len(buf))
-    v4 = addr[ok]
-    addr.fill(0)
-    keys = AddressKeys(v4, *v6.arrays(), malformed, empty)
-    return keys
+    registered vectorized reader, or ``None`` (every item then goes the per-item way)."""
+    return _TOKEN_READER[0](items) if _TOKEN_READER else None
 
 
 def _hash_bytes(data: bytes, m: int) -> int:
@@ -334,7 +353,7 @@ class Universe:
         halves are hashed with the public SplitMix64 mixer, ``mix(mix(hi ^ tag) ^ lo)``, and
         reduced to ``m`` buckets by multiply-shift. No two IPv4 addresses share a hash before the
         reduction (the mix is a bijection of ``lo``). Text is read by the one normalization of
-        every address universe (:func:`panstream.inputs.normalize.address_key`), so ``1.2.3.4:80``,
+        every address universe (:func:`panstream.universe.addresses.address_key`), so ``1.2.3.4:80``,
         ``[2001:db8::1]:443`` and ``fe80::1%eth0`` are their addresses; anything else (``-``,
         ``unknown``, a host name, ``1.2.3.4:99999``) is *malformed*; nothing is *outside*.
 
@@ -354,16 +373,16 @@ class Universe:
     @property
     def reads_addresses(self) -> bool:
         """Whether items are client addresses read in the one normalization of
-        :mod:`panstream.inputs.normalize` (``ipv4``, ``ipv6``, ``hashed-ip``; a sketch's ``:ip`` grid)."""
+        :mod:`panstream.universe.addresses` (``ipv4``, ``ipv6``, ``hashed-ip``; a sketch's ``:ip`` grid)."""
         return self.kind in ("ipv4", "ipv6", "hashed-ip")
 
     def address_cells(self, keys: AddressKeys) -> IndexResult:
-        """Cells of canonical address items (:func:`panstream.inputs.normalize.address_keys`, or the
+        """Cells of canonical address items (:func:`panstream.universe.addresses.address_keys`, or the
         vectorized parsers' IPv4 clients), with the items outside the universe counted; the keys
         are wiped. An IPv4 client (``::ffff:a.b.c.d`` included) is outside an ``ipv6`` universe,
         an IPv6 client outside an ``ipv4`` one.
 
-        >>> from panstream.inputs.normalize import address_keys
+        >>> from panstream.universe.addresses import address_keys
         >>> u = Universe.ipv4("10.0.0.0/8")
         >>> r = u.address_cells(address_keys([b"10.0.0.1:443", b"[::ffff:10.0.0.2]:80", b"::1", b"x"]))
         >>> r.indices.tolist(), r.outside
@@ -459,10 +478,8 @@ class Universe:
                 msg = f"invalid IPv6 granularity {g!r} in {spec!r}: expected e.g. @64"
                 raise UniverseError(msg) from None
             return cls.ipv6(prefix, gran)
-        if kind == "hashed-ip-country":  # one block per country (panstream.geo)
-            from panstream.geo import parse_hashed_country
-
-            return parse_hashed_country(spec)
+        if kind in _KINDS:  # a kind a feature registered (hashed-ip-country: panstream.country)
+            return _KINDS[kind](spec)
         if kind in ("range", "hashed", "hashed-ip"):
             try:
                 n = int(arg.replace("_", ""), 0) if not arg.startswith("2**") else 2 ** int(arg[3:])

@@ -37,12 +37,12 @@ from typing import Any
 
 import numpy as np
 
-from panstream import geo
+from panstream.country import table as geo
 from panstream.errors import ConfigurationError
 from panstream.estimators.bittable import BitTable
+from panstream.estimators.sketch import sfm
+from panstream.estimators.sketch.estimator import SketchEstimator
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
-from panstream.sketch import sfm
-from panstream.sketch.estimator import SketchEstimator
 from panstream.universe import Universe
 
 __all__ = ["ITEMS", "CountryGrid", "CountrySketchEstimator"]
@@ -80,7 +80,7 @@ class CountryGrid(geo.CountryCells, sfm.SketchGrid):
 
     def _cells(self, canon: list[bytes]) -> np.ndarray:
         """The cell within a country's grid of each canonical address."""
-        from panstream.sketch.hashing import hash_blobs
+        from panstream.estimators.sketch.hashing import hash_blobs
 
         h, _ = hash_blobs(canon, self.hashing)  # addresses are VARCHAR or murmur3 text: all ok
         cells = self.cells_of_hashes(h)
@@ -151,7 +151,7 @@ class CountrySketchEstimator(SketchEstimator):
         if (sensitivity, state_tables) != (1, 1):
             msg = "a by-country sketch is one table with sensitivity 1: run it as one state"
             raise ConfigurationError(msg)
-        from panstream.release.country import release_by_country
+        from panstream.country.release import release_by_country
 
         return release_by_country(self, epsilon, mechanism, **kwargs)
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from panstream import geo
+from panstream.country import table as geo
 from panstream.errors import ConfigurationError
 from panstream.estimators.density import DensityEstimator
 from panstream.release.ledger import PrivacyLedger
@@ -53,7 +53,7 @@ class CountryDensityEstimator(DensityEstimator):
     def release(self, epsilon: float, mechanism: str = "laplace", **kwargs: Any) -> Any:
         """Distinct clients per country and their total, charged once
         (:func:`panstream.release.country.release_hashed_by_country`)."""
-        from panstream.release.country import release_hashed_by_country
+        from panstream.country.release import release_hashed_by_country
 
         return release_hashed_by_country(self, epsilon, mechanism, **kwargs)
 

@@ -12,7 +12,7 @@ defines it, written anew: :func:`xxh64_bytes` hashes a list of byte strings by g
 length and hashing each group as one ``(n, length)`` array (the cost per key is NumPy arithmetic,
 not Python), :func:`xxh64_ints` hashes 64-bit integers as their 8 little-endian bytes.
 Intermediate arrays derived from the keys are zeroed before they are freed, as in
-:mod:`panstream.sketch.sfm`. Pinned by the specification's sanity vectors and Presto's own
+:mod:`panstream.estimators.sketch.sfm`. Pinned by the specification's sanity vectors and Presto's own
 ``xxhash64`` SQL test vectors (``tests/sketch/test_xxh64.py``).
 
 >>> hex(xxh64(b""))            # the specification's empty input, seed 0

@@ -1,4 +1,4 @@
-"""Sketch-Flip-Merge, the pure parts: Presto's hashing, the grid, the estimator, merge and format.
+"""Sketch-Flip-Merge, the pure parts: the grid, the estimator, merge and Presto's format.
 
 Sketch-Flip-Merge (Hehir, Ting and Cormode, "Sketch-Flip-Merge: Mergeable Sketches for Private
 Distinct Counting", ICML 2023, arXiv 2302.02056; shipped as Presto's ``SfmSketch`` and Velox's
@@ -6,10 +6,9 @@ Distinct Counting", ICML 2023, arXiv 2302.02056; shipped as Presto's ``SfmSketch
 Presto's behaviour (read from its source, written anew here) so that panstream's sketches and
 Presto's can be merged, counted and read by either side:
 
-* **hashing** (:func:`hash64_ints`, :func:`hash64_bytes`): the 64-bit half of Murmur3 x64 128 with
-  seed 0 that Presto's ``SfmSketch.add`` uses (airlift's ``Murmur3Hash128.hash64``): a ``bigint``
-  is hashed as its 8 little-endian bytes, a ``varchar``/``varbinary`` as its bytes. Both paths are
-  NumPy ``uint64`` arithmetic over whole batches (strings are grouped by length);
+* **hashing** is apart (issue 36): Presto's Murmur3 in :mod:`panstream.estimators.sketch.murmur3`,
+  which hash a grid uses and the bytes an item becomes in
+  :mod:`panstream.estimators.sketch.hashing` (their names still import from here);
 * **the grid** (:func:`bucket_level`, :class:`SketchGrid`): the bucket is the hash's top
   ``log2 B`` bits, the level its number of trailing zeros (a 1 placed just below the bucket bits
   caps it at ``64 - log2 B``), capped at ``P - 1``; the bit of (bucket, level) is
@@ -24,7 +23,7 @@ Presto's can be merged, counted and read by either side:
 * **interop** (:func:`to_presto`, :func:`from_presto`): Presto's serialized ``SfmSketch`` (format
   tag 7), byte for byte.
 
-Nothing here draws randomness or keeps state: :mod:`panstream.sketch.estimator` does.
+Nothing here draws randomness or keeps state: :mod:`panstream.estimators.sketch.estimator` does.
 
 >>> hex(hash64_ints(np.array([0], dtype=np.int64))[0])   # Murmur3Hash128.hash64(0L)
 '0x28df63b7cc57c3cb'
@@ -34,10 +33,9 @@ Nothing here draws randomness or keeps state: :mod:`panstream.sketch.estimator` 
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -45,16 +43,40 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import ConfigurationError, StateError, UniverseError
-from panstream.inputs.ipv6 import ipv6_text
-from panstream.inputs.normalize import AddressKeys, address_key, canonical_text
-from panstream.sketch.xxh64 import rotl64
-from panstream.universe import IndexResult, Universe, _token_keys, refuse_bare_item
+# An item's bytes and hash are hashing's and murmur3's; the names below were this module's before
+# issue 36 and still import from here.
+from panstream.estimators.sketch.hashing import (
+    DEFAULT_HASH,
+    _hash_ipv4_text,
+    _hash_ipv6_text,
+    canonical_ip,
+    canonical_item,
+    cells_of_tokens,
+    check_grid,
+    distinct_canonical,
+    hash_blobs,
+    hash_items,
+    resolve,
+)
+from panstream.estimators.sketch.murmur3 import (
+    hash64_bytes,
+    hash64_ints,
+    hash64_ipv4_text,
+    hash64_text_words,
+    ipv4_text_words,
+    murmur3_x64_128,
+)
+from panstream.estimators.sketch.xxh64 import xxh64_ints
+from panstream.inputs.ipv6 import token_keys
+from panstream.universe import IndexResult, Universe, refuse_bare_item
+from panstream.universe.addresses import AddressKeys
 
 __all__ = ["DEFAULT_BUCKETS", "DEFAULT_LEVELS", "FORMAT_TAG", "ITEM_KINDS", "PrestoSketch",
-           "SketchGrid", "Fit", "bucket_level", "canonical_item", "cardinality", "cells_of_tokens",
-           "distinct_canonical", "from_presto",
-           "hash64_bytes", "hash64_ints", "hash_items", "merge_flip_probability",
-           "merge_probabilities", "mple", "to_presto"]
+           "SketchGrid", "Fit", "bucket_level", "canonical_ip", "canonical_item", "cardinality",
+           "cells_of_tokens", "distinct_canonical", "from_presto", "hash64_bytes", "hash64_ints",
+           "hash64_ipv4_text", "hash64_text_words", "hash_items", "ipv4_text_words",
+           "merge_flip_probability",
+           "merge_probabilities", "mple", "murmur3_x64_128", "register_items", "to_presto"]
 
 #: Presto's defaults: 4096 buckets x 24 levels (98,304 bits, 12 KiB).
 DEFAULT_BUCKETS = 4096
@@ -68,397 +90,7 @@ ITEM_KINDS = ("ip", "id")
 MAX_ITERATIONS = 1000
 
 _M64 = (1 << 64) - 1
-_C1 = np.uint64(0x87C37B91114253D5)
-_C2 = np.uint64(0x4CF5AD432745937F)
-_F1 = np.uint64(0xFF51AFD7ED558CCD)
-_F2 = np.uint64(0xC4CEB9FE1A85EC53)
 _U = np.uint64
-
-
-# ---------------------------------------------------------------------- Murmur3 x64 128
-def _fmix(k: np.ndarray) -> np.ndarray:
-    k = k ^ (k >> _U(33))
-    k = k * _F1
-    k = k ^ (k >> _U(33))
-    k = k * _F2
-    return k ^ (k >> _U(33))
-
-
-def hash64_ints(values: np.ndarray) -> np.ndarray:
-    """Presto's ``Murmur3Hash128.hash64(long)`` of every value: the first 64 bits of Murmur3 x64 128
-    (seed 0) of the value's 8 little-endian bytes, as ``uint64``.
-
-    ``values`` is any integer array; each value is taken modulo 2**64 (a Java ``long``).
-    """
-    arr = np.asarray(values)
-    v = arr.astype(np.int64, copy=False).view(_U) if arr.dtype.kind == "i" \
-        else arr.astype(_U, copy=False)
-    k1 = rotl64(v * _C1, 31) * _C2
-    h1 = _U(8) + (_U(8) ^ k1)  # h1 = k1; h1 ^= len; h2 = len; h1 += h2
-    h2 = h1 + _U(8)             # h2 += h1
-    out = _fmix(h1)
-    out += _fmix(h2)            # h1 += h2: the first half of the 128-bit result
-    for a in (k1, h1, h2):
-        a.fill(0)
-    return out
-
-
-def _murmur_block_rows(rows: np.ndarray, length: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Murmur3 x64 128 of ``rows`` (an ``(n, length)`` uint8 array: n keys of one length)."""
-    n = rows.shape[0]
-    h1 = np.full(n, seed & _M64, dtype=_U)
-    h2 = h1.copy()
-    nblocks = length // 16
-    for b in range(nblocks):
-        blk = np.array(rows[:, 16 * b : 16 * b + 16], order="C").view("<u8")
-        k1 = rotl64(blk[:, 0] * _C1, 31) * _C2
-        h1 ^= k1
-        h1 = rotl64(h1, 27) + h2
-        h1 = h1 * _U(5) + _U(0x52DCE729)
-        k2 = rotl64(blk[:, 1] * _C2, 33) * _C1
-        h2 ^= k2
-        h2 = rotl64(h2, 31) + h1
-        h2 = h2 * _U(5) + _U(0x38495AB5)
-        for a in (blk, k1, k2):  # item-derived: zeroed before they are freed
-            a.fill(0)
-    tail = length & 15
-    if tail:
-        pad = np.zeros((n, 16), dtype=np.uint8)
-        pad[:, :tail] = rows[:, 16 * nblocks :]
-        words = pad.view("<u8")
-        if tail > 8:
-            k2 = rotl64(words[:, 1] * _C2, 33) * _C1
-            h2 ^= k2
-            k2.fill(0)
-        k1 = rotl64(words[:, 0] * _C1, 31) * _C2
-        h1 ^= k1
-        k1.fill(0)
-        pad.fill(0)
-    h1 ^= _U(length)
-    h2 ^= _U(length)
-    h1 += h2
-    h2 += h1
-    m1, m2 = _fmix(h1), _fmix(h2)
-    h1.fill(0)
-    h2.fill(0)
-    m1 += m2
-    m2 += m1
-    return m1, m2
-
-
-def murmur3_x64_128(data: bytes, seed: int = 0) -> bytes:
-    """The 16-byte Murmur3 x64 128 digest of ``data`` (seed ``seed``), as airlift's
-    ``Murmur3Hash128.hash`` returns it (h1 then h2, little-endian). For tests and vectors.
-
-    >>> murmur3_x64_128(b"").hex()
-    '00000000000000000000000000000000'
-    """
-    rows = np.frombuffer(bytes(data), dtype=np.uint8).reshape(1, len(data))
-    h1, h2 = _murmur_block_rows(rows, len(data), seed)
-    return struct.pack("<QQ", int(h1[0]), int(h2[0]))
-
-
-def hash64_bytes(items: list[bytes]) -> np.ndarray:
-    """Presto's ``Murmur3Hash128.hash64(Slice)`` of every byte string, as ``uint64``, in order.
-
-    Batched: keys are grouped by length and each group is hashed as one ``(n, length)`` array, so
-    the cost per key is NumPy arithmetic, not Python (a log's addresses have a handful of lengths).
-    """
-    n = len(items)
-    out = np.empty(n, dtype=_U)
-    if not n:
-        return out
-    lengths = np.fromiter((len(b) for b in items), dtype=np.int64, count=n)
-    order = np.argsort(lengths, kind="stable")
-    sorted_len = lengths[order]
-    cuts = np.flatnonzero(np.diff(sorted_len)) + 1
-    for grp in np.split(order, cuts):
-        length = int(lengths[grp[0]])
-        buf = bytearray(b"".join([items[i] for i in grp.tolist()]))
-        rows = np.frombuffer(buf, dtype=np.uint8).reshape(grp.size, length)
-        h1, h2 = _murmur_block_rows(rows, length)
-        out[grp] = h1
-        h1.fill(0)
-        h2.fill(0)
-        buf[:] = bytes(len(buf))
-    lengths.fill(0)
-    return out
-
-
-def _hash_ipv4_text(addr: np.ndarray, hashing: str) -> np.ndarray:
-    """The ``hashing`` hash (:mod:`panstream.sketch.hashing`) of the dotted-decimal text of every
-    IPv4 address, vectorized: Murmur3 by :func:`hash64_ipv4_text`, XXH64 (``xxhash64-varchar``)
-    by :func:`_hash_text_rows` over the text rows."""
-    if hashing == "murmur3":
-        return hash64_ipv4_text(addr)
-    lo, hi, n = ipv4_text_words(addr)
-    rows = np.empty((lo.size, 16), dtype=np.uint8)
-    words = rows.view("<u8")
-    words[:, 0] = lo
-    words[:, 1] = hi
-    out = _hash_text_rows(rows, n, hashing)
-    for x in (lo, hi, n, rows):
-        x.fill(0)
-    return out
-
-
-def _hash_text_rows(rows: np.ndarray, n: np.ndarray, hashing: str) -> np.ndarray:
-    """The ``hashing`` hash of each row's first ``n[i]`` bytes (``rows``: ``uint8``, zero-padded,
-    a width a multiple of 16): Murmur3 in one pass (:func:`hash64_text_words`), XXH64 by
-    :func:`panstream.sketch.xxh64.xxh64_rows` over the rows of each length."""
-    if hashing == "murmur3":
-        return hash64_text_words(rows.view("<u8"), n)
-    from panstream.sketch.xxh64 import xxh64_rows
-
-    out = np.empty(rows.shape[0], dtype=_U)
-    for length in np.unique(n).tolist():
-        sel = np.flatnonzero(n == length)
-        part = np.ascontiguousarray(rows[sel, :length])
-        out[sel] = xxh64_rows(part)
-        part.fill(0)
-    return out
-
-
-def _hash_ipv6_text(hi: np.ndarray, lo: np.ndarray, hashing: str) -> np.ndarray:
-    """The ``hashing`` hash of the RFC 5952 text of every IPv6 key (``uint64`` halves; no IPv4
-    client among them), vectorized: the text from :func:`panstream.inputs.ipv6.ipv6_text`
-    (bit-exact with :func:`panstream.inputs.normalize.canonical_text`), then
-    :func:`_hash_text_rows` (issue 38: was ``inet_ntop`` and a hash per key in Python)."""
-    rows, n = ipv6_text(hi, lo)
-    out = _hash_text_rows(rows, n, hashing)
-    rows.fill(0)
-    n.fill(0)
-    return out
-
-
-# ---------------------------------------------------------------------- items
-def canonical_ip(text: str) -> str | None:
-    """The one way an address is written before hashing, or ``None`` if ``text`` is no address.
-
-    The token is read by the one normalization of every address universe
-    (:func:`panstream.inputs.normalize.address_key`: ports, brackets, zone ids, ``::ffff:a.b.c.d``) and
-    written by :func:`panstream.inputs.normalize.canonical_text`: dotted decimal for IPv4, RFC 5952
-    lowercase compressed text for IPv6. This is what Presto's ``CAST(ipaddress AS varchar)``
-    prints, so ``noisy_approx_set_sfm(CAST(ip AS varchar), ...)`` hashes the same bytes.
-
-    >>> canonical_ip("2001:DB8:0:0::1"), canonical_ip("::ffff:10.0.0.1"), canonical_ip("x")
-    ('2001:db8::1', '10.0.0.1', None)
-    >>> canonical_ip("10.0.0.1:51234"), canonical_ip("[2001:db8::1]:443"), canonical_ip("fe80::1%eth0")
-    ('10.0.0.1', '2001:db8::1', 'fe80::1')
-    """
-    key = address_key(text)
-    return None if key is None else canonical_text(key).decode("ascii")
-
-
-# ---------------------------------------------------------------------- IPv4 text, vectorized
-def _half_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Text tables of the two 16-bit halves of an IPv4 address: for ``x`` in 0..65535, the text
-    ``"a.b."`` of a high half (``a = x >> 8``, ``b = x & 255``, 4 to 8 bytes) and ``"c.d"`` of a
-    low half (3 to 7 bytes), each packed little-endian into a ``uint64``; and the high half's text
-    length in bits (``uint64``) and the low half's in bytes (``uint8``)."""
-    digits = [str(o).encode("ascii") for o in range(256)]
-    high = np.zeros(65536, dtype=_U)
-    high_bits = np.zeros(65536, dtype=_U)
-    low = np.zeros(65536, dtype=_U)
-    low_len = np.zeros(65536, dtype=np.uint8)
-    for x in range(65536):
-        t = digits[x >> 8] + b"." + digits[x & 255]
-        high[x] = int.from_bytes(t + b".", "little")
-        high_bits[x] = 8 * len(t) + 8
-        low[x] = int.from_bytes(t, "little")
-        low_len[x] = len(t)
-    return high, high_bits, low, low_len
-
-
-_HIGH_TEXT, _HIGH_BITS, _LOW_TEXT, _LOW_LEN = _half_tables()
-
-
-def ipv4_text_words(addr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The dotted-decimal text of every IPv4 address (``uint32``), vectorized, as its first and
-    second 8 bytes (``uint64`` little-endian words, zero-padded) and its length in bytes (7 to
-    15). The text of each 16-bit half comes from a 65,536-entry table (``"a.b."`` at most 8
-    bytes, ``"c.d"`` at most 7), and the low half's is shifted in after the high half's, so no
-    Python runs per address.
-
-    >>> lo, hi, n = ipv4_text_words(np.array([0x0A000001, 0xC0A80A64], dtype=np.uint32))
-    >>> [(lo[i].tobytes() + hi[i].tobytes())[: n[i]] for i in range(2)]
-    [b'10.0.0.1', b'192.168.10.100']
-    """
-    a = np.asarray(addr, dtype=np.uint32)
-    top = (a >> np.uint32(16)).astype(np.intp)
-    bot = (a & np.uint32(0xFFFF)).astype(np.intp)
-    lo = np.take(_HIGH_TEXT, top)
-    at = np.take(_HIGH_BITS, top)        # 32 to 64 bits
-    w = np.take(_LOW_TEXT, bot)
-    n = np.take(_LOW_LEN, bot).astype(np.intp)
-    # text = lo | w << at, 128 bits as two words; NumPy gives 0 for a shift by 64 or more.
-    t = np.left_shift(w, at)
-    lo |= t
-    np.subtract(_U(64), at, out=at)
-    hi = np.right_shift(w, at, out=t)
-    np.subtract(_U(64), at, out=at)
-    n += (at >> _U(3)).astype(np.intp)
-    for x in (top, bot, w, at):
-        x.fill(0)
-    return lo, hi, n
-
-
-def hash64_ipv4_text(addr: np.ndarray) -> np.ndarray:
-    """Presto's ``hash64`` of the dotted-decimal text of every IPv4 address (``uint32``): what
-    :func:`hash64_bytes` gives for ``b"a.b.c.d"``, computed from the integers in one vectorized
-    pass (the text is at most 15 bytes, so Murmur3 has no full block, only the tail).
-
-    >>> a = np.array([0, 0x0A000001, 0xFFFFFFFF], dtype=np.uint32)
-    >>> bool((hash64_ipv4_text(a) == hash64_bytes([b"0.0.0.0", b"10.0.0.1", b"255.255.255.255"])).all())
-    True
-    """
-    lo, hi, n = ipv4_text_words(addr)
-    words = np.empty((lo.size, 2), dtype=_U)
-    words[:, 0] = lo
-    words[:, 1] = hi
-    out = hash64_text_words(words, n)
-    for x in (lo, hi, n, words):
-        x.fill(0)
-    return out
-
-
-def hash64_text_words(words: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Presto's ``hash64`` (Murmur3 x64 128, seed 0, first 64 bits) of each row's first ``n[i]``
-    bytes, vectorized over rows of different lengths: ``words`` holds each row's text as
-    little-endian ``uint64`` words (an ``m x w`` array, zero after the text, ``w`` even and
-    ``n < 8 w``). The full 16-byte blocks are mixed in where a row has them; the tail is read at
-    each row's own block (zero padding contributes nothing, so one formula covers every length).
-
-    >>> rows = np.zeros((2, 48), dtype=np.uint8)
-    >>> texts = [b"2001:db8::1", b"2a01:4f8:ffff:ffff:ffff:ffff:ffff:ffff"]
-    >>> rows[0, :11], rows[1, :38] = list(texts[0]), list(texts[1])
-    >>> bool((hash64_text_words(rows.view("<u8"), np.array([11, 38])) == hash64_bytes(texts)).all())
-    True
-    """
-    m, width = words.shape
-    h1 = np.zeros(m, dtype=_U)
-    h2 = np.zeros(m, dtype=_U)
-    blocks = np.asarray(n, dtype=np.intp) >> 4
-    for b in range(width // 2 - 1):
-        active = blocks > b
-        if not bool(active.any()):
-            break
-        k1 = rotl64(words[:, 2 * b] * _C1, 31) * _C2
-        n1 = rotl64(h1 ^ k1, 27) + h2
-        n1 = n1 * _U(5) + _U(0x52DCE729)
-        k2 = rotl64(words[:, 2 * b + 1] * _C2, 33) * _C1
-        n2 = rotl64(h2 ^ k2, 31) + n1
-        n2 = n2 * _U(5) + _U(0x38495AB5)
-        if bool(active.all()):
-            np.copyto(h1, n1)
-            np.copyto(h2, n2)
-        else:
-            np.copyto(h1, n1, where=active)
-            np.copyto(h2, n2, where=active)
-        for a in (k1, k2, n1, n2):
-            a.fill(0)
-    if width == 2:
-        t1, t2 = words[:, 0].copy(), words[:, 1].copy()
-    else:
-        at = np.arange(m, dtype=np.intp) * width + 2 * blocks
-        flat = words.reshape(-1)
-        t1, t2 = flat[at], flat[at + 1]
-    t2 *= _C2
-    k2 = rotl64(t2, 33)
-    k2 *= _C1
-    h2 ^= k2
-    t1 *= _C1
-    k1 = rotl64(t1, 31)
-    k1 *= _C2
-    h1 ^= k1
-    length = np.asarray(n).astype(_U)
-    h1 ^= length
-    h2 ^= length
-    h1 += h2
-    h2 += h1
-    out = _fmix(h1)
-    m2 = _fmix(h2)
-    out += m2
-    for x in (t1, t2, k1, k2, h1, h2, m2, length):
-        x.fill(0)
-    return out
-
-
-class _Blank(Exception):
-    pass
-
-
-def canonical_item(item: Any, items: str) -> int | bytes | None:
-    """What is hashed for one item: an ``int`` (Presto ``bigint``) or ``bytes`` (``varchar``), or
-    ``None`` when the item is malformed for the grid's item kind.
-
-    Raises:
-        _Blank: an empty or all-whitespace text item.
-    """
-    if isinstance(item, (bytes, bytearray, memoryview)):
-        raw = bytes(item).strip()
-        if not raw:
-            raise _Blank
-        if items == "id":
-            return raw
-        try:
-            text = raw.decode("ascii")
-        except UnicodeDecodeError:
-            return None
-    elif isinstance(item, str):
-        text = item.strip()
-        if not text:
-            raise _Blank
-        if items == "id":
-            return text.encode("utf-8")
-    elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
-        v = int(item)
-        if items == "id":
-            return v if -(1 << 63) <= v < (1 << 64) else None
-        if 0 <= v <= 0xFFFFFFFF:
-            text = str(ipaddress.IPv4Address(v))
-        else:
-            return None
-    else:
-        return None
-    key = address_key(text)
-    return None if key is None else canonical_text(key)
-
-
-def hash_items(items: Iterable[Any], kind: str, hashing: str = "murmur3"
-               ) -> tuple[np.ndarray, int, int]:
-    """Hashes of ``items`` (``uint64``, Presto's ``hashing``: :mod:`panstream.sketch.hashing`) and
-    the numbers of malformed and empty items."""
-    ints: list[int] = []
-    blobs: list[bytes] = []
-    malformed = empty = 0
-    for item in items:
-        try:
-            c = canonical_item(item, kind)
-        except _Blank:
-            empty += 1
-            continue
-        if c is None:
-            malformed += 1
-        elif isinstance(c, int):
-            ints.append(c & _M64)
-        else:
-            blobs.append(c)
-    if hashing != "murmur3":
-        from panstream.sketch.hashing import hash_canonical
-
-        out, bad = hash_canonical(ints, blobs, hashing)
-        ints.clear()
-        blobs.clear()
-        return out, malformed + bad, empty
-    hi = hash64_ints(np.array(ints, dtype=_U)) if ints else np.empty(0, dtype=_U)
-    hb = hash64_bytes(blobs)
-    ints.clear()
-    blobs.clear()
-    out = np.concatenate([hi, hb])
-    hi.fill(0)
-    hb.fill(0)
-    return out, malformed, empty
 
 
 # ---------------------------------------------------------------------- the grid
@@ -518,6 +150,24 @@ for _k in range(64):
 del _k
 
 
+#: Grids a feature above the sketch defines, by their item kind (``ip-country``: one grid per
+#: country, :mod:`panstream.country`): items -> ``make(buckets, levels, hashing)``. Registered
+#: where the grid is defined (:func:`register_items`), so the sketch names nothing above it.
+_GRIDS: dict[str, Callable[[int, int, str | None], SketchGrid]] = {}
+
+
+def register_items(items: str, make: Callable[[int, int, str | None], SketchGrid]) -> None:
+    """Let :meth:`SketchGrid.parse_spec` build ``sketch:BxP:<items>`` grids with ``make``.
+
+    Raises:
+        ValueError: ``items`` is a built-in item kind or already registered to another maker.
+    """
+    if items in ITEM_KINDS or _GRIDS.get(items, make) is not make:
+        msg = f"sketch items {items!r} are already defined"
+        raise ValueError(msg)
+    _GRIDS[items] = make
+
+
 class SketchGrid(Universe):
     """The cells of a Sketch-Flip-Merge grid, as a :class:`~panstream.universe.Universe`: any item
     maps to the bit ``level * buckets + bucket`` of its Presto hash. Spec
@@ -531,7 +181,7 @@ class SketchGrid(Universe):
     >>> g.spec, g.size, g.indices(["10.0.0.1", "::ffff:10.0.0.1", "junk"]).malformed
     ('sketch:4096x24:ip', 98304, 1)
 
-    ``hashing`` is the 64-bit hash (:mod:`panstream.sketch.hashing`): ``murmur3`` (Presto's Java
+    ``hashing`` is the 64-bit hash (:mod:`panstream.estimators.sketch.hashing`): ``murmur3`` (Presto's Java
     ``SfmSketch.add``, the default, no spec suffix) or Presto SQL's ``xxhash64-varchar`` /
     ``xxhash64-bigint`` (spec ``sketch:4096x24:ip:xxhash64-varchar``).
     """
@@ -540,8 +190,6 @@ class SketchGrid(Universe):
 
     def __init__(self, buckets: int = DEFAULT_BUCKETS, levels: int = DEFAULT_LEVELS,
                  items: str = "ip", hashing: str | None = None) -> None:
-        from panstream.sketch.hashing import DEFAULT_HASH, check_grid, resolve
-
         bits = index_bits(buckets)
         check_levels(levels, bits)
         if items not in ITEM_KINDS:
@@ -566,10 +214,9 @@ class SketchGrid(Universe):
             b, p = dims.split("x")
             if kind != "sketch" or len(hashing) > 1:
                 raise ValueError
-            if items == "ip-country":  # one grid per country (panstream.sketch.country)
-                from panstream.sketch.country import CountryGrid
-
-                return CountryGrid(int(b), int(p), hashing[0] if hashing else None)
+            make = _GRIDS.get(items)
+            if make is not None:  # a grid a feature registered (ip-country: panstream.country)
+                return make(int(b), int(p), hashing[0] if hashing else None)
             grid = cls(int(b), int(p), items, hashing[0] if hashing else None)
         except (ValueError, ConfigurationError) as exc:
             msg = (f"invalid sketch grid spec {spec!r} (expected e.g. sketch:4096x24:ip, or "
@@ -580,7 +227,7 @@ class SketchGrid(Universe):
     @property
     def reads_addresses(self) -> bool:
         """An ``:ip`` grid reads client addresses in the one normalization of every address
-        universe (:mod:`panstream.inputs.normalize`); an ``:id`` grid reads any identifier."""
+        universe (:mod:`panstream.universe.addresses`); an ``:id`` grid reads any identifier."""
         return self.items == "ip"
 
     def address_cells(self, keys: AddressKeys) -> IndexResult:
@@ -620,12 +267,12 @@ class SketchGrid(Universe):
         and text come in no particular order (a sketch is a set: order does not matter)."""
         refuse_bare_item(items, "indices")
         if self.items == "ip" and isinstance(items, list) and len(items) >= 64:
-            keys = _token_keys(items)
+            keys = token_keys(items)
             if keys is not None:  # a batch of log tokens: read like the lines of a log
                 return self.token_cells(keys)
         if isinstance(items, np.ndarray) and items.dtype.kind in "iu" and self.items == "id" \
                 and self.hashing != "xxhash64-varchar":
-            h = hash64_ints(items) if self.hashing == "murmur3" else _xxh64_ints(items)
+            h = hash64_ints(items) if self.hashing == "murmur3" else xxh64_ints(items)
             malformed = empty = 0
         elif isinstance(items, list) and all(type(t) is bytes or type(t) is str for t in items):
             return self._indices_repeated(items)
@@ -643,8 +290,6 @@ class SketchGrid(Universe):
         if self.hashing == "murmur3":
             h, ok = hash64_bytes(canon), None
         else:
-            from panstream.sketch.hashing import hash_blobs
-
             h, ok = hash_blobs(canon, self.hashing)
         cells = self.cells_of_hashes(h)
         h.fill(0)
@@ -662,53 +307,6 @@ class SketchGrid(Universe):
     def item_of(self, index: int) -> str:
         msg = "a sketch cell is a hash bucket and level: it cannot name its items"
         raise ConfigurationError(msg)
-
-
-def distinct_canonical(seq: list[Any], items: str) -> tuple[dict[Any, int], list[Any], list[bytes]]:
-    """Each distinct text token of ``seq`` written canonically (:func:`canonical_item`), once.
-
-    Returns:
-        ``(cell, good, canon)``: ``cell`` maps the tokens that take no cell to ``-1`` (malformed)
-        or ``-2`` (blank); ``good`` are the other tokens, ``canon`` their canonical bytes, in the
-        same order. The caller hashes ``canon``, adds ``good``'s cells to ``cell``, clears
-        ``good`` and ``canon``, and ends with :func:`cells_of_tokens`.
-    """
-    distinct = dict.fromkeys(seq)
-    cell: dict[Any, int] = {}
-    good: list[Any] = []
-    canon: list[bytes] = []
-    for t in distinct:
-        try:
-            c = canonical_item(t, items)
-        except _Blank:
-            cell[t] = -2
-            continue
-        if c is None:
-            cell[t] = -1
-        else:  # text items canonicalize to bytes
-            good.append(t)
-            canon.append(c)  # type: ignore[arg-type]
-    distinct.clear()
-    return cell, good, canon
-
-
-def cells_of_tokens(cell: dict[Any, int], seq: list[Any]) -> IndexResult:
-    """Every token of ``seq`` takes its token's cell from ``cell`` (then cleared); malformed
-    (``-1``) and blank (``-2``) tokens are counted and dropped."""
-    allc = np.fromiter((cell[t] for t in seq), dtype=np.intp, count=len(seq))
-    cell.clear()
-    malformed = int(np.count_nonzero(allc == -1))
-    empty = int(np.count_nonzero(allc == -2))
-    out = allc[allc >= 0] if malformed or empty else allc
-    if out is not allc:
-        allc.fill(0)
-    return IndexResult(out, malformed=malformed, empty=empty)
-
-
-def _xxh64_ints(values: np.ndarray) -> np.ndarray:
-    from panstream.sketch.xxh64 import xxh64_ints
-
-    return xxh64_ints(values)
 
 
 # ---------------------------------------------------------------------- estimation

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from panstream import geo
+from panstream.country import table as geo
 from panstream.errors import ConfigurationError
 from panstream.release.discovery import TellsFromEmpty, discoveries, empty_p_values
 from panstream.release.honesty import clamp_note, flag_line, interval_text, noise_dominated
@@ -59,8 +59,8 @@ from panstream.release.stats import (
     stderr_distinct,
     stderr_state,
 )
-from panstream.sketch.release import fit_noisy_levels, interval_halfwidth, noisy_ones
-from panstream.telemetry import TOTAL_TELEMETRY_NOTE
+from panstream.estimators.sketch.release import fit_noisy_levels, interval_halfwidth, noisy_ones
+from panstream.release.telemetry import TOTAL_TELEMETRY_NOTE
 
 __all__ = ["CountryRelease", "CountryRow", "format_country_release", "release_by_country",
            "release_hashed_by_country"]

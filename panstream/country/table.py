@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from panstream.errors import ConfigurationError, StateError, UniverseError
-from panstream.inputs.normalize import V4_MAPPED, AddressKeys, canonical_text
-from panstream.sketch import sfm
-from panstream.sketch.xxh64 import xxh64_bytes
+from panstream.estimators.sketch import sfm
+from panstream.estimators.sketch.xxh64 import xxh64_bytes
 from panstream.universe import IndexResult, Universe, refuse_bare_item
+from panstream.universe.addresses import V4_MAPPED, AddressKeys, canonical_text
 
 __all__ = ["COUNTRIES", "HASHED_KIND", "UNKNOWN", "CountryCells", "HashedCountryUniverse",
            "add_state_params", "country_indices", "country_key_cells", "database", "hashed_country",
