@@ -317,15 +317,19 @@ def _level_terms(n: float, buckets: int, levels: int, r: float
     lv = np.arange(levels, dtype=np.float64)
     p = np.exp2(-(lv + 1)) / buckets       # Presto's observationProbability (also at the top level)
     lg = np.log1p(-p)
-    x = np.exp(n * lg)                      # (1 - p)^n: the chance no item hit the bit
-    on = 1.0 - r
-    c2 = on - r
-    d_on = on - c2 * x                      # Pr[bit = 1]
-    d_off = r + c2 * x                      # Pr[bit = 0]
-    a1 = lg * (1 - on / d_on)
-    b1 = lg * (1 - (1 - on) / d_off)
-    a2 = -on * c2 * lg * lg * x / (d_on * d_on)
-    b2 = (1 - on) * c2 * lg * lg * x / (d_off * d_off)
+    # A Newton step far below 0 (an empty or noise-only table) overflows here as Java's doubles do;
+    # the caller turns the infinite or NaN step into Presto's 0, so NumPy's warnings (printed on a
+    # user's terminal) are silenced, not the result.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        x = np.exp(n * lg)                  # (1 - p)^n: the chance no item hit the bit
+        on = 1.0 - r
+        c2 = on - r
+        d_on = on - c2 * x                  # Pr[bit = 1]
+        d_off = r + c2 * x                  # Pr[bit = 0]
+        a1 = lg * (1 - on / d_on)
+        b1 = lg * (1 - (1 - on) / d_off)
+        a2 = -on * c2 * lg * lg * x / (d_on * d_on)
+        b2 = (1 - on) * c2 * lg * lg * x / (d_off * d_off)
     return a1, b1, a2, b2, d_on
 
 
