@@ -270,11 +270,12 @@ def stamp_of(record: Any) -> bytes | None:
     return None
 
 
-def decoded(gate: RecordGate | None, r: int, decode: Callable[[], Any]) -> Any:
-    """``decode()``, or ``None`` (said through ``gate``) for a record that does not decode as this
-    group's: skipped rather than stopping the group for good (without a gate: raised)."""
+def decoded(gate: RecordGate | None, r: int, decode: Callable[..., Any], *args: Any) -> Any:
+    """``decode(*args)``, or ``None`` (said through ``gate``) for a record of slice ``r`` that
+    does not decode as this group's: skipped rather than stopping the group for good (without a
+    gate: raised)."""
     try:
-        return decode()
+        return decode(*args)
     except StateError:
         if gate is None:
             raise

@@ -48,7 +48,6 @@ counts nothing.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -196,11 +195,13 @@ class SliceStage(KafkaTail):
             shard = self.shards.get(tp)
             if shard is None or not recs:
                 continue
-            r, gate = tp.partition, self.gate
-            parts = [a for a in (
-                decoded(gate, r, functools.partial(self.layout.decode, r, rec.value))
-                for rec in recs if rec.value and (gate is None or gate.admits(rec, r)))
-                if a is not None]
+            r, gate, parts = tp.partition, self.gate, []
+            for rec in recs:
+                if not rec.value or (gate is not None and not gate.admits(rec, r)):
+                    continue
+                a = decoded(gate, r, self.layout.decode, r, rec.value)
+                if a is not None:
+                    parts.append(a)
             if parts:
                 idx = parts[0] if len(parts) == 1 else np.concatenate(parts)
                 for a in parts:

@@ -605,11 +605,11 @@ class WindowSliceStage(SliceStage):
             for rec in recs:
                 if not rec.value or (gate is not None and not gate.admits(rec, r)):
                     continue
-                kind, a, b = decoded(gate, r, functools.partial(decode_record, rec.value)) \
+                kind, a, b = decoded(gate, r, decode_record, rec.value) \
                     or ("", None, None)
                 if kind == "D":
                     est = self._open(r, a, now)
-                    part = decoded(gate, r, functools.partial(self.layout.decode, r, b)) \
+                    part = decoded(gate, r, self.layout.decode, r, b) \
                         if est is not None and b else None
                     if est is not None and part is not None:
                         est.update_indices(part)  # wipes the offsets
