@@ -188,11 +188,11 @@ def stop_line(changes: list[str], internal: str) -> str:
     """The one line a member stops with when its topics changed, with what was or may be lost and
     the way out (no promise that nothing is lost: records routed but not applied may be gone)."""
     what = "; ".join(changes)
-    gone = any(internal in c for c in changes)
+    gone = bool(internal) and any(internal in c for c in changes)
     lost = (f"records routed to slices but not yet applied went with the old {internal}, so "
             "releases of this table miss them (the slices in the store hold what was applied); "
             if gone else "")
-    src = any(internal not in c for c in changes)
+    src = not internal or any(internal not in c for c in changes)
     way = ("the group's committed offsets belong to the old source topic: for a new stream start "
            "a new group (-g, and a new state) on it; if the new topic continues the same stream, "
            "reset this group's source offsets to its start (kafka-consumer-groups "
@@ -261,13 +261,17 @@ class TopologyWatch:
 
     Args:
         admin_factory: builds a kafka-python ``KafkaAdminClient``.
-        sources: the source topics; internal: ``<group>-cells``; slices: its partition count.
+        sources: the source topics; internal: ``<group>-cells`` (``""``: none, the per-partition
+            layout); slices: its partition count.
+        on_change: called once, from the watch's thread, when it keeps a change.
     """
 
     def __init__(self, admin_factory: Callable[[], Any], sources: list[str], internal: str,
-                 slices: int, interval: float = 2.0, confirm: float = 1.0) -> None:
+                 slices: int, interval: float = 2.0, confirm: float = 1.0,
+                 on_change: Callable[[], None] | None = None) -> None:
         self._factory = admin_factory
-        self.topics = [*sources, internal]
+        self.topics = [*sources, *([internal] if internal else [])]
+        self.on_change = on_change
         self.internal = internal
         self.slices = slices
         self.interval = interval
@@ -307,7 +311,8 @@ class TopologyWatch:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval) and not self.changes:
-            self.check()
+            if self.check() and self.on_change is not None:
+                self.on_change()
 
     def stop(self) -> None:
         self._stop.set()
