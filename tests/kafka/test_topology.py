@@ -243,6 +243,44 @@ def test_a_broker_restarted_empty_is_said_truthfully(own_broker: Any, tmp_path: 
     assert "--slices 2" not in line
 
 
+def test_a_source_topic_recreated_while_no_member_ran_is_not_called_drained(
+        kafka_broker: Broker, admin: Any, fresh_topic: str, tmp_path: Path) -> None:
+    """The group drains and stops; its source topic is deleted and re-created (new messages in
+    it) while no member runs. The broker dropped the old topic's commits, so offsets show
+    nothing; the group definition's topic ID does: ``inspect -b`` says so in one line instead of
+    "drained", and ``release -b`` refuses. A member started afterwards is told at its start and
+    reads the new topic from its start; from then on the group is the new topic's (its commits
+    are), and it drains again."""
+    b, topic, state = kafka_broker.bootstrap, fresh_topic, tmp_path / "state"
+    _create(b, topic, 4)
+    _produce(b, topic, _lines(0, 20))
+    first = subprocess.run(_member(b, topic, state, "kafka-python", idle=3), env=ENV,
+                           capture_output=True, text=True, timeout=180)
+    assert first.returncode == 0, first.stderr
+    assert ": drained (" in _inspect(b, state).stdout
+    admin.delete_topics([topic])
+    _until(lambda: topic not in admin.list_topics(), 30)
+    _create(b, topic, 4)
+    _produce(b, topic, _lines(100, 8))
+    shown = _inspect(b, state)
+    assert shown.returncode == 0, shown.stderr
+    [line] = [ln for ln in shown.stdout.splitlines() if "changed under it" in ln]
+    assert f"the source topic {topic} was deleted and re-created (topic id" in line
+    assert "since the group was defined, and no member has read it since" in line
+    assert ": drained (" not in shown.stdout
+    released = subprocess.run(panstream_cmd("release", "--state-dir", str(state), "-b", b,
+                                            "--epsilon", "0.5"),
+                              env=ENV, capture_output=True, text=True, timeout=120)
+    assert released.returncode == 1, released.stderr
+    [error] = [ln for ln in released.stderr.splitlines() if ln.startswith("panstream: error:")]
+    assert "was deleted and re-created" in error and "no member has read it since" in error
+    again = subprocess.run(_member(b, topic, state, "kafka-python", idle=3), env=ENV,
+                           capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stderr
+    assert "differs from the group definition's" in again.stderr  # said at its start
+    assert ": drained (" in _inspect(b, state).stdout
+
+
 def test_a_source_topic_that_does_not_exist_yet_is_waited_for(
         kafka_broker: Broker, admin: Any, fresh_topic: str, tmp_path: Path) -> None:
     b, topic, state = kafka_broker.bootstrap, fresh_topic, tmp_path / "state"

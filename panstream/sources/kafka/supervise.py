@@ -74,7 +74,7 @@ def death_line(sig: int, versions: str | None = None) -> str:
     """The one line said when the member process died of ``sig``.
 
     >>> death_line(signal.SIGSEGV, "librdkafka 2.16.0")[:72]
-    'the member process died of SIGSEGV, a crash inside librdkafka (librdkaf'
+    'the member process died of SIGSEGV, a crash inside librdkafka (librdkafk'
     >>> death_line(signal.SIGKILL).split(";")[0]
     'the member process was killed by SIGKILL (kill -9, or the out-of-memory killer)'
     """

@@ -184,6 +184,38 @@ def shape_changes(before: Mapping[str, Shape | None], now: Mapping[str, Shape | 
     return out
 
 
+def recorded_shapes(definition: Any) -> dict[str, Shape | None]:
+    """The source topics' :class:`Shape` as a group definition
+    (:class:`~panstream.state.group_definition.GroupDefinition`) recorded them (``None``: a topic
+    that did not exist yet when the group was defined)."""
+    return {t.name: Shape(t.partitions, t.topic_id) if t.partitions else None
+            for t in definition.sources}
+
+
+def identity_changes(recorded: Mapping[str, Shape | None], now: Mapping[str, Shape | None],
+                     read: Iterable[str] = ()) -> list[str]:
+    """The source topics whose identity differs from the one the group definition recorded
+    (a new topic id; where the broker gives none, fewer partitions; or gone), and which no member
+    has read since (``read``: the topics the group holds commits on; the broker drops a deleted
+    topic's commits, so commits on a topic were made on the topic as it is now, by members that
+    were warned at their start). One phrase each (pure). ``release -b`` and ``inspect -b`` ask
+    this: offsets alone cannot show a re-creation no member saw (issue 35).
+
+    >>> identity_changes({"logs": Shape(8, "A")}, {"logs": Shape(8, "B")})[0][:62]
+    'the source topic logs was deleted and re-created (topic id A, '
+    >>> identity_changes({"logs": Shape(8, "A")}, {"logs": Shape(8, "B")}, read=["logs"])
+    []
+    >>> identity_changes({"logs": Shape(8, None)}, {"logs": Shape(4, None)})[0][:71]
+    'the source topic logs now has 4 partitions, not 8: it was deleted and r'
+    >>> identity_changes({"new": None, "logs": Shape(2, "A")}, {"new": Shape(3, "C"), "logs": Shape(3, "A")})
+    []
+    """
+    done = set(read)
+    before = {t: s for t, s in recorded.items() if s is not None and s.partitions and t not in done}
+    return [f"{c} since the group was defined, and no member has read it since"
+            for c in shape_changes(before, now, "", 0)]
+
+
 def stop_line(changes: list[str], internal: str) -> str:
     """The one line a member stops with when its topics changed, with what was or may be lost and
     the way out (no promise that nothing is lost: records routed but not applied may be gone)."""
@@ -325,4 +357,5 @@ class TopologyWatch:
 
 
 __all__ = ["LIBRDKAFKA", "no_auto_create", "Shape", "TopologyError", "TopologyWatch", "describe",
-           "offset_changes", "shape_changes", "stop_line", "wait_for_topics"]
+           "identity_changes", "offset_changes", "recorded_shapes", "shape_changes", "stop_line",
+           "wait_for_topics"]
