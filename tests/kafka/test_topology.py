@@ -45,15 +45,17 @@ def _lines(base: int, n: int) -> list[bytes]:
                        f'HTTP/1.1" 200 1' for j in range(50))).encode() for m in range(n)]
 
 
-def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+def _produce(bootstrap: str, topic: str, values: list[bytes],
+             keys: list[bytes] | None = None) -> None:
     """Send and flush with a producer of its own that never auto-creates a topic (the session
-    producer's metadata refreshes would re-create a deleted topic behind the test's back)."""
+    producer's metadata refreshes would re-create a deleted topic behind the test's back); keyed
+    by ``keys`` where given (kafka-python's murmur2 placement, as ``--layout partition`` checks)."""
     from kafka import KafkaProducer
 
     p = no_auto_create(KafkaProducer(bootstrap_servers=bootstrap, acks="all"))
     try:
-        for v in values:
-            p.send(topic, v)
+        for v, k in zip(values, keys or [None] * len(values), strict=True):
+            p.send(topic, v, key=k)
         p.flush()
     finally:
         p.close()
@@ -279,6 +281,36 @@ def test_a_source_topic_recreated_while_no_member_ran_is_not_called_drained(
     assert again.returncode == 0, again.stderr
     assert "differs from the group definition's" in again.stderr  # said at its start
     assert ": drained (" in _inspect(b, state).stdout
+
+
+def test_a_per_partition_member_stops_loudly_when_its_source_topic_is_recreated(
+        kafka_broker: Broker, admin: Any, fresh_topic: str, tmp_path: Path) -> None:
+    """``--layout partition`` has the routed member's topology watch: its source topic deleted
+    and re-created under it, the member stops with exit 1 and the one line (what changed, the
+    way out), and commits none of its old positions onto the new topic."""
+    b, topic, state = kafka_broker.bootstrap, fresh_topic, tmp_path / "state"
+    group = f"p-{topic}"
+    _create(b, topic, 4)
+    ips = [f"10.9.0.{i}".encode() for i in range(40)]
+    _produce(b, topic, ips, keys=ips)
+    argv = panstream_cmd("kafka", "-b", b, "-t", topic, "-g", group, "--layout", "partition",
+                         "-f", "plain", "-u", "ipv4:10.9.0.0/16", "--epsilon", "4",
+                         "--state-dir", str(state), "--checkpoint-interval", "0.5",
+                         "--idle-timeout", "60")
+    log = tmp_path / "member.err"
+    with _running(argv, log) as member:
+        _until(lambda: sum(committed_offsets(admin, group, topic).values()) >= 40)
+        admin.delete_topics([topic])
+        _until(lambda: topic not in admin.list_topics(), 30)
+        _create(b, topic, 4)
+        _produce(b, topic, ips[:8], keys=ips[:8])
+        rc = member.wait(timeout=90)
+    assert rc == 1, log.read_text()
+    [line] = _errors(log)
+    assert f"the group's topics changed under it: the source topic {topic} was deleted" in line
+    assert "reset this group's source offsets" in line
+    assert "internal topic" not in line and "routed" not in line
+    assert committed_offsets(admin, group, topic) == {}  # nothing of the old topic's positions
 
 
 def test_a_source_topic_that_does_not_exist_yet_is_waited_for(
