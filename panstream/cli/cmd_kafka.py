@@ -37,7 +37,7 @@ from panstream.cli.kafka_options import bootstrap_option, connection_options
 from panstream.cli.kafka_windows import check_window_args, kafka_window_options
 from panstream.cli.sketch_hash import sketch_hash_option, with_sketch_hash
 from panstream.cli.telemetry_options import telemetry_options
-from panstream.cli.window_options import window_line, zone_notice
+from panstream.cli.window_options import say_window, zone_notice
 from panstream.errors import ConfigurationError
 from panstream.inputs.parser import Format, parse_format
 from panstream.release.telemetry import TelemetryPolicy
@@ -121,7 +121,8 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
 @click.option("--source-client", type=click.Choice(["librdkafka", "kafka-python"]),
               default="librdkafka", show_default=True,
               help="The routed member's consumer client (the partition layout and --window "
-                   "use kafka-python); librdkafka reads in C.",
+                   "use kafka-python); librdkafka reads in C, in a child process (a crash: "
+                   "one line, exit 1).",
               **env("KAFKA_SOURCE_CLIENT"))
 @click.option("--slices", "slice_count", type=click.IntRange(min=1, max=MAX_SLICES),
               default=None, show_default=f"{DEFAULT_SLICES}, or |X| if smaller",
@@ -274,13 +275,6 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         security=security, metrics_port=metrics_port, metrics_host=metrics_host,
         telemetry=telemetry, window=win)
 
-    def on_release(rec: dict[str, Any]) -> None:
-        if as_json:
-            emit_json({"window": {k: v for k, v in rec.items() if k != "release"}})
-        else:
-            click.echo(window_line(rec))
-        sys.stdout.flush()
-
     stop = threading.Event()
     interrupt = Interrupt()
 
@@ -293,7 +287,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        ran = run_member(opts, stop, _notice, on_release)
+        ran = run_member(opts, stop, _notice, lambda rec: say_window(rec, as_json))
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -22,7 +22,8 @@ parent says so in one line (:func:`death_line`: what happened, that offsets are 
 after the snapshots are durable so nothing committed is lost, what to do) and exits 1. A child
 that dies of a signal the parent forwarded (a second Ctrl+C) makes the parent die of the same, as
 the member did before. The child dies with its parent (``PR_SET_PDEATHSIG`` SIGKILL): ``kill -9``
-of the command still ends the member at once, as before.
+of the command still ends the member at once, as before, and a pause of the command (SIGSTOP,
+Ctrl+Z) pauses the member within 0.1 s (:func:`_follow_pauses`; SIGCONT continues both).
 
 Where the command's stdio are not files (an in-process ``CliRunner``), nothing is forked: the
 child's output could not reach the caller; the member then runs in the process, with the watcher.
@@ -34,6 +35,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -119,9 +121,26 @@ def supervise(say: Callable[[str], None] | None = None) -> int | None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child[0], signum)
 
+    resend = [0]
+
+    def resume(signum: int, frame: FrameType | None) -> None:
+        # this process was stopped and goes on: so does the child (which stopped itself when it
+        # saw this process stopped, _follow_pauses), now and twice more half a second apart (a
+        # child that saw the stop just before this SIGCONT may stop itself just after it)
+        if signum == signal.SIGCONT:
+            resend[0] = 2
+        elif resend[0]:
+            resend[0] -= 1
+        if child:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child[0], signal.SIGCONT)
+        if resend[0]:
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+
     sys.stdout.flush()
     sys.stderr.flush()
     saved = {s: signal.signal(s, forward) for s in FORWARDED}
+    saved.update({s: signal.signal(s, resume) for s in (signal.SIGCONT, signal.SIGALRM)})
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: the member
@@ -131,6 +150,7 @@ def supervise(say: Callable[[str], None] | None = None) -> int | None:
         _die_with(parent)
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)  # a terminal's signals reach the member through the parent only
+        _follow_pauses(parent)
         return None
     child.append(pid)
     for s in early:
@@ -139,6 +159,7 @@ def supervise(say: Callable[[str], None] | None = None) -> int | None:
     try:
         _, status = os.waitpid(pid, 0)
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         for s, h in saved.items():
             signal.signal(s, h)
     if os.WIFEXITED(status):
@@ -149,6 +170,30 @@ def supervise(say: Callable[[str], None] | None = None) -> int | None:
         os.kill(os.getpid(), sig)
     say(death_line(sig))
     return 1
+
+
+def _follow_pauses(parent: int, every: float = 0.1) -> None:
+    """Stop this child whenever its parent is stopped (SIGSTOP or Ctrl+Z on the command: an
+    operator pausing the member, e.g. past its session), from a daemon thread that reads the
+    parent's state in ``/proc`` every ``every`` seconds; the parent's SIGCONT continues it."""
+    import threading
+
+    path = f"/proc/{parent}/stat"
+    if not os.path.exists(path):
+        return
+
+    def watch() -> None:
+        while True:
+            try:
+                with open(path) as f:
+                    state = f.read().rpartition(")")[2].split()[0]
+            except (OSError, IndexError):
+                return
+            if state in ("T", "t"):
+                os.kill(os.getpid(), signal.SIGSTOP)
+            time.sleep(every)
+
+    threading.Thread(target=watch, name="panstream-pauses", daemon=True).start()
 
 
 def _die_with(parent: int) -> None:
