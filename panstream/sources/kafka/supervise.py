@@ -189,8 +189,8 @@ def _follow_pauses(parent: int, every: float = 0.1) -> None:
                     state = f.read().rpartition(")")[2].split()[0]
             except (OSError, IndexError):
                 return
-            if state in ("T", "t"):
-                os.kill(os.getpid(), signal.SIGSTOP)
+            if state == "T":  # a job-control stop; not "t", a tracer's (gdb, py-spy), which
+                os.kill(os.getpid(), signal.SIGSTOP)  # ends without the SIGCONT that resumes
             time.sleep(every)
 
     threading.Thread(target=watch, name="panstream-pauses", daemon=True).start()
