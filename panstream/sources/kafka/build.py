@@ -244,9 +244,12 @@ def routed_member(opts: MemberOptions, tail_cfg: Any, metrics: Any, notice: Noti
     ``crash_watcher``: start :func:`~.rdkafka.say_native_crash` (a librdkafka member not run in a
     supervised child)."""
     from panstream.sources import kafka as src
+    from panstream.sources.kafka.joins import group_consumer
     from panstream.sources.kafka.member import Member
     from panstream.sources.kafka.route import RouteConfig, RouteStage, internal_topic
     from panstream.sources.kafka.slices import SliceStage
+    from panstream.sources.kafka.topology import TopologyWatch
+    from panstream.sources.kafka.watched import LookBeforeCommit, admin_of
 
     c = tail_cfg
     lay = SliceLayout(c.universe, opts.slices)
@@ -273,6 +276,12 @@ def routed_member(opts: MemberOptions, tail_cfg: Any, metrics: Any, notice: Noti
         clients = {"consumer_factory": RdKafkaConsumer, "producer_factory": RdKafkaProducer}
         if crash_watcher:
             say_native_crash(crash_line())
+    # the routing stage's commits look at the topics first (:class:`~.watched.LookBeforeCommit`:
+    # the member's watch looks every 2 s; a commit between two looks would put the old topic's
+    # positions on a source topic re-created under the same name)
+    look = LookBeforeCommit(TopologyWatch(admin_of(client), list(c.topics), topic, lay.count),
+                            owns_watch=True)
+    clients["consumer_factory"] = look.wrap(clients.get("consumer_factory", group_consumer))
     distinct = slice_family(c.estimator, c.calibration)[0] == "density"  # a redraw: once a poll
     route = RouteStage(RouteConfig(c.consumer, client, c.topics, lay, topic, c.value_format,
                                    c.fmt, not opts.keep_going, distinct=distinct), metrics,

@@ -9,9 +9,8 @@ old topic: before this, such a member went on and committed its old positions on
 a topic gone or fewer partitions it stops the member as a signal would, **commits no offset** from
 then on (its positions belong to the old topic), makes the final checkpoint (the snapshots hold
 what was applied) and stops with exit 1 and the one line of :func:`~.topology.stop_line`. Every
-commit also looks at the topics first: a checkpoint between two looks of the watch would
-otherwise commit the old topic's positions onto the new one (measured on Tansu: it did, every
-partition's).
+commit also looks at the topics first (:class:`LookBeforeCommit`; the routed member's routing
+stage is given the same, :func:`~.build.routed_member`).
 
 The hook into :class:`~.tail.KafkaTail` is its ``consumer_factory`` argument alone: the watched
 runner hands it the group consumer wrapped so that its commits are held once a change is seen.
@@ -19,9 +18,10 @@ runner hands it the group consumer wrapped so that its commits are held once a c
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka.errors import KafkaError
@@ -30,6 +30,21 @@ from panstream.errors import SourceError
 from panstream.sources.kafka.config import client_config, unreachable_message
 from panstream.sources.kafka.joins import group_consumer
 from panstream.sources.kafka.topology import TopologyError, TopologyWatch, stop_line
+
+
+def admin_of(client: Mapping[str, Any]) -> Callable[[], Any]:
+    """A factory of kafka-python admin clients with ``client``'s settings (for a
+    :class:`~.topology.TopologyWatch`); one that finds no broker raises the one-line
+    :class:`~panstream.errors.SourceError`."""
+    def make() -> Any:
+        from kafka import KafkaAdminClient
+
+        try:
+            return KafkaAdminClient(**client)
+        except KafkaError as exc:
+            raise SourceError(unreachable_message(dict(client), exc)) from None
+
+    return make
 
 
 class _Either:
@@ -57,9 +72,18 @@ class HeldCommits:
     """A group consumer whose commits are skipped once ``held()`` says so (everything else is
     the consumer's own)."""
 
-    def __init__(self, consumer: Any, held: Callable[[], bool]) -> None:
+    def __init__(self, consumer: Any, held: Callable[[], bool],
+                 on_close: Callable[[], None] | None = None) -> None:
         self._consumer = consumer
         self._held = held
+        self._on_close = on_close
+
+    def close(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._consumer.close(*args, **kwargs)
+        finally:
+            if self._on_close is not None:
+                self._on_close()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._consumer, name)
@@ -76,6 +100,42 @@ class HeldCommits:
 
             return nothing()
         return self._consumer.commit_async(*args, **kwargs)
+
+
+class LookBeforeCommit:
+    """Hold a consumer's commits once its topics changed: every commit first looks at them
+    (:meth:`~.topology.TopologyWatch.check`: one Metadata request, about 2 ms on Tansu, a second
+    look only when the first shows a change) against the baseline of ``watch``, taken when the
+    first consumer is made if the watch has none yet. A broker that does not answer holds
+    nothing (no answer is no change, as for the watch).
+
+    Why: a watch looks every 2 s, and a checkpoint between two looks would commit the old
+    topic's positions onto a topic deleted and re-created under the same name (measured on
+    Tansu with the per-partition layout: it did, every partition's).
+    """
+
+    def __init__(self, watch: TopologyWatch, changed: threading.Event | None = None,
+                 owns_watch: bool = False) -> None:
+        self.watch = watch
+        self.changed = changed or threading.Event()
+        self.owns_watch = owns_watch  # close the watch's admin client with the consumer
+
+    def held(self) -> bool:
+        """Whether commits are held: a change was seen before, or a look now sees one."""
+        if not self.changed.is_set() and self.watch.check():
+            self.changed.set()
+        return self.changed.is_set()
+
+    def wrap(self, factory: Callable[..., Any]) -> Callable[..., HeldCommits]:
+        """``factory``'s consumers, with their commits held once the topics changed."""
+        def make(**settings: Any) -> HeldCommits:
+            if not self.watch.baseline:
+                with contextlib.suppress(Exception):  # no baseline: nothing held, as before
+                    self.watch.baseline = self.watch.look()
+            return HeldCommits(factory(**settings), self.held,
+                               self.watch.stop if self.owns_watch else None)
+
+        return make
 
 
 class WatchedTail:
@@ -97,33 +157,13 @@ class WatchedTail:
         self.config = config
         self.notice = notice
         self.tail: Any = None
-        self._consumer = consumer
         self._changed = threading.Event()
-        self.watch = TopologyWatch(admin_factory or self._admin, list(config.topics), "", 0,
+        self.watch = TopologyWatch(admin_factory or admin_of(client_config(config.consumer)),
+                                   list(config.topics), "", 0,
                                    on_change=self._changed.set)
-
-    def _admin(self) -> Any:
-        from kafka import KafkaAdminClient
-
-        client = client_config(self.config.consumer)
-        try:
-            return KafkaAdminClient(**client)
-        except KafkaError as exc:
-            raise SourceError(unreachable_message(client, exc)) from None
-
-    def consumer_factory(self, **settings: Any) -> HeldCommits:
-        """The group consumer :class:`~.tail.KafkaTail` reads with; its commits stop once the
-        topics changed."""
-        return HeldCommits(self._consumer(**settings), self._held)
-
-    def _held(self) -> bool:
-        """Whether commits are held: the topics changed, as the watch saw it or a look now sees
-        it. Every commit looks first (one Metadata request, about 2 ms on Tansu, once a
-        checkpoint): the watch looks every 2 s, and a checkpoint inside that span would commit
-        the old topic's positions onto a topic deleted or re-created under the same name."""
-        if not self._changed.is_set() and self.watch.check():
-            self._changed.set()
-        return self._changed.is_set()
+        #: The group consumer :class:`~.tail.KafkaTail` reads with (its ``consumer_factory``):
+        #: its commits are held once the topics changed.
+        self.consumer_factory = LookBeforeCommit(self.watch, self._changed).wrap(consumer)
 
     @property
     def summary(self) -> Any:
@@ -157,4 +197,4 @@ class WatchedTail:
             raise TopologyError(stop_line(changes, "")) from None
 
 
-__all__ = ["HeldCommits", "WatchedTail"]
+__all__ = ["HeldCommits", "LookBeforeCommit", "WatchedTail", "admin_of"]
