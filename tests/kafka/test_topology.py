@@ -427,3 +427,36 @@ def test_the_watch_keeps_a_change_only_when_a_second_look_confirms_it() -> None:
                          "g-cells", 16, confirm=0)
     real.baseline = real.look()
     assert real.check() == ["the source topic logs was deleted and re-created (topic id A, now B)"]
+
+
+def test_a_commit_looks_at_the_topics_first_and_is_held_once_they_changed() -> None:
+    """The watch looks every 2 s; a checkpoint in between must not put the old topic's positions
+    on a topic re-created under the same name. So every commit looks first (the per-partition
+    layout's and the routing stage's: docs/kafka.md, Topology changes), and once a change is seen
+    no commit reaches the broker, whatever follows."""
+    from panstream.sources.kafka.topology import TopologyWatch
+    from panstream.sources.kafka.watched import LookBeforeCommit
+
+    class Consumer:
+        def __init__(self, **settings: Any) -> None:
+            self.commits: list[dict[str, int]] = []
+            self.closed = False
+
+        def commit(self, offsets: dict[str, int]) -> None:
+            self.commits.append(offsets)
+
+        def close(self) -> None:
+            self.closed = True
+
+    same, moved = {"logs": (8, "A")}, {"logs": (8, "B")}
+    look = LookBeforeCommit(TopologyWatch(lambda: _Admin([same, same, moved]), ["logs"], "", 0,
+                                          confirm=0), owns_watch=True)
+    consumer = look.wrap(Consumer)(group_id="g")  # its baseline: the first look
+    consumer.commit({"logs/0": 5})  # the second look: unchanged, committed
+    consumer.commit({"logs/0": 9})  # the third: a new topic id, held
+    consumer.commit({"logs/0": 12})
+    inner = consumer._consumer
+    assert inner.commits == [{"logs/0": 5}]
+    assert look.changed.is_set()
+    consumer.close()
+    assert inner.closed and look.watch._stop.is_set()  # its watch's admin client closed with it
