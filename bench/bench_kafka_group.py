@@ -148,9 +148,20 @@ def produce(bootstrap: str, topic: str, msgs: list[bytes], client: str = "kafka-
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process so far (all its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of a process so far (all its threads) and of its child processes
+    (a librdkafka member runs in a child of the command since issue 35), from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:  # gone meanwhile
+        return 0.0
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids += [int(k) for k in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return own + sum(cpu_seconds(k) for k in kids)
 
 
 def held(errs: list[Path]) -> int:
@@ -204,7 +215,8 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     if args.profile and n == 1 and shutil.which("py-spy"):
         out = Path(args.profile) / f"member-{group}-{'base' if tree else client}.txt"
         profiler = subprocess.Popen(["py-spy", "record", "--pid", str(procs[0].pid), "--rate", "250",
-                                     "--threads", "--format", "raw", "--output", str(out)],
+                                     "--subprocesses", "--threads", "--format", "raw",
+                                     "--output", str(out)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.0)
     cells = f"{group}-cells"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import signal
+import sys
 import threading
 from types import FrameType
 from typing import Any
@@ -34,13 +34,14 @@ from panstream.cli.common import (
     warn_settings,
 )
 from panstream.cli.kafka_options import bootstrap_option, connection_options
-from panstream.cli.kafka_windows import check_window_args, kafka_window_options, windowed_member
+from panstream.cli.kafka_windows import check_window_args, kafka_window_options
 from panstream.cli.sketch_hash import sketch_hash_option, with_sketch_hash
 from panstream.cli.telemetry_options import telemetry_options
+from panstream.cli.window_options import say_window, zone_notice
 from panstream.errors import ConfigurationError
 from panstream.inputs.parser import Format, parse_format
 from panstream.release.telemetry import TelemetryPolicy
-from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES, SliceLayout, mib, slice_family
+from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES
 from panstream.universe import Universe
 from panstream.windows.eventtime import label
 
@@ -120,7 +121,8 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
 @click.option("--source-client", type=click.Choice(["librdkafka", "kafka-python"]),
               default="librdkafka", show_default=True,
               help="The routed member's consumer client (the partition layout and --window "
-                   "use kafka-python); librdkafka reads in C.",
+                   "use kafka-python); librdkafka reads in C, in a child process (a crash: "
+                   "one line, exit 1).",
               **env("KAFKA_SOURCE_CLIENT"))
 @click.option("--slices", "slice_count", type=click.IntRange(min=1, max=MAX_SLICES),
               default=None, show_default=f"{DEFAULT_SLICES}, or |X| if smaller",
@@ -213,8 +215,7 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
     logging.basicConfig(level=log_level.upper(), format="panstream: %(levelname)s: %(message)s")
     if log_level in ("warning", "error"):  # kafka-python logs every reconnect attempt
         logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    from panstream.sources import kafka as src
-    from panstream.state.stores import DirectoryStore, ensure_ledger
+    from panstream.sources.kafka.build import MemberOptions, WindowOptions, run_member
 
     check_family_options(ctx, estimator)
     universe = kafka_universe(estimator, with_sketch_hash(ctx, estimator, universe, sketch_hash)
@@ -250,48 +251,30 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
         msg = "give exactly one of --state-dir DIR or --state-topic TOPIC (where shards are kept)"
         raise ConfigurationError(msg)
     keyed = _keying(ctx, layout, value_format, universe, partitioner)
-    topic_list = [t for arg in topics for t in arg.split() if t]
-    cfg = src.source_config(bootstrap, group, src.parse_overrides(overrides), security)
-    # Say at once what we are waiting for: an unreachable broker is otherwise a silent wait.
-    click.echo(f"panstream: {src.connecting_notice(cfg)}", err=True)
-    if state_dir is not None:
-        store: Any = DirectoryStore(state_dir)
-        where = f"directory {state_dir}"
-    else:
-        assert state_topic is not None
-        store = src.topic_store(state_topic, src.client_config(cfg), state_chunk_bytes)
-        where = f"topic {state_topic}"
-    count = slice_count if slice_count is not None else min(
-        DEFAULT_SLICES, universe.size // SliceLayout.unit_of(universe))
-    metrics = src.Metrics(metrics_port, metrics_host, telemetry)
-    tail_cfg = src.TailConfig(cfg, topic_list, universe, epsilon, calibration, store,
-                              value_format, checkpoint_interval, idle_timeout,
-                              estimator=estimator, modulus=modulus, fmt=fmt.spec,
-                              partitioner=keyed)
-    runner: Any
-    if layout == "partition" or window is not None:
-        if not given(ctx, "source_client"):
-            source_client = "kafka-python"  # the default (librdkafka) is the routed layout's
-        elif source_client != "kafka-python":
-            msg = (f"--source-client {source_client} is for the routed layout without --window; "
-                   "use --source-client kafka-python here")
-            raise ConfigurationError(msg)
-    if layout == "partition":
-        runner = src.KafkaTail(tail_cfg, metrics)
-        runner.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
-    elif window is not None:
-        assert state_dir is not None and release_epsilon is not None
-        runner = windowed_member(tail_cfg, metrics, group, overrides, security, count,
-                                 cells_retention, window=window, lateness=lateness,
-                                 release_epsilon=release_epsilon, series=series,
-                                 series_topic=series_topic, horizon=horizon,
-                                 state_dir=state_dir, as_json=as_json, range_from=range_from,
-                                 range_to=range_to, time_zone=time_zone)
-    else:
-        runner = routed_member(tail_cfg, metrics, group, overrides, security, count,
-                               cells_retention, check=not keep_going,
-                               source_client=source_client,
-                               drain_timeout=drain_timeout)
+    if (layout == "partition" or window is not None) and not given(ctx, "source_client"):
+        source_client = "kafka-python"  # the default (librdkafka) is the routed layout's
+    win = None
+    if window is not None:
+        assert release_epsilon is not None
+        win = WindowOptions(window, release_epsilon, lateness, series, series_topic, horizon,
+                            range_from, range_to, time_zone)
+        unused = zone_notice(fmt.spec, time_zone)
+        if unused:
+            click.echo(f"panstream: {unused}", err=True)
+    asked = ("--total-epsilon" if total_epsilon is not None
+             else "--budget" if given(ctx, "budget") else None)
+    opts = MemberOptions(
+        bootstrap=bootstrap, topics=tuple(t for arg in topics for t in arg.split() if t),
+        group=group, universe=universe, epsilon=epsilon, calibration=calibration,
+        estimator=estimator, modulus=modulus, budget=budget, budget_asked=asked,
+        state_dir=state_dir, state_topic=state_topic, state_chunk_bytes=state_chunk_bytes,
+        value_format=value_format, fmt=fmt.spec, keep_going=keep_going, layout=layout,
+        partitioner=keyed, source_client=source_client, slice_count=slice_count,
+        cells_retention=cells_retention, checkpoint_interval=checkpoint_interval,
+        idle_timeout=idle_timeout, drain_timeout=drain_timeout, overrides=overrides,
+        security=security, metrics_port=metrics_port, metrics_host=metrics_host,
+        telemetry=telemetry, window=win)
+
     stop = threading.Event()
     interrupt = Interrupt()
 
@@ -304,31 +287,14 @@ def command(ctx: click.Context, bootstrap: str, topics: tuple[str, ...], group: 
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        # The group's definition, once every option is checked and before anything is written:
-        # a member that differs stops here (docs/kafka.md, "The group's identity"). A signal
-        # meanwhile stops the run that follows at once, as one during the run does.
-        from panstream.sources.kafka.identity import stamp
-
-        definition = settle_definition(
-            store, client=src.client_config(cfg), group=group, layout=layout, universe=universe,
-            estimator=estimator, epsilon=epsilon, calibration=calibration, modulus=modulus,
-            slices=count, topics=topic_list, window=window, lateness=lateness,
-            release_epsilon=release_epsilon, range_from=range_from, range_to=range_to,
-            time_zone=time_zone, partitioner=keyed)
-        if layout != "partition":
-            stamp(runner, definition.digest)
-        # the group's release ledger lives beside the shards (a windowed group: one per window)
-        if window is None and not ensure_ledger(store, budget) and \
-                (total_epsilon is not None or given(ctx, "budget")):
-            asked = "--total-epsilon" if total_epsilon is not None else "--budget"
-            click.echo(f"panstream: the group's release ledger already exists: {asked} does not "
-                       "change its budget (release prints the budget left)", err=True)
-        summary = runner.run(stop)
+        ran = run_member(opts, stop, _notice, lambda rec: say_window(rec, as_json))
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        metrics.close()
-    deletes = getattr(getattr(runner, "slices", None), "deletes", None)
+    if ran.exit_code is not None:  # the member ran in a supervised child, which said it all
+        sys.exit(ran.exit_code)
+    summary, runner, where, topic_list = ran.summary, ran.runner, opts.where, list(opts.topics)
+    deletes = ran.internal_deletes
     out = {"topics": topic_list, "group": group, "universe": universe.spec, "layout": layout,
            "format": fmt.spec, "internal_deletes": deletes, "state": where,
            "partitions_at_exit": summary.partitions,
@@ -410,111 +376,7 @@ def _keying(ctx: click.Context, layout: str, value_format: str, universe: Univer
     return partitioner
 
 
-#: A routed table at least this large gets a note about the 6 s default session at start.
-LARGE_TABLE_BYTES = 256 << 20
-
-
-def routed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str, ...],
-                  security: dict[str, Any], slice_count: int, cells_retention: float,
-                  check: bool = True, source_client: str = "librdkafka",
-                  drain_timeout: float | None = None) -> Any:
-    """The routed layout's member (routing and slice stages); prints what it will hold.
-    ``source_client`` is the client of both stages' consumers (the source topics, the internal
-    topic): ``librdkafka`` (:mod:`panstream.sources.kafka.rdkafka`) or ``kafka-python``."""
-    from panstream.sources import kafka as src
-    from panstream.sources.kafka.member import Member
-    from panstream.sources.kafka.route import RouteConfig, RouteStage, internal_topic
-    from panstream.sources.kafka.slices import SliceStage
-    from panstream.state.slices import SliceLayout
-
-    c = tail_cfg
-    lay = SliceLayout(c.universe, slice_count)
-    topic = internal_topic(group)
-    if topic in c.topics:
-        msg = f"-t {topic} is the group's own internal topic: tail the source topics instead"
-        raise ConfigurationError(msg)
-    parsed = src.parse_overrides(overrides)
-    slice_consumer = src.internal_config(",".join(c.consumer["bootstrap_servers"]),
-                                         f"{group}-slices", parsed, security)
-    client = src.client_config(c.consumer)
-    factory: Any = None
-    clients: dict[str, Any] = {}
-    if source_client == "librdkafka":
-        from panstream.sources.kafka.rdkafka import (
-            RdKafkaConsumer,
-            RdKafkaProducer,
-            crash_line,
-            rdkafka_config,
-            say_native_crash,
-        )
-
-        rdkafka_config(c.consumer)  # an untranslatable -C key is an error now, not in a thread
-        rdkafka_config(slice_consumer)
-        factory = RdKafkaConsumer
-        clients = {"consumer_factory": RdKafkaConsumer, "producer_factory": RdKafkaProducer}
-        say_native_crash(crash_line())
-    distinct = slice_family(c.estimator, c.calibration)[0] == "density"  # a redraw: once a poll
-    route = RouteStage(RouteConfig(c.consumer, client, c.topics, lay, topic, c.value_format,
-                                   c.fmt, check, distinct=distinct), metrics, **clients)
-    route.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
-    scfg = dataclasses.replace(c, consumer=slice_consumer, topics=[topic], value_format="item",
-                               fmt="plain")
-    slices = SliceStage(scfg, lay, metrics, admin_client=client,
-                        **({"consumer_factory": factory} if factory is not None else {}))
-    whole = sum(lay.table_bytes(r, c.estimator, c.modulus) for r in range(lay.count))
-    click.echo(f"panstream: routed layout: {lay.describe(c.estimator, c.modulus)}, routed through "
-               f"{topic} ({lay.width} bytes per arrival); a member holds the slices of its "
-               f"internal partitions: with N members about {lay.count}/N slices and "
-               f"{mib(whole)}/N (the whole table: {mib(whole)})", err=True)
-
-    if whole >= LARGE_TABLE_BYTES and "session_timeout_ms" not in parsed and factory is None:
-        click.echo(f"panstream: note: a revoke writes this member's slices (up to {mib(whole)}) "
-                   "on kafka-python's IO thread, which sends no heartbeat meanwhile; if that can "
-                   "take seconds here, raise the 6 s session: -C session_timeout_ms=30000 -C "
-                   "heartbeat_interval_ms=3000", err=True)
-
-    def held(owned: list[int]) -> None:
-        total = sum(lay.table_bytes(r, c.estimator, c.modulus) for r in owned)
-        click.echo(f"panstream: this member now holds {len(owned)} of {lay.count} slices "
-                   f"({', '.join(map(str, owned)) or '-'}): {mib(total)}", err=True)
-
-    slices.on_assign = held
-    slices.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
-    return Member(route, slices, client, int(cells_retention * 1000) or None,
-                  drain_timeout=drain_timeout)
-
-
-def settle_definition(store: Any, *, client: dict[str, Any], group: str, layout: str,
-                      universe: Universe, estimator: str, epsilon: float, calibration: str,
-                      modulus: int, slices: int, topics: list[str], window: int | None,
-                      lateness: int, release_epsilon: float | None, range_from: int | None,
-                      range_to: int | None, time_zone: Any,
-                      partitioner: str | None = None) -> Any:
-    """This member's group definition, settled against the store's
-    (:func:`panstream.sources.kafka.identity.settle`): written if the store holds none, else
-    compared; a member that differs stops here with one line."""
-    from panstream.sources.kafka.identity import (
-        broker_admin,
-        check_names,
-        describe_sources,
-        settle,
-    )
-    from panstream.sources.kafka.route import internal_topic, window_topic
-    from panstream.state.group_definition import GroupDefinition, Window
-
-    kind = "partition" if layout == "partition" else "windows" if window is not None else "routed"
-    routed = kind != "partition"
-    win = None if window is None else Window(
-        int(window), int(lateness), float(release_epsilon or 0.0), range_from, range_to,
-        getattr(time_zone, "name", None))
-    with broker_admin(client) as admin:
-        mine = GroupDefinition(
-            group=group, layout=kind, universe=universe.spec, family=estimator,
-            epsilon=float(epsilon), calibration=calibration,
-            modulus=int(modulus) if estimator == "frequency" else None,
-            slices=slices if routed else None,
-            internal_topic=(window_topic(group) if window is not None else internal_topic(group))
-            if routed else None,
-            window=win, sources=describe_sources(admin, topics), partitioner=partitioner)
-        return settle(store, mine, notice=lambda msg: click.echo(f"panstream: {msg}", err=True),
-                      check=lambda: check_names(admin, mine))  # another layout under this -g
+def _notice(msg: str) -> None:
+    """A member's one-line notice on stderr (``panstream: ...``; a line that names its speaker,
+    ``panstream kafka: ...``, as it is)."""
+    click.echo(msg if msg.startswith("panstream kafka: ") else f"panstream: {msg}", err=True)

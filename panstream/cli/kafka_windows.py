@@ -7,29 +7,18 @@ stage) and prints the accounting, as ``ingest --window`` does.
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
-from panstream import estimators
-from panstream.cli.common import FiniteFloatRange, emit_json, env
+from panstream.cli.common import FiniteFloatRange, env
 from panstream.cli.window_options import (
     DEFAULT_LATENESS,
     _duration,
     range_options,
     time_zone_option,
-    window_line,
-    zone_notice,
 )
-from panstream.errors import ConfigurationError
-from panstream.state.slices import mib
-from panstream.windows import duration_text, horizon_line
-from panstream.windows.eventtime import check_time, has_time
-from panstream.windows.zones import Zone
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -104,89 +93,3 @@ def check_window_args(ctx: click.Context, *, window: int | None, layout: str,
                                "--release-epsilon (its one release), not --total-epsilon")
     if release_epsilon is None:
         raise click.UsageError("--window needs --release-epsilon E (each window's one release)")
-
-
-def windowed_member(tail_cfg: Any, metrics: Any, group: str, overrides: tuple[str, ...],
-                    security: dict[str, Any], slice_count: int, cells_retention: float, *,
-                    window: int, lateness: int, release_epsilon: float, series: str | None,
-                    series_topic: str | None,
-                    horizon: int | None, state_dir: str, as_json: bool,
-                    range_from: int | None = None, range_to: int | None = None,
-                    time_zone: Zone | None = None) -> Any:
-    """The windowed member: routing and slice stages over ``<group>-wcells``; prints the
-    per-window accounting and, as each window is released, its record."""
-    from panstream.sources import kafka as src
-    from panstream.sources.kafka.member import Member
-    from panstream.sources.kafka.route import RouteConfig
-    from panstream.sources.kafka.windows import (
-        SeriesTopic,
-        WindowRouteStage,
-        WindowSliceStage,
-        WindowSpec,
-        window_topic,
-    )
-    from panstream.state.slices import SliceLayout
-    from panstream.state.stores import DirectoryStore
-
-    c = tail_cfg
-    lay = SliceLayout(c.universe, slice_count)
-    topic = window_topic(group)
-    if topic in c.topics:
-        raise ConfigurationError(f"-t {topic} is the group's own internal topic: tail the source "
-                                 "topics instead")
-    spec = WindowSpec(window, lateness, float(release_epsilon), first=range_from, stop=range_to,
-                      time_zone=time_zone.name if time_zone is not None else None)
-    spec.schedule  # noqa: B018  (refuses a --from/--to off the window grid, before connecting)
-    if has_time(c.fmt):  # a local time without --time-zone: refused now (never for auto)
-        check_time(c.fmt, spec.zone)
-    unused = zone_notice(c.fmt, time_zone)
-    if unused:
-        click.echo(f"panstream: {unused}", err=True)
-    ser = series or os.path.join(state_dir, f"{group}-series.jsonl")
-    parsed = src.parse_overrides(overrides)
-    slice_consumer = src.internal_config(",".join(c.consumer["bootstrap_servers"]),
-                                         f"{group}-slices", parsed, security)
-    client = src.client_config(c.consumer)
-    route = WindowRouteStage(RouteConfig(c.consumer, client, c.topics, lay, topic,
-                                         c.value_format, c.fmt), metrics, spec)
-    scfg = dataclasses.replace(c, consumer=slice_consumer, topics=[topic], value_format="item",
-                               fmt="plain")
-
-    def on_release(rec: dict[str, Any]) -> None:
-        if as_json:
-            emit_json({"window": {k: v for k, v in rec.items() if k != "release"}})
-        else:
-            click.echo(window_line(rec))
-        sys.stdout.flush()
-
-    results_topic = series_topic or f"{group}-series"
-    results = None if results_topic.lower() == "none" else SeriesTopic(client, results_topic)
-    slices = WindowSliceStage(scfg, lay, metrics, admin_client=client, spec=spec, group=group,
-                              sources=list(c.topics),
-                              wstore=DirectoryStore(os.path.join(state_dir, "windows")),
-                              series_path=ser, on_release=on_release, results=results)
-    eps_state = estimators.state_epsilon(c.estimator, c.epsilon, calibration=c.calibration,
-                                         modulus=c.modulus)
-    eps_window = eps_state + spec.release_epsilon
-    whole = sum(lay.table_bytes(r, c.estimator, c.modulus) for r in range(lay.count))
-    click.echo(f"panstream kafka: {duration_text(window)} windows (event time, lateness "
-               f"{duration_text(lateness)}; a window is open on the wall clock from its start "
-               "to its end + lateness and released then, empty or not); each window: "
-               "epsilon_state "
-               f"{eps_state:.6f} + one release {spec.release_epsilon:g} = {eps_window:.6f} per "
-               f"person per window; series {ser}"
-               + (f" and topic {results_topic}" if results is not None else ""), err=True)
-    click.echo(f"panstream kafka: a person seen in W windows is covered at W x {eps_window:.6g} "
-               "against whoever reads the whole series"
-               + (f"; {horizon_line(eps_window, window, horizon)}" if horizon else ""), err=True)
-    click.echo(f"panstream: routed layout: {lay.describe(c.estimator, c.modulus)}, routed through "
-               f"{topic}; each open window is one table of {mib(whole)} in {lay.count} slices "
-               f"(with N members about {mib(whole)}/N per open window)", err=True)
-
-    def held(owned: list[int]) -> None:
-        click.echo(f"panstream: this member now holds {len(owned)} of {lay.count} slices "
-                   f"({', '.join(map(str, owned)) or '-'}) of every open window", err=True)
-
-    slices.on_assign = held
-    slices.notice = lambda msg: click.echo(f"panstream: {msg}", err=True)
-    return Member(route, slices, client, int(cells_retention * 1000))

@@ -64,12 +64,14 @@ def check_routed(store: Any, bootstrap: str | None, overrides: tuple[str, ...],
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # reconnect chatter; errors raise
     from panstream.sources import kafka as src
     from panstream.sources.kafka.progress import GroupProgress, group_of_internal
+    from panstream.sources.kafka.topology import recorded_shapes
     from panstream.state.group_definition import stored
 
     client = src.state_client(bootstrap, src.parse_overrides(overrides), security)
     held = stored(store)  # the group's source topics, where its definition names them
     probe = GroupProgress(client, group_of_internal(topic),
-                          None if held is None else [t.name for t in held.sources], topic)
+                          None if held is None else [t.name for t in held.sources], topic,
+                          recorded=None if held is None else recorded_shapes(held))
     try:
         if not probe.partitions(topic):
             msg = (f"the broker at {bootstrap} has no topic {topic!r}: give the -b of the "

@@ -208,6 +208,16 @@ def _progress_printer() -> Callable[[WindowStats], None]:
     return show
 
 
+def say_window(rec: dict[str, Any], as_json: bool) -> None:
+    """Print a closed window's record on stdout at once: one JSON line (``--json``) or
+    :func:`window_line`."""
+    if as_json:
+        emit_json({"window": {k: v for k, v in rec.items() if k != "release"}})
+    else:
+        click.echo(window_line(rec))
+    sys.stdout.flush()
+
+
 def window_line(rec: dict[str, Any]) -> str:
     """One human line for a closed window's record."""
     pct = f"{100 * float(rec.get('confidence') or 0.95):g} %"
@@ -370,11 +380,7 @@ def _run(ser: Series | None, held: contextlib.ExitStack, *, files: tuple[str, ..
             metrics.show(read(ser.path)[-1], count=False)
 
     def on_close(rec: dict[str, Any]) -> None:
-        if as_json:
-            emit_json({"window": {k: v for k, v in rec.items() if k != "release"}})
-        else:
-            click.echo(window_line(rec))
-        sys.stdout.flush()
+        say_window(rec, as_json)
         if metrics is not None:
             metrics.show(rec)
 

@@ -11,6 +11,10 @@ files follow the stages:
   librdkafka``; the only module importing confluent-kafka, lazily);
 * :mod:`.slices`: the slice stage (``<group>-cells`` into the slices of one table);
 * :mod:`.member`: both stages in one process (the default ``panstream kafka``);
+* :mod:`.build`: the member built from its options (:class:`~.build.MemberOptions`) and run;
+  :mod:`.supervise`: a librdkafka member in a child process of the command;
+* :mod:`.topology`: the group's topics watched (:mod:`.watched`: the per-partition layout under
+  the watch);
 * :mod:`.tail`: a consumer-group member with one table per partition, and its rebalance listener
   (the per-partition layout, and the base of the slice stage);
 * :mod:`.metrics`: Prometheus figures (counts only as noisy window releases);

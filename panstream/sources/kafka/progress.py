@@ -38,7 +38,13 @@ from kafka.errors import KafkaError
 
 from panstream.errors import SourceError
 from panstream.sources.kafka.config import unreachable_message
-from panstream.sources.kafka.topology import describe, no_auto_create, offset_changes
+from panstream.sources.kafka.topology import (
+    Shape,
+    describe,
+    identity_changes,
+    no_auto_create,
+    offset_changes,
+)
 
 
 class PendingWorkError(SourceError):
@@ -142,11 +148,17 @@ class GroupProgress:
         topics: the source topics (``None``: check only the internal topic, as a release does).
         internal_topic: ``<group>-cells``.
         timeout: seconds to wait for the high-water marks.
+        recorded: the source topics' identity as the group definition recorded it (``release
+            -b`` and ``inspect -b``): one that differs now, and that no member has read since,
+            is a change (:func:`~.topology.identity_changes`). A member passes none: it says a
+            re-created topic at start and leaves it to the offsets (docs/kafka.md).
     """
 
     def __init__(self, client: Mapping[str, Any], group: str, topics: list[str] | None,
-                 internal_topic: str, timeout: float = 15.0) -> None:
+                 internal_topic: str, timeout: float = 15.0,
+                 recorded: Mapping[str, Shape | None] | None = None) -> None:
         self.client = dict(client)
+        self.recorded = dict(recorded or {})
         self.group = group
         self.topics = list(topics) if topics is not None else None
         self.internal_topic = internal_topic
@@ -228,8 +240,8 @@ class GroupProgress:
             done = self.committed(self.group)
             # every topic the group committed on, not only -t's (a release knows none of them)
             names = sorted({*(self.topics or ()), *(tp.topic for tp in done)})
-            counts = {t: (s.partitions if s else None)
-                      for t, s in describe(self._admin, [*names, self.internal_topic]).items()}
+            shapes = describe(self._admin, [*names, *self.recorded, self.internal_topic])
+            counts = {t: (s.partitions if s else None) for t, s in shapes.items()}
             tps = [TopicPartition(t, p) for t in names for p in range(counts.get(t) or 0)]
             src_ends = self.ends(tps, done)
             for tp, end in src_ends.items():
@@ -252,6 +264,7 @@ class GroupProgress:
                     cells[tp.partition] = end - max(upto, start)
             changed = offset_changes(_keyed(done), _keyed(src_ends), counts)
             changed += offset_changes(_keyed(applied), _keyed(ends), counts)
+            changed += identity_changes(self.recorded, shapes, {tp.topic for tp in done})
         except KafkaError as exc:
             msg = f"cannot ask the broker what the group has pending: {exc}"
             raise SourceError(msg) from None

@@ -564,7 +564,11 @@ def say_native_crash(lines: tuple[str, str]) -> Any:
     (``faulthandler`` stays silent). So a small watcher process (:data:`_WATCHER`) says it: the
     member writes ``exit`` into the watcher's pipe at a normal exit; a pipe that closes without
     it is a death by signal, read from ``/proc``. The member still dies of the signal (its exit
-    status says so); the line says why and what to do.
+    status says so); the line says why and what to do. Since issue 35's last round ``panstream
+    kafka`` runs a librdkafka member in a supervised child process instead
+    (:mod:`~panstream.sources.kafka.supervise`: one line and exit 1, no death by signal); this
+    watcher serves only where nothing is forked (stdio that are not files: an in-process
+    ``CliRunner``).
 
     Returns:
         The watcher process (``None`` where it cannot be started: then nothing changes).

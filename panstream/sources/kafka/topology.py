@@ -184,15 +184,47 @@ def shape_changes(before: Mapping[str, Shape | None], now: Mapping[str, Shape | 
     return out
 
 
+def recorded_shapes(definition: Any) -> dict[str, Shape | None]:
+    """The source topics' :class:`Shape` as a group definition
+    (:class:`~panstream.state.group_definition.GroupDefinition`) recorded them (``None``: a topic
+    that did not exist yet when the group was defined)."""
+    return {t.name: Shape(t.partitions, t.topic_id) if t.partitions else None
+            for t in definition.sources}
+
+
+def identity_changes(recorded: Mapping[str, Shape | None], now: Mapping[str, Shape | None],
+                     read: Iterable[str] = ()) -> list[str]:
+    """The source topics whose identity differs from the one the group definition recorded
+    (a new topic id; where the broker gives none, fewer partitions; or gone), and which no member
+    has read since (``read``: the topics the group holds commits on; the broker drops a deleted
+    topic's commits, so commits on a topic were made on the topic as it is now, by members that
+    were warned at their start). One phrase each (pure). ``release -b`` and ``inspect -b`` ask
+    this: offsets alone cannot show a re-creation no member saw (issue 35).
+
+    >>> identity_changes({"logs": Shape(8, "A")}, {"logs": Shape(8, "B")})[0][:62]
+    'the source topic logs was deleted and re-created (topic id A, '
+    >>> identity_changes({"logs": Shape(8, "A")}, {"logs": Shape(8, "B")}, read=["logs"])
+    []
+    >>> identity_changes({"logs": Shape(8, None)}, {"logs": Shape(4, None)})[0][:71]
+    'the source topic logs now has 4 partitions, not 8: it was deleted and r'
+    >>> identity_changes({"new": None, "logs": Shape(2, "A")}, {"new": Shape(3, "C"), "logs": Shape(3, "A")})
+    []
+    """
+    done = set(read)
+    before = {t: s for t, s in recorded.items() if s is not None and s.partitions and t not in done}
+    return [f"{c} since the group was defined, and no member has read it since"
+            for c in shape_changes(before, now, "", 0)]
+
+
 def stop_line(changes: list[str], internal: str) -> str:
     """The one line a member stops with when its topics changed, with what was or may be lost and
     the way out (no promise that nothing is lost: records routed but not applied may be gone)."""
     what = "; ".join(changes)
-    gone = any(internal in c for c in changes)
+    gone = bool(internal) and any(internal in c for c in changes)
     lost = (f"records routed to slices but not yet applied went with the old {internal}, so "
             "releases of this table miss them (the slices in the store hold what was applied); "
             if gone else "")
-    src = any(internal not in c for c in changes)
+    src = not internal or any(internal not in c for c in changes)
     way = ("the group's committed offsets belong to the old source topic: for a new stream start "
            "a new group (-g, and a new state) on it; if the new topic continues the same stream, "
            "reset this group's source offsets to its start (kafka-consumer-groups "
@@ -261,13 +293,17 @@ class TopologyWatch:
 
     Args:
         admin_factory: builds a kafka-python ``KafkaAdminClient``.
-        sources: the source topics; internal: ``<group>-cells``; slices: its partition count.
+        sources: the source topics; internal: ``<group>-cells`` (``""``: none, the per-partition
+            layout); slices: its partition count.
+        on_change: called once, from the watch's thread, when it keeps a change.
     """
 
     def __init__(self, admin_factory: Callable[[], Any], sources: list[str], internal: str,
-                 slices: int, interval: float = 2.0, confirm: float = 1.0) -> None:
+                 slices: int, interval: float = 2.0, confirm: float = 1.0,
+                 on_change: Callable[[], None] | None = None) -> None:
         self._factory = admin_factory
-        self.topics = [*sources, internal]
+        self.topics = [*sources, *([internal] if internal else [])]
+        self.on_change = on_change
         self.internal = internal
         self.slices = slices
         self.interval = interval
@@ -307,7 +343,8 @@ class TopologyWatch:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval) and not self.changes:
-            self.check()
+            if self.check() and self.on_change is not None:
+                self.on_change()
 
     def stop(self) -> None:
         self._stop.set()
@@ -320,4 +357,5 @@ class TopologyWatch:
 
 
 __all__ = ["LIBRDKAFKA", "no_auto_create", "Shape", "TopologyError", "TopologyWatch", "describe",
-           "offset_changes", "shape_changes", "stop_line", "wait_for_topics"]
+           "identity_changes", "offset_changes", "recorded_shapes", "shape_changes", "stop_line",
+           "wait_for_topics"]
