@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,12 +51,14 @@ from panstream.estimators.frequency import FrequencyEstimator
 from panstream.estimators.frequency import merge_partitioned as merge_frequency_partitioned
 from panstream.release.frequency import MergedHistograms, sum_histograms
 from panstream.release.ledger import ShardLedger
+from panstream.release.stats import Figures
 from panstream.state import keying
 from panstream.state.slices import SKETCH_SLICE, SliceLayout
 from panstream.universe import Universe
 
+
 @dataclass(frozen=True)
-class MergedEstimate:
+class MergedEstimate(Figures):
     """A noiseless merged estimate (diagnostics and tests; publish through a release).
 
     Attributes:
@@ -74,9 +76,6 @@ class MergedEstimate:
     stderr_density: float
     stderr_distinct: float
     size: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _check_compatible(estimators: Sequence[DensityEstimator]) -> DensityEstimator:
