@@ -5,8 +5,10 @@ the claims that fence a zombie's late writes (:mod:`panstream.state.fence`), the
 ledger as an append-only log (:mod:`panstream.release.ledger_log`) and the group's definition
 (:mod:`panstream.state.group_definition`). :class:`~panstream.state.stores.directory.
 DirectoryStore` and :class:`~panstream.state.stores.topic.TopicStore` implement it; the group's
-merge and release (:mod:`panstream.state.stores.group`, :mod:`panstream.state.stores.release`),
-the checkpointer and the Kafka tasks take any :class:`Store`.
+merge, layout and release (:mod:`panstream.state.stores.group`,
+:mod:`panstream.state.stores.release`) take any :class:`Store`. The checkpointer's
+:class:`~panstream.state.checkpoint.ShardStore` is the part of it a checkpoint needs (``save``,
+``load``, ``keys``), so any :class:`Store` is one.
 
 What the two stores do alike is written once here: the ledger's JSON face over their log hooks
 (:class:`LedgerJson`), the parse of a ledger (:func:`parse_ledger`) and the order of keys
