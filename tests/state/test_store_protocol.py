@@ -2,10 +2,10 @@
 
 ``panstream.state.stores`` keeps a group's tables in a directory (:class:`DirectoryStore`) or in
 a compacted topic (:class:`TopicStore`). The group's merge, release and ``inspect`` are written
-against the protocol :class:`~panstream.state.stores.Store`, not against either class. These tests show that each
-store has every method of the protocol with the protocol's parameters, and walk one store-blind
-function through a snapshot, the ledger and the definition on both; the split of the old
-``state/stores.py`` into a package (issue 36) kept every old import working.
+against the protocol :class:`~panstream.state.stores.Store`, not against either class. These
+tests show that each store has every method of the protocol with the protocol's parameters, and
+walk one store-blind function through a snapshot, the ledger and the definition on both; the
+split of the old ``state/stores.py`` into a package (issue 36) kept every old import working.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A group's store as one table: the merge of its shards or slices, what it holds, its rotation.
 
-Pure of I/O but the store's own reads and writes: every snapshot read is parsed, restored and
-zeroed; the tables are merged by :mod:`panstream.state.merge`. :func:`merge_store` is the group's
+No I/O of its own: it reads and writes through the store (any :class:`~panstream.state.stores.
+protocol.Store`); every snapshot read is parsed, restored and zeroed, and the tables are merged by
+:mod:`panstream.state.merge`. :func:`merge_store` is the group's
 one releasable estimator (:class:`GroupState`), :func:`store_layout` what ``panstream inspect``
 says a store holds, :func:`rotate_slice_store` the end of a routed group's epoch. The release and
 its ledger are :mod:`panstream.state.stores.release`.

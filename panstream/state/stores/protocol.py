@@ -35,6 +35,10 @@ class Store(Protocol):
     slice's, :func:`panstream.state.slices.encode_slice`): the table and public parameters, no
     offset, count or time of arrivals. Only the newest snapshot of a key is kept (privacy
     invariant 5).
+
+    Beyond the protocol each store has what only it can do: a directory's ``fence``,
+    ``claimed`` and ``delete`` (a windowed group's slices, kept only in a directory), a topic's
+    ``refresh`` (forget the last replay of the log).
     """
 
     def keys(self) -> list[str]:
