@@ -10,7 +10,7 @@ noise of a whole table of |X| coin flips, so the variance is ``K`` times that of
 the standard error of the distinct count grows as ``sqrt(K)`` with the number of shards ``K``.
 (If the same item appears in several partitions the sum counts it several times: biased upward,
 and one person then changes the summed count of ones by up to ``K``: a release must scale its noise
-to that, see :func:`panstream.statestore.merge_store`.)
+to that, see :func:`panstream.state.stores.merge_store`.)
 
 **Partition-aware merge** (:func:`merge_partitioned`). When messages are keyed by the item's text with
 Kafka's default partitioner, the partition of every cell is a public function of the cell:
