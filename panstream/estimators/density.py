@@ -30,7 +30,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -43,14 +43,20 @@ from panstream.randomness import P_BITS
 from panstream.release import density as release_density
 from panstream.release import maps
 from panstream.release.ledger import DEFAULT_BUDGET, PrivacyLedger
-from panstream.release.stats import debias, distinct_from_density, stderr_distinct, stderr_state
+from panstream.release.stats import (
+    Figures,
+    debias,
+    distinct_from_density,
+    stderr_distinct,
+    stderr_state,
+)
 from panstream.universe import Universe
 
 __all__ = ["DensityEstimator", "Estimate", "UpdateResult"]
 
 
 @dataclass(frozen=True)
-class Estimate:
+class Estimate(Figures):
     """A noiseless estimate from the table (diagnostics; do not publish).
 
     Attributes:
@@ -72,9 +78,6 @@ class Estimate:
     stderr_distinct: float
     ones: int
     size: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @register_family

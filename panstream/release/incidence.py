@@ -53,14 +53,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from statistics import NormalDist
-from typing import Any
 
 import numpy as np
 
 from panstream.calibration import calibrate_frequency
 from panstream.errors import ConfigurationError
 from panstream.release.noise import NoiseLaw
-from panstream.release.stats import DEFAULT_CONFIDENCE, noise_quantile
+from panstream.release.stats import DEFAULT_CONFIDENCE, Figures, noise_quantile
 
 __all__ = ["IncidenceModel", "Interval", "debias_incidence", "incidence_covariance",
            "plan_frequency", "sum_half_width"]
@@ -359,7 +358,7 @@ class IncidenceModel:
 
 # ---------------------------------------------------------------------- the planner
 @dataclass(frozen=True)
-class FrequencyPlan:
+class FrequencyPlan(Figures):
     """Worst-case accuracy of frequency statistics before ingesting (``panstream plan``).
 
     The state part is an upper bound over every frequency profile with the given number of
@@ -388,10 +387,6 @@ class FrequencyPlan:
     present: float
     fraction_once: float
     cropped_mean: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """All fields as a JSON-ready dict."""
-        return asdict(self)
 
 
 def _worst_state_var(w: np.ndarray, cells: int, distinct: int, alpha: float) -> float:

@@ -30,8 +30,9 @@ formula here assumes a fair-coin D0.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from panstream.calibration import validate_epsilon
 from panstream.errors import ConfigurationError
@@ -51,6 +52,25 @@ HALF = Fraction(1, 2)
 # A laplace count is clamped to [-_FAR, cells + _FAR] (post-processing) so it stays a float-exact
 # multiple of 2**-10; leaving that range needs noise of 2**40 counts, probability exp(-eps 2**40).
 _FAR = 1 << 40
+
+
+class Figures:
+    """Mixin of a frozen dataclass of public figures (an estimate, a merged estimate, a plan):
+    :meth:`to_dict` gives every field in declaration order, JSON-ready. Written once here, the
+    lowest module those records share.
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class Pair(Figures):
+    ...     a: int
+    ...     b: float
+    >>> Pair(1, 0.5).to_dict()
+    {'a': 1, 'b': 0.5}
+    """
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as a JSON-ready dict."""
+        return asdict(cast(Any, self))  # every subclass is a dataclass
 
 
 class CountingTable(Protocol):

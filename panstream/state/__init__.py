@@ -8,7 +8,9 @@
 :mod:`panstream.state.files`
     Atomic state files, the lock, the ledger history that refuses a rolled-back file.
 :mod:`panstream.state.stores`
-    Where a group's tables live: a directory store and a topic store behind one protocol.
+    Where a group's tables live: a directory store and a topic store behind one protocol
+    (``Store``), the shard codec, and beside them the group's merge and its release against the
+    one ledger (a package: its docstring lists its modules).
 :mod:`panstream.state.fence`
     The fence against a zombie member's late writes.
 :mod:`panstream.state.checkpoint`
@@ -17,6 +19,8 @@
     The slice layout of a group's one table and its routed encoding.
 :mod:`panstream.state.merge`
     The group merge of shard tables (pure).
+:mod:`panstream.state.group_definition`
+    What a Kafka group is, written once where every member and ``release`` read it.
 :mod:`panstream.state.keying`
     Where a keyed Kafka producer puts an item, and the record a verified shard carries.
 :mod:`panstream.state.sketch_params`

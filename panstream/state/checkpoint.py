@@ -168,7 +168,7 @@ class Checkpointer:
     Args:
         store: where snapshots go (:class:`ShardStore`).
         commit: the offset committer, called once per checkpoint with ``{partition: offset}``.
-        encode: estimator -> snapshot bytes (default :func:`panstream.statestore.encode_shard`).
+        encode: estimator -> snapshot bytes (default :func:`panstream.state.stores.encode_shard`).
         clock: a monotonic clock (for tests).
     """
 

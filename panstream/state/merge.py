@@ -10,7 +10,7 @@ noise of a whole table of |X| coin flips, so the variance is ``K`` times that of
 the standard error of the distinct count grows as ``sqrt(K)`` with the number of shards ``K``.
 (If the same item appears in several partitions the sum counts it several times: biased upward,
 and one person then changes the summed count of ones by up to ``K``: a release must scale its noise
-to that, see :func:`panstream.statestore.merge_store`.)
+to that, see :func:`panstream.state.stores.merge_store`.)
 
 **Partition-aware merge** (:func:`merge_partitioned`). When messages are keyed by the item's text with
 Kafka's default partitioner, the partition of every cell is a public function of the cell:
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,12 +51,14 @@ from panstream.estimators.frequency import FrequencyEstimator
 from panstream.estimators.frequency import merge_partitioned as merge_frequency_partitioned
 from panstream.release.frequency import MergedHistograms, sum_histograms
 from panstream.release.ledger import ShardLedger
+from panstream.release.stats import Figures
 from panstream.state import keying
 from panstream.state.slices import SKETCH_SLICE, SliceLayout
 from panstream.universe import Universe
 
+
 @dataclass(frozen=True)
-class MergedEstimate:
+class MergedEstimate(Figures):
     """A noiseless merged estimate (diagnostics and tests; publish through a release).
 
     Attributes:
@@ -74,9 +76,6 @@ class MergedEstimate:
     stderr_density: float
     stderr_distinct: float
     size: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _check_compatible(estimators: Sequence[DensityEstimator]) -> DensityEstimator:

@@ -22,9 +22,9 @@ import panstream.release.stats as release_mod
 from panstream.cli.main import cli
 from panstream.release.density import format_release
 from panstream.release.noise import NoiseLaw
-from panstream.state import stores
 from panstream.state.keying import Keying
 from panstream.state.stores import LEDGER_FILE, DirectoryStore, ensure_ledger, release_state_dir
+from panstream.state.stores import directory as directory_store
 
 K = 4
 
@@ -167,7 +167,7 @@ def test_two_releases_of_one_directory_never_overlap(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A second release waits while one holds the group's ledger, and is refused with one line if
     it is held too long (LEDGER_LOCK_WAIT, shortened here)."""
-    monkeypatch.setattr(stores, "LEDGER_LOCK_WAIT", 0.2)
+    monkeypatch.setattr(directory_store, "LEDGER_LOCK_WAIT", 0.2)  # read where the store locks
     d = shard_dir(tmp_path, "range:1024")
     with DirectoryStore(d).ledger_lock(), pytest.raises(
         ps.StateError, match="in use by another panstream process"

@@ -28,6 +28,7 @@ from panstream.state.stores import (
     LEDGER_KEY,
     LEGACY_LEDGER_FILE,
     DirectoryStore,
+    Store,
     TopicStore,
     encode_shard,
     ensure_ledger,
@@ -61,7 +62,7 @@ def topic_group(budget: float = 1.0) -> MemoryLog:
     return log
 
 
-def spent(store: DirectoryStore | TopicStore) -> float:
+def spent(store: Store) -> float:
     return sum(e["epsilon"] for e in json.loads(store.read_ledger() or b"")["entries"])
 
 
@@ -96,8 +97,8 @@ def test_without_any_lock_the_log_order_admits_one_of_two(tmp_path: Path, kind: 
     second release is refused before drawing any noise."""
     if kind == "directory":
         d = group_dir(tmp_path)
-        a_store: DirectoryStore | TopicStore = DirectoryStore(d)
-        b_store: DirectoryStore | TopicStore = DirectoryStore(d)
+        a_store: Store = DirectoryStore(d)
+        b_store: Store = DirectoryStore(d)
     else:
         log = topic_group()
         a_store, b_store = TopicStore(log), TopicStore(log)
