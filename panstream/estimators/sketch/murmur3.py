@@ -216,12 +216,14 @@ def hash64_ipv4_text(addr: np.ndarray) -> np.ndarray:
     return out
 
 
-def hash64_text_words(words: np.ndarray, n: np.ndarray) -> np.ndarray:
+def hash64_text_words(words: np.ndarray, n: np.ndarray, padded: bool = True) -> np.ndarray:
     """Presto's ``hash64`` (Murmur3 x64 128, seed 0, first 64 bits) of each row's first ``n[i]``
     bytes, vectorized over rows of different lengths: ``words`` holds each row's text as
     little-endian ``uint64`` words (an ``m x w`` array, zero after the text, ``w`` even and
     ``n < 8 w``). The full 16-byte blocks are mixed in where a row has them; the tail is read at
     each row's own block (zero padding contributes nothing, so one formula covers every length).
+    ``padded=False``: the bytes after a row's text need not be zeros (they are masked off the
+    tail block; no later block is read).
 
     >>> rows = np.zeros((2, 48), dtype=np.uint8)
     >>> texts = [b"2001:db8::1", b"2a01:4f8:ffff:ffff:ffff:ffff:ffff:ffff"]
@@ -257,6 +259,12 @@ def hash64_text_words(words: np.ndarray, n: np.ndarray) -> np.ndarray:
         at = np.arange(m, dtype=np.intp) * width + 2 * blocks
         flat = words.reshape(-1)
         t1, t2 = flat[at], flat[at + 1]
+    if not padded:  # keep the tail's bytes only: 0 to 15 of them
+        bits = (np.asarray(n, dtype=np.intp) & 15).astype(_U) << _U(3)
+        b1 = np.minimum(bits, _U(64))
+        bits -= b1
+        t1 &= (_U(1) << b1) - _U(1)  # (NumPy: a shift by 64 is 0, and 0 - 1 all ones)
+        t2 &= (_U(1) << bits) - _U(1)
     t2 *= _C2
     k2 = rotl64(t2, 33)
     k2 *= _C1
