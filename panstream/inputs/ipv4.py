@@ -40,8 +40,8 @@ class V6Keys:
     reader (:mod:`panstream.inputs.ipv6`), Python ints from the reference one line at a time.
 
     The vectorized reader may add each key's text where the log already wrote it as RFC 5952 text
-    (what a sketch hashes, issue 38): ``(rows, n)``, an ``m x 48`` ``uint8`` matrix whose rows
-    start with the texts (the bytes after a text are not part of it) and their lengths, 0 where
+    (what a sketch hashes, issue 38): ``(rows, n)``, an ``m x w`` ``uint8`` matrix (``w`` a
+    multiple of 16) whose rows start with the texts (the bytes after a text are not part of it) and their lengths, 0 where
     the text is to be written from the key."""
 
     def __init__(self) -> None:
@@ -80,12 +80,13 @@ class V6Keys:
         hi, lo = np.concatenate(his), np.concatenate(los)
         text = None
         if any(t is not None for _, _, t in self._parts):
-            rows = np.zeros((hi.size, 48), dtype=np.uint8)
+            width = max(t[0].shape[1] for _, _, t in self._parts if t is not None)
+            rows = np.zeros((hi.size, width), dtype=np.uint8)
             n = np.zeros(hi.size, dtype=np.intp)
             at = 0
             for h, _, t in self._parts:
                 if t is not None:
-                    rows[at: at + h.size] = t[0]
+                    rows[at: at + h.size, : t[0].shape[1]] = t[0]
                     n[at: at + h.size] = t[1]
                 at += h.size
             text = (rows, n)

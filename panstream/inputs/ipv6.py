@@ -55,9 +55,8 @@ from panstream.universe.addresses import AddressKeys
 
 _U = np.uint64
 _U32 = np.uint32
-_WD = 64  #: bytes of a token read (a token must fit in the first ``_WD - 4``)
+_WD = 64  #: bytes of a token read (a token must fit in the first ``_WD - 4``; a row's masks are one word)
 _MAX_TOKEN = _WD - 4
-_SHORT = 48  #: bytes read first: an address without brackets, port or zone has 39 at most
 _MAX_HEX = 39  #: the longest hex part: eight groups of four digits and seven colons
 _ZERO, _ONE = _U(0), _U(1)
 _V4_HIGH = _U(0xFFFF)
@@ -99,7 +98,6 @@ def _run_table() -> tuple[np.ndarray, np.ndarray]:
 
 
 _RUN_BASE, _RUN_LEN = _run_table()
-_TEXT_W = 48  #: bytes of a text row (39 at most, then zeros)
 
 
 def _mask64(flags: np.ndarray) -> np.ndarray:
@@ -167,6 +165,7 @@ def _hex_words(w: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 8,
     ok = (h >= 2) & (h <= _MAX_HEX)
     hu = np.minimum(h, _MAX_HEX).astype(_U)
     low = _low(hu)
+    assert _MAX_HEX + fields < width  # (every field starts within its row)
     t = w - np.uint8(48)
     good = t < 11  # digits and ':'
     np.bitwise_or(w, np.uint8(32), out=t)
@@ -221,12 +220,13 @@ def _hex_words(w: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 8,
         full = lens[:, dcr] > 0
         live = starts[:, dcr] <= h[dcr]
     # Each field's first four bytes as one 32-bit word (its first byte lowest).
+    # (a field starts at 47 at most: within its row)
     words32 = w.reshape(-1).view("<u4")
-    np.minimum(starts, hu.view(np.intp), out=starts)
-    starts += np.arange(0, n * width, width, dtype=np.intp)
-    q = starts >> 2
-    r = (starts & 3).astype(_U32)
+    r = starts.astype(_U32)
+    r &= _U32(3)
     r <<= _U32(3)
+    q = starts >> 2
+    q += np.arange(0, n * (width >> 2), width >> 2, dtype=np.intp)
     x = np.take(words32, q)
     x >>= r
     q += 1  # (past the matrix: clipped; those bytes lie past the field, dropped below)
@@ -234,8 +234,6 @@ def _hex_words(w: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 8,
     np.subtract(_U32(32), r, out=r)
     y <<= r  # (a shift by 32 is 0)
     x |= y
-    starts.fill(0)
-    q.fill(0)
     # Digits to nibbles (one per byte), right-aligned: the last digit in the top byte.
     d = x & _U32(0x0F0F0F0F)
     np.right_shift(x, _U32(6), out=y)
@@ -384,12 +382,11 @@ def _spelled(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray
 
 
 def _text_rows(w: np.ndarray, tlen: np.ndarray, rfc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The sketch's text of the tokens ``w[i, :tlen[i]]`` that are already RFC 5952 text
-    (``rfc``): their :data:`_TEXT_W`-byte window rows (``w`` itself when it is that wide; the
-    bytes past a text are the rest of its line, which the hash ignores) and the texts' lengths,
-    0 where the token is not RFC 5952 text (its text is written from the key)."""
-    n = tlen * rfc
-    return (w if w.shape[1] == _TEXT_W else w[:, :_TEXT_W].copy()), n
+    """The sketch's text of the tokens ``w[i, :tlen[i]]`` (64-byte window rows) that are already
+    RFC 5952 text (``rfc``): the rows themselves (the bytes past a text are the rest of its line,
+    which the hash leaves out) and the texts' lengths, 0 where the token is not RFC 5952 text
+    (its text is written from the key)."""
+    return w, tlen * rfc
 
 
 def _place(rows: np.ndarray, hi: np.ndarray, lo: np.ndarray, addr: np.ndarray, ok: np.ndarray,
@@ -428,23 +425,23 @@ def _take(a: np.ndarray, sel: np.ndarray | None) -> np.ndarray:
     return a if sel is None else a[sel]
 
 
-def _line_tokens(b: np.ndarray, ts: np.ndarray, length: np.ndarray, clf: bool, width: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The ``width``-byte windows of lines starting at ``ts``, the length of each line's token (the
-    line, or in ``clf`` its first field: up to the first space), where that token holds no byte
-    at or below the space (``good``), and where the window is too short to tell (``far``)."""
-    w = windows(b, ts, width)
+def _line_tokens(b: np.ndarray, ts: np.ndarray, length: np.ndarray, clf: bool
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The 64-byte windows of lines starting at ``ts``, the length of each line's token (the
+    line, or in ``clf`` its first field: up to the first space), and where that token holds no
+    byte at or below the space and ends within the window (``good``)."""
+    w = windows(b, ts, _WD)
     p = _ctz64(_mask64(w <= 32))  # the first space, control byte, newline or end of the buffer
-    seen = p < width
+    good = p < _WD
     if clf:
-        stop = w[np.arange(ts.size), np.minimum(p, width - 1)]
-        good = seen & ((p >= length) | (stop == 32))
+        stop = w[np.arange(ts.size), np.minimum(p, _WD - 1)]
+        good &= (p >= length) | (stop == 32)
         tlen = np.minimum(p, length)
         stop.fill(0)
     else:
-        good = seen & (p >= length)
+        good &= p >= length
         tlen = length
-    return w, tlen, good, ~seen
+    return w, tlen, good
 
 
 def _lines_v6(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray, clf: bool,
@@ -452,37 +449,31 @@ def _lines_v6(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndar
     """The second look of :func:`panstream.inputs.ipv4._address_lines`: the IPv6 clients among
     the lines ``rows`` it could not read, vectorized (the token is the line, or in ``clf`` its
     first field: up to the first space, which must lie within the ``max_line + 1`` bytes read of a
-    line). Tokens of up to 47 bytes are found in 48-byte windows, longer ones in 64-byte windows.
-    The keys go to ``v6`` with the text of those already written as RFC 5952 (for the sketch).
-    Returns the rows still unread (to the reference)."""
+    line), from 64-byte windows. The keys go to ``v6`` with the text of those the log already
+    wrote as RFC 5952 text (the sketch hashes it). Returns the rows still unread (to the
+    reference)."""
     if rows.size == 0:
         return rows
+    ts = starts[rows]
+    w, tlen, good = _line_tokens(b, ts, ends[rows] - ts, clf)
+    good &= tlen <= max_line
+    sel = None if bool(good.all()) else np.flatnonzero(good)
+    if sel is not None and sel.size == 0:
+        w.fill(0)
+        return rows
+    ws, tl = _take(w, sel), _take(tlen, sel)
+    hi, lo, got, rfc = _tokens(b, _take(ts, sel), ws, tl)
+    g = None if bool(got.all()) else np.flatnonzero(got)
+    done = _take(_take(np.arange(rows.size), sel), g)
+    wg = _take(ws, g)
+    text = _text_rows(wg, _take(tl, g), _take(rfc, g))
+    _wipe_but(text[0], w, ws, wg)
+    _place(rows[done], _take(hi, g), _take(lo, g), addr, ok, v6, text)
+    if g is not None:
+        hi.fill(0)
+        lo.fill(0)
     left = np.ones(rows.size, dtype=bool)
-    sub = np.arange(rows.size)
-    for width in (_SHORT, _WD):
-        ts = starts[rows[sub]]
-        w, tlen, good, far = _line_tokens(b, ts, ends[rows[sub]] - ts, clf, width)
-        good &= tlen <= max_line
-        sel = None if bool(good.all()) else np.flatnonzero(good)
-        if sel is None or sel.size:
-            ws, tl = _take(w, sel), _take(tlen, sel)
-            hi, lo, got, rfc = _tokens(b, _take(ts, sel), ws, tl)
-            all_got = bool(got.all())
-            g = None if all_got else np.flatnonzero(got)
-            done = _take(_take(sub, sel), g)
-            wg = _take(ws, g)
-            text = _text_rows(wg, _take(tl, g), _take(rfc, g))
-            _wipe_but(text[0], w, ws, wg)
-            _place(rows[done], _take(hi, g), _take(lo, g), addr, ok, v6, text)
-            left[done] = False
-            if not all_got:
-                hi.fill(0)
-                lo.fill(0)
-        else:
-            w.fill(0)
-        sub = sub[far]
-        if sub.size == 0:
-            break
+    left[done] = False
     return rows[left]
 
 
@@ -550,6 +541,7 @@ def _hextet_table() -> np.ndarray:
 
 
 _HEXTET = _hextet_table()
+_TEXT_W = 48  #: bytes of a text row (39 at most, then zeros)
 _LOW56 = _U((1 << 56) - 1)
 
 

@@ -317,7 +317,7 @@ def _hash_ipv6_text(hi: np.ndarray, lo: np.ndarray, hashing: str,
         if need.size:
             h2, l2 = hi[need], lo[need]
             r2, n2 = ipv6_text(h2, l2)
-            rows[need] = r2
+            rows[need, : r2.shape[1]] = r2
             n[need] = n2
             for a in (h2, l2, r2):
                 a.fill(0)
