@@ -101,8 +101,8 @@ _RUN_BASE, _RUN_LEN = _run_table()
 
 
 def _mask64(flags: np.ndarray) -> np.ndarray:
-    """Each row of an ``n x w`` boolean matrix (``w <= 64``, a multiple of 8) as one ``uint64``
-    (column j = bit j): one flat ``packbits``, then the rows' bytes joined 16 bits at a time
+    """Each row of an ``n x w`` boolean (or ``uint8``: nonzero is set) matrix (``w <= 64``, a
+    multiple of 8) as one ``uint64`` (column j = bit j): one flat ``packbits``, then the rows' bytes joined 16 bits at a time
     (much faster than copying them into 8-byte rows)."""
     n, width = flags.shape
     packed = np.packbits(flags.reshape(-1), bitorder="little")
@@ -193,8 +193,8 @@ def _hex_words(w: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 8,
     ok &= np.where(has_dc, nfull + extra <= 7, nfull + extra == 8)
     bad = None
     if canon:  # an upper-case digit, or a leading zero
-        np.bitwise_and(w, np.uint8(0x60), out=t)
-        upper = _mask64(np.equal(t, 0x40, out=good))
+        np.bitwise_and(w, np.uint8(0x20), out=t)  # of the digits, only 'A' to 'F' lack it
+        upper = ~_mask64(t)  # (a nonzero byte packs as a set bit)
         zero = _mask64(np.equal(w, 48, out=good))
         zero &= (cm << _ONE) | _ONE  # at a field's start
         zero &= digit >> _ONE  # and a digit after it
@@ -203,17 +203,17 @@ def _hex_words(w: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 8,
     # Each field starts one past the previous one's separator (a colon, or the end: every bit
     # from there on, so the fields past the end are empty).
     sep = cm | ~low
-    starts = np.empty((fields, n), dtype=np.intp)
+    at = np.empty((fields + 1, n), dtype=np.intp)  # where each field starts, then where the next would
+    at[0] = 0
     lens = np.empty((fields, n), dtype=np.intp)
-    pos = np.zeros(n, dtype=_U)
     m = np.empty(n, dtype=_U)
     for j in range(fields):
-        starts[j] = pos.view(np.intp)
-        np.right_shift(sep, pos, out=m)
+        np.right_shift(sep, at[j].view(_U), out=m)
         m &= _U(31)
         np.take(_STEP, m.view(np.intp), out=lens[j])
-        pos += lens[j].view(_U)
-    ok &= pos.view(np.intp) > h  # every field read
+        np.add(at[j], lens[j], out=at[j + 1])
+    ok &= at[fields] > h  # every field read
+    starts = at[:fields]
     lens -= 1
     dcr = np.flatnonzero(has_dc & ok)
     if dcr.size:
