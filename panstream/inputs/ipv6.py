@@ -5,19 +5,29 @@ time (:func:`panstream.universe.addresses.address_key`, about 3 us a line), and 
 client's text with ``socket.inet_ntop``. Here both are array code, as
 :mod:`panstream.inputs.ipv4` is for IPv4:
 
-**Reading** (:func:`address_lines`, :func:`address_spans`): the token's first 40 bytes (64 for
-longer tokens) are gathered into an ``n x 40`` matrix; its colons packed into one 64-bit mask per
-row; the fields between the colons found in eight steps of a 32-entry table (each step reads the
-next five bits of the mask); every field's one to four hex digits taken as one 32-bit word (from
-the two aligned words it spans) and decoded by two lookups in a 65,536-entry table of two
-characters (value, and how many of the two are hex digits: a count that does not match the
-field's length rejects the row); ``::`` expanded by placing the fields after it at the right end.
-The rarer spellings take a second vectorized pass over the rows the first rejected: ``[v6]``
-and ``[v6]:port`` (the port checked as :mod:`panstream.inputs.ipv4` checks ``a.b.c.d:port``),
-a zone id ``%eth0`` (dropped), an embedded dotted quad (``::ffff:a.b.c.d``,
+**Reading** (:func:`address_lines`, :func:`address_spans`): the token's first 64 bytes are
+gathered into an ``n x 64`` matrix, so that each byte test over a row packs into one 64-bit mask
+(colons; hex digits and colons; for the text, upper-case letters and zeros); the structure is
+checked on those masks (one ``::`` at most, no single colon at either end, no group of five
+digits, the number of groups from the colons); the fields found in eight steps of a 32-entry
+table (each step reads the next five bits of the colon mask); every field's first four bytes
+taken as one 32-bit word (from the two aligned words it spans), turned into nibbles in place
+(``c & 15``, plus 9 for a letter), right-aligned by one shift that also drops the bytes past the
+field, and packed into the 16-bit word by two more; ``::`` expanded by placing the fields after it
+at the right end. The rarer spellings take a second vectorized pass over the rows the first
+rejected: ``[v6]`` and ``[v6]:port`` (the port checked as :mod:`panstream.inputs.ipv4` checks
+``a.b.c.d:port``), a zone id ``%eth0`` (dropped), an embedded dotted quad (``::ffff:a.b.c.d``,
 ``64:ff9b::a.b.c.d``; read by :func:`panstream.inputs.ipv4.ipv4_from_windows`), nine fields
 (``1:2:3:4:5:6:7::``). An IPv4-mapped result is the IPv4 client, as everywhere
 (:mod:`panstream.universe.addresses`).
+
+**A token that is already its text**: servers log IPv6 clients as ``inet_ntop`` writes them, in
+RFC 5952 text, which is what the sketch hashes (Presto's ``CAST(ipaddress AS varchar)``). The
+first pass tells, from the same masks and words, whether a token is exactly that text
+(lowercase, no leading zero, the longest run of two or more zero words compressed and no other,
+the first of equal runs) and then hands the token's window row to the sketch with the key
+(:class:`panstream.inputs.ipv4.V6Keys`), so no text is written again from the key (issue 38;
+``tests/parse/test_ipv6_fast.py`` checks the text carried is the key's text, token by token).
 
 Strictness: a row is accepted only when :func:`panstream.universe.addresses.address_key` would
 return the same key (glibc's ``inet_pton`` rules: groups of one to four hex digits, one ``::`` at
@@ -102,22 +112,15 @@ _RUN_BASE, _RUN_LEN = _run_table()
 
 def _mask64(flags: np.ndarray) -> np.ndarray:
     """Each row of an ``n x w`` boolean (or ``uint8``: nonzero is set) matrix (``w <= 64``, a
-    multiple of 8) as one ``uint64`` (column j = bit j): one flat ``packbits``, then the rows' bytes joined 16 bits at a time
-    (much faster than copying them into 8-byte rows)."""
+    multiple of 8) as one ``uint64`` (column j = bit j): one flat ``packbits`` (a view of it for
+    ``w = 64``, the reader's windows)."""
     n, width = flags.shape
     packed = np.packbits(flags.reshape(-1), bitorder="little")
     if width == 64:
         return packed.view("<u8")
-    if width % 16:
-        out = np.zeros((n, 8), dtype=np.uint8)
-        out[:, : width // 8] = packed.reshape(n, width // 8)
-        return out.view("<u8")[:, 0]
-    p = packed.view("<u2").reshape(n, width // 16)
-    m = p[:, -1].astype(_U)
-    for k in range(width // 16 - 2, -1, -1):
-        m <<= _U(16)
-        m |= p[:, k]
-    return m
+    out = np.zeros((n, 8), dtype=np.uint8)
+    out[:, : width // 8] = packed.reshape(n, width // 8)
+    return out.view("<u8")[:, 0]
 
 
 def _ctz64(x: np.ndarray) -> np.ndarray:

@@ -33,6 +33,13 @@ _F2 = np.uint64(0xC4CEB9FE1A85EC53)
 _U = np.uint64
 
 
+def _rotl(x: np.ndarray, r: int, scratch: np.ndarray) -> None:
+    """:func:`~panstream.estimators.sketch.xxh64.rotl64` in place (``scratch``: same shape)."""
+    np.left_shift(x, _U(r), out=scratch)
+    x >>= _U(64 - r)
+    x |= scratch
+
+
 def _fmix(k: np.ndarray) -> np.ndarray:
     k = k ^ (k >> _U(33))
     k = k * _F1
@@ -234,24 +241,35 @@ def hash64_text_words(words: np.ndarray, n: np.ndarray, padded: bool = True) -> 
     m, width = words.shape
     h1 = np.zeros(m, dtype=_U)
     h2 = np.zeros(m, dtype=_U)
+    t = np.empty(m, dtype=_U)  # (scratch of the rotations: in place, no temporaries)
     blocks = np.asarray(n, dtype=np.intp) >> 4
     for b in range(width // 2 - 1):
         active = blocks > b
         if not bool(active.any()):
             break
-        k1 = rotl64(words[:, 2 * b] * _C1, 31) * _C2
-        n1 = rotl64(h1 ^ k1, 27) + h2
-        n1 = n1 * _U(5) + _U(0x52DCE729)
-        k2 = rotl64(words[:, 2 * b + 1] * _C2, 33) * _C1
-        n2 = rotl64(h2 ^ k2, 31) + n1
-        n2 = n2 * _U(5) + _U(0x38495AB5)
+        k1 = words[:, 2 * b] * _C1
+        _rotl(k1, 31, t)
+        k1 *= _C2
+        k1 ^= h1
+        _rotl(k1, 27, t)
+        k1 += h2
+        k1 *= _U(5)
+        k1 += _U(0x52DCE729)  # the new h1
+        k2 = words[:, 2 * b + 1] * _C2
+        _rotl(k2, 33, t)
+        k2 *= _C1
+        k2 ^= h2
+        _rotl(k2, 31, t)
+        k2 += k1
+        k2 *= _U(5)
+        k2 += _U(0x38495AB5)  # the new h2
         if bool(active.all()):
-            np.copyto(h1, n1)
-            np.copyto(h2, n2)
+            h1, k1 = k1, h1
+            h2, k2 = k2, h2
         else:
-            np.copyto(h1, n1, where=active)
-            np.copyto(h2, n2, where=active)
-        for a in (k1, k2, n1, n2):
+            np.copyto(h1, k1, where=active)
+            np.copyto(h2, k2, where=active)
+        for a in (k1, k2):
             a.fill(0)
     if width == 2:
         t1, t2 = words[:, 0].copy(), words[:, 1].copy()
@@ -266,13 +284,13 @@ def hash64_text_words(words: np.ndarray, n: np.ndarray, padded: bool = True) -> 
         t1 &= (_U(1) << b1) - _U(1)  # (NumPy: a shift by 64 is 0, and 0 - 1 all ones)
         t2 &= (_U(1) << bits) - _U(1)
     t2 *= _C2
-    k2 = rotl64(t2, 33)
-    k2 *= _C1
-    h2 ^= k2
+    _rotl(t2, 33, t)
+    t2 *= _C1
+    h2 ^= t2
     t1 *= _C1
-    k1 = rotl64(t1, 31)
-    k1 *= _C2
-    h1 ^= k1
+    _rotl(t1, 31, t)
+    t1 *= _C2
+    h1 ^= t1
     length = np.asarray(n).astype(_U)
     h1 ^= length
     h2 ^= length
@@ -281,6 +299,6 @@ def hash64_text_words(words: np.ndarray, n: np.ndarray, padded: bool = True) -> 
     out = _fmix(h1)
     m2 = _fmix(h2)
     out += m2
-    for x in (t1, t2, k1, k2, h1, h2, m2, length):
+    for x in (t1, t2, t, h1, h2, m2, length):
         x.fill(0)
     return out
