@@ -328,3 +328,38 @@ def test_the_sketch_cells_of_a_log_are_those_of_its_tokens_one_by_one(fmt, hashi
     ref = grid._indices_repeated([t.encode("utf-8") for t in toks])  # canonical_item, one by one
     assert sorted(got.indices.tolist()) == sorted(ref.indices.tolist())
     assert got.malformed + got.empty == ref.malformed + ref.empty
+
+
+@pytest.mark.parametrize("share_v4", [0.05, 0.5, 0.95])
+@pytest.mark.parametrize("fmt", ["plain", "clf"])
+def test_every_line_gives_the_reference_client(fmt, share_v4):
+    """Line by line against the reference one token at a time (:func:`address_key`): the IPv4
+    client of each line where there is one, the same IPv6 keys, the same malformed count; with
+    few, half and most lines IPv4 (a chunk whose lines mostly lack a dot skips the IPv4 read of
+    those lines, issue 38)."""
+    rng = np.random.default_rng(SEED + 4)
+    toks = [t for t in corpus(3000) if t and len(t.split()) == 1 and t.strip() == t]
+    v4 = [t for t in toks if "." in t and ":" not in t]
+    rest = [t for t in toks if not ("." in t and ":" not in t)]
+    want4 = int(share_v4 * len(rest) / (1 - share_v4))
+    pick = [v4[int(i)] for i in rng.integers(0, len(v4), size=want4)] + rest
+    pick = [pick[int(i)] for i in rng.permutation(len(pick))]
+    tail = ' - - [29/Nov/2026:06:00:00 +0000] "GET / HTTP/1.1" 200 612' if fmt == "clf" else ""
+    data = ("\n".join(t + tail for t in pick) + "\n").encode("utf-8")
+    addr, ok, lines, empty, malformed, v6 = address_lines(data, fmt, 4096)
+    assert lines == len(pick)
+    six, bad = [], 0
+    for i, t in enumerate(pick):
+        k = address_key(t.encode("utf-8"))
+        if k is None:
+            bad += 1
+            assert not ok[i], t
+        elif k >> 32 == 0xFFFF:
+            assert ok[i] and int(addr[i]) == k & 0xFFFFFFFF, t
+        else:
+            assert not ok[i], t
+            six.append(k)
+    hi, lo = v6.arrays()
+    assert sorted(int(h) << 64 | int(x) for h, x in zip(hi.tolist(), lo.tolist(), strict=True)) \
+        == sorted(six)
+    assert (malformed, empty) == (bad, 0)
