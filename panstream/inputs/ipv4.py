@@ -41,8 +41,8 @@ class V6Keys:
 
     The vectorized reader may add each key's text where the log already wrote it as RFC 5952 text
     (what a sketch hashes, issue 38): ``(rows, n)``, an ``m x w`` ``uint8`` matrix (``w`` a
-    multiple of 16) whose rows start with the texts (the bytes after a text are not part of it) and their lengths, 0 where
-    the text is to be written from the key."""
+    multiple of 16) whose rows start with the texts (the bytes after a text are not part of it),
+    and their lengths, 0 where the text is to be written from the key."""
 
     def __init__(self) -> None:
         self._parts: list[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]] = []

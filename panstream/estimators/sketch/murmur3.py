@@ -40,6 +40,23 @@ def _rotl(x: np.ndarray, r: int, scratch: np.ndarray) -> None:
     x |= scratch
 
 
+def _half_round(lane: np.ndarray, h: np.ndarray, other: np.ndarray,
+                consts: tuple[np.uint64, np.uint64, int, int, int], scratch: np.ndarray
+                ) -> np.ndarray:
+    """One half of Murmur3 x64 128's block round, in a new array: ``k = rotl(lane * ca, r1) * cb``,
+    then ``(rotl(h ^ k, r2) + other) * 5 + add`` (``consts = (ca, cb, r1, r2, add)``)."""
+    ca, cb, r1, r2, add = consts
+    k = lane * ca
+    _rotl(k, r1, scratch)
+    k *= cb
+    k ^= h
+    _rotl(k, r2, scratch)
+    k += other
+    k *= _U(5)
+    k += _U(add)
+    return k
+
+
 def _fmix(k: np.ndarray) -> np.ndarray:
     k = k ^ (k >> _U(33))
     k = k * _F1
@@ -247,22 +264,8 @@ def hash64_text_words(words: np.ndarray, n: np.ndarray, padded: bool = True) -> 
         active = blocks > b
         if not bool(active.any()):
             break
-        k1 = words[:, 2 * b] * _C1
-        _rotl(k1, 31, t)
-        k1 *= _C2
-        k1 ^= h1
-        _rotl(k1, 27, t)
-        k1 += h2
-        k1 *= _U(5)
-        k1 += _U(0x52DCE729)  # the new h1
-        k2 = words[:, 2 * b + 1] * _C2
-        _rotl(k2, 33, t)
-        k2 *= _C1
-        k2 ^= h2
-        _rotl(k2, 31, t)
-        k2 += k1
-        k2 *= _U(5)
-        k2 += _U(0x38495AB5)  # the new h2
+        k1 = _half_round(words[:, 2 * b], h1, h2, (_C1, _C2, 31, 27, 0x52DCE729), t)  # new h1
+        k2 = _half_round(words[:, 2 * b + 1], h2, k1, (_C2, _C1, 33, 31, 0x38495AB5), t)  # new h2
         if bool(active.all()):
             h1, k1 = k1, h1
             h2, k2 = k2, h2
