@@ -37,36 +37,69 @@ _MOVEMASK = np.uint64(0x0102040810204080)
 
 class V6Keys:
     """The 128-bit keys of a chunk's IPv6 clients: arrays of ``uint64`` halves from the vectorized
-    reader (:mod:`panstream.inputs.ipv6`), Python ints from the reference one line at a time."""
+    reader (:mod:`panstream.inputs.ipv6`), Python ints from the reference one line at a time.
+
+    The vectorized reader may add each key's text where the log already wrote it as RFC 5952 text
+    (what a sketch hashes, issue 38): ``(rows, n)``, an ``m x w`` ``uint8`` matrix (``w`` a
+    multiple of 16) whose rows start with the texts (the bytes after a text are not part of it),
+    and their lengths, 0 where the text is to be written from the key."""
 
     def __init__(self) -> None:
-        self._parts: list[tuple[np.ndarray, np.ndarray]] = []
+        self._parts: list[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]] = []
         self._ints: list[int] = []
 
     def append(self, key: int) -> None:
         self._ints.append(key)
 
-    def extend(self, hi: np.ndarray, lo: np.ndarray) -> None:
-        """Add keys given as two ``uint64`` arrays, which the collection then owns (and wipes)."""
-        self._parts.append((hi, lo))
+    def extend(self, hi: np.ndarray, lo: np.ndarray,
+               text: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Add keys given as two ``uint64`` arrays (and maybe their text rows), which the
+        collection then owns (and wipes)."""
+        self._parts.append((hi, lo, text))
 
     def __len__(self) -> int:
-        return len(self._ints) + sum(int(h.size) for h, _ in self._parts)
+        return len(self._ints) + sum(int(h.size) for h, _, _ in self._parts)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """All the keys as two ``uint64`` arrays (high and low halves); the parts are wiped."""
-        his = [h for h, _ in self._parts]
-        los = [x for _, x in self._parts]
+        hi, lo, text = self.take()
+        if text is not None:
+            for a in text:
+                a.fill(0)
+        return hi, lo
+
+    def take(self) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+        """:meth:`arrays`, and the keys' text rows (``None`` when no part has any)."""
+        if len(self._parts) == 1 and not self._ints:  # (the common case: one part, no copy)
+            hi, lo, text = self._parts.pop()
+            return hi, lo, text
+        his = [h for h, _, _ in self._parts]
+        los = [x for _, x, _ in self._parts]
         his.append(np.array([k >> 64 for k in self._ints], dtype=np.uint64))
         los.append(np.array([k & 0xFFFFFFFFFFFFFFFF for k in self._ints], dtype=np.uint64))
         hi, lo = np.concatenate(his), np.concatenate(los)
+        text = None
+        if any(t is not None for _, _, t in self._parts):
+            width = max(t[0].shape[1] for _, _, t in self._parts if t is not None)
+            rows = np.zeros((hi.size, width), dtype=np.uint8)
+            n = np.zeros(hi.size, dtype=np.intp)
+            at = 0
+            for h, _, t in self._parts:
+                if t is not None:
+                    rows[at: at + h.size, : t[0].shape[1]] = t[0]
+                    n[at: at + h.size] = t[1]
+                at += h.size
+            text = (rows, n)
         self.clear()
-        return hi, lo
+        return hi, lo, text
 
     def clear(self) -> None:
-        for h, x in self._parts:
+        for h, x, t in self._parts:
             h.fill(0)
             x.fill(0)
+            if t is not None:
+                t[0].fill(0)
+                t[1].fill(0)
         self._parts.clear()
         self._ints.clear()
 
@@ -397,9 +430,20 @@ def _address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, 
     ends = _drop_cr(b, starts, ends)
     length = ends - starts
     w = _windows(b, starts)
-    addr, ok = ipv4_from_windows(w, length, fmt == "clf")
-    dotted = (w == 46).view("<u8")  # the other IPv4 spellings have a dot within 16 bytes
+    dotted = (w == 46).view("<u8")  # every IPv4 spelling has a dot within 16 bytes
     dotted = (dotted[:, 0] | dotted[:, 1]) != 0
+    four = np.flatnonzero(dotted) if 8 * int(np.count_nonzero(dotted)) < 7 * nlines else None
+    if four is None:
+        addr, ok = ipv4_from_windows(w, length, fmt == "clf")
+    else:  # many lines without a dot (an IPv6 log, issue 38): read only the others as IPv4
+        addr = np.zeros(nlines, dtype=np.uint32)
+        ok = np.zeros(nlines, dtype=bool)
+        if four.size:
+            w4 = w[four]
+            a4, ok[four] = ipv4_from_windows(w4, length[four], fmt == "clf")
+            addr[four] = a4
+            for a in (w4, a4):
+                a.fill(0)
     w.fill(0)
     if fmt == "plain":
         ok &= length <= max_line  # (clf: the address ends within the first 16 bytes, see below)

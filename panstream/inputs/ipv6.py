@@ -5,19 +5,29 @@ time (:func:`panstream.universe.addresses.address_key`, about 3 us a line), and 
 client's text with ``socket.inet_ntop``. Here both are array code, as
 :mod:`panstream.inputs.ipv4` is for IPv4:
 
-**Reading** (:func:`address_lines`, :func:`address_spans`): the token's first 40 bytes (64 for
-longer tokens) are gathered into an ``n x 40`` matrix; its colons packed into one 64-bit mask per
-row; the fields between the colons found in eight steps of a 32-entry table (each step reads the
-next five bits of the mask); every field's one to four hex digits taken as one 32-bit word (from
-the two aligned words it spans) and decoded by two lookups in a 65,536-entry table of two
-characters (value, and how many of the two are hex digits: a count that does not match the
-field's length rejects the row); ``::`` expanded by placing the fields after it at the right end.
-The rarer spellings take a second vectorized pass over the rows the first rejected: ``[v6]``
-and ``[v6]:port`` (the port checked as :mod:`panstream.inputs.ipv4` checks ``a.b.c.d:port``),
-a zone id ``%eth0`` (dropped), an embedded dotted quad (``::ffff:a.b.c.d``,
+**Reading** (:func:`address_lines`, :func:`address_spans`): the token's first 64 bytes are
+gathered into an ``n x 64`` matrix, so that each byte test over a row packs into one 64-bit mask
+(colons; hex digits and colons; for the text, upper-case letters and zeros); the structure is
+checked on those masks (one ``::`` at most, no single colon at either end, no group of five
+digits, the number of groups from the colons); the fields found in eight steps of a 32-entry
+table (each step reads the next five bits of the colon mask); every field's first four bytes
+taken as one 32-bit word (from the two aligned words it spans), turned into nibbles in place
+(``c & 15``, plus 9 for a letter), right-aligned by one shift that also drops the bytes past the
+field, and packed into the 16-bit word by two more; ``::`` expanded by placing the fields after it
+at the right end. The rarer spellings take a second vectorized pass over the rows the first
+rejected: ``[v6]`` and ``[v6]:port`` (the port checked as :mod:`panstream.inputs.ipv4` checks
+``a.b.c.d:port``), a zone id ``%eth0`` (dropped), an embedded dotted quad (``::ffff:a.b.c.d``,
 ``64:ff9b::a.b.c.d``; read by :func:`panstream.inputs.ipv4.ipv4_from_windows`), nine fields
 (``1:2:3:4:5:6:7::``). An IPv4-mapped result is the IPv4 client, as everywhere
 (:mod:`panstream.universe.addresses`).
+
+**A token that is already its text**: servers log IPv6 clients as ``inet_ntop`` writes them, in
+RFC 5952 text, which is what the sketch hashes (Presto's ``CAST(ipaddress AS varchar)``). The
+first pass tells, from the same masks and words, whether a token is exactly that text
+(lowercase, no leading zero, the longest run of two or more zero words compressed and no other,
+the first of equal runs) and then hands the token's window row to the sketch with the key
+(:class:`panstream.inputs.ipv4.V6Keys`), so no text is written again from the key (issue 38;
+``tests/parse/test_ipv6_fast.py`` checks the text carried is the key's text, token by token).
 
 Strictness: a row is accepted only when :func:`panstream.universe.addresses.address_key` would
 return the same key (glibc's ``inet_pton`` rules: groups of one to four hex digits, one ``::`` at
@@ -54,34 +64,13 @@ from panstream.universe import register_token_reader
 from panstream.universe.addresses import AddressKeys
 
 _U = np.uint64
-_WD = 64  #: bytes of a token read (a token must fit in the first ``_WD - 4``)
+_U32 = np.uint32
+_WD = 64  #: bytes of a token read (a token must fit in the first ``_WD - 4``; a row's masks are one word)
 _MAX_TOKEN = _WD - 4
-_SHORT = 40  #: bytes read first: an address without brackets, port or zone has 39 at most
+_MAX_HEX = 39  #: the longest hex part: eight groups of four digits and seven colons
 _ZERO, _ONE = _U(0), _U(1)
 _V4_HIGH = _U(0xFFFF)
-
-
-def _two_char_table() -> np.ndarray:
-    """For every two bytes ``c0 | c1 << 8`` (``c0`` first in the text): ``value | count << 8``,
-    where count is how many leading characters are hex digits before a zero byte (0, 1 or 2) and
-    value their hex value; 7 where the pair is neither two digits, one digit then a zero byte, nor
-    two zero bytes."""
-    val = np.full(256, -1, dtype=np.int64)
-    for c in b"0123456789":
-        val[c] = c - 48
-    for c in b"abcdef":
-        val[c] = val[c - 32] = c - 87
-    c0 = np.arange(1 << 16) & 0xFF
-    c1 = np.arange(1 << 16) >> 8
-    v0, v1 = val[c0], val[c1]
-    two = (v0 >= 0) & (v1 >= 0)
-    one = (v0 >= 0) & (c1 == 0)
-    none = (c0 == 0) & (c1 == 0)
-    out = np.full(1 << 16, 7 << 8, dtype=np.int64)
-    out[two] = (v0[two] << 4 | v1[two]) | 2 << 8
-    out[one] = v0[one] | 1 << 8
-    out[none] = 0
-    return out.astype(np.uint16)
+_MOVEMASK = _U(0x0102040810204080)  #: eight 0/1 bytes times this: their bits in the top byte
 
 
 def _field_table() -> np.ndarray:
@@ -93,14 +82,39 @@ def _field_table() -> np.ndarray:
     return out
 
 
-_T2 = _two_char_table()
-_STEP = (_field_table() + 1).astype(_U)  #: how far the next field starts
-_LENMASK = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF], dtype=np.uint32)
+_STEP = (_field_table() + 1).astype(np.intp)  #: how far the next field starts
+
+
+def _run_table() -> tuple[np.ndarray, np.ndarray]:
+    """For every 8-bit mask of zero words (bit j: word j is 0): where the longest run of two or
+    more zero words starts (the first of equal runs; 8 if none) and its length (RFC 5952)."""
+    base = np.full(256, 8, dtype=np.intp)
+    size = np.zeros(256, dtype=np.intp)
+    for m in range(256):
+        best, blen, j = 8, 0, 0
+        while j < 8:
+            if m >> j & 1:
+                k = j
+                while k < 8 and m >> k & 1:
+                    k += 1
+                if k - j > blen:
+                    best, blen = j, k - j
+                j = k
+            else:
+                j += 1
+        if blen >= 2:
+            base[m], size[m] = best, blen
+    return base, size
+
+
+_RUN_BASE, _RUN_LEN = _run_table()
 
 
 def _mask64(flags: np.ndarray) -> np.ndarray:
-    """Each row of an ``n x w`` boolean matrix (``w <= 64``) as one ``uint64`` (column j = bit j)."""
-    n, width = flags.shape  # (width a multiple of 8: one flat packbits is much the fastest)
+    """Each row of an ``n x w`` boolean (or ``uint8``: nonzero is set) matrix (``w <= 64``, a
+    multiple of 8) as one ``uint64`` (column j = bit j): one flat ``packbits`` (a view of it for
+    ``w = 64``, the reader's windows)."""
+    n, width = flags.shape
     packed = np.packbits(flags.reshape(-1), bitorder="little")
     if width == 64:
         return packed.view("<u8")
@@ -110,12 +124,11 @@ def _mask64(flags: np.ndarray) -> np.ndarray:
 
 
 def _ctz64(x: np.ndarray) -> np.ndarray:
-    """Index of the lowest set bit of each ``uint64`` (64 where none)."""
+    """Index of the lowest set bit of each ``uint64`` (64 where none): the bits below it,
+    counted."""
     with np.errstate(over="ignore"):
-        low = x & (~x + _ONE)
-    pos = np.frexp(low.astype(np.float64))[1].astype(np.intp) - 1  # exact: a power of two
-    pos[x == 0] = 64
-    return pos
+        below = (x & (~x + _ONE)) - _ONE
+    return np.bitwise_count(below).astype(np.intp)
 
 
 def _low(bits: np.ndarray) -> np.ndarray:
@@ -123,113 +136,177 @@ def _low(bits: np.ndarray) -> np.ndarray:
     return (_ONE << bits.astype(_U)) - _ONE
 
 
-def _hex_words(w: np.ndarray, a0: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 9
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Read ``w[i, a0[i] : a0[i] + h[i]]`` as the hex part of an IPv6 address.
+def _any(rows: np.ndarray) -> np.ndarray:
+    """``rows.any(axis=0)`` of a few long rows, as a chain of ``|`` (a reduction over the short
+    axis is several times slower)."""
+    acc = rows[0] != 0
+    for r in rows[1:]:
+        acc |= r != 0
+    return acc
+
+
+def _hex_words(w: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 8,
+               canon: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Read ``w[i, :h[i]]`` as the hex part of an IPv6 address.
 
     The hex part is groups of one to four hex digits separated by single colons, with one ``::``
     at most; ``extra`` (0 or 2) words follow it (a dotted quad the caller reads and adds to the
     low word). Without ``::`` the words must number exactly eight, with it seven at most (glibc's
-    ``inet_pton``). Returns ``(hi, lo, ok)``: the two 64-bit halves of the address (garbage where
-    not ``ok``). The fields are held field-major (``fields x n``), so every step is one pass over
-    contiguous rows; a hex part of more than ``fields`` fields (9 at most: ``1:2:3:4:5:6:7::``)
-    is refused.
+    ``inet_pton``). A hex part of more than ``fields`` fields (9 at most: ``1:2:3:4:5:6:7::``) is
+    refused. The fields are held field-major (``fields x n``), so every step is one pass over
+    contiguous rows: each field's first four bytes are one 32-bit word (from the two aligned
+    words it spans), its digits turned into nibbles in place (``c & 15``, plus 9 for a letter),
+    right-aligned by a shift that also drops the bytes past the field, and packed into the word,
+    big-endian, by two shifts; after a ``::`` the words move to the right end.
+
+    Returns ``(hi, lo, ok, canon)``: the two 64-bit halves of the address (garbage where not
+    ``ok``), and with ``canon`` where the hex part is the address's RFC 5952 text (lowercase, no
+    leading zeros, the longest run of two or more zero words compressed, the first of equal
+    runs: what :func:`ipv6_text` writes), else ``None``.
     """
     n, width = w.shape
-    hu = np.clip(h, 0, width - 1).astype(_U)
-    cm = _mask64(w == 58) >> a0.astype(_U)
-    cm &= _low(hu)
-    ok = (h >= 1) & (h + a0 <= width - 1)
+    ok = (h >= 2) & (h <= _MAX_HEX)
+    hu = np.minimum(h, _MAX_HEX).astype(_U)
+    low = _low(hu)
+    assert _MAX_HEX + fields < width  # (every field starts within its row)
+    t = w - np.uint8(48)
+    good = t < 11  # digits and ':'
+    np.bitwise_or(w, np.uint8(32), out=t)
+    t -= np.uint8(97)
+    good |= t < 6  # a-f, A-F
+    ok &= (_mask64(good) | ~low) == ~_ZERO
+    cm = _mask64(np.equal(w, 58, out=good)) & low
     dc = cm & (cm >> _ONE)  # bit p: colons at p and p + 1
     with np.errstate(over="ignore"):
         ok &= (dc & (dc - _ONE)) == 0  # one '::' at most (':::' is two)
-    ok &= ((cm & _U(3)) != _ONE)  # no leading single colon
-    tail = (cm >> (np.maximum(hu, _U(2)) - _U(2))) & _U(3)
-    ok &= (tail != _U(2)) & ~((hu == 1) & (cm != 0))  # no trailing single colon
-    sep = cm | (_ONE << hu)  # the separators: the colons, and the end of the hex part
-    starts = np.empty((fields, n), dtype=np.intp)
+    ok &= (cm & _U(3)) != _ONE  # no leading single colon
+    end2 = np.maximum(hu, _U(2)) - _U(2)
+    ok &= ((cm >> end2) & _U(3)) != _U(2)  # no trailing single colon
+    digit = low & ~cm
+    five = digit & (digit >> _ONE)
+    five &= five >> _U(2)
+    five &= digit >> _U(4)
+    ok &= five == 0  # no field of five digits or more
+    has_dc = dc != 0
+    # The fields: one empty field where '::' is, two when it opens or closes the text.
+    nfull = np.bitwise_count(cm).astype(np.intp) + 1
+    nfull -= has_dc
+    nfull -= (dc & _ONE).astype(np.intp)
+    nfull -= ((dc >> end2) & _ONE).astype(np.intp)
+    ok &= np.where(has_dc, nfull + extra <= 7, nfull + extra == 8)
+    bad = None
+    if canon:  # an upper-case digit, or a leading zero
+        np.bitwise_and(w, np.uint8(0x20), out=t)  # of the digits, only 'A' to 'F' lack it
+        upper = ~_mask64(t)  # (a nonzero byte packs as a set bit)
+        zero = _mask64(np.equal(w, 48, out=good))
+        zero &= (cm << _ONE) | _ONE  # at a field's start
+        zero &= digit >> _ONE  # and a digit after it
+        bad = ((upper | zero) & low) != 0
+    t.fill(0)
+    # Each field starts one past the previous one's separator (a colon, or the end: every bit
+    # from there on, so the fields past the end are empty).
+    sep = cm | ~low
+    at = np.empty((fields + 1, n), dtype=np.intp)  # where each field starts, then where the next would
+    at[0] = 0
     lens = np.empty((fields, n), dtype=np.intp)
-    pos = np.zeros(n, dtype=_U)
     m = np.empty(n, dtype=_U)
     for j in range(fields):
-        starts[j] = pos.view(np.intp)
-        np.right_shift(sep, pos, out=m)
+        np.right_shift(sep, at[j].view(_U), out=m)
         m &= _U(31)
-        step = _STEP[m.view(np.intp)]
-        lens[j] = step.view(np.intp)
-        pos += step
-    ok &= pos.view(np.intp) > h  # every field read
+        np.take(_STEP, m.view(np.intp), out=lens[j])
+        np.add(at[j], lens[j], out=at[j + 1])
+    ok &= at[fields] > h  # every field read
+    starts = at[:fields]
     lens -= 1
-    live = starts <= h
-    lens *= live
-    ok &= (lens <= 4).all(axis=0)
-    full = lens > 0
-    nfull = full.sum(axis=0)
-    has_dc = dc != 0
-    ok &= np.where(has_dc, nfull + extra <= 7, nfull + extra == 8)
-    # Each field's characters as one 32-bit word from the window (its first byte lowest).
-    # (from the two aligned 32-bit words it spans: faster than an unaligned gather)
-    words32 = w.reshape(-1).view("<u4")
-    np.minimum(starts, width - 1 - a0, out=starts)  # (fields past the end: read, then masked)
-    starts += np.arange(0, n * width, width, dtype=np.intp) + a0
-    q = starts >> 2
-    r = (starts & 3).astype(np.uint32)
-    r <<= np.uint32(3)
-    x = words32[q]
-    x >>= r
-    q += 1  # (past the matrix: clipped; those bytes lie past the field, masked below)
-    y = np.take(words32, q, mode="clip")
-    np.subtract(np.uint32(32), r, out=r)
-    y <<= r  # (a shift by 32 is 0)
-    x |= y
-    y.fill(0)
-    x &= _LENMASK[lens]
-    tlo = _T2[x & np.uint32(0xFFFF)]
-    x >>= np.uint32(16)
-    thi = _T2[x]
-    x.fill(0)
-    chi = thi >> np.uint16(8)
-    ok &= ((tlo >> np.uint16(8)) + chi == lens).all(axis=0)
-    val = tlo & np.uint16(0xFF)
-    val <<= chi << np.uint16(2)
-    val |= thi & np.uint16(0xFF)
-    tlo.fill(0)
-    thi.fill(0)
-    # Field j is word j, except after a '::': there the fields are moved to the right end.
-    words = val[:8]
     dcr = np.flatnonzero(has_dc & ok)
     if dcr.size:
-        f = full[:, dcr]
-        empty = ~f & live[:, dcr]
-        elast = fields - 1 - np.argmax(empty[::-1], axis=0)  # the last empty field of the '::'
-        j = np.arange(fields)[:, None]
-        slot = j + (j >= elast) * (8 - extra[dcr] - nfull[dcr] - empty.sum(axis=0))
-        placed = np.zeros((9, dcr.size), dtype=np.uint16)
-        cols = np.broadcast_to(np.arange(dcr.size), slot.shape)
-        placed[np.where(f, slot, 8), cols] = val[:, dcr]
-        words = words.copy()
-        words[:, dcr] = placed[:8]
-        placed.fill(0)
-    t = np.ascontiguousarray(words.T)
-    hl = t.astype(">u2").view(">u8").astype(_U)
-    for a in (t, words, val):
+        full = lens[:, dcr] > 0
+        live = starts[:, dcr] <= h[dcr]
+    # Each field's first four bytes as one 32-bit word (its first byte lowest).
+    # (a field starts at 47 at most: within its row)
+    words32 = w.reshape(-1).view("<u4")
+    r = starts.astype(_U32)
+    r &= _U32(3)
+    r <<= _U32(3)
+    q = starts >> 2
+    q += np.arange(0, n * (width >> 2), width >> 2, dtype=np.intp)
+    x = np.take(words32, q)
+    x >>= r
+    q += 1  # (past the matrix: clipped; those bytes lie past the field, dropped below)
+    y = np.take(words32, q, mode="clip")
+    np.subtract(_U32(32), r, out=r)
+    y <<= r  # (a shift by 32 is 0)
+    x |= y
+    # Digits to nibbles (one per byte), right-aligned: the last digit in the top byte.
+    d = x & _U32(0x0F0F0F0F)
+    np.right_shift(x, _U32(6), out=y)
+    y &= _U32(0x01010101)
+    y *= _U32(9)
+    d += y
+    sh = lens.astype(_U32)
+    sh <<= _U32(3)
+    np.subtract(_U32(32), sh, out=sh)  # 32 - 8 * length
+    d <<= sh
+    np.left_shift(d, _U32(4), out=y)  # bytes 0 and 2: the word's high and low byte
+    d >>= _U32(8)
+    d |= y
+    d &= _U32(0x00FF00FF)
+    np.right_shift(d, _U32(8), out=y)
+    d |= y
+    be = d.astype(np.uint16)  # the word, big-endian in memory
+    for a in (x, y, d):
         a.fill(0)
-    hi, lo = hl[:, 0].copy(), hl[:, 1].copy()
-    hl.fill(0)
-    return hi, lo, ok
+    # Field j is word j, except after a '::': there the fields move to the right end.
+    words = be[:8].T.copy()  # (a copy even of one row)
+    if dcr.size:
+        k = dcr.size
+        seen = np.zeros(k, dtype=bool)  # past the '::'
+        cnt = np.zeros(k, dtype=np.intp)  # full fields so far
+        z = 8 - extra[dcr] - nfull[dcr]  # the zero words it stands for
+        dcw = np.zeros(k, dtype=np.intp)  # the word the '::' starts at
+        slot = np.empty((fields, k), dtype=np.intp)
+        for j in range(fields):
+            np.multiply(seen, z, out=slot[j])
+            slot[j] += cnt
+            seen |= live[j] & ~full[j]
+            cnt += full[j]
+            dcw += full[j] & ~seen
+        slot[~full] = 8
+        slot += np.arange(0, k * 9, 9, dtype=np.intp)
+        placed = np.zeros(k * 9, dtype=np.uint16)
+        placed[slot] = be[:, dcr]
+        words[dcr] = placed.reshape(k, 9)[:, :8]
+        placed.fill(0)
+    be.fill(0)
+    hl = words.view(">u8")
+    hi, lo = hl[:, 0].astype(_U), hl[:, 1].astype(_U)
+    rfc = None
+    if canon:
+        assert bad is not None
+        zm = (words == 0).view(_U)[:, 0] * _MOVEMASK  # bit j: word j is 0
+        zm >>= _U(56)
+        zmi = zm.view(np.intp)
+        base, run = _RUN_BASE[zmi], _RUN_LEN[zmi]
+        rfc = ok & ~bad & (run == 0)  # no run to compress, and none compressed
+        if dcr.size:  # the run compressed is the longest, the first of equal ones
+            rfc[dcr] = ok[dcr] & ~bad[dcr] & (dcw == base[dcr]) & (z == run[dcr])
+    words.fill(0)
+    return hi, lo, ok, rfc
 
 
 def _tokens(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Keys ``(hi, lo, ok)`` of the tokens ``w[i, :tlen[i]]`` (``w``: their windows of up to 64
-    bytes, gathered at ``ts`` in ``b``), known to hold no byte at or below the space.
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Keys ``(hi, lo, ok, rfc)`` of the tokens ``w[i, :tlen[i]]`` (``w``: their windows of 48
+    or 64 bytes, gathered at ``ts`` in ``b``), known to hold no byte at or below the space;
+    ``rfc``: where the token is the address's RFC 5952 text (:func:`_hex_words`).
 
     A first pass reads the tokens that are only hex digits and colons in eight fields at most;
-    a second, over the rows it rejected that hold a colon, the spellings with brackets, a port, a
-    zone id, a dotted quad or nine fields (``1:2:3:4:5:6:7::``), from 64-byte windows.
+    a second, over the rows it rejected, the spellings with brackets, a port, a zone id, a dotted
+    quad or nine fields (``1:2:3:4:5:6:7::``), from 64-byte windows.
     """
     zero = np.zeros(ts.size, dtype=np.intp)
-    hi, lo, ok = _hex_words(w, zero, tlen, zero, fields=8)
+    hi, lo, ok, rfc = _hex_words(w, tlen, zero, fields=8, canon=True)
+    assert rfc is not None
     rest = np.flatnonzero(~ok & (tlen <= _MAX_TOKEN) & (tlen >= 2))
     if rest.size:
         w2 = w[rest] if w.shape[1] == _WD else windows(b, ts[rest], _WD)
@@ -238,7 +315,7 @@ def _tokens(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray
         hi[rest], lo[rest], ok[rest] = h2, l2, ok2
         h2.fill(0)
         l2.fill(0)
-    return hi, lo, ok
+    return hi, lo, ok, rfc
 
 
 def _spelled(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray
@@ -294,47 +371,80 @@ def _spelled(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray
         extra[drow] = 2
         a4.fill(0)
     ok &= ~dotted | (extra == 2)
-    hi, lo, ok6 = _hex_words(w, a0, h, extra)
+    wh = w
+    if bool(br.any()):  # the hex part starts after the '[': shift those rows by one byte
+        wh = w.copy()
+        wh[br, :-1] = w[br, 1:]
+    hi, lo, ok6, _ = _hex_words(wh, h, extra, fields=9)
+    if wh is not w:
+        wh.fill(0)
     ok &= ok6
     lo |= quad.astype(_U)
     quad.fill(0)
     return hi, lo, ok
 
 
+def _text_rows(w: np.ndarray, tlen: np.ndarray, rfc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sketch's text of the tokens ``w[i, :tlen[i]]`` (64-byte window rows) that are already
+    RFC 5952 text (``rfc``): the rows themselves (the bytes past a text are the rest of its line,
+    which the hash leaves out) and the texts' lengths, 0 where the token is not RFC 5952 text
+    (its text is written from the key)."""
+    return w, tlen * rfc
+
+
 def _place(rows: np.ndarray, hi: np.ndarray, lo: np.ndarray, addr: np.ndarray, ok: np.ndarray,
-           v6: V6Keys) -> None:
-    """IPv4-mapped keys into ``addr``/``ok`` at their rows (the IPv4 client), the rest to ``v6``;
-    ``hi`` and ``lo`` are wiped."""
+           v6: V6Keys, text: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+    """IPv4-mapped keys into ``addr``/``ok`` at their rows (the IPv4 client), the rest to ``v6``
+    (with their ``text`` rows, :func:`_text_rows`), which then owns ``hi``, ``lo`` and ``text``
+    (they are wiped)."""
     mapped = (hi == 0) & ((lo >> _U(32)) == _V4_HIGH)
+    if not bool(mapped.any()):
+        v6.extend(hi, lo, text)
+        return
     r4 = rows[mapped]
-    if r4.size:
-        v4 = lo[mapped]
-        addr[r4] = v4  # (the low 32 bits)
-        v4.fill(0)
-        ok[r4] = True
+    v4 = lo[mapped]
+    addr[r4] = v4  # (the low 32 bits)
+    v4.fill(0)
+    ok[r4] = True
     if not bool(mapped.all()):
-        v6.extend(hi[~mapped], lo[~mapped])
-    hi.fill(0)
-    lo.fill(0)
+        keep = ~mapped
+        t6 = None if text is None else (text[0][keep], text[1][keep])
+        v6.extend(hi[keep], lo[keep], t6)
+    for a in (hi, lo) if text is None else (hi, lo, *text):
+        a.fill(0)
 
 
-def _line_tokens(b: np.ndarray, ts: np.ndarray, length: np.ndarray, clf: bool, width: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The ``width``-byte windows of lines starting at ``ts``, the length of each line's token (the
-    line, or in ``clf`` its first field: up to the first space), where that token holds no byte
-    at or below the space (``good``), and where the window is too short to tell (``far``)."""
-    w = windows(b, ts, width)
+def _wipe_but(keep: np.ndarray, *arrays: np.ndarray) -> None:
+    """Overwrite ``arrays`` with zeros, except ``keep`` (handed on), each once."""
+    seen = {id(keep)}
+    for a in arrays:
+        if id(a) not in seen:
+            seen.add(id(a))
+            a.fill(0)
+
+
+def _take(a: np.ndarray, sel: np.ndarray | None) -> np.ndarray:
+    """``a[sel]``, or ``a`` itself when ``sel`` is ``None`` (every row)."""
+    return a if sel is None else a[sel]
+
+
+def _line_tokens(b: np.ndarray, ts: np.ndarray, length: np.ndarray, clf: bool
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The 64-byte windows of lines starting at ``ts``, the length of each line's token (the
+    line, or in ``clf`` its first field: up to the first space), and where that token holds no
+    byte at or below the space and ends within the window (``good``)."""
+    w = windows(b, ts, _WD)
     p = _ctz64(_mask64(w <= 32))  # the first space, control byte, newline or end of the buffer
-    seen = p < width
+    good = p < _WD
     if clf:
-        stop = w[np.arange(ts.size), np.minimum(p, width - 1)]
-        good = seen & ((p >= length) | (stop == 32))
+        stop = w[np.arange(ts.size), np.minimum(p, _WD - 1)]
+        good &= (p >= length) | (stop == 32)
         tlen = np.minimum(p, length)
         stop.fill(0)
     else:
-        good = seen & (p >= length)
+        good &= p >= length
         tlen = length
-    return w, tlen, good, ~seen
+    return w, tlen, good
 
 
 def _lines_v6(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray, clf: bool,
@@ -342,29 +452,31 @@ def _lines_v6(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndar
     """The second look of :func:`panstream.inputs.ipv4._address_lines`: the IPv6 clients among
     the lines ``rows`` it could not read, vectorized (the token is the line, or in ``clf`` its
     first field: up to the first space, which must lie within the ``max_line + 1`` bytes read of a
-    line). Tokens of up to 39 bytes are found in 40-byte windows, longer ones in 64-byte windows.
-    Returns the rows still unread (to the reference)."""
+    line), from 64-byte windows. The keys go to ``v6`` with the text of those the log already
+    wrote as RFC 5952 text (the sketch hashes it). Returns the rows still unread (to the
+    reference)."""
     if rows.size == 0:
         return rows
-    left = np.ones(rows.size, dtype=bool)
-    sub = np.arange(rows.size)
-    for width in (_SHORT, _WD):
-        ts = starts[rows[sub]]
-        w, tlen, good, far = _line_tokens(b, ts, ends[rows[sub]] - ts, clf, width)
-        sel = np.flatnonzero(good & (tlen <= max_line))
-        if sel.size:
-            ws = w if sel.size == sub.size else w[sel]
-            hi, lo, got = _tokens(b, ts[sel], ws, tlen[sel])
-            ws.fill(0)
-            done = sub[sel[got]]
-            _place(rows[done], hi[got], lo[got], addr, ok, v6)
-            left[done] = False
-            hi.fill(0)
-            lo.fill(0)
+    ts = starts[rows]
+    w, tlen, good = _line_tokens(b, ts, ends[rows] - ts, clf)
+    good &= tlen <= max_line
+    sel = None if bool(good.all()) else np.flatnonzero(good)
+    if sel is not None and sel.size == 0:
         w.fill(0)
-        sub = sub[far]
-        if sub.size == 0:
-            break
+        return rows
+    ws, tl = _take(w, sel), _take(tlen, sel)
+    hi, lo, got, rfc = _tokens(b, _take(ts, sel), ws, tl)
+    g = None if bool(got.all()) else np.flatnonzero(got)
+    done = _take(_take(np.arange(rows.size), sel), g)
+    wg = _take(ws, g)
+    text = _text_rows(wg, _take(tl, g), _take(rfc, g))
+    _wipe_but(text[0], w, ws, wg)
+    _place(rows[done], _take(hi, g), _take(lo, g), addr, ok, v6, text)
+    if g is not None:
+        hi.fill(0)
+        lo.fill(0)
+    left = np.ones(rows.size, dtype=bool)
+    left[done] = False
     return rows[left]
 
 
@@ -397,9 +509,13 @@ def address_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray, v6: V6Keys
         tlen = te[rows] - s
         sel = np.flatnonzero(_ctz64(_mask64(w <= 32)) >= tlen)
         if sel.size:
-            hi, lo, got = _tokens(b, s[sel], w[sel], tlen[sel])
+            ws, tl = w[sel], tlen[sel]
+            hi, lo, got, rfc = _tokens(b, s[sel], ws, tl)
             r = rows[sel[got]]
-            _place(r, hi[got], lo[got], addr, ok, v6)
+            wg = ws[got]
+            text = _text_rows(wg, tl[got], rfc[got])
+            _wipe_but(text[0], wg, ws)
+            _place(r, hi[got], lo[got], addr, ok, v6, text)
             done[r] = True
             hi.fill(0)
             lo.fill(0)
@@ -427,30 +543,7 @@ def _hextet_table() -> np.ndarray:
     return out
 
 
-def _run_table() -> tuple[np.ndarray, np.ndarray]:
-    """For every 8-bit mask of zero words (bit j: word j is 0): where the longest run of two or
-    more zero words starts (the first of equal runs; 8 if none) and its length (RFC 5952)."""
-    base = np.full(256, 8, dtype=np.intp)
-    size = np.zeros(256, dtype=np.intp)
-    for m in range(256):
-        best, blen, j = 8, 0, 0
-        while j < 8:
-            if m >> j & 1:
-                k = j
-                while k < 8 and m >> k & 1:
-                    k += 1
-                if k - j > blen:
-                    best, blen = j, k - j
-                j = k
-            else:
-                j += 1
-        if blen >= 2:
-            base[m], size[m] = best, blen
-    return base, size
-
-
 _HEXTET = _hextet_table()
-_RUN_BASE, _RUN_LEN = _run_table()
 _TEXT_W = 48  #: bytes of a text row (39 at most, then zeros)
 _LOW56 = _U((1 << 56) - 1)
 
@@ -562,7 +655,8 @@ def token_keys(items: list[Any]) -> AddressKeys | None:
         buf[:] = bytes(len(buf))
     v4 = addr[ok]
     addr.fill(0)
-    return AddressKeys(v4, *v6.arrays(), malformed, empty)
+    hi, lo, text = v6.take()
+    return AddressKeys(v4, hi, lo, malformed, empty, text)
 
 
 register_token_reader(token_keys)

@@ -259,7 +259,8 @@ class LineParser:
         v4 = addr if bool(ok.all()) else addr[ok]
         if v4 is not addr:
             addr.fill(0)
-        keys = AddressKeys(v4, *v6.arrays())
+        hi, lo, text = v6.take()
+        keys = AddressKeys(v4, hi, lo, v6_text=text)
         res = self.universe.address_cells(keys)  # wipes the keys
         return ParseResult(res.indices, lines, empty, malformed, res.outside, headers)
 

@@ -166,6 +166,10 @@ class AddressKeys:
         v6_hi, v6_lo: the two ``uint64`` halves of the IPv6 clients' 128-bit addresses.
         malformed: tokens that are no address.
         empty: blank tokens.
+        v6_text: ``None``, or the IPv6 clients' RFC 5952 text where the log already wrote it so
+            (``(rows, n)``: ``uint8`` rows that start with the texts, and their lengths, 0 where
+            not given): what a sketch hashes, taken from the log instead of written again
+            (issue 38).
     """
 
     v4: np.ndarray
@@ -173,10 +177,11 @@ class AddressKeys:
     v6_lo: np.ndarray
     malformed: int = 0
     empty: int = 0
+    v6_text: tuple[np.ndarray, np.ndarray] | None = None
 
     def wipe(self) -> None:
-        """Overwrite the addresses with zeros (they are items)."""
-        for a in (self.v4, self.v6_hi, self.v6_lo):
+        """Overwrite the addresses (and their text) with zeros (they are items)."""
+        for a in (self.v4, self.v6_hi, self.v6_lo, *(self.v6_text or ())):
             a.fill(0)
 
 

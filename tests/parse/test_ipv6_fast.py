@@ -268,3 +268,98 @@ def test_ipv6_cells_are_the_prefix_below_the_network(spec):
     want = [c for c in ((k >> shift) - u._base for k in keys) if 0 <= c < u.size]
     assert u._ipv6_cells(hi, lo).tolist() == want
     assert want  # (the network itself is inside)
+
+
+def _canonical_spellings(n: int) -> list[str]:
+    """RFC 5952 text of random keys with every pattern of zero words: how servers log IPv6."""
+    rng = np.random.default_rng(SEED + 3)
+    out = [presto for _, presto in PRESTO_TEXT if address_key(presto) >> 32 not in (0, 0xFFFF)]
+    while len(out) < n:
+        k = int(rng.integers(0, 1 << 63)) << 65 | int(rng.integers(0, 1 << 63)) << 2 | 1
+        for j in range(8):
+            if rng.random() < 0.35:
+                k &= ~(0xFFFF << (16 * j))
+        if k >> 32 not in (0, 0xFFFF):
+            out.append(canonical_text(k).decode())
+    return out
+
+
+@pytest.mark.parametrize("reader", ["lines", "spans"])
+def test_a_token_carries_its_text_only_when_it_is_the_rfc5952_text(reader):
+    """Issue 38: a token the log already wrote as RFC 5952 text hands that text to the sketch
+    (no text written again from the key). Over the fuzz (upper case, leading zeros, every ``::``
+    choice, brackets, zones, dotted quads) and the canonical spellings servers log, read as CLF
+    lines and as the spans other formats find: a text is carried only where it is exactly
+    :func:`canonical_text` of the key, and every plain canonical token carries it."""
+    canon = _canonical_spellings(3000)
+    toks = [t for t in corpus(3000) if " " not in t] + canon
+    if reader == "lines":
+        data = "".join(f"{t} - - [29/Nov/2026:06:00:00 +0000] \"GET / HTTP/1.1\" 200 1\n" for t in toks)
+        _, _, _, _, _, v6 = address_lines(data.encode(), "clf", 4096)
+    else:
+        b = np.frombuffer(("\n".join(toks) + "\n").encode(), dtype=np.uint8)
+        starts, ends = _line_bounds(b)
+        v6 = V6Keys()
+        address_spans(b, starts, ends, v6)
+    hi, lo, text = v6.take()
+    assert text is not None
+    rows, n = text
+    carried = 0
+    for i, (h, x) in enumerate(zip(hi.tolist(), lo.tolist(), strict=True)):
+        if n[i]:
+            assert rows[i, : n[i]].tobytes() == canonical_text(h << 64 | x)
+            carried += 1
+    assert carried >= len(canon)
+
+
+@pytest.mark.parametrize("hashing", ["murmur3", "xxhash64-varchar"])
+@pytest.mark.parametrize("fmt", ["clf", "plain"])
+def test_the_sketch_cells_of_a_log_are_those_of_its_tokens_one_by_one(fmt, hashing):
+    """Whatever path a token takes (its own text, text written from the key, the reference one
+    line at a time), the sketch puts it in the cell of Presto's hash of its canonical text: the
+    cells of a fuzzed log equal those of its tokens read one by one."""
+    from panstream.estimators.sketch.sfm import SketchGrid
+
+    toks = [t for t in corpus(3000) if " " not in t] + _canonical_spellings(2000)
+    tail = ' - - [29/Nov/2026:06:00:00 +0000] "GET / HTTP/1.1" 200 612' if fmt == "clf" else ""
+    data = ("\n".join(t + tail for t in toks) + "\n").encode("utf-8")
+    grid = SketchGrid(4096, 24, "ip", hashing)
+    got = LineParser(grid, fmt).parse(data)
+    ref = grid._indices_repeated([t.encode("utf-8") for t in toks])  # canonical_item, one by one
+    assert sorted(got.indices.tolist()) == sorted(ref.indices.tolist())
+    assert got.malformed + got.empty == ref.malformed + ref.empty
+
+
+@pytest.mark.parametrize("share_v4", [0.05, 0.5, 0.95])
+@pytest.mark.parametrize("fmt", ["plain", "clf"])
+def test_every_line_gives_the_reference_client(fmt, share_v4):
+    """Line by line against the reference one token at a time (:func:`address_key`): the IPv4
+    client of each line where there is one, the same IPv6 keys, the same malformed count; with
+    few, half and most lines IPv4 (a chunk whose lines mostly lack a dot skips the IPv4 read of
+    those lines, issue 38)."""
+    rng = np.random.default_rng(SEED + 4)
+    toks = [t for t in corpus(3000) if t and len(t.split()) == 1 and t.strip() == t]
+    v4 = [t for t in toks if "." in t and ":" not in t]
+    rest = [t for t in toks if not ("." in t and ":" not in t)]
+    want4 = int(share_v4 * len(rest) / (1 - share_v4))
+    pick = [v4[int(i)] for i in rng.integers(0, len(v4), size=want4)] + rest
+    pick = [pick[int(i)] for i in rng.permutation(len(pick))]
+    tail = ' - - [29/Nov/2026:06:00:00 +0000] "GET / HTTP/1.1" 200 612' if fmt == "clf" else ""
+    data = ("\n".join(t + tail for t in pick) + "\n").encode("utf-8")
+    addr, ok, lines, empty, malformed, v6 = address_lines(data, fmt, 4096)
+    assert lines == len(pick)
+    six, bad = [], 0
+    for i, t in enumerate(pick):
+        k = address_key(t.encode("utf-8"))
+        if k is None:
+            bad += 1
+            assert not ok[i], t
+        elif k >> 32 == 0xFFFF:
+            assert ok[i] and int(addr[i]) == k & 0xFFFFFFFF, t
+        else:
+            assert not ok[i], t
+            six.append(k)
+    hi, lo = v6.arrays()
+    assert sorted(int(h) << 64 | int(x) for h, x in zip(hi.tolist(), lo.tolist(), strict=True)) \
+        == sorted(six)
+    assert (malformed, empty) == (bad, 0)

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from panstream.errors import StateError
+from panstream.estimators.sketch import murmur3
 from panstream.sketch import sfm
 
 JAVA_SKETCH = base64.b64decode(
@@ -153,3 +154,17 @@ def test_addresses_are_written_one_canonical_way_before_hashing() -> None:
     assert (r.malformed, r.empty, r.indices.size) == (2, 1, 1)
     want = sfm.hash64_bytes([b"2001:db8::1"])  # the bytes Presto hashes for CAST(ip AS varchar)
     assert grid.indices(six[:1]).indices.tolist() == grid.cells_of_hashes(want).tolist()
+
+
+def test_text_rows_with_the_rest_of_the_line_after_them_hash_as_the_text_alone() -> None:
+    """Issue 38: the sketch hashes an IPv6 token straight from the log's 64-byte window when it
+    is already RFC 5952 text, so the bytes after the text are the rest of the line; Murmur3 with
+    ``padded=False`` leaves them out (every length 0..47, every tail, garbage after it)."""
+    rng = np.random.default_rng(38)
+    texts = [bytes(rng.integers(33, 127, size=k).astype(np.uint8)) for k in list(range(48)) * 4]
+    rows = rng.integers(0, 256, size=(len(texts), 64)).astype(np.uint8)
+    for i, t in enumerate(texts):
+        rows[i, : len(t)] = list(t)
+    n = np.array([len(t) for t in texts])
+    got = murmur3.hash64_text_words(rows.view("<u8"), n, padded=False)
+    assert got.tolist() == sfm.hash64_bytes(texts).tolist()

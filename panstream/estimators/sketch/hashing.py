@@ -281,13 +281,14 @@ def _hash_ipv4_text(addr: np.ndarray, hashing: str) -> np.ndarray:
     return out
 
 
-def _hash_text_rows(rows: np.ndarray, n: np.ndarray, hashing: str) -> np.ndarray:
-    """The ``hashing`` hash of each row's first ``n[i]`` bytes (``rows``: ``uint8``, zero-padded,
-    a width a multiple of 16): Murmur3 in one pass
+def _hash_text_rows(rows: np.ndarray, n: np.ndarray, hashing: str, padded: bool = True
+                    ) -> np.ndarray:
+    """The ``hashing`` hash of each row's first ``n[i]`` bytes (``rows``: ``uint8``, a width a
+    multiple of 16, zero-padded unless not ``padded``): Murmur3 in one pass
     (:func:`~panstream.estimators.sketch.murmur3.hash64_text_words`), XXH64 by
     :func:`~panstream.estimators.sketch.xxh64.xxh64_rows` over the rows of each length."""
     if hashing == "murmur3":
-        return hash64_text_words(rows.view("<u8"), n)
+        return hash64_text_words(rows.view("<u8"), n, padded)
     out = np.empty(rows.shape[0], dtype=_U)
     for length in np.unique(n).tolist():
         sel = np.flatnonzero(n == length)
@@ -297,15 +298,33 @@ def _hash_text_rows(rows: np.ndarray, n: np.ndarray, hashing: str) -> np.ndarray
     return out
 
 
-def _hash_ipv6_text(hi: np.ndarray, lo: np.ndarray, hashing: str) -> np.ndarray:
+def _hash_ipv6_text(hi: np.ndarray, lo: np.ndarray, hashing: str,
+                    text: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """The ``hashing`` hash of the RFC 5952 text of every IPv6 key (``uint64`` halves; no IPv4
     client among them), vectorized: the text from :func:`panstream.inputs.ipv6.ipv6_text`
     (bit-exact with :func:`panstream.universe.addresses.canonical_text`), then
-    :func:`_hash_text_rows` (issue 38: was ``inet_ntop`` and a hash per key in Python)."""
-    rows, n = ipv6_text(hi, lo)
-    out = _hash_text_rows(rows, n, hashing)
-    rows.fill(0)
-    n.fill(0)
+    :func:`_hash_text_rows` (issue 38: was ``inet_ntop`` and a hash per key in Python).
+
+    ``text`` (:class:`panstream.universe.addresses.AddressKeys`' ``v6_text``): the rows whose
+    text the log already wrote as RFC 5952 (the reader checked it is exactly what
+    :func:`~panstream.inputs.ipv6.ipv6_text` writes for the key, ``tests/parse/test_ipv6_fast.py``);
+    only the others (length 0) are written from their keys. It is wiped by its owner."""
+    if text is None:
+        rows, n = ipv6_text(hi, lo)
+    else:
+        rows, n = text
+        need = np.flatnonzero(n == 0)
+        if need.size:
+            h2, l2 = hi[need], lo[need]
+            r2, n2 = ipv6_text(h2, l2)
+            rows[need, : r2.shape[1]] = r2
+            n[need] = n2
+            for a in (h2, l2, r2):
+                a.fill(0)
+    out = _hash_text_rows(rows, n, hashing, padded=text is None)
+    if text is None:
+        rows.fill(0)
+        n.fill(0)
     return out
 
 

@@ -33,6 +33,30 @@ _F2 = np.uint64(0xC4CEB9FE1A85EC53)
 _U = np.uint64
 
 
+def _rotl(x: np.ndarray, r: int, scratch: np.ndarray) -> None:
+    """:func:`~panstream.estimators.sketch.xxh64.rotl64` in place (``scratch``: same shape)."""
+    np.left_shift(x, _U(r), out=scratch)
+    x >>= _U(64 - r)
+    x |= scratch
+
+
+def _half_round(lane: np.ndarray, h: np.ndarray, other: np.ndarray,
+                consts: tuple[np.uint64, np.uint64, int, int, int], scratch: np.ndarray
+                ) -> np.ndarray:
+    """One half of Murmur3 x64 128's block round, in a new array: ``k = rotl(lane * ca, r1) * cb``,
+    then ``(rotl(h ^ k, r2) + other) * 5 + add`` (``consts = (ca, cb, r1, r2, add)``)."""
+    ca, cb, r1, r2, add = consts
+    k = lane * ca
+    _rotl(k, r1, scratch)
+    k *= cb
+    k ^= h
+    _rotl(k, r2, scratch)
+    k += other
+    k *= _U(5)
+    k += _U(add)
+    return k
+
+
 def _fmix(k: np.ndarray) -> np.ndarray:
     k = k ^ (k >> _U(33))
     k = k * _F1
@@ -216,12 +240,14 @@ def hash64_ipv4_text(addr: np.ndarray) -> np.ndarray:
     return out
 
 
-def hash64_text_words(words: np.ndarray, n: np.ndarray) -> np.ndarray:
+def hash64_text_words(words: np.ndarray, n: np.ndarray, padded: bool = True) -> np.ndarray:
     """Presto's ``hash64`` (Murmur3 x64 128, seed 0, first 64 bits) of each row's first ``n[i]``
     bytes, vectorized over rows of different lengths: ``words`` holds each row's text as
     little-endian ``uint64`` words (an ``m x w`` array, zero after the text, ``w`` even and
     ``n < 8 w``). The full 16-byte blocks are mixed in where a row has them; the tail is read at
     each row's own block (zero padding contributes nothing, so one formula covers every length).
+    ``padded=False``: the bytes after a row's text need not be zeros (they are masked off the
+    tail block; no later block is read).
 
     >>> rows = np.zeros((2, 48), dtype=np.uint8)
     >>> texts = [b"2001:db8::1", b"2a01:4f8:ffff:ffff:ffff:ffff:ffff:ffff"]
@@ -232,24 +258,21 @@ def hash64_text_words(words: np.ndarray, n: np.ndarray) -> np.ndarray:
     m, width = words.shape
     h1 = np.zeros(m, dtype=_U)
     h2 = np.zeros(m, dtype=_U)
+    t = np.empty(m, dtype=_U)  # (scratch of the rotations: in place, no temporaries)
     blocks = np.asarray(n, dtype=np.intp) >> 4
     for b in range(width // 2 - 1):
         active = blocks > b
         if not bool(active.any()):
             break
-        k1 = rotl64(words[:, 2 * b] * _C1, 31) * _C2
-        n1 = rotl64(h1 ^ k1, 27) + h2
-        n1 = n1 * _U(5) + _U(0x52DCE729)
-        k2 = rotl64(words[:, 2 * b + 1] * _C2, 33) * _C1
-        n2 = rotl64(h2 ^ k2, 31) + n1
-        n2 = n2 * _U(5) + _U(0x38495AB5)
+        k1 = _half_round(words[:, 2 * b], h1, h2, (_C1, _C2, 31, 27, 0x52DCE729), t)  # new h1
+        k2 = _half_round(words[:, 2 * b + 1], h2, k1, (_C2, _C1, 33, 31, 0x38495AB5), t)  # new h2
         if bool(active.all()):
-            np.copyto(h1, n1)
-            np.copyto(h2, n2)
+            h1, k1 = k1, h1
+            h2, k2 = k2, h2
         else:
-            np.copyto(h1, n1, where=active)
-            np.copyto(h2, n2, where=active)
-        for a in (k1, k2, n1, n2):
+            np.copyto(h1, k1, where=active)
+            np.copyto(h2, k2, where=active)
+        for a in (k1, k2):
             a.fill(0)
     if width == 2:
         t1, t2 = words[:, 0].copy(), words[:, 1].copy()
@@ -257,14 +280,20 @@ def hash64_text_words(words: np.ndarray, n: np.ndarray) -> np.ndarray:
         at = np.arange(m, dtype=np.intp) * width + 2 * blocks
         flat = words.reshape(-1)
         t1, t2 = flat[at], flat[at + 1]
+    if not padded:  # keep the tail's bytes only: 0 to 15 of them
+        bits = (np.asarray(n, dtype=np.intp) & 15).astype(_U) << _U(3)
+        b1 = np.minimum(bits, _U(64))
+        bits -= b1
+        t1 &= (_U(1) << b1) - _U(1)  # (NumPy: a shift by 64 is 0, and 0 - 1 all ones)
+        t2 &= (_U(1) << bits) - _U(1)
     t2 *= _C2
-    k2 = rotl64(t2, 33)
-    k2 *= _C1
-    h2 ^= k2
+    _rotl(t2, 33, t)
+    t2 *= _C1
+    h2 ^= t2
     t1 *= _C1
-    k1 = rotl64(t1, 31)
-    k1 *= _C2
-    h1 ^= k1
+    _rotl(t1, 31, t)
+    t1 *= _C2
+    h1 ^= t1
     length = np.asarray(n).astype(_U)
     h1 ^= length
     h2 ^= length
@@ -273,6 +302,6 @@ def hash64_text_words(words: np.ndarray, n: np.ndarray) -> np.ndarray:
     out = _fmix(h1)
     m2 = _fmix(h2)
     out += m2
-    for x in (t1, t2, k1, k2, h1, h2, m2, length):
+    for x in (t1, t2, t, h1, h2, m2, length):
         x.fill(0)
     return out

@@ -241,7 +241,7 @@ class SketchGrid(Universe):
                 raise ConfigurationError(msg)
             h4 = _hash_ipv4_text(keys.v4, self.hashing)
             if keys.v6_hi.size:
-                h6 = _hash_ipv6_text(keys.v6_hi, keys.v6_lo, self.hashing)
+                h6 = _hash_ipv6_text(keys.v6_hi, keys.v6_lo, self.hashing, keys.v6_text)
                 h = np.concatenate([h4, h6])
                 h4.fill(0)
                 h6.fill(0)
