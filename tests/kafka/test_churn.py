@@ -34,7 +34,7 @@ and the OS's):
   made none in any measured run (docs/kafka.md, "Rebalances racing checkpoints on Tansu", gives
   the counts and why: panstream's stages commit only what they own, and both clients revoke,
   inside ``poll()``, before they rejoin, while Tansu accepts a current generation's commits
-  during a join). The fakes of ``tests/kafka/test_*_commit_rebalance.py`` exercise the
+  during a join). The fakes of ``tests/kafka/test_commit_rebalance.py`` exercise the
   deferral itself.
 """
 
