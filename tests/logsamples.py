@@ -238,31 +238,28 @@ def _xff(ips: list[str], ports: list[int]) -> bytes:
         else:
             forged = f"10.0.{(port >> 8) & 255}.{port & 255}, " if i % 20 == 3 else ""
             peer, xff = p2, f"{forged}{ip}, {p1}"
-        out.append(f'{peer} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] "GET '
-                   f'/p/{i % 31} HTTP/1.1" 200 612 "-" "Mozilla/5.0 (X11; Linux x86_64)" "{xff}"')
-    return ("\n".join(out) + "\n").encode()
+        out.append(_access_line(i, peer, f' "{xff}"'))
+    return "".join(out).encode()
+
+
+def _access_line(i: int, client: str, tail: str = "") -> str:
+    """The ``i``-th line of the combined log format (Apache's and nginx's default), its client
+    field ``client``, ``tail`` appended (a custom format's extra fields)."""
+    return (f'{client} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] '
+            f'"GET /p/{i % 31} HTTP/1.1" 200 612 "-" "Mozilla/5.0 (X11; Linux x86_64)"{tail}\n')
 
 
 def _vhost(ips: list[str], ports: list[int]) -> bytes:
-    return "".join(
-        f'www.example.com:443 {ip} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] '
-        f'"GET /p/{i % 31} HTTP/1.1" 200 612 "-" "Mozilla/5.0 (X11; Linux x86_64)"\n'
-        for i, ip in enumerate(ips)).encode()
+    return "".join(_access_line(i, f"www.example.com:443 {ip}") for i, ip in enumerate(ips)).encode()
 
 
 def _mapped(ips: list[str], ports: list[int]) -> bytes:
     """nginx listening on ``[::]``: IPv4 clients logged as ``::ffff:a.b.c.d``."""
-    return "".join(
-        f'::ffff:{ip} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] '
-        f'"GET /p/{i % 31} HTTP/1.1" 200 612 "-" "Mozilla/5.0 (X11; Linux x86_64)"\n'
-        for i, ip in enumerate(ips)).encode()
+    return "".join(_access_line(i, f"::ffff:{ip}") for i, ip in enumerate(ips)).encode()
 
 
 def _clf(ips: list[str], ports: list[int]) -> bytes:
-    return "".join(
-        f'{ip} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] '
-        f'"GET /p/{i % 31} HTTP/1.1" 200 612 "-" "Mozilla/5.0 (X11; Linux x86_64)"\n'
-        for i, ip in enumerate(ips)).encode()
+    return "".join(_access_line(i, ip) for i, ip in enumerate(ips)).encode()
 
 
 def _iptables(ips: list[str], ports: list[int]) -> bytes:

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import GROUP_SETTINGS, Broker, committed_offsets, panstream_cmd
+from _kafka_helpers import GROUP_SETTINGS, Broker, committed_offsets, kill_left, panstream_cmd
 from test_broker import start, wait_for
 from test_routed import clf, member_argv, send_round_robin
 
@@ -98,10 +98,7 @@ def _finish(procs: list[subprocess.Popen[bytes]], logs: list[Path], timeout: flo
         for p, log in zip(procs, logs, strict=True):
             assert p.wait(timeout=timeout) == 0, log.read_text()[-3000:]
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_left(*procs)
 
 
 def assert_one_table(broker: Broker, admin: Any, group: str, topic: str, hw: dict[int, int],

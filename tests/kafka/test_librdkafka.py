@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import Broker, panstream_cmd
+from _kafka_helpers import Broker, kill_left, panstream_cmd
 from kafka.errors import UnsupportedCodecError
 
 from panstream.errors import ConfigurationError, SourceError
@@ -468,21 +468,14 @@ def test_librdkafka_members_share_a_group_through_a_kill(
 
     from _kafka_helpers import committed_offsets
     from test_broker import start, wait_for
+    from test_routed import clf_messages, send_round_robin
 
     topic = topic_factory(6)
-    rng = np.random.default_rng(2626)
-    clients = rng.choice(UNIVERSE.size, 4_000, replace=False)
-    stream = rng.permutation(np.concatenate([clients, rng.choice(clients, 16_000)]))
-    lines = [clf(UNIVERSE.item_of(int(c)), i) for i, c in enumerate(stream)]
-    msgs = ["\n".join(lines[i:i + 100]).encode() for i in range(0, len(lines), 100)]
+    clients, msgs = clf_messages(UNIVERSE, 2626, 4_000, 16_000, 100)
     hw: dict[int, int] = {}
 
     def send(values: list[bytes]) -> None:
-        futures = [producer.send(topic, value=v, partition=i % 6) for i, v in enumerate(values)]
-        producer.flush()
-        for f in futures:
-            md = f.get(timeout=30)
-            hw[md.partition] = max(hw.get(md.partition, 0), md.offset + 1)
+        send_round_robin(producer, topic, values, 6, hw)
 
     send(msgs[:40])
     state = tmp_path / "state"
@@ -508,10 +501,7 @@ def test_librdkafka_members_share_a_group_through_a_kill(
         for p, log in ((a, "a2.log"), (b, "b.log"), (c, "c.log")):
             assert p.wait(timeout=180) == 0, (tmp_path / log).read_text()[-2000:]
     finally:
-        for p in (a, b, c):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_left(a, b, c)
     assert committed_offsets(admin, group) == hw
     g = merge_store(DirectoryStore(state))
     try:

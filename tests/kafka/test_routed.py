@@ -26,7 +26,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import GROUP_SETTINGS, Broker, committed_offsets, panstream_cmd
+from _kafka_helpers import (
+    GROUP_SETTINGS,
+    Broker,
+    assert_frequency_truths,
+    committed_offsets,
+    kill_left,
+    panstream_cmd,
+)
 from test_broker import start, wait_for
 
 from panstream.calibration import calibrate
@@ -56,6 +63,18 @@ def clf(addr: str, i: int) -> str:
             f'HTTP/1.1" 200 {512 + i % 4096} "-" "Mozilla/5.0 (X11; Linux x86_64)"')
 
 
+def clf_messages(universe: Universe, seed: int, distinct: int, repeats: int,
+                 per_message: int) -> tuple[np.ndarray, list[bytes]]:
+    """A log shipper's topic: ``distinct`` clients of ``universe`` and ``repeats`` more requests
+    of theirs, shuffled, as CLF lines ``per_message`` to a message; and the clients (the truth)."""
+    rng = np.random.default_rng(seed)
+    clients = rng.choice(universe.size, distinct, replace=False)
+    stream = rng.permutation(np.concatenate([clients, rng.choice(clients, repeats)]))
+    lines = [clf(universe.item_of(int(c)), i) for i, c in enumerate(stream)]
+    return clients, ["\n".join(lines[i:i + per_message]).encode()
+                     for i in range(0, len(lines), per_message)]
+
+
 def send_round_robin(producer: Any, topic: str, values: list[bytes], partitions: int,
                      hw: dict[int, int]) -> dict[int, int]:
     """Unkeyed, round robin (as a log shipper); returns the high-water marks so far."""
@@ -81,11 +100,7 @@ def test_log_shipper_topic_two_members_one_killed_is_one_table(
         tmp_path: Path) -> None:
     universe = Universe.parse("ipv4:10.9.0.0/16")
     topic = topic_factory(8)
-    rng = np.random.default_rng(19)
-    clients = rng.choice(universe.size, 20_000, replace=False)
-    stream = rng.permutation(np.concatenate([clients, rng.choice(clients, 80_000)]))
-    lines = [clf(universe.item_of(int(c)), i) for i, c in enumerate(stream)]
-    msgs = ["\n".join(lines[i:i + 500]).encode() for i in range(0, len(lines), 500)]
+    clients, msgs = clf_messages(universe, 19, 20_000, 80_000, 500)
     hw: dict[int, int] = {}
     send_round_robin(producer, topic, msgs[:40], 8, hw)
     state = tmp_path / "state"
@@ -105,10 +120,7 @@ def test_log_shipper_topic_two_members_one_killed_is_one_table(
         assert a.wait(timeout=180) == 0, (tmp_path / "a2.log").read_text()[-2000:]
         assert b.wait(timeout=180) == 0, (tmp_path / "b.log").read_text()[-2000:]
     finally:
-        for p in (a, b):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_left(a, b)
     assert committed_offsets(admin, group) == hw  # every source message routed, then committed
     log = (tmp_path / "a2.log").read_text()
     assert "this member now holds" in log and "4 slices of ipv4:10.9.0.0/16" in log
@@ -290,8 +302,4 @@ def test_the_frequency_family_routes_multiplicities(
     rel = release_json(state, 1.0)
     assert rel["modulus"] == 8 and "at-least-once" in rel["replay_note"]
     stats = rel["stats"]
-    for name, truth in (("present", 3000), ("once", 1000), ("returning", 2000)):
-        iv = stats[name]
-        assert abs(iv["value"] - truth) <= Z * iv["stderr"], (name, iv)
-    twice = stats["incidence"][2]
-    assert abs(twice["value"] - 1000) <= Z * twice["stderr"], twice
+    assert_frequency_truths(stats, Z)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _kafka_helpers import Broker, committed_offsets, panstream_cmd
+from _kafka_helpers import Broker, committed_offsets, kill_left, panstream_cmd
 
 from panstream.sources.kafka.topology import no_auto_create, wait_for_topics
 
@@ -89,9 +89,7 @@ def _running(argv: list[str], log: Path) -> Iterator[subprocess.Popen[str]]:
     try:
         yield member
     finally:
-        if member.poll() is None:
-            member.kill()
-            member.wait()
+        kill_left(member)
 
 
 def _errors(log: Path) -> list[str]:

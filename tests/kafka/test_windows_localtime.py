@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import Broker, committed_offsets
+from _kafka_helpers import Broker, committed_offsets, kill_left
 from test_broker import start, wait_for
 from test_routed import member_argv, send_round_robin
 
@@ -159,9 +159,7 @@ def _run_windows(kafka_broker: Broker, topic: str, group: str, state: Path, logs
         member.send_signal(signal.SIGTERM)
         assert member.wait(timeout=60) == 0, logs.read_text()[-3000:]
     finally:
-        if member.poll() is None:
-            member.kill()
-            member.wait()
+        kill_left(member)
     assert "Traceback" not in logs.read_text(errors="replace")
 
 

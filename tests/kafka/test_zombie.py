@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import Broker, Producer, committed_offsets, free_port
+from _kafka_helpers import Broker, Producer, committed_offsets, free_port, kill_left
 from test_broker import assert_nothing_lost, consumer_argv, ips, metric, start, wait_for
 from test_group_law import _argv, _messages, _topic, assert_one_table
 from test_routed import send_round_robin
@@ -118,9 +118,7 @@ def test_a_zombie_woken_after_a_rebalance_loses_nothing(
     try:
         assert c.wait(timeout=240) == 0, log.read_text()[-3000:]
     finally:
-        if c.poll() is None:
-            c.kill()
-            c.wait()
+        kill_left(c)
     print(f"zombie exit {code}: {text.strip().splitlines()[-1] if text.strip() else ''}")
     assert_one_table(kafka_broker, admin, group, topic, hw, clients, state)
 
@@ -170,9 +168,7 @@ def test_a_zombie_of_the_partition_layout_loses_nothing(
     try:
         assert c.wait(timeout=120) == 0, log.read_text()[-3000:]
     finally:
-        if c.poll() is None:
-            c.kill()
-            c.wait()
+        kill_left(c)
     print(f"zombie exit {code}: {text.strip().splitlines()[-1] if text.strip() else ''}")
     assert committed_offsets(admin, group) == hw
     assert_nothing_lost(DirectoryStore(state), topic, cells)

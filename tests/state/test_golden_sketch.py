@@ -95,22 +95,7 @@ def test_a_forged_sketch_file_with_another_q_is_refused() -> None:
         ps.SketchEstimator.restore(fmt.encode(other, snap.ledger, snap.payload))
 
 
-def test_the_documented_hexdump_is_the_golden_file() -> None:
-    """docs/snapshot-format.md walks through v2-sketch-2x3-id.pst byte by byte."""
-    name = "v2-sketch-2x3-id.pst"
-    doc = (Path(__file__).parents[2] / "docs" / "snapshot-format.md").read_text()
-    dump = doc.split(f"<!-- hexdump {name} -->")[1].split("```")[1]
-    hexbytes = "".join(line.split("|")[0][8:] for line in dump.strip().splitlines() if "|" in line)
-    assert bytes.fromhex(hexbytes) == (GOLDEN / name).read_bytes()
-
-
 if __name__ == "__main__":  # pragma: no cover - writes missing files only, never overwrites
-    GOLDEN.mkdir(exist_ok=True)
-    for fname, est in golden_states().items():
-        path = GOLDEN / fname
-        data = est.snapshot()
-        if path.exists():
-            print("kept" if path.read_bytes() == data else "DIFFERS (not overwritten)", path)
-            continue
-        path.write_bytes(data)
-        print("wrote", path)
+    from tests.state.test_golden import write_missing
+
+    write_missing({fname: est.snapshot() for fname, est in golden_states().items()})
