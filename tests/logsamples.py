@@ -19,8 +19,10 @@ addresses (never used for privacy). The bench scripts import it from here too.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -382,3 +384,17 @@ def generate(name: str, lines: int = 2000, distinct: int = 1000, seed: int = 1) 
     """A log of ``lines`` requests in the shape ``name`` (a key of :data:`GENERATORS`)."""
     ips, truth, accepted, ports = _clients(lines, distinct, seed)
     return Sample(GENERATORS[name][0](ips, ports), truth, accepted)
+
+
+def reallogs() -> Path:
+    """The real third-party logs with their truths (``../shared/reallogs``, its SOURCES.md; or
+    ``$PANSTREAM_REALLOGS``); the test is skipped where they are not."""
+    import pytest
+
+    repo = Path(__file__).resolve().parents[1]
+    env = os.environ.get("PANSTREAM_REALLOGS")
+    for d in ([Path(env)] if env else []) + [repo.parent / "shared" / "reallogs",
+                                             repo.parent.parent / "shared" / "reallogs"]:
+        if (d / "SOURCES.md").exists():
+            return d
+    pytest.skip("the real logs of ../shared/reallogs are not here")
