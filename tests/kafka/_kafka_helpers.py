@@ -142,3 +142,13 @@ def assert_frequency_truths(stats: dict[str, Any], z: float) -> None:
         assert abs(iv["value"] - truth) <= z * iv["stderr"], (name, iv)
     twice = stats["incidence"][2]
     assert abs(twice["value"] - 1000) <= z * twice["stderr"], twice
+
+
+def all_exit_0(procs: Sequence[Any], logs: Sequence[Path], timeout: float = 180) -> None:
+    """Every member ends, with exit 0 (a bounded run exits 0 only once its group has drained);
+    a failure shows the end of the member's log. None is left running either way."""
+    try:
+        for p, log in zip(procs, logs, strict=True):
+            assert p.wait(timeout=timeout) == 0, log.read_text()[-3000:]
+    finally:
+        kill_left(*procs)

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import Broker, Producer, committed_offsets, free_port, kill_left
+from _kafka_helpers import Broker, Producer, all_exit_0, committed_offsets, free_port
 from test_broker import assert_nothing_lost, consumer_argv, ips, metric, start, wait_for
 from test_group_law import _argv, _messages, _topic, assert_one_table
 from test_routed import send_round_robin
@@ -83,6 +83,16 @@ def stop_all(procs: list[Any]) -> None:
             p.wait()
 
 
+def fenced_then_drained(code: int, zombie_log: Path, argv: list[str], log: Path,
+                        timeout: float) -> None:
+    """The woken zombie was stopped by the fence; then a fresh member (``argv``) drains whatever
+    is left, and exits 0."""
+    text = zombie_log.read_text()
+    assert_stopped_by_the_fence(code, text)
+    all_exit_0([start(argv, log)], [log], timeout)
+    print(f"zombie exit {code}: {text.strip().splitlines()[-1] if text.strip() else ''}")
+
+
 def test_a_zombie_woken_after_a_rebalance_loses_nothing(
         kafka_broker: Broker, admin: Any, producer: Any, tmp_path: Path) -> None:
     topic = _topic(admin, "zombie")
@@ -110,16 +120,9 @@ def test_a_zombie_woken_after_a_rebalance_loses_nothing(
         code = wake_the_zombie_as_the_owner_dies(a, b, 180)
     finally:
         stop_all(procs)
-    assert_stopped_by_the_fence(code, logs[0].read_text())
-    text = logs[0].read_text()
     # A fresh member drains whatever is left (A's slices were replayed, not lost).
-    log = tmp_path / "c.log"
-    c = start(_argv(kafka_broker, topic, group, state, idle="3"), log)
-    try:
-        assert c.wait(timeout=240) == 0, log.read_text()[-3000:]
-    finally:
-        kill_left(c)
-    print(f"zombie exit {code}: {text.strip().splitlines()[-1] if text.strip() else ''}")
+    fenced_then_drained(code, logs[0], _argv(kafka_broker, topic, group, state, idle="3"),
+                        tmp_path / "c.log", 240)
     assert_one_table(kafka_broker, admin, group, topic, hw, clients, state)
 
 
@@ -160,15 +163,8 @@ def test_a_zombie_of_the_partition_layout_loses_nothing(
         code = wake_the_zombie_as_the_owner_dies(a, b, 120)
     finally:
         stop_all(procs)
-    assert_stopped_by_the_fence(code, logs[0].read_text())
-    text = logs[0].read_text()
-    log = tmp_path / "c.log"
-    c = start(consumer_argv(kafka_broker, topic, group, "--state-dir", str(state), "--epsilon",
-                            "30", "--idle-timeout", "3"), log)
-    try:
-        assert c.wait(timeout=120) == 0, log.read_text()[-3000:]
-    finally:
-        kill_left(c)
-    print(f"zombie exit {code}: {text.strip().splitlines()[-1] if text.strip() else ''}")
+    fenced_then_drained(code, logs[0], consumer_argv(kafka_broker, topic, group, *common,
+                                                      "--idle-timeout", "3"),
+                        tmp_path / "c.log", 120)
     assert committed_offsets(admin, group) == hw
     assert_nothing_lost(DirectoryStore(state), topic, cells)
