@@ -43,9 +43,6 @@ from panstream.state.stores import DirectoryStore
 
 pytestmark = pytest.mark.kafka
 
-#: Longer than the members' 6 s session, with Tansu's slack (it evicts about 7 s after).
-PAUSE = 20.0
-
 #: The zombie's client. kafka-python's consumer, woken, checkpoints before it learns that it was
 #: evicted, so its first save meets the fence; librdkafka (the routed default) notices the expired
 #: session first and drops its slices unsaved, which is safe but leaves the fence untested.
@@ -113,7 +110,8 @@ def test_a_zombie_woken_after_a_rebalance_loses_nothing(
                  "a checkpoint of every slice", procs)
         a.send_signal(signal.SIGSTOP)                    # the pause
         hw = send_round_robin(producer, topic, msgs[20:], 8, hw)
-        time.sleep(PAUSE)                                # evicted; B takes everything over
+        wait_for(lambda: "now holds 8 of 8" in logs[1].read_text(), 120,  # A evicted (its
+                 "B holding every slice", [b])           # session), B takes everything over
         wait_for(lambda: committed_offsets(admin, group) == hw, 120, "B routing everything",
                  [b])
         time.sleep(3.0)                                  # B's checkpoints cover the rest

@@ -121,6 +121,24 @@ def test_the_documented_hexdump_is_the_golden_file(name: str) -> None:
     assert bytes.fromhex(hexbytes) == data
 
 
+def reencoded(name: str, kind: str) -> tuple[bytes, Any]:
+    """Golden file ``name`` of format version 2 and ``kind``, decoded and encoded again from its
+    stored dicts, byte for byte (independent of how the estimator grows): its bytes and snapshot."""
+    data = (GOLDEN / name).read_bytes()
+    snap = fmt.decode(data)
+    assert snap.version == 2 and snap.kind == kind
+    assert fmt.encode(snap.params, snap.ledger, snap.payload) == data
+    return data, snap
+
+
+def assert_loads_only_as(name: str, family: type) -> None:
+    """``estimators.load`` reads golden file ``name`` as ``family``; the density loader refuses
+    it with one error."""
+    assert type(estimators.load(GOLDEN / name)) is family
+    with pytest.raises(ps.StateError, match="not a density one"):
+        ps.DensityEstimator.load(GOLDEN / name)
+
+
 def write_missing(files: dict[str, bytes]) -> None:
     """Write the golden files of ``files`` (name -> bytes) that do not exist yet; a golden file,
     once written, never changes (one that differs is said, not overwritten)."""

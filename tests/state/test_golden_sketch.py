@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import panstream as ps
-from panstream import estimators
 from panstream.estimators.bittable import BitTable
 from panstream.sketch import sfm
 from panstream.state import format as fmt
+from tests.state.test_golden import assert_loads_only_as, reencoded
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -58,17 +58,12 @@ def test_a_golden_sketch_file_restores_to_the_known_grid(name: str) -> None:
     assert (est.p_numerator, est.q_numerator) == (cal.numerator, cal.q_numerator)
     assert est.epsilon_state == cal.epsilon_state <= eps
     assert est.ones_by_level().tolist() == np.array(bits).reshape(p, b).sum(axis=1).tolist()
-    assert type(estimators.load(GOLDEN / name)) is ps.SketchEstimator
-    with pytest.raises(ps.StateError, match="not a density one"):
-        ps.DensityEstimator.load(GOLDEN / name)
+    assert_loads_only_as(name, ps.SketchEstimator)
 
 
 @pytest.mark.parametrize("name", sorted(SKETCH))
 def test_the_same_sketch_state_is_written_byte_for_byte(name: str) -> None:
-    data = (GOLDEN / name).read_bytes()
-    snap = fmt.decode(data)
-    assert snap.version == 2 and snap.kind == "sketch"
-    assert fmt.encode(snap.params, snap.ledger, snap.payload) == data
+    data, snap = reencoded(name, "sketch")
     assert golden_states()[name].snapshot() == data
 
 
