@@ -18,10 +18,25 @@ import pytest
 
 #: Files (under tests/) started before all others, longest first.
 FIRST = (
+    "state/test_audit_learned.py",       # ~180 s (its real-estimator audit: 300 s before 35/36)
+    "state/test_audit_rr.py",            # ~150 s
     "kafka/test_group_identity.py",      # ~145 s
     "kafka/test_topology.py",            # ~115 s
-    "state/test_audit_learned.py",
     "kafka/test_group_law.py",           # ~90 s (group sizes 1-4)
+    "kafka/test_librdkafka_group.py",    # ~85 s
+    "kafka/test_zombie.py",              # ~85 s
+    "kafka/test_windows_localtime.py",   # ~85 s (on the wall clock)
+    "kafka/test_windows_kafka.py",       # ~83 s (on the wall clock)
+    "kafka/test_routed_tables.py",       # ~80 s
+    "kafka/test_broker.py",              # ~70 s
+    "kafka/test_group_law_crashes.py",   # ~70 s
+    "state/test_audit_heavy_and_joint.py",  # ~70 s
+    "kafka/test_routed.py",              # ~65 s
+    "kafka/test_librdkafka.py",          # ~60 s
+    "kafka/test_churn.py",               # ~53 s
+    "kafka/test_group_law_stuck.py",     # ~50 s
+    "kafka/test_routed_sketch.py",       # ~35 s
+)
     "kafka/test_librdkafka_group.py",    # ~85 s
     "kafka/test_zombie.py",              # ~85 s
     "kafka/test_windows_localtime.py",   # ~85 s (on the wall clock)
