@@ -37,20 +37,6 @@ FIRST = (
     "kafka/test_group_law_stuck.py",     # ~50 s
     "kafka/test_routed_sketch.py",       # ~35 s
 )
-    "kafka/test_librdkafka_group.py",    # ~85 s
-    "kafka/test_zombie.py",              # ~85 s
-    "kafka/test_windows_localtime.py",   # ~85 s (on the wall clock)
-    "kafka/test_windows_kafka.py",       # ~83 s (on the wall clock)
-    "kafka/test_routed_tables.py",       # ~80 s
-    "kafka/test_group_law_crashes.py",   # ~70 s
-    "kafka/test_routed.py",              # ~65 s
-    "kafka/test_librdkafka.py",          # ~60 s
-    "kafka/test_broker.py",
-    "kafka/test_churn.py",               # ~53 s
-    "kafka/test_group_law_stuck.py",     # ~50 s
-    "state/test_audit_rr.py",
-    "kafka/test_routed_sketch.py",       # ~35 s
-)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
