@@ -455,9 +455,84 @@ class Progress:
         pass
 
 
+class Draining:
+    """A routed member's stop decisions, as the drain tests drive them: what :class:`Member` does
+    at each check of a quiet member, and at its stop (the one place that names its insides)."""
+
+    def __init__(self, member: Member) -> None:
+        self.member = member
+
+    # -------------------------------------------------------------- the drain decision
+    def may_stop(self, now: float) -> bool:
+        """One check of the quiet member at ``now``: whether it stops (the final checkpoint next;
+        :attr:`failure` says whether the run then fails)."""
+        return bool(self.member._may_stop(now))
+
+    def restless(self, now: float) -> None:
+        """One check of a member that is not quiet (its groups rebalance)."""
+        self.member._restless(now)
+
+    def no_records_since(self, t: float, *, rebalances_seen: bool = False) -> None:
+        """The slice stage's last records came at ``t`` (and, with ``rebalances_seen``, every
+        rebalance so far was seen then)."""
+        self.member._records_at = t
+        if rebalances_seen:
+            self.member._rebalances_mark = self.member._rebalances()
+
+    @property
+    def failure(self) -> str | None:
+        """Why the run fails once stopped (exit 1), or ``None``."""
+        return self.member._failure
+
+    @property
+    def asking(self) -> threading.Thread | None:
+        """The thread asking the broker whether the group has drained (``None``: not asked)."""
+        return self.member._asking
+
+    @property
+    def give_up_seconds(self) -> float:
+        return float(self.member.give_up_seconds)
+
+    @give_up_seconds.setter
+    def give_up_seconds(self, seconds: float) -> None:
+        self.member.give_up_seconds = seconds
+
+    @property
+    def close_seconds(self) -> float:
+        return float(self.member.close_seconds)
+
+    @close_seconds.setter
+    def close_seconds(self, seconds: float) -> None:
+        self.member.close_seconds = seconds
+
+    # -------------------------------------------------------------- the stop
+    def stop_routing(self) -> threading.Thread:
+        """Stop the member's routing thread (its loop finishes, makes its final commit and
+        closes) and wait for it as the member does, bounded; returns the thread."""
+        m = self.member
+        m._route_stop.set()
+        thread = threading.Thread(target=m._route_loop, name="panstream-route", daemon=True)
+        thread.start()
+        m._join_router(thread)
+        return thread
+
+    @property
+    def route_error(self) -> BaseException | None:
+        return self.member._route_error
+
+    @property
+    def router_left(self) -> bool:
+        """Whether the routing thread was left behind at the stop (its consumer not closed)."""
+        return bool(self.member._router_left)
+
+    def close_slices(self) -> None:
+        """Leave the slice group, bounded by :attr:`close_seconds`."""
+        self.member._close_slices()
+
+
 def drain_member(layout: Layout, answers: list[Pending], *, drain_timeout: float | None = 22.0,
                  on_ask: Callable[[], None] | None = None, asynchronous: bool = False,
-                 assigned: bool = True) -> tuple[Member, Router, Task, Progress]:
+                 assigned: bool = True) -> tuple[Draining, Router, Task, Progress]:
     """A routed member (:class:`Member`) of a slice or window-slice group: the layout's slice
     stage holding slice 0 (none if not ``assigned``) and a :class:`Router`; the broker answers
     the drain question with ``answers``. ``asynchronous``: as in a run, the question is asked
@@ -471,4 +546,4 @@ def drain_member(layout: Layout, answers: list[Pending], *, drain_timeout: float
     m = Member(router, task.stage, {}, progress=progress,  # type: ignore[arg-type]
                drain_timeout=drain_timeout)
     m._async = asynchronous
-    return m, router, task, progress
+    return Draining(m), router, task, progress

@@ -41,14 +41,14 @@ from typing import Any
 
 import pytest
 from _group_fakes import Group
-from _layouts import Layout, drain_member
+from _layouts import Draining, Layout, drain_member
 from click.testing import CliRunner
 
 from panstream.cli.main import cli
 from panstream.cli.routed_check import require_releasable
 from panstream.errors import SourceError, StateError
 from panstream.estimators.density import DensityEstimator
-from panstream.sources.kafka.member import Member, default_drain_timeout
+from panstream.sources.kafka.member import default_drain_timeout
 from panstream.sources.kafka.progress import Pending
 from panstream.sources.kafka.route import SEGMENT_BYTES, ensure_internal_topic, internal_retention
 from panstream.state.slices import SliceLayout, encode_slice
@@ -74,18 +74,18 @@ def orphans(lay: Layout, n: int = 40) -> Pending:
     return Pending({}, {8: n, 9: 2}, lay.tp.topic)
 
 
-def _ask_and_wait(m: Member, now: float) -> bool:
+def _ask_and_wait(m: Draining, now: float) -> bool:
     """One check of a quiet member; then the question it started is let finish (determinism)."""
-    out = m._may_stop(now)
-    if m._asking is not None:
-        m._asking.join(timeout=10)
+    out = m.may_stop(now)
+    if m.asking is not None:
+        m.asking.join(timeout=10)
     return out
 
 
 # ------------------------------------------------------------------ the drain decision
 def test_a_quiet_member_stops_only_when_the_group_has_drained(lay: Layout) -> None:
     m, _, _, _ = drain_member(lay, [drained(lay)])
-    assert m._may_stop(100.0) and m._failure is None  # drained: exit 0
+    assert m.may_stop(100.0) and m.failure is None  # drained: exit 0
 
 
 def test_a_quiet_member_waits_for_orphaned_slices_then_gives_up_with_one_line(
@@ -93,17 +93,17 @@ def test_a_quiet_member_waits_for_orphaned_slices_then_gives_up_with_one_line(
     m, _, task, _ = drain_member(lay, [orphans(lay)])
     cells = lay.tp.topic
     assert m.give_up_seconds == GIVE_UP
-    assert not m._may_stop(100.0)
+    assert not m.may_stop(100.0)
     assert task.said == []  # what the next checkpoint would settle is not worth a line
-    assert not m._may_stop(110.0)
+    assert not m.may_stop(110.0)
     assert task.said == [f"idle, but the group has not drained: 42 routed records unapplied in "
                          f"{cells} (slices 8-9); waiting for it (a rebalance may hand this "
                          "member their partitions; giving up after 22 s without progress)"]
-    assert not m._may_stop(121.0)  # no progress, not yet 22 s
+    assert not m.may_stop(121.0)  # no progress, not yet 22 s
     assert len(task.said) == 1  # said once
-    assert m._may_stop(122.5)  # stops (final checkpoint), then fails
-    assert m._failure is not None and "\n" not in m._failure
-    assert m._failure.startswith(f"stopped by --idle-timeout with work pending for the group: 42 "
+    assert m.may_stop(122.5)  # stops (final checkpoint), then fails
+    assert m.failure is not None and "\n" not in m.failure
+    assert m.failure.startswith(f"stopped by --idle-timeout with work pending for the group: 42 "
                                  f"routed records unapplied in {cells} (slices 8-9); nothing is "
                                  "lost")
 
@@ -111,9 +111,9 @@ def test_a_quiet_member_waits_for_orphaned_slices_then_gives_up_with_one_line(
 def test_progress_restarts_the_wait(lay: Layout) -> None:
     less = Pending({}, {8: 10}, lay.tp.topic)
     m, _, _, _ = drain_member(lay, [orphans(lay), orphans(lay), less, less])
-    assert not m._may_stop(100.0) and not m._may_stop(120.0)
-    assert not m._may_stop(121.0)  # the slices moved: 22 s more from here
-    assert not m._may_stop(142.0) and m._may_stop(143.5)
+    assert not m.may_stop(100.0) and not m.may_stop(120.0)
+    assert not m.may_stop(121.0)  # the slices moved: 22 s more from here
+    assert not m.may_stop(142.0) and m.may_stop(143.5)
 
 
 def test_pending_work_that_only_grows_is_no_progress(lay: Layout) -> None:
@@ -121,11 +121,11 @@ def test_pending_work_that_only_grows_is_no_progress(lay: Layout) -> None:
     reset the give-up clock before; only a count that goes down is progress."""
     growing = [Pending({("logs", 0): 3 * n}, {8: 40 + n}, lay.tp.topic) for n in range(1, 60)]
     m, _, _, _ = drain_member(lay, growing)
-    assert not m._may_stop(100.0)
+    assert not m.may_stop(100.0)
     for t in range(101, 122):
-        assert not m._may_stop(float(t))
-    assert m._may_stop(122.0)
-    assert m._failure is not None and m._failure.startswith(
+        assert not m.may_stop(float(t))
+    assert m.may_stop(122.0)
+    assert m.failure is not None and m.failure.startswith(
         "stopped by --idle-timeout with work pending for the group: ")
 
 
@@ -138,18 +138,18 @@ def test_a_group_whose_topics_changed_is_not_drained_and_stops_at_once(lay: Layo
         "was deleted and re-created, or emptied",))
     assert changed and not changed.to_dict()["drained"]
     m, _, _, _ = drain_member(lay, [changed])
-    assert m._may_stop(100.0)
-    assert m._failure is not None and "\n" not in m._failure
-    assert m._failure.startswith("the group's topics changed under it: logs ends below the offsets")
-    assert "nothing is lost" not in m._failure
+    assert m.may_stop(100.0)
+    assert m.failure is not None and "\n" not in m.failure
+    assert m.failure.startswith("the group's topics changed under it: logs ends below the offsets")
+    assert "nothing is lost" not in m.failure
 
 
 def test_a_give_up_line_promises_nothing_of_records_that_expired(lay: Layout) -> None:
     lost = Pending({}, {8: 40}, lay.tp.topic, expired={8: 5})
     m, _, _, _ = drain_member(lay, [lost])
-    assert not m._may_stop(100.0) and m._may_stop(123.0)
-    assert m._failure is not None and "nothing is lost" not in m._failure
-    assert f"expired from {lay.tp.topic} unapplied (lost)" in m._failure
+    assert not m.may_stop(100.0) and m.may_stop(123.0)
+    assert m.failure is not None and "nothing is lost" not in m.failure
+    assert f"expired from {lay.tp.topic} unapplied (lost)" in m.failure
 
 
 def test_the_default_wait_outlasts_a_dead_members_session(lay: Layout) -> None:
@@ -162,8 +162,8 @@ def test_the_default_wait_outlasts_a_dead_members_session(lay: Layout) -> None:
 
 def test_a_member_that_never_got_a_partition_does_not_exit_0(lay: Layout) -> None:
     m, _, _, _ = drain_member(lay, [drained(lay)], assigned=False)
-    assert m._may_stop(100.0)
-    assert m._failure is not None and m._failure.startswith(
+    assert m.may_stop(100.0)
+    assert m.failure is not None and m.failure.startswith(
         f"stopped by --idle-timeout without ever getting a partition of logs or {lay.tp.topic}")
 
 
@@ -186,19 +186,19 @@ def test_a_drain_question_the_broker_never_answers_gives_up_saying_where_it_wait
     m, _, _, progress = drain_member(lay, [drained(lay)], asynchronous=True)
     progress.hold.clear()  # the broker never answers
     try:
-        assert not m._may_stop(100.0)  # asked (on its own thread): no answer yet
-        assert not m._may_stop(110.0)
-        assert not m._may_stop(121.0)  # not yet --drain-timeout without an answer
-        assert m._may_stop(122.5)  # stops (final checkpoint first), then fails
-        assert m._failure is not None and "\n" not in m._failure
-        assert m._failure.startswith(
+        assert not m.may_stop(100.0)  # asked (on its own thread): no answer yet
+        assert not m.may_stop(110.0)
+        assert not m.may_stop(121.0)  # not yet --drain-timeout without an answer
+        assert m.may_stop(122.5)  # stops (final checkpoint first), then fails
+        assert m.failure is not None and "\n" not in m.failure
+        assert m.failure.startswith(
             "stopped by --idle-timeout without knowing whether the group has drained: the broker "
             "has not answered the drain check for 22 s (it waits in wait (")
-        assert "called from _ask_broker (panstream/sources/kafka/member.py:" in m._failure
+        assert "called from _ask_broker (panstream/sources/kafka/member.py:" in m.failure
     finally:
         progress.hold.set()
-        assert m._asking is not None
-        m._asking.join(timeout=10)
+        assert m.asking is not None
+        m.asking.join(timeout=10)
 
 
 def test_answers_that_all_predate_a_rebalance_give_up_instead_of_waiting_forever(
@@ -217,8 +217,8 @@ def test_answers_that_all_predate_a_rebalance_give_up_instead_of_waiting_forever
     for now in (100.0, 101.0, 110.0, 121.0):
         assert not _ask_and_wait(m, now)
     assert _ask_and_wait(m, 122.5)
-    assert m._failure is not None
-    assert m._failure.startswith(
+    assert m.failure is not None
+    assert m.failure.startswith(
         "stopped by --idle-timeout without knowing whether the group has drained: for 22 s every "
         "answer of the broker predated this member's last activity (4 dropped; 4 rebalances "
         "meanwhile); nothing of this member is lost")
@@ -228,7 +228,7 @@ def test_a_usable_answer_ends_the_wait_for_one(lay: Layout) -> None:
     m, _, _, _ = drain_member(lay, [drained(lay)], asynchronous=True)
     assert not _ask_and_wait(m, 100.0)  # asked: no answer yet
     assert _ask_and_wait(m, 130.0)  # then drained: exit 0, however long the first took
-    assert m._failure is None
+    assert m.failure is None
 
 
 def test_a_group_that_rebalances_too_often_to_be_quiet_says_so(lay: Layout) -> None:
@@ -237,41 +237,34 @@ def test_a_group_that_rebalances_too_often_to_be_quiet_says_so(lay: Layout) -> N
     now it says so once (a notice, not a failure: one long restore after one rebalance looks the
     same for a while)."""
     m, router, task, _ = drain_member(lay, [drained(lay)])
-    m._records_at, m._rebalances_mark = 0.0, m._rebalances()
+    m.no_records_since(0.0, rebalances_seen=True)
     router.last_activity = 26.0  # the latest rebalance, a second ago: not quiet
-    m._restless(27.1)
+    m.restless(27.1)
     assert task.said == []  # no rebalance seen since the last records: nothing to say
     task.stage.summary.rebalances += 40  # the slice group rebalanced 40 times since
-    m._restless(26.9)  # 5 s idle + 22 s not yet
+    m.restless(26.9)  # 5 s idle + 22 s not yet
     assert task.said == []
-    m._restless(27.1)
-    m._restless(40.0)
+    m.restless(27.1)
+    m.restless(40.0)
     assert task.said == [
         "no records for 27 s, but not quiet: its groups rebalanced 40 times meanwhile (a "
         "rebalance counts as activity, so this member has not asked whether the group has "
         "drained); a bounded run stops only once the group has drained"]
-    assert m._failure is None
+    assert m.failure is None
 
 
 def test_a_member_waiting_on_others_that_progress_is_not_restless(lay: Layout) -> None:
     """Usable answers that show the others progressing keep a record-less member waiting."""
     moving = [Pending({}, {8: n}, lay.tp.topic) for n in range(400, 0, -1)]
     m, _, task, _ = drain_member(lay, moving)
-    m._records_at = 0.0
+    m.no_records_since(0.0)
     for t in range(100, 300, 2):
-        assert not m._may_stop(float(t))
-        m._restless(float(t))
+        assert not m.may_stop(float(t))
+        m.restless(float(t))
     assert task.said == [
         f"idle, but the group has not drained: 398 routed records unapplied in {lay.tp.topic} "
         "(slices 8); waiting for it (a rebalance may hand this member their partitions; giving "
         "up after 22 s without progress)"]
-
-
-def _router(m: Member) -> threading.Thread:
-    m._route_stop.set()  # the member stops: the routing loop finishes and closes at once
-    t = threading.Thread(target=m._route_loop, name="panstream-route", daemon=True)
-    t.start()
-    return t
 
 
 def test_a_routing_consumer_that_does_not_leave_its_group_is_left_behind_with_a_notice(
@@ -279,10 +272,10 @@ def test_a_routing_consumer_that_does_not_leave_its_group_is_left_behind_with_a_
     m, router, task, _ = drain_member(lay, [drained(lay)])
     m.close_seconds = 0.3
     router.closing.clear()  # close() hangs (a consumer that never leaves its group)
-    thread = _router(m)
+    thread: threading.Thread | None = None
     try:
-        m._join_router(thread)  # before the fix: router.join() without a bound, forever
-        assert m._route_error is None and m._router_left  # its final commit was made
+        thread = m.stop_routing()  # before the fix: router.join() without a bound, forever
+        assert m.route_error is None and m.router_left  # its final commit was made
         assert len(task.said) == 1
         assert task.said[0].startswith(
             "the routing consumer has not left group g 0.3 s after its last commit (its thread "
@@ -290,24 +283,26 @@ def test_a_routing_consumer_that_does_not_leave_its_group_is_left_behind_with_a_
         assert "called from _route_loop (panstream/sources/kafka/member.py:" in task.said[0]
     finally:
         router.closing.set()
-        thread.join(timeout=10)
+        if thread is not None:
+            thread.join(timeout=10)
 
 
 def test_a_routing_stage_that_cannot_make_its_final_commit_fails_the_run(lay: Layout) -> None:
     m, router, _, _ = drain_member(lay, [drained(lay)])
     m.give_up_seconds = 0.3
     router.finishing.clear()  # the final commit hangs
-    thread = _router(m)
+    thread: threading.Thread | None = None
     try:
-        m._join_router(thread)
-        assert isinstance(m._route_error, SourceError)
-        assert str(m._route_error).startswith(
+        thread = m.stop_routing()
+        assert isinstance(m.route_error, SourceError)
+        assert str(m.route_error).startswith(
             "the routing stage did not make its final commit within 0.3 s (its thread waits in ")
-        assert str(m._route_error).endswith("nothing is lost: the routed records are durable and "
+        assert str(m.route_error).endswith("nothing is lost: the routed records are durable and "
                                             "a restart routes those messages again")
     finally:
         router.finishing.set()
-        thread.join(timeout=10)
+        if thread is not None:
+            thread.join(timeout=10)
 
 
 def test_a_slice_consumer_that_does_not_leave_its_group_does_not_hold_the_exit(
@@ -316,7 +311,7 @@ def test_a_slice_consumer_that_does_not_leave_its_group_does_not_hold_the_exit(
     m.close_seconds = 0.3
     task.consumer.leaving.clear()  # the slice stage's consumer never leaves its group
     try:
-        m._close_slices()  # returns, with its notice, though close() still hangs
+        m.close_slices()  # returns, with its notice, though close() still hangs
         assert task.said and task.said[0].startswith(
             "the slice consumer has not left its group 0.3 s after its final checkpoint")
     finally:

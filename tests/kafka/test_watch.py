@@ -71,18 +71,18 @@ def test_where_names_the_innermost_frame_and_the_panstream_caller(tmp_path: Path
                                      asynchronous=True)
     progress.hold.clear()
     try:
-        m._may_stop(100.0)
-        assert m._asking is not None
+        m.may_stop(100.0)
+        assert m.asking is not None
         deadline = time.monotonic() + 10
-        while "_ask_broker" not in where(m._asking) and time.monotonic() < deadline:
+        while "_ask_broker" not in where(m.asking) and time.monotonic() < deadline:
             time.sleep(0.01)
-        line = where(m._asking)
+        line = where(m.asking)
         assert line.startswith("in wait (")
         assert "called from _ask_broker (panstream/sources/kafka/member.py:" in line
     finally:
         progress.hold.set()
-        assert m._asking is not None
-        m._asking.join(timeout=10)
+        assert m.asking is not None
+        m.asking.join(timeout=10)
 
 
 # ------------------------------------------------------------------ the frame rule
