@@ -489,21 +489,20 @@ class Draining:
         """The thread asking the broker whether the group has drained (``None``: not asked)."""
         return self.member._asking
 
-    @property
-    def give_up_seconds(self) -> float:
-        return float(self.member.give_up_seconds)
+    #: The member's public settings, read and set through: how long a quiet member waits
+    #: without progress, and how long a consumer may take to leave its group at the stop.
+    SETTINGS = ("give_up_seconds", "close_seconds")
 
-    @give_up_seconds.setter
-    def give_up_seconds(self, seconds: float) -> None:
-        self.member.give_up_seconds = seconds
+    def __getattr__(self, name: str) -> Any:
+        if name in Draining.SETTINGS:
+            return getattr(self.member, name)
+        raise AttributeError(name)
 
-    @property
-    def close_seconds(self) -> float:
-        return float(self.member.close_seconds)
-
-    @close_seconds.setter
-    def close_seconds(self, seconds: float) -> None:
-        self.member.close_seconds = seconds
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in Draining.SETTINGS:
+            setattr(self.member, name, value)
+        else:
+            super().__setattr__(name, value)
 
     # -------------------------------------------------------------- the stop
     def stop_routing(self) -> threading.Thread:
