@@ -21,7 +21,8 @@ FIRST = (
     "state/test_audit_learned.py",       # ~180 s (its real-estimator audit: 300 s before 35/36)
     "state/test_audit_rr.py",            # ~150 s
     "kafka/test_group_identity.py",      # ~145 s
-    "kafka/test_topology.py",            # ~115 s
+    "kafka/test_topology_restarts.py",   # ~115 s (test_topology: 220 s before the split)
+    "kafka/test_topology.py",            # ~105 s
     "kafka/test_group_law.py",           # ~90 s (group sizes 1-4)
     "kafka/test_librdkafka_group.py",    # ~85 s
     "kafka/test_zombie.py",              # ~85 s
