@@ -3,7 +3,8 @@ path for its ``conftest.py``). Unit tests may use fakes; integration tests use t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 
 class MemoryLog:
@@ -28,3 +29,32 @@ class MemoryLog:
         self.records = [r for i, r in enumerate(self.records)
                         if last[r[0]] == i and r[1] is not None]
         self.flushed = len(self.records)
+
+
+class TickingClock:
+    """A monotonic clock that advances ``step`` seconds every time it is read (a loop's progress
+    reports and checkpoints then come at known readings, whatever the machine's speed)."""
+
+    def __init__(self, step: float = 1.0) -> None:
+        self.step = step
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+def hide_module(monkeypatch: Any, prefix: str) -> Callable[[], None]:
+    """Make ``import PREFIX...`` fail with ImportError (a package not installed) until the
+    returned function, or the end of the test, restores the import."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def hidden(name: str, *args: object, **kwargs: object) -> object:
+        if name.startswith(prefix):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", hidden)
+    return lambda: monkeypatch.setattr(builtins, "__import__", real_import)

@@ -19,8 +19,10 @@ addresses (never used for privacy). The bench scripts import it from here too.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -238,31 +240,28 @@ def _xff(ips: list[str], ports: list[int]) -> bytes:
         else:
             forged = f"10.0.{(port >> 8) & 255}.{port & 255}, " if i % 20 == 3 else ""
             peer, xff = p2, f"{forged}{ip}, {p1}"
-        out.append(f'{peer} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] "GET '
-                   f'/p/{i % 31} HTTP/1.1" 200 612 "-" "Mozilla/5.0 (X11; Linux x86_64)" "{xff}"')
-    return ("\n".join(out) + "\n").encode()
+        out.append(_access_line(i, peer, f' "{xff}"'))
+    return "".join(out).encode()
+
+
+def _access_line(i: int, client: str, tail: str = "") -> str:
+    """The ``i``-th line of the combined log format (Apache's and nginx's default), its client
+    field ``client``, ``tail`` appended (a custom format's extra fields)."""
+    return (f'{client} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] '
+            f'"GET /p/{i % 31} HTTP/1.1" 200 612 "-" "Mozilla/5.0 (X11; Linux x86_64)"{tail}\n')
 
 
 def _vhost(ips: list[str], ports: list[int]) -> bytes:
-    return "".join(
-        f'www.example.com:443 {ip} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] '
-        f'"GET /p/{i % 31} HTTP/1.1" 200 612 "-" "Mozilla/5.0 (X11; Linux x86_64)"\n'
-        for i, ip in enumerate(ips)).encode()
+    return "".join(_access_line(i, f"www.example.com:443 {ip}") for i, ip in enumerate(ips)).encode()
 
 
 def _mapped(ips: list[str], ports: list[int]) -> bytes:
     """nginx listening on ``[::]``: IPv4 clients logged as ``::ffff:a.b.c.d``."""
-    return "".join(
-        f'::ffff:{ip} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] '
-        f'"GET /p/{i % 31} HTTP/1.1" 200 612 "-" "Mozilla/5.0 (X11; Linux x86_64)"\n'
-        for i, ip in enumerate(ips)).encode()
+    return "".join(_access_line(i, f"::ffff:{ip}") for i, ip in enumerate(ips)).encode()
 
 
 def _clf(ips: list[str], ports: list[int]) -> bytes:
-    return "".join(
-        f'{ip} - - [24/Nov/2026:10:{i // 60 % 60:02d}:{i % 60:02d} +0000] '
-        f'"GET /p/{i % 31} HTTP/1.1" 200 612 "-" "Mozilla/5.0 (X11; Linux x86_64)"\n'
-        for i, ip in enumerate(ips)).encode()
+    return "".join(_access_line(i, ip) for i, ip in enumerate(ips)).encode()
 
 
 def _iptables(ips: list[str], ports: list[int]) -> bytes:
@@ -385,3 +384,17 @@ def generate(name: str, lines: int = 2000, distinct: int = 1000, seed: int = 1) 
     """A log of ``lines`` requests in the shape ``name`` (a key of :data:`GENERATORS`)."""
     ips, truth, accepted, ports = _clients(lines, distinct, seed)
     return Sample(GENERATORS[name][0](ips, ports), truth, accepted)
+
+
+def reallogs() -> Path:
+    """The real third-party logs with their truths (``../shared/reallogs``, its SOURCES.md; or
+    ``$PANSTREAM_REALLOGS``); the test is skipped where they are not."""
+    import pytest
+
+    repo = Path(__file__).resolve().parents[1]
+    env = os.environ.get("PANSTREAM_REALLOGS")
+    for d in ([Path(env)] if env else []) + [repo.parent / "shared" / "reallogs",
+                                             repo.parent.parent / "shared" / "reallogs"]:
+        if (d / "SOURCES.md").exists():
+            return d
+    pytest.skip("the real logs of ../shared/reallogs are not here")

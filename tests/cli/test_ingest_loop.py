@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from fakes import TickingClock
+
 from panstream.estimators.density import DensityEstimator
 from panstream.ingest import Ingestor, Input
 from panstream.inputs.parser import Format
@@ -19,15 +21,6 @@ def chunks_of(data: bytes, size: int = 8192) -> ChunkReader:
     return ChunkReader(io.BytesIO(data).readinto, chunk_size=size, max_line=1024)
 
 
-class Clock:
-    """Advances one second every time it is read."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        self.t += 1.0
-        return self.t
 
 
 def test_periodic_checkpoints_progress_and_a_final_checkpoint(tmp_path: Path) -> None:
@@ -35,7 +28,7 @@ def test_periodic_checkpoints_progress_and_a_final_checkpoint(tmp_path: Path) ->
     data = b"".join(b"10.0.%d.%d\n" % (i // 256 % 256, i % 256) for i in range(20_000))
     seen = []
     ing = Ingestor(DensityEstimator("ipv4:10.0.0.0/16"), Format("plain"), state_path=str(state),
-                   checkpoint_every=2.5, on_progress=lambda s: seen.append(s.lines), clock=Clock(),
+                   checkpoint_every=2.5, on_progress=lambda s: seen.append(s.lines), clock=TickingClock(),
                    telemetry=EXACT)
     s = ing.run([Input("a", chunks_of(data))])
     assert s.lines == s.accepted == 20_000
@@ -52,7 +45,7 @@ def test_release_is_published_only_after_its_charge_is_durable(tmp_path: Path) -
 
     ing = Ingestor(DensityEstimator("ipv4:10.0.0.0/24", budget=1.0), Format("plain"),
                    state_path=str(state), release_every=1.0, release_epsilon=0.3,
-                   on_release=publish, clock=Clock())
+                   on_release=publish, clock=TickingClock())
     data = b"10.0.0.1\n" * 5000
     s = ing.run([Input("a", chunks_of(data, 4096))])
     assert s.releases == 3 and s.refused_releases == 1
@@ -107,7 +100,7 @@ def test_every_accepted_address_reaches_the_table_however_it_is_batched(tmp_path
     padded = b"".join(b"10.0.%d.%d%s\n" % (i // 256 % 16, i % 256, b" " * 88) for i in range(20_000))
     for data, chunk in ((short, 8192), (short, 1 << 20), (padded, 1 << 20)):
         est = DensityEstimator("ipv4:10.0.0.0/16")
-        Ingestor(est, Format("plain"), clock=Clock()).run([Input("a", chunks_of(data, chunk))])
+        Ingestor(est, Format("plain"), clock=TickingClock()).run([Input("a", chunks_of(data, chunk))])
         assert est.estimate().distinct > 2000, (len(data), chunk)
 
 
@@ -122,7 +115,7 @@ def test_what_ingest_writes_and_when_does_not_depend_on_who_arrived(
     def run(line: bytes) -> list[tuple[str, int, float]]:
         writes: list[tuple[str, int, float]] = []
         real = files.atomic_write
-        clock = Clock()
+        clock = TickingClock()
 
         def spy(path, data):  # type: ignore[no-untyped-def]
             pieces = [data] if isinstance(data, (bytes, bytearray, memoryview)) else list(data)

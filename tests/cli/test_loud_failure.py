@@ -11,6 +11,7 @@ import io
 from pathlib import Path
 
 import pytest
+from fakes import TickingClock
 from logsamples import generate
 
 from panstream.errors import InputFormatError
@@ -26,13 +27,6 @@ if not REAL.is_dir():
     REAL = Path("/work/shared/reallogs")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        self.t += 1.0
-        return self.t
 
 
 class Counting(ChunkReader):
@@ -61,7 +55,7 @@ def test_a_json_stream_read_as_clf_stops_after_its_first_sample(tmp_path: Path,
     reader = Counting(CADDY, chunk=1 << 19)
     state = tmp_path / "s.pst"
     ing = Ingestor(DensityEstimator("ipv4:10.0.0.0/16"), Format("clf"), state_path=str(state),
-                   clock=Clock(), telemetry=telemetry)
+                   clock=TickingClock(), telemetry=telemetry)
     with pytest.raises(InputFormatError, match=r"\(-f clf, given\): .*json:PATH"):
         ing.run([Input("caddy.log", reader)])
     assert reader.chunks == 1  # stopped early, not at the end of the input (55 chunks)
@@ -71,7 +65,7 @@ def test_a_json_stream_read_as_clf_stops_after_its_first_sample(tmp_path: Path,
 def test_auto_names_its_choice_and_keep_going_never_stops(tmp_path: Path) -> None:
     data = generate("alb", lines=3000, distinct=500).data
     notices: list[str] = []
-    ing = Ingestor(DensityEstimator("ipv4:192.168.0.0/16"), parse_format("auto"), clock=Clock(),
+    ing = Ingestor(DensityEstimator("ipv4:192.168.0.0/16"), parse_format("auto"), clock=TickingClock(),
                    telemetry=TelemetryPolicy.exact_counts(), on_notice=notices.append, check=False)
     s = ing.run([Input("alb.log", Counting(data), position=lambda: (0, len(data)))])  # a file
     assert notices == ["alb.log: format AWS ALB log detected (-f alb)"]
@@ -82,7 +76,7 @@ def _run(data: bytes, fmt: str = "clf", *, check: bool = True,
          universe: str = "ipv4:10.0.0.0/16") -> tuple[str | None, list[str]]:
     """Ingest ``data`` as one file; the loud failure's line (or None) and the notices."""
     notices: list[str] = []
-    ing = Ingestor(DensityEstimator(universe), parse_format(fmt), clock=Clock(),
+    ing = Ingestor(DensityEstimator(universe), parse_format(fmt), clock=TickingClock(),
                    on_notice=notices.append, check=check)
     try:
         ing.run([Input("x.log", Counting(data), position=lambda: (0, len(data)))])
@@ -113,7 +107,7 @@ def test_a_short_input_with_something_accepted_or_nothing_at_all_is_fine(data: b
 
 def test_a_run_cut_short_by_a_signal_is_not_judged() -> None:
     """SIGINT mid-sample: the run stops cleanly (exit 0, final checkpoint), judged on nothing."""
-    ing = Ingestor(DensityEstimator("ipv4:10.0.0.0/16"), Format("plain"), clock=Clock())
+    ing = Ingestor(DensityEstimator("ipv4:10.0.0.0/16"), Format("plain"), clock=TickingClock())
     reader = Counting(b"junk\n" * 20_000, chunk=2048)
 
     def chunks():  # type: ignore[no-untyped-def]

@@ -4,7 +4,6 @@ spent or written, and ``bench_accuracy --quick`` leaves the tracked results alon
 
 from __future__ import annotations
 
-import builtins
 import importlib.util
 import os
 import signal
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fakes import hide_module
 
 import panstream as ps
 from panstream.cli.main import cli
@@ -122,20 +122,13 @@ def test_plot_without_matplotlib_is_refused_before_the_csv_or_the_budget(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state = tmp_path / "s.pst"
     ps.DensityEstimator("ipv4:10.0.0.0/20", budget=1.0).save(state)
-    real_import = builtins.__import__
-
-    def no_matplotlib(name: str, *args: object, **kwargs: object) -> object:
-        if name.startswith("matplotlib"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    restore_import = hide_module(monkeypatch, "matplotlib")
     csv = tmp_path / "map.csv"
     res = CliRunner().invoke(cli, ["release", "-s", str(state), "--epsilon", "0.5", "--by", "/24",
                                    "--csv", str(csv), "--plot", str(tmp_path / "map.png")])
     assert res.exit_code == 2 and "panstream[plot]" in res.output and "--csv" in res.output
     assert res.output.count("\n") == 1 and not csv.exists()
-    monkeypatch.setattr(builtins, "__import__", real_import)
+    restore_import()
     assert ps.DensityEstimator.load(state).ledger.spent == 0
 
 

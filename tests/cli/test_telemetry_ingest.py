@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fakes import TickingClock
 
 from panstream.cli.main import cli
 from panstream.estimators.density import DensityEstimator
@@ -43,21 +44,12 @@ def invoke(args: list[str], input: bytes | None = None, env: dict[str, str] | No
     return CliRunner().invoke(cli, args, input=input, env=env, catch_exceptions=False)
 
 
-class Clock:
-    """Advances 0.4 s per reading: a run spans several 1-s windows and progress reports."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        self.t += 0.4
-        return self.t
 
 
 def _observed(data: bytes, policy: TelemetryPolicy) -> tuple[list[IngestStats], Ingestor]:
     """Everything a run shows an operator: each progress report and the final stats."""
     seen: list[IngestStats] = []
-    ing = Ingestor(DensityEstimator(U), Format("plain"), telemetry=policy, clock=Clock(),
+    ing = Ingestor(DensityEstimator(U), Format("plain"), telemetry=policy, clock=TickingClock(0.4),
                    on_progress=lambda s: seen.append(dataclasses.replace(s)), progress_every=0)
     reader = ChunkReader(io.BytesIO(data).readinto, chunk_size=2048, max_line=512)
     final = ing.run([Input("a", reader)])

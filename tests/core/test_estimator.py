@@ -44,8 +44,11 @@ def test_update_reports_rejected_items_and_keeps_no_count() -> None:
                               "epsilon_state", "_ledger", "_epoch_of_table", "_table"}
 
 
-def test_batches_are_wiped_after_use() -> None:
-    est = ps.DensityEstimator("range:1000", epsilon=1.0)
+@pytest.mark.parametrize("family", [ps.DensityEstimator, ps.FrequencyEstimator])
+def test_batches_are_wiped_after_use(family: type) -> None:
+    """A batch of items or indices is zeroed once applied (it says who arrived), unless the
+    caller keeps it (``wipe=False``): for the bit table and the counters alike."""
+    est = family("range:1000", epsilon=1.0)
     idx = np.array([1, 2, 3, 999])
     assert est.update_indices(idx) == 4
     assert not idx.any()

@@ -124,3 +124,31 @@ def start_tansu() -> tuple[subprocess.Popen[bytes], str]:
 def panstream_cmd(*args: str) -> list[str]:
     """argv running the panstream CLI of this checkout in a subprocess."""
     return [sys.executable, "-m", "panstream", *args]
+
+
+def kill_left(*procs: Any) -> None:
+    """Kill (and reap) whichever of ``procs`` still runs: a failed test leaves no member behind."""
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def assert_frequency_truths(stats: dict[str, Any], z: float) -> None:
+    """The frequency release of the tests' stream (3,000 clients: 1,000 seen once, 2,000 returning,
+    1,000 of those exactly twice) covers each truth within ``z`` of its standard errors."""
+    for name, truth in (("present", 3000), ("once", 1000), ("returning", 2000)):
+        iv = stats[name]
+        assert abs(iv["value"] - truth) <= z * iv["stderr"], (name, iv)
+    twice = stats["incidence"][2]
+    assert abs(twice["value"] - 1000) <= z * twice["stderr"], twice
+
+
+def all_exit_0(procs: Sequence[Any], logs: Sequence[Path], timeout: float = 180) -> None:
+    """Every member ends, with exit 0 (a bounded run exits 0 only once its group has drained);
+    a failure shows the end of the member's log. None is left running either way."""
+    try:
+        for p, log in zip(procs, logs, strict=True):
+            assert p.wait(timeout=timeout) == 0, log.read_text()[-3000:]
+    finally:
+        kill_left(*procs)

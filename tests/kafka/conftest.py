@@ -9,6 +9,7 @@ short, in the manner of quixstreams' ``topic_factory``:
 * ``topic_factory(partitions=4)`` creates a fresh topic and returns its name;
 * ``produce(topic, values, keys=None)`` sends and flushes a batch and returns the high-water marks;
 * ``consumer_config()`` returns the kafka-python settings the tests use for group members;
+* ``fresh_topic`` is a topic name no test used yet (the test creates it, or waits for it);
 * ``own_broker`` is a broker of one test's own, which it may restart empty on the same port
   (:class:`OwnBroker`: a cluster that lost its data).
 
@@ -185,3 +186,8 @@ def produce(producer: Any) -> Producer:
     return Producer(producer)
 
 
+@pytest.fixture
+def fresh_topic(kafka_broker: Broker, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A topic name no test used yet (the test creates it, or waits for it)."""
+    name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:50]
+    yield f"{name}-{os.getpid()}-{time.monotonic_ns() % 10**9}"

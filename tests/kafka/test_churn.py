@@ -34,7 +34,7 @@ and the OS's):
   made none in any measured run (docs/kafka.md, "Rebalances racing checkpoints on Tansu", gives
   the counts and why: panstream's stages commit only what they own, and both clients revoke,
   inside ``poll()``, before they rejoin, while Tansu accepts a current generation's commits
-  during a join). The fakes of ``tests/kafka/test_*_commit_rebalance.py`` exercise the
+  during a join). The fakes of ``tests/kafka/test_commit_rebalance.py`` exercise the
   deferral itself.
 """
 
@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _kafka_helpers import Broker
+from _kafka_helpers import Broker, kill_left
 from test_broker import start
 from test_group_law import _argv, _messages, _topic, assert_one_table
 
@@ -180,9 +180,7 @@ def test_rebalances_racing_checkpoints_lose_nothing_and_stop_nobody(
         steady_codes = [p.wait(timeout=180) for p in procs]
     finally:
         for p in [*procs, *(e[0] for e in extra)]:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            kill_left(p)
 
     assert all(e[0].returncode is not None for e in extra)
     texts = {log.name: log.read_text() for log in [*steady_logs, *(e[1] for e in extra)]}

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from _kafka_helpers import GROUP_SETTINGS, Broker, Producer, free_port, panstream_cmd
+from _kafka_helpers import GROUP_SETTINGS, Broker, Producer, free_port, kill_left, panstream_cmd
 
 pytestmark = pytest.mark.kafka
 
@@ -61,8 +61,6 @@ def test_ctrl_c_exits_130_after_the_final_checkpoint(
         p.send_signal(signal.SIGINT)
         assert p.wait(timeout=60) == 130, log.read_text()
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        kill_left(p)
     summary = json.loads(log.read_text().splitlines()[-1])
     assert summary["stopped_by"] == "signal" and "Traceback" not in log.read_text()

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from _kafka_helpers import Broker, committed_offsets, free_port, panstream_cmd
+from _kafka_helpers import Broker, committed_offsets, free_port, kill_left, panstream_cmd
 from metrics_scrape import samples
 from test_broker import wait_for
 
@@ -240,9 +240,7 @@ def test_the_compose_services_consume_with_their_own_command_and_environment(
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=60) == 0, log.read_text()[-2000:]
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            kill_left(proc)
             out.close()
         text = log.read_text()
         assert "Traceback" not in text and "error" not in text, text[-2000:]

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import Broker, committed_offsets, panstream_cmd
+from _kafka_helpers import Broker, committed_offsets, kill_left, panstream_cmd
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from test_broker import start
@@ -223,10 +223,7 @@ def test_two_members_started_together_with_other_epsilons_one_is_refused(
     try:
         codes = [p.wait(timeout=180) for p in procs]
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_left(*procs)
     if where == "dir":
         held = GroupDefinition.decode((state / DEFINITION_FILE).read_bytes())
     else:

@@ -3,11 +3,12 @@ is one table fed every arrival whose source offset was committed, and no bounded
 work is pending.
 
 A log shipper's topic (whole CLF lines, 500 a message, no key, round robin over 8 partitions) is
-read by routed groups of 1, 2, 3 and 4 members started together; by two members killed with
-``kill -9`` at random moments and restarted; by two members, one stopped by SIGTERM mid-stream;
-and by one member whose group holds slices that
-nobody applies (a consumer squatting in ``<group>-slices`` without committing: a stuck member). In
-every case:
+read by routed groups of 1, 2, 3 and 4 members started together (here); by two members killed with
+``kill -9`` at random moments and restarted, and by two members, one stopped by SIGTERM
+mid-stream (``test_group_law_crashes.py``); and by one member whose group holds slices that nobody
+applies (a consumer squatting in ``<group>-slices`` without committing: a stuck member,
+``test_group_law_stuck.py``). The three files share this one's helpers; they are apart so that the
+suite's workers share their broker time (each file runs on one worker). In every case:
 
 * every bounded run that exits 0 has left its group drained: every source offset committed at the
   topic's end, every routed record of ``<group>-cells`` applied and committed (asked of the broker
@@ -27,19 +28,15 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
-import signal
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import GROUP_SETTINGS, Broker, committed_offsets, panstream_cmd
-from test_broker import start, wait_for
+from _kafka_helpers import Broker, all_exit_0, committed_offsets, panstream_cmd
+from test_broker import start
 from test_routed import clf, member_argv, send_round_robin
 
 from panstream.sources.kafka.progress import GroupProgress
@@ -92,18 +89,6 @@ def _release(broker: Broker, state: Path) -> subprocess.CompletedProcess[bytes]:
                           capture_output=True, timeout=60)
 
 
-def _finish(procs: list[subprocess.Popen[bytes]], logs: list[Path], timeout: float = 180) -> None:
-    """Every member ends, with exit 0 (a bounded run exits 0 only once its group has drained)."""
-    try:
-        for p, log in zip(procs, logs, strict=True):
-            assert p.wait(timeout=timeout) == 0, log.read_text()[-3000:]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-
-
 def assert_one_table(broker: Broker, admin: Any, group: str, topic: str, hw: dict[int, int],
                      clients: np.ndarray, state: Path) -> None:
     """The group has drained and its store is exactly one table of every client (module doc)."""
@@ -141,138 +126,6 @@ def test_members_started_together_make_one_table(
     argv = _argv(kafka_broker, shipped["topic"], group, state)
     logs = [tmp_path / f"m{i}.log" for i in range(members)]
     procs = [start(argv, log) for log in logs]
-    _finish(procs, logs)
+    all_exit_0(procs, logs)
     assert_one_table(kafka_broker, admin, group, shipped["topic"], shipped["hw"],
                      shipped["clients"], state)
-
-
-def test_members_killed_at_random_moments_and_restarted(
-        kafka_broker: Broker, admin: Any, producer: Any, tmp_path: Path) -> None:
-    """Two members; twice a random one is killed with kill -9 at a random moment (drawn from the
-    OS CSPRNG: a different schedule each run, so many runs cover many moments) and restarted,
-    while the second part of the stream is produced."""
-    topic = _topic(admin, "law-kill")
-    clients, msgs = _messages(27, 10_000, 50_000)
-    hw = send_round_robin(producer, topic, msgs[:40], 8, {})
-    group, state = "g-law-kill", tmp_path / "state"
-    argv = _argv(kafka_broker, topic, group, state)
-    rng = random.SystemRandom()
-    logs = [tmp_path / "a0.log", tmp_path / "b0.log"]
-    procs = [start(argv, log) for log in logs]
-    try:
-        for k in range(2):
-            time.sleep(rng.uniform(0.5, 8.0))
-            i = rng.randrange(2)
-            os.kill(procs[i].pid, signal.SIGKILL)
-            procs[i].wait(timeout=10)
-            if k == 0:
-                hw = send_round_robin(producer, topic, msgs[40:], 8, hw)
-            logs[i] = tmp_path / f"{'ab'[i]}{k + 1}.log"
-            procs[i] = start(argv, logs[i])
-    except BaseException:
-        for p in procs:
-            p.kill()
-        raise
-    _finish(procs, logs)
-    assert_one_table(kafka_broker, admin, group, topic, hw, clients, state)
-
-
-def test_a_member_stopped_by_sigterm_mid_stream_hands_over_its_work(
-        kafka_broker: Broker, admin: Any, producer: Any, tmp_path: Path) -> None:
-    """SIGTERM on one of two members while the stream arrives: it drains its own slices, makes its
-    final checkpoint and exits 0; the other takes over its partitions and slices, applies what
-    was routed to them, and exits 0 once the group has drained."""
-    topic = _topic(admin, "law-term")
-    clients, msgs = _messages(29, 6_000, 30_000)
-    hw = send_round_robin(producer, topic, msgs[:20], 8, {})
-    group, state = "g-law-term", tmp_path / "state"
-    argv = _argv(kafka_broker, topic, group, state)
-    logs = [tmp_path / "a.log", tmp_path / "b.log"]
-    procs = [start(argv, log) for log in logs]
-    try:
-        wait_for(lambda: sum(committed_offsets(admin, group).values()) > 0, 90,
-                 "a first routed commit", procs)
-        procs[0].send_signal(signal.SIGTERM)
-        hw = send_round_robin(producer, topic, msgs[20:], 8, hw)
-    except BaseException:
-        for p in procs:
-            p.kill()
-        raise
-    _finish(procs, logs)
-    assert '"stopped_by": "signal"' in logs[0].read_text()
-    assert_one_table(kafka_broker, admin, group, topic, hw, clients, state)
-
-
-class _Squatter:
-    """A consumer in ``<group>-slices`` that polls (so it keeps its partitions) but never applies
-    or commits anything: a stuck member holding slices."""
-
-    def __init__(self, broker: Broker, group: str, topic: str) -> None:
-        from kafka import KafkaConsumer
-
-        self.consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=f"{group}-slices",
-                                      enable_auto_commit=False, auto_offset_reset="earliest",
-                                      **{k: int(v) for k, v in GROUP_SETTINGS.items()})
-        self.consumer.subscribe([topic])
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            self.consumer.poll(timeout_ms=200)
-
-    def held(self) -> set[int]:
-        return {tp.partition for tp in self.consumer.assignment()}
-
-    def leave(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=10)
-        self.consumer.close(autocommit=False)
-
-
-def test_a_member_whose_group_cannot_drain_exits_1_and_loses_nothing(
-        kafka_broker: Broker, admin: Any, producer: Any, tmp_path: Path) -> None:
-    from kafka.admin import NewTopic
-
-    topic = _topic(admin, "law-stuck", 4)
-    clients, msgs = _messages(28, 3_000, 10_000)
-    hw = send_round_robin(producer, topic, msgs, 4, {})
-    group, state = "g-law-stuck", tmp_path / "state"
-    admin.create_topics([NewTopic(f"{group}-cells", SLICES, 1)])
-    squatter = _Squatter(kafka_broker, group, f"{group}-cells")
-    try:
-        wait_for(lambda: len(squatter.held()) == SLICES, 60, "the squatter's slices")
-        run = subprocess.run(_argv(kafka_broker, topic, group, state) + ["--drain-timeout", "15"],
-                             capture_output=True, timeout=180)
-        stuck = sorted(squatter.held())
-        err = [ln for ln in run.stderr.decode().splitlines() if ln.startswith("panstream: error:")]
-        assert run.returncode == 1, run.stderr.decode()[-3000:]
-        assert len(err) == 1 and err[0].startswith(
-            "panstream: error: stopped by --idle-timeout with work pending for the group: "), err
-        assert f"routed records unapplied in {group}-cells (slices " in err[0], err
-        assert "idle, but the group has not drained" in run.stderr.decode()
-        assert committed_offsets(admin, group) == hw  # routed: the records wait in the topic
-        # what a release says now: the squatter's slices were never saved, and received records
-        plain = subprocess.run(panstream_cmd("release", "--state-dir", str(state), "--epsilon",
-                                             "0.5"), capture_output=True, timeout=60)
-        assert plain.returncode == 1 and "without -b the release cannot tell" in \
-            plain.stderr.decode()
-        asked = _release(kafka_broker, state)
-        assert asked.returncode == 1 and f"but {group}-cells has held records routed to them" in \
-            asked.stderr.decode(), asked.stderr.decode()
-        ins = subprocess.run(panstream_cmd("inspect", "--state-dir", str(state), "-b",
-                                           kafka_broker.bootstrap, "--json"),
-                             capture_output=True, timeout=60)
-        info = json.loads(ins.stdout)["internal_topic"]
-        assert not info["drained"] and set(info["slices_pending"]) <= set(stuck), info
-        assert info["routed_records_unapplied"] > 0
-        # (the member's exit rebalanced the squatter onto every slice: let that finish, since a
-        # LeaveGroup in the middle of a rebalance stalls Tansu's group for minutes)
-        wait_for(lambda: len(squatter.held()) == SLICES, 60, "the squatter alone")
-    finally:
-        squatter.leave()
-    # the squatter gone, a rerun takes every slice and applies what waited: nothing was lost
-    log = tmp_path / "rerun.log"
-    _finish([start(_argv(kafka_broker, topic, group, state), log)], [log])
-    assert_one_table(kafka_broker, admin, group, topic, hw, clients, state)

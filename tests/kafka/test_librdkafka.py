@@ -22,6 +22,9 @@ What these tests pin:
   probability 2**-32: at most 2 zeros among 1,500 clients fails falsely with probability below
   1e-16, as in tests/kafka/test_routed.py).
 * a missing codec package stops the member with one line naming the package (no broker needed).
+
+Members of one group reading with both clients through a ``kill -9``, and transactional topics,
+are in ``test_librdkafka_group.py`` (apart so that the suite's workers share the broker time).
 """
 
 from __future__ import annotations
@@ -450,129 +453,3 @@ def committed_offsets_by_topic(admin: Any, group: str) -> dict[str, dict[int, in
         if off is not None and off >= 0:
             out.setdefault(tp.topic, {})[tp.partition] = off
     return out
-
-
-@pytest.mark.kafka
-def test_librdkafka_members_share_a_group_through_a_kill(
-        kafka_broker: Broker, topic_factory: Any, producer: Any, admin: Any,
-        tmp_path: Path) -> None:
-    """Two members whose routing stage reads with librdkafka and one with kafka-python share one
-    group (both use the range assignor); one librdkafka member is killed with ``kill -9`` after the
-    group's first routed commit and restarted while the rest of the topic arrives. The survivors
-    take its partitions over (librdkafka's revoke callback flushes the routed records, then
-    commits, on the routing thread); every source offset is committed and every client's cell
-    reads 1 in the one table (at ``--epsilon 30``: at most 2 zeros among 4,000, false failure
-    below 1e-16)."""
-    import os
-    import signal
-
-    from _kafka_helpers import committed_offsets
-    from test_broker import start, wait_for
-
-    topic = topic_factory(6)
-    rng = np.random.default_rng(2626)
-    clients = rng.choice(UNIVERSE.size, 4_000, replace=False)
-    stream = rng.permutation(np.concatenate([clients, rng.choice(clients, 16_000)]))
-    lines = [clf(UNIVERSE.item_of(int(c)), i) for i, c in enumerate(stream)]
-    msgs = ["\n".join(lines[i:i + 100]).encode() for i in range(0, len(lines), 100)]
-    hw: dict[int, int] = {}
-
-    def send(values: list[bytes]) -> None:
-        futures = [producer.send(topic, value=v, partition=i % 6) for i, v in enumerate(values)]
-        producer.flush()
-        for f in futures:
-            md = f.get(timeout=30)
-            hw[md.partition] = max(hw.get(md.partition, 0), md.offset + 1)
-
-    send(msgs[:40])
-    state = tmp_path / "state"
-    group = f"g-mixed-{int(time.time() * 1000) % 10**9}"
-
-    def argv(client: str) -> list[str]:
-        return panstream_cmd(
-            "kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", group, "-u", UNIVERSE.spec,
-            "--epsilon", "30", "--value-format", "lines", "-f", "clf", "--slices", "4",
-            "--state-dir", str(state), "--checkpoint-interval", "0.5", "-C", "max_poll_records=2",
-            "--idle-timeout", "12", "--source-client", client, "--json")
-
-    a = start(argv("librdkafka"), tmp_path / "a.log")
-    b = start(argv("librdkafka"), tmp_path / "b.log")
-    c = start(argv("kafka-python"), tmp_path / "c.log")
-    try:
-        wait_for(lambda: sum(committed_offsets(admin, group).values()) > 0, 90,
-                 "a first routed commit", [a, b, c])
-        os.kill(a.pid, signal.SIGKILL)
-        a.wait(timeout=10)
-        send(msgs[40:])
-        a = start(argv("librdkafka"), tmp_path / "a2.log")
-        for p, log in ((a, "a2.log"), (b, "b.log"), (c, "c.log")):
-            assert p.wait(timeout=180) == 0, (tmp_path / log).read_text()[-2000:]
-    finally:
-        for p in (a, b, c):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    assert committed_offsets(admin, group) == hw
-    g = merge_store(DirectoryStore(state))
-    try:
-        bits = g.estimator.bits()
-        zeros = int((bits[clients] == 0).sum())
-        assert zeros <= 2, f"{zeros} of 4,000 clients read 0: arrivals were lost"
-        assert int(bits.sum()) - int(bits[clients].sum()) <= 2
-    finally:
-        g.estimator.wipe()
-
-
-@pytest.mark.kafka
-@pytest.mark.parametrize("client", ["kafka-python", "librdkafka"])
-def test_a_transactional_topic_is_committed_to_its_end(
-        kafka_broker: Broker, topic_factory: Any, admin: Any, tmp_path: Path, client: str) -> None:
-    """A transactional producer (librdkafka, as Kafka Streams or Flink's exactly-once sinks write)
-    ends every transaction with a control record that takes an offset and is never handed to a
-    consumer. The member commits past it: each partition's committed offset is its high-water
-    mark (not the last data record + 1), so "the group has drained the topic" can be checked by
-    committed = end; every client is counted once."""
-    ck = pytest.importorskip("confluent_kafka")
-    from kafka import KafkaConsumer, TopicPartition
-
-    topic = topic_factory(2)
-    # 1,200 lines: more than the first sample (1,000), so the lines are routed and applied while
-    # the member runs, not decided at its stop (a stop-time drain is issue 26's other half)
-    clients = np.random.default_rng(7).choice(UNIVERSE.size, 1_200, replace=False)
-    p = ck.Producer({"bootstrap.servers": kafka_broker.bootstrap,
-                     "transactional.id": f"tx-{client}-{time.time()}"})
-    p.init_transactions(30)
-    for half in (clients[:600], clients[600:]):
-        p.begin_transaction()
-        for i, c in enumerate(half):
-            p.produce(topic, value=clf(UNIVERSE.item_of(int(c)), i).encode(), partition=i % 2)
-        p.commit_transaction(30)
-    reader = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap, enable_auto_commit=False,
-                           auto_offset_reset="earliest")
-    tps = [TopicPartition(topic, q) for q in range(2)]
-    reader.assign(tps)
-    got = 0
-    deadline = time.monotonic() + 30
-    while got < 1_200 and time.monotonic() < deadline:
-        got += sum(len(v) for v in reader.poll(timeout_ms=300).values())
-    reader.poll(timeout_ms=300)  # past the last markers
-    ends = {tp.partition: reader.highwater(tp) for tp in tps}
-    reader.close()
-    assert got == 1_200 and all(e == 600 + 2 for e in ends.values())  # 600 records, 2 markers each
-
-    group = f"g-tx-{client}-{int(time.time() * 1000) % 10**9}"
-    state = tmp_path / "state"
-    run = subprocess.run(panstream_cmd(
-        "kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", group, "-u", UNIVERSE.spec,
-        "--epsilon", "30", "--value-format", "lines", "-f", "clf", "--slices", "4",
-        "--state-dir", str(state), "--checkpoint-interval", "0.5", "--idle-timeout", "5",
-        "--source-client", client), capture_output=True, timeout=180)
-    assert run.returncode == 0, run.stderr.decode()[-2000:]
-    assert committed_offsets_by_topic(admin, group)[topic] == ends
-    g = merge_store(DirectoryStore(state))
-    try:
-        bits = g.estimator.bits()
-        assert int((bits[clients] == 0).sum()) <= 2
-        assert int(bits.sum()) - int(bits[clients].sum()) <= 2
-    finally:
-        g.estimator.wipe()

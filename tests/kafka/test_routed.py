@@ -11,6 +11,10 @@ seen cells fails falsely with probability below 1e-16). At state epsilon 30 the 
 a release's error is its Laplace noise alone: ``|distinct - truth| <= ln(1e7) / epsilon_out`` fails
 with probability 1e-7 (P(|L| > t) = exp(-t epsilon) for Laplace of scale 1/epsilon). Statistical
 checks at realistic epsilons allow 5.33 standard errors (normal tail 1e-7).
+
+Other topics and tables through the routed layout (an item topic keyed by anything, in a state
+topic; an IPv6 universe; the frequency family) are in ``test_routed_tables.py``, which shares this
+file's helpers (apart so that the suite's workers share the broker time).
 """
 
 from __future__ import annotations
@@ -26,7 +30,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import GROUP_SETTINGS, Broker, committed_offsets, panstream_cmd
+from _kafka_helpers import (
+    GROUP_SETTINGS,
+    Broker,
+    all_exit_0,
+    committed_offsets,
+    kill_left,
+    panstream_cmd,
+)
 from test_broker import start, wait_for
 
 from panstream.calibration import calibrate
@@ -56,6 +67,18 @@ def clf(addr: str, i: int) -> str:
             f'HTTP/1.1" 200 {512 + i % 4096} "-" "Mozilla/5.0 (X11; Linux x86_64)"')
 
 
+def clf_messages(universe: Universe, seed: int, distinct: int, repeats: int,
+                 per_message: int) -> tuple[np.ndarray, list[bytes]]:
+    """A log shipper's topic: ``distinct`` clients of ``universe`` and ``repeats`` more requests
+    of theirs, shuffled, as CLF lines ``per_message`` to a message; and the clients (the truth)."""
+    rng = np.random.default_rng(seed)
+    clients = rng.choice(universe.size, distinct, replace=False)
+    stream = rng.permutation(np.concatenate([clients, rng.choice(clients, repeats)]))
+    lines = [clf(universe.item_of(int(c)), i) for i, c in enumerate(stream)]
+    return clients, ["\n".join(lines[i:i + per_message]).encode()
+                     for i in range(0, len(lines), per_message)]
+
+
 def send_round_robin(producer: Any, topic: str, values: list[bytes], partitions: int,
                      hw: dict[int, int]) -> dict[int, int]:
     """Unkeyed, round robin (as a log shipper); returns the high-water marks so far."""
@@ -81,11 +104,7 @@ def test_log_shipper_topic_two_members_one_killed_is_one_table(
         tmp_path: Path) -> None:
     universe = Universe.parse("ipv4:10.9.0.0/16")
     topic = topic_factory(8)
-    rng = np.random.default_rng(19)
-    clients = rng.choice(universe.size, 20_000, replace=False)
-    stream = rng.permutation(np.concatenate([clients, rng.choice(clients, 80_000)]))
-    lines = [clf(universe.item_of(int(c)), i) for i, c in enumerate(stream)]
-    msgs = ["\n".join(lines[i:i + 500]).encode() for i in range(0, len(lines), 500)]
+    clients, msgs = clf_messages(universe, 19, 20_000, 80_000, 500)
     hw: dict[int, int] = {}
     send_round_robin(producer, topic, msgs[:40], 8, hw)
     state = tmp_path / "state"
@@ -102,13 +121,10 @@ def test_log_shipper_topic_two_members_one_killed_is_one_table(
         a.wait(timeout=10)
         hw = send_round_robin(producer, topic, msgs[40:], 8, hw)
         a = start(argv, tmp_path / "a2.log")
-        assert a.wait(timeout=180) == 0, (tmp_path / "a2.log").read_text()[-2000:]
-        assert b.wait(timeout=180) == 0, (tmp_path / "b.log").read_text()[-2000:]
-    finally:
-        for p in (a, b):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    except BaseException:
+        kill_left(a, b)
+        raise
+    all_exit_0([a, b], [tmp_path / "a2.log", tmp_path / "b.log"])
     assert committed_offsets(admin, group) == hw  # every source message routed, then committed
     log = (tmp_path / "a2.log").read_text()
     assert "this member now holds" in log and "4 slices of ipv4:10.9.0.0/16" in log
@@ -176,122 +192,3 @@ def test_a_topic_whose_values_all_lie_outside_the_universe_fails_loudly(
         f"panstream: {topic}: format Caddy JSON detected, decided once for this member "
         "(-f json:request.remote_ip pins it)"]
     assert committed_offsets(admin, "g-outside") == {}
-
-
-def run_member(broker: Broker, topic: str, group: str, universe: str, *extra: str,
-               state: Path | None = None) -> dict[str, Any]:
-    """One bounded member; returns its JSON summary."""
-    argv = member_argv(broker, topic, group, universe, state or Path("/nonexistent"), *extra,
-                       "--idle-timeout", IDLE)
-    if state is None:  # --state-topic given in extra instead
-        i = argv.index("--state-dir")
-        del argv[i:i + 2]
-    run = subprocess.run(argv, capture_output=True, timeout=120)
-    assert run.returncode == 0, run.stderr.decode()[-2000:]
-    out: dict[str, Any] = json.loads(run.stdout)
-    return out
-
-
-def test_an_item_topic_keyed_by_anything_in_a_state_topic(
-        kafka_broker: Broker, topic_factory: Callable[..., str], producer: Any, admin: Any,
-        tmp_path: Path) -> None:
-    """Bare addresses keyed by a random request id (an item reaches every partition): one table
-    in a state topic, released from the topic at state epsilon x1 within 5.33 standard errors."""
-    universe = Universe.parse("ipv4:10.0.0.0/16")
-    topic = topic_factory(4)
-    rng = np.random.default_rng(23)
-    cells = rng.choice(universe.size, 3000, replace=False)
-    stream = rng.permutation(np.concatenate([cells, rng.choice(cells, 3000)]))
-    futures = [producer.send(topic, value=universe.item_of(int(c)).encode(),
-                             key=rng.bytes(8)) for c in stream]
-    producer.flush()
-    hw: dict[int, int] = {}
-    for f in futures:
-        md = f.get(timeout=30)
-        hw[md.partition] = max(hw.get(md.partition, 0), md.offset + 1)
-    state_topic = f"{topic}-state"
-    out = run_member(kafka_broker, topic, "g-anykey", universe.spec, "--epsilon", "1",
-                     "--state-topic", state_topic)
-    assert out["layout"] == "slices" and out["format"] == "auto"
-    assert committed_offsets(admin, "g-anykey") == hw
-    rel = subprocess.run(panstream_cmd("release", "-b", kafka_broker.bootstrap, "--state-topic",
-                                       state_topic, "--epsilon", "0.5", "--json"),
-                         capture_output=True, timeout=60)
-    assert rel.returncode == 0, rel.stderr.decode()
-    r = json.loads(rel.stdout)
-    assert r["state_tables"] == 1 and r["sensitivity"] == 1
-    assert r["epsilon_state"] == pytest.approx(calibrate(1).epsilon_state)
-    assert abs(r["distinct"] - 3000) <= Z * r["stderr_density"] * r["size"], r
-    # inspect reads the topic (never creates it, appends nothing): layout, slices, family and the
-    # ledger replayed from its reservation log; never an estimate
-    ins = subprocess.run(panstream_cmd("inspect", "-b", kafka_broker.bootstrap, "--state-topic",
-                                       state_topic, "--json"), capture_output=True, timeout=60)
-    assert ins.returncode == 0, ins.stderr.decode()
-    d = json.loads(ins.stdout)
-    assert (d["layout"], d["universe"], d["slices"]) == ("slices", universe.spec, 16)
-    assert d["slices_present"] == list(range(16)) and d["estimator"] == ["density"]
-    assert d["parameters"]["epsilon"] == 1 and d["epsilon_state"] == pytest.approx(
-        calibrate(1).epsilon_state)
-    assert (d["budget"], d["budget_spent"], d["releases"]) == (1, 0.5, 1)
-    assert not {"distinct", "density", "estimate"} & set(d)
-    text = subprocess.run(panstream_cmd("inspect", "-b", kafka_broker.bootstrap, "--state-topic",
-                                        state_topic), capture_output=True, timeout=60)
-    out = text.stdout.decode()
-    assert text.returncode == 0 and f"state topic      {state_topic}" in out, out
-    assert "in 16 slices (16 saved: 0-15)" in out and "output budget    1: spent 0.5 in 1" in out
-    assert "internal topic   g-anykey-cells: drained (every routed record applied" in out, out
-    missing = subprocess.run(panstream_cmd("inspect", "-b", kafka_broker.bootstrap,
-                                           "--state-topic", f"{state_topic}-typo"),
-                             capture_output=True, timeout=60)
-    assert missing.returncode == 1 and missing.stderr.decode().startswith("panstream: error:")
-
-
-def test_an_ipv6_universe_of_64s_is_one_table(kafka_broker: Broker,
-                                               topic_factory: Callable[..., str], producer: Any,
-                                               tmp_path: Path) -> None:
-    """Several addresses of one /64, keyed by the address, reach several partitions; their cell
-    still has one bit. At epsilon 30 the table reads exactly the /64s seen."""
-    universe = Universe.parse("ipv6:2001:db8::/48@64")
-    topic = topic_factory(4)
-    rng = np.random.default_rng(29)
-    nets = rng.choice(universe.size, 2000, replace=False)
-    addrs = [f"2001:db8:0:{n:x}:{rng.integers(1, 1 << 16):x}::{i % 7 + 1:x}"
-             for i, n in enumerate(np.repeat(nets, 3))]
-    futures = [producer.send(topic, value=a.encode(), key=a.encode()) for a in addrs]
-    producer.flush()
-    for f in futures:
-        f.get(timeout=30)
-    state = tmp_path / "state"
-    run_member(kafka_broker, topic, "g-v6", universe.spec, "--epsilon", "30", state=state)
-    g = merge_store(DirectoryStore(state))
-    assert (g.method, g.state_tables, g.estimator.universe.spec) == ("slices", 1, universe.spec)
-    bits = g.estimator.bits()
-    assert int((bits[nets] == 0).sum()) <= 2 and int(bits.sum()) - int(bits[nets].sum()) <= 2
-    g.estimator.wipe()
-    out = release_json(state, 0.5)
-    assert out["state_tables"] == 1 and abs(out["distinct"] - 2000) <= math.log(1e7) / 0.5 + 3
-
-
-def test_the_frequency_family_routes_multiplicities(
-        kafka_broker: Broker, topic_factory: Callable[..., str], produce: Any, tmp_path: Path,
-        producer: Any) -> None:
-    """Counters need every arrival, not the set: 1000 clients seen once, twice and three times,
-    unkeyed round robin; the release's counts are within 5.33 standard errors (4 checks)."""
-    universe = Universe.parse("ipv4:10.0.0.0/16")
-    topic = topic_factory(4)
-    rng = np.random.default_rng(31)
-    cells = rng.choice(universe.size, 3000, replace=False)
-    stream = rng.permutation(np.repeat(cells, np.repeat([1, 2, 3], 1000)))
-    send_round_robin(producer, topic, [universe.item_of(int(c)).encode() for c in stream], 4, {})
-    state = tmp_path / "state"
-    out = run_member(kafka_broker, topic, "g-freq-routed", universe.spec, "--estimator",
-                     "frequency", "--modulus", "8", "--epsilon", "2", state=state)
-    assert out["estimator"] == "frequency" and out["layout"] == "slices"
-    rel = release_json(state, 1.0)
-    assert rel["modulus"] == 8 and "at-least-once" in rel["replay_note"]
-    stats = rel["stats"]
-    for name, truth in (("present", 3000), ("once", 1000), ("returning", 2000)):
-        iv = stats[name]
-        assert abs(iv["value"] - truth) <= Z * iv["stderr"], (name, iv)
-    twice = stats["incidence"][2]
-    assert abs(twice["value"] - 1000) <= Z * twice["stderr"], twice

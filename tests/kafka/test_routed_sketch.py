@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import Broker, committed_offsets, panstream_cmd
+from _kafka_helpers import Broker, all_exit_0, committed_offsets, panstream_cmd
 from test_broker import start
 from test_routed import clf, member_argv, release_json, send_round_robin
 
@@ -63,14 +63,7 @@ def test_unkeyed_log_lines_of_ipv4_and_ipv6_clients_make_one_sketch(
                        "--slices", "8", "--idle-timeout", "5")
     a = start(argv, tmp_path / "a.log")
     b = start(argv, tmp_path / "b.log")
-    try:
-        assert a.wait(timeout=240) == 0, (tmp_path / "a.log").read_text()[-2000:]
-        assert b.wait(timeout=240) == 0, (tmp_path / "b.log").read_text()[-2000:]
-    finally:
-        for p in (a, b):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+    all_exit_0([a, b], [tmp_path / "a.log", tmp_path / "b.log"], 240)
     assert committed_offsets(admin, group) == hw  # every source message routed, then committed
     log = (tmp_path / "a.log").read_text()
     assert "8 slices of sketch:4096x24:ip (98,304 cells): 12,288 cells = 512 buckets x 24 " \

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import Broker
+from _kafka_helpers import Broker, kill_left
 from test_broker import start, wait_for
 from test_routed import member_argv, send_round_robin
 
@@ -114,10 +114,7 @@ def test_a_declared_week_of_windows_through_the_broker_on_the_clock(
         assert a.wait(timeout=60) == 0, (tmp_path / "a.log").read_text()[-3000:]
         assert b.wait(timeout=60) == 0, (tmp_path / "b2.log").read_text()[-3000:]
     finally:
-        for p in (a, b):
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        kill_left(a, b)
 
     recs = read(series)
     assert [r["window"] for r in recs] == [label(s0) for s0 in starts]  # declared, in order, once

@@ -57,7 +57,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import Broker, committed_offsets
+from _kafka_helpers import Broker, committed_offsets, kill_left
+from logsamples import reallogs
 from test_broker import start, wait_for
 from test_routed import member_argv, send_round_robin
 
@@ -80,16 +81,6 @@ SHIFTED = ("import runpy, sys, time\n"
            "real = time.time\n"
            "time.time = lambda: real() + shift\n"
            "runpy.run_module('panstream', run_name='__main__', alter_sys=True)\n")
-
-
-def _reallogs() -> Path:
-    repo = Path(__file__).resolve().parents[2]
-    env = os.environ.get("PANSTREAM_REALLOGS")
-    for d in ([Path(env)] if env else []) + [repo.parent / "shared" / "reallogs",
-                                             repo.parent.parent / "shared" / "reallogs"]:
-        if (d / "SOURCES.md").exists():
-            return d
-    pytest.skip("the real logs of ../shared/reallogs are not here")
 
 
 def _bound(windows: int) -> float:
@@ -159,9 +150,7 @@ def _run_windows(kafka_broker: Broker, topic: str, group: str, state: Path, logs
         member.send_signal(signal.SIGTERM)
         assert member.wait(timeout=60) == 0, logs.read_text()[-3000:]
     finally:
-        if member.poll() is None:
-            member.kill()
-            member.wait()
+        kill_left(member)
     assert "Traceback" not in logs.read_text(errors="replace")
 
 
@@ -180,7 +169,7 @@ def sshd_templates() -> tuple[list[str], list[str]]:
     lines ``-f sshd`` counts (``Failed``/``Accepted ... from ADDR port N ssh2``) and the other
     lines that name an address (``Received disconnect from``, ``pam_unix ... rhost=``, ...)."""
     logins, others = [], []
-    for line in (_reallogs() / "loghub_OpenSSH_2k.log").read_text().splitlines():
+    for line in (reallogs() / "loghub_OpenSSH_2k.log").read_text().splitlines():
         m = _STAMP.match(line)
         if m is None or len(_IPV4.findall(line)) != 1:
             continue
@@ -252,7 +241,7 @@ _HA = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d (\S+ haproxy\[\d+\]: )(
 def haproxy_lines(rng: np.random.Generator, ips: list[str], ts: np.ndarray) -> list[str]:
     """Real beats HAProxy lines with each client and time replaced: the syslog prefix and the
     accept date (with milliseconds) in the proxy host's local time, UTC-7."""
-    templates = [m.groups() for line in (_reallogs() / "beats_haproxy.log").read_text()
+    templates = [m.groups() for line in (reallogs() / "beats_haproxy.log").read_text()
                  .splitlines() if (m := _HA.match(line))]
     assert len(templates) == 10
     out = []
@@ -296,7 +285,7 @@ def test_a_local_time_format_without_time_zone_stops_with_one_line(
     in the first lines and stops. Either way exit 2, one ``panstream: error:`` line that names
     the fix, no traceback, and no offset committed: the lines wait for a run with the zone."""
     topic = topic_factory(2)
-    real = (_reallogs() / "loghub_OpenSSH_2k.log").read_text().splitlines()[:500]
+    real = (reallogs() / "loghub_OpenSSH_2k.log").read_text().splitlines()[:500]
     msgs = ["\n".join(real[i:i + 50]).encode() for i in range(0, len(real), 50)]
     send_round_robin(producer, topic, msgs, 2, {})
     env = {k: v for k, v in os.environ.items() if not k.endswith("TIME_ZONE")}

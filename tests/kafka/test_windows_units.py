@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from _group_fakes import Consumer, Group
+from _layouts import Clock
 from kafka import TopicPartition
 
 from panstream.estimators.density import DensityEstimator
@@ -47,14 +48,6 @@ def config(tmp: Path) -> TailConfig:
 class Rec:
     value: bytes
     offset: int
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = float(now)
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def stage(tmp: Path, clock: Clock, group: Group | None = None) -> WindowSliceStage:
@@ -90,7 +83,7 @@ def test_a_window_slice_opens_and_closes_on_the_clock(tmp_path: Path) -> None:
     s._apply({tp: [Rec(encode_data(H, cells), 1)]})  # a replayed record of the closed window
     assert s.open_windows() == {0: [H + 3600]}
     s2 = stage(tmp_path, clock)  # a restarted owner knows it is closed from the store alone
-    # (a group of its own, recreated: its claim rebases above s's, see test_slice_fence.py)
+    # (a group of its own, recreated: its claim rebases above s's, see test_fence.py)
     s2._restore(tp)
     assert H in s2.closed[0]
 

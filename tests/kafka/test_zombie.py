@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import Broker, Producer, committed_offsets, free_port
+from _kafka_helpers import Broker, Producer, all_exit_0, committed_offsets, free_port
 from test_broker import assert_nothing_lost, consumer_argv, ips, metric, start, wait_for
 from test_group_law import _argv, _messages, _topic, assert_one_table
 from test_routed import send_round_robin
@@ -42,9 +42,6 @@ from test_routed import send_round_robin
 from panstream.state.stores import DirectoryStore
 
 pytestmark = pytest.mark.kafka
-
-#: Longer than the members' 6 s session, with Tansu's slack (it evicts about 7 s after).
-PAUSE = 20.0
 
 #: The zombie's client. kafka-python's consumer, woken, checkpoints before it learns that it was
 #: evicted, so its first save meets the fence; librdkafka (the routed default) notices the expired
@@ -83,6 +80,16 @@ def stop_all(procs: list[Any]) -> None:
             p.wait()
 
 
+def fenced_then_drained(code: int, zombie_log: Path, argv: list[str], log: Path,
+                        timeout: float) -> None:
+    """The woken zombie was stopped by the fence; then a fresh member (``argv``) drains whatever
+    is left, and exits 0."""
+    text = zombie_log.read_text()
+    assert_stopped_by_the_fence(code, text)
+    all_exit_0([start(argv, log)], [log], timeout)
+    print(f"zombie exit {code}: {text.strip().splitlines()[-1] if text.strip() else ''}")
+
+
 def test_a_zombie_woken_after_a_rebalance_loses_nothing(
         kafka_broker: Broker, admin: Any, producer: Any, tmp_path: Path) -> None:
     topic = _topic(admin, "zombie")
@@ -103,25 +110,17 @@ def test_a_zombie_woken_after_a_rebalance_loses_nothing(
                  "a checkpoint of every slice", procs)
         a.send_signal(signal.SIGSTOP)                    # the pause
         hw = send_round_robin(producer, topic, msgs[20:], 8, hw)
-        time.sleep(PAUSE)                                # evicted; B takes everything over
+        wait_for(lambda: "now holds 8 of 8" in logs[1].read_text(), 120,  # A evicted (its
+                 "B holding every slice", [b])           # session), B takes everything over
         wait_for(lambda: committed_offsets(admin, group) == hw, 120, "B routing everything",
                  [b])
         time.sleep(3.0)                                  # B's checkpoints cover the rest
         code = wake_the_zombie_as_the_owner_dies(a, b, 180)
     finally:
         stop_all(procs)
-    assert_stopped_by_the_fence(code, logs[0].read_text())
-    text = logs[0].read_text()
     # A fresh member drains whatever is left (A's slices were replayed, not lost).
-    log = tmp_path / "c.log"
-    c = start(_argv(kafka_broker, topic, group, state, idle="3"), log)
-    try:
-        assert c.wait(timeout=240) == 0, log.read_text()[-3000:]
-    finally:
-        if c.poll() is None:
-            c.kill()
-            c.wait()
-    print(f"zombie exit {code}: {text.strip().splitlines()[-1] if text.strip() else ''}")
+    fenced_then_drained(code, logs[0], _argv(kafka_broker, topic, group, state, idle="3"),
+                        tmp_path / "c.log", 240)
     assert_one_table(kafka_broker, admin, group, topic, hw, clients, state)
 
 
@@ -162,17 +161,8 @@ def test_a_zombie_of_the_partition_layout_loses_nothing(
         code = wake_the_zombie_as_the_owner_dies(a, b, 120)
     finally:
         stop_all(procs)
-    assert_stopped_by_the_fence(code, logs[0].read_text())
-    text = logs[0].read_text()
-    log = tmp_path / "c.log"
-    c = start(consumer_argv(kafka_broker, topic, group, "--state-dir", str(state), "--epsilon",
-                            "30", "--idle-timeout", "3"), log)
-    try:
-        assert c.wait(timeout=120) == 0, log.read_text()[-3000:]
-    finally:
-        if c.poll() is None:
-            c.kill()
-            c.wait()
-    print(f"zombie exit {code}: {text.strip().splitlines()[-1] if text.strip() else ''}")
+    fenced_then_drained(code, logs[0], consumer_argv(kafka_broker, topic, group, *common,
+                                                      "--idle-timeout", "3"),
+                        tmp_path / "c.log", 120)
     assert committed_offsets(admin, group) == hw
     assert_nothing_lost(DirectoryStore(state), topic, cells)

@@ -12,13 +12,13 @@ Statistical thresholds: each binomial bound below has a false-failure probabilit
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from logsamples import reallogs
 
 import panstream as ps
 from panstream.release.maps import discoveries, empty_p_values, format_map
@@ -65,16 +65,9 @@ def _synthetic_185() -> tuple[str, list[str]]:
 def _real_185() -> tuple[str, list[str]]:
     """The issue's real log (Apache-Labor's labor-07 example, ../shared/reallogs): 185 clients in
     192.168.0.0/16, 133 /24s with 1 to 3 of them, 123 empty."""
-    repo = Path(__file__).resolve().parents[2]
-    env = os.environ.get("PANSTREAM_REALLOGS")
-    dirs = ([Path(env)] if env else []) + [repo.parent / "shared" / "reallogs",
-                                           repo.parent.parent / "shared" / "reallogs"]
-    for d in dirs:
-        f = d / "apachelabor_labor-07-example-access.log"
-        if f.exists():
-            lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
-            return "ipv4:192.168.0.0/16", sorted({ln.split(" ", 1)[0] for ln in lines if ln})
-    pytest.skip("the real logs of ../shared/reallogs are not here")
+    f = reallogs() / "apachelabor_labor-07-example-access.log"
+    lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
+    return "ipv4:192.168.0.0/16", sorted({ln.split(" ", 1)[0] for ln in lines if ln})
 
 
 @pytest.mark.parametrize("source", [_synthetic_185, _real_185], ids=["synthetic", "real-log"])

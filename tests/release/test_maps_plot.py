@@ -3,12 +3,12 @@ neighbouring prefixes adjacent; a missing matplotlib names the extra before any 
 
 from __future__ import annotations
 
-import builtins
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from fakes import hide_module
 
 import panstream as ps
 from panstream.cli.main import cli
@@ -53,14 +53,7 @@ def test_cli_plot_and_missing_matplotlib(tmp_path: Path, monkeypatch: pytest.Mon
     assert res.exit_code == 0, res.output
     assert mpimg.imread(out).shape[:2] == (PIXELS[1], PIXELS[0])
 
-    real_import = builtins.__import__
-
-    def no_matplotlib(name: str, *args: object, **kwargs: object) -> object:
-        if name.startswith("matplotlib"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    hide_module(monkeypatch, "matplotlib")
     res = CliRunner().invoke(cli, ["release", "-s", str(state), "--epsilon", "0.5", "--by", "/24",
                                    "--plot", str(tmp_path / "other.png")])
     assert res.exit_code != 0 and "panstream[plot]" in res.output and "Traceback" not in res.output

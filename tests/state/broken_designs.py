@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -68,7 +68,14 @@ def biased_d0(q: float, epsilon: float = 1.0, size: int = 64, *, snapshot: bool 
     :func:`biased_d0_epsilon` (q, epsilon)-DP: the target's cell is the only one whose law differs.
     Dumps: the bit table as a ``uint8`` array, or inside real snapshot bytes.
     """
-    p = float(tight_p(epsilon))
+    return bit_table(size, float(tight_p(epsilon)), q, epsilon, snapshot=snapshot)
+
+
+def bit_table(size: int, p: float, q: float, epsilon: float, *, snapshot: bool,
+              then: Callable[[np.ndarray, np.ndarray], None] | None = None) -> A.Runner:
+    """A bit table drawn D0 = Bernoulli(``q``), each arrival's cell redrawn D1 = Bernoulli(``p``);
+    ``then(bits, batch)`` alters the table after each batch (the broken design's shortcut). Dumps:
+    the bits as a ``uint8`` array, or inside real snapshot bytes over ``range:size``."""
     template = snapshot_template(size, epsilon) if snapshot else b""
 
     def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
@@ -76,6 +83,8 @@ def biased_d0(q: float, epsilon: float = 1.0, size: int = 64, *, snapshot: bool 
         out: list[Any] = []
         for i, batch in enumerate(batches):
             bits[batch] = RNG.random(batch.size) < p
+            if then is not None:
+                then(bits, batch)
             if i in dumps:
                 out.append(as_snapshot(template, bits) if snapshot else bits.copy())
         return out
@@ -262,16 +271,8 @@ def batch_saturation(size: int = 64, epsilon: float = 1.0, *, threshold: int = 8
     bytes over ``range:size`` (or the bits as a ``uint8`` array).
     """
     p, q = rr_p_q(epsilon)
-    template = snapshot_template(size, epsilon) if snapshot else b""
 
-    def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
-        bits = (RNG.random(size) < q).astype(np.uint8)
-        out: list[Any] = []
-        for i, batch in enumerate(batches):
-            bits[batch] = RNG.random(batch.size) < p
-            bits[np.bincount(batch, minlength=size) >= threshold] = 1
-            if i in dumps:
-                out.append(as_snapshot(template, bits) if snapshot else bits.copy())
-        return out
+    def saturate(bits: np.ndarray, batch: np.ndarray) -> None:
+        bits[np.bincount(batch, minlength=size) >= threshold] = 1
 
-    return run
+    return bit_table(size, p, q, epsilon, snapshot=snapshot, then=saturate)

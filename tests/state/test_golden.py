@@ -108,9 +108,12 @@ def test_an_rr_file_with_a_q_this_version_would_not_calibrate_is_refused() -> No
             ps.DensityEstimator.restore(data)
 
 
-@pytest.mark.parametrize("name", ["v1-range13-tight.pst", "v2-range13-tight.pst"])
+@pytest.mark.parametrize("name", ["v1-range13-tight.pst", "v2-range13-tight.pst",
+                                  "v2-freq-range13-mod16.pst", "v2-sketch-2x3-id.pst"])
 def test_the_documented_hexdump_is_the_golden_file(name: str) -> None:
-    """docs/snapshot-format.md walks through both files byte by byte."""
+    """docs/snapshot-format.md walks through a density file of each version, a frequency file
+    and a sketch file byte by byte (their golden tests: this file, ``test_golden_frequency.py``,
+    ``test_golden_sketch.py``)."""
     doc = (Path(__file__).parents[2] / "docs" / "snapshot-format.md").read_text()
     data = (GOLDEN / name).read_bytes()
     dump = doc.split(f"<!-- hexdump {name} -->")[1].split("```")[1]
@@ -118,10 +121,36 @@ def test_the_documented_hexdump_is_the_golden_file(name: str) -> None:
     assert bytes.fromhex(hexbytes) == data
 
 
-if __name__ == "__main__":  # pragma: no cover - write the golden files that do not exist yet
+def reencoded(name: str, kind: str) -> tuple[bytes, Any]:
+    """Golden file ``name`` of format version 2 and ``kind``, decoded and encoded again from its
+    stored dicts, byte for byte (independent of how the estimator grows): its bytes and snapshot."""
+    data = (GOLDEN / name).read_bytes()
+    snap = fmt.decode(data)
+    assert snap.version == 2 and snap.kind == kind
+    assert fmt.encode(snap.params, snap.ledger, snap.payload) == data
+    return data, snap
+
+
+def assert_loads_only_as(name: str, family: type) -> None:
+    """``estimators.load`` reads golden file ``name`` as ``family``; the density loader refuses
+    it with one error."""
+    assert type(estimators.load(GOLDEN / name)) is family
+    with pytest.raises(ps.StateError, match="not a density one"):
+        ps.DensityEstimator.load(GOLDEN / name)
+
+
+def write_missing(files: dict[str, bytes]) -> None:
+    """Write the golden files of ``files`` (name -> bytes) that do not exist yet; a golden file,
+    once written, never changes (one that differs is said, not overwritten)."""
     GOLDEN.mkdir(exist_ok=True)
-    for fname, est in golden_states().items():
-        if (GOLDEN / fname).exists():
-            continue  # a golden file, once written, never changes
-        (GOLDEN / fname).write_bytes(est.snapshot())
-        print("wrote", GOLDEN / fname)
+    for fname, data in files.items():
+        path = GOLDEN / fname
+        if path.exists():
+            print("kept" if path.read_bytes() == data else "DIFFERS (not overwritten)", path)
+            continue
+        path.write_bytes(data)
+        print("wrote", path)
+
+
+if __name__ == "__main__":  # pragma: no cover - writes missing files only, never overwrites
+    write_missing({fname: est.snapshot() for fname, est in golden_states().items()})

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import panstream as ps
-from panstream import estimators
 from panstream.estimators.bittable import BitTable
 from panstream.sketch import sfm
 from panstream.state import format as fmt
+from tests.state.test_golden import assert_loads_only_as, reencoded
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -58,17 +58,12 @@ def test_a_golden_sketch_file_restores_to_the_known_grid(name: str) -> None:
     assert (est.p_numerator, est.q_numerator) == (cal.numerator, cal.q_numerator)
     assert est.epsilon_state == cal.epsilon_state <= eps
     assert est.ones_by_level().tolist() == np.array(bits).reshape(p, b).sum(axis=1).tolist()
-    assert type(estimators.load(GOLDEN / name)) is ps.SketchEstimator
-    with pytest.raises(ps.StateError, match="not a density one"):
-        ps.DensityEstimator.load(GOLDEN / name)
+    assert_loads_only_as(name, ps.SketchEstimator)
 
 
 @pytest.mark.parametrize("name", sorted(SKETCH))
 def test_the_same_sketch_state_is_written_byte_for_byte(name: str) -> None:
-    data = (GOLDEN / name).read_bytes()
-    snap = fmt.decode(data)
-    assert snap.version == 2 and snap.kind == "sketch"
-    assert fmt.encode(snap.params, snap.ledger, snap.payload) == data
+    data, snap = reencoded(name, "sketch")
     assert golden_states()[name].snapshot() == data
 
 
@@ -95,22 +90,7 @@ def test_a_forged_sketch_file_with_another_q_is_refused() -> None:
         ps.SketchEstimator.restore(fmt.encode(other, snap.ledger, snap.payload))
 
 
-def test_the_documented_hexdump_is_the_golden_file() -> None:
-    """docs/snapshot-format.md walks through v2-sketch-2x3-id.pst byte by byte."""
-    name = "v2-sketch-2x3-id.pst"
-    doc = (Path(__file__).parents[2] / "docs" / "snapshot-format.md").read_text()
-    dump = doc.split(f"<!-- hexdump {name} -->")[1].split("```")[1]
-    hexbytes = "".join(line.split("|")[0][8:] for line in dump.strip().splitlines() if "|" in line)
-    assert bytes.fromhex(hexbytes) == (GOLDEN / name).read_bytes()
-
-
 if __name__ == "__main__":  # pragma: no cover - writes missing files only, never overwrites
-    GOLDEN.mkdir(exist_ok=True)
-    for fname, est in golden_states().items():
-        path = GOLDEN / fname
-        data = est.snapshot()
-        if path.exists():
-            print("kept" if path.read_bytes() == data else "DIFFERS (not overwritten)", path)
-            continue
-        path.write_bytes(data)
-        print("wrote", path)
+    from tests.state.test_golden import write_missing
+
+    write_missing({fname: est.snapshot() for fname, est in golden_states().items()})

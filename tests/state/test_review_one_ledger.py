@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -95,29 +96,37 @@ def test_a_consumer_checkpoint_cannot_refund_the_groups_charges(tmp_path: Path) 
 
 
 # ---------------------------------------------------------------------- atomic charges
+def at_once(n: int, release: Callable[[], object]) -> list[str]:
+    """``release`` called by ``n`` threads released at the same instant (a barrier): each
+    outcome, ``released``, ``refused`` (budget spent) or ``in use`` (the state file's lock)."""
+    start = threading.Barrier(n)
+    outcome: list[str] = []
+
+    def one() -> None:
+        start.wait()
+        try:
+            release()
+            outcome.append("released")
+        except ps.StateError as exc:  # in use by the other release, or budget already spent
+            outcome.append("in use" if "in use" in str(exc) else "refused")
+        except ps.BudgetExhaustedError:
+            outcome.append("refused")
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcome
+
+
 def test_threads_releasing_at_once_never_overspend() -> None:
     """Four threads call release(1.0) on a budget of 1.0 at the same moment, 200 times over:
     exactly one release gets through every time (the old check-then-append let 19 of 200 trials
     through twice). Deterministic: the charge is one step under the ledger's lock."""
     for _ in range(200):
         est = ps.DensityEstimator("range:256", budget=1.0)
-        start = threading.Barrier(4)
-        outcome: list[str] = []
-
-        def release(est: ps.DensityEstimator = est, start: threading.Barrier = start,
-                    outcome: list[str] = outcome) -> None:
-            start.wait()
-            try:
-                est.release(1.0)
-                outcome.append("released")
-            except ps.BudgetExhaustedError:
-                outcome.append("refused")
-
-        threads = [threading.Thread(target=release) for _ in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        outcome = at_once(4, lambda est=est: est.release(1.0))
         assert sorted(outcome) == ["refused", "refused", "refused", "released"]
         assert est.ledger.spent == 1.0
 
@@ -127,24 +136,7 @@ def test_two_releases_of_one_state_file_at_once_are_serialized(tmp_path: Path) -
     save, so a second release sees the first one's charge or is refused while it runs."""
     path = tmp_path / "s.pst"
     ps.DensityEstimator(U, budget=1.0).save(path)
-    start = threading.Barrier(2)
-    outcome: list[str] = []
-
-    def release() -> None:
-        start.wait()
-        try:
-            estimators.release_file(path, 0.75)
-            outcome.append("released")
-        except ps.StateError as exc:  # in use by the other release, or budget already spent
-            outcome.append("in use" if "in use" in str(exc) else "refused")
-        except ps.BudgetExhaustedError:
-            outcome.append("refused")
-
-    threads = [threading.Thread(target=release) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outcome = at_once(2, lambda: estimators.release_file(path, 0.75))
     assert outcome.count("released") == 1
     assert ps.DensityEstimator.load(path).ledger.spent == 0.75
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from logsamples import reallogs
 
 from panstream.errors import ConfigurationError
 from panstream.windows.eventtime import (
@@ -43,18 +44,8 @@ H = 3600
 DAY = 86400
 
 
-def _reallogs() -> Path:
-    repo = Path(__file__).resolve().parents[2]
-    env = os.environ.get("PANSTREAM_REALLOGS")
-    for d in ([Path(env)] if env else []) + [repo.parent / "shared" / "reallogs",
-                                             repo.parent.parent / "shared" / "reallogs"]:
-        if (d / "SOURCES.md").exists():
-            return d
-    pytest.skip("the real logs of ../shared/reallogs are not here")
-
-
 def _real(name: str) -> bytes:
-    return (_reallogs() / name).read_bytes()
+    return (reallogs() / name).read_bytes()
 
 
 def _at(y: int, mo: int, d: int, h: int, mi: int, s: int) -> int:
@@ -324,7 +315,7 @@ def _panstream(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_cli_refuses_haproxy_without_time_zone() -> None:
-    log = str(_reallogs() / "beats_haproxy.log")
+    log = str(reallogs() / "beats_haproxy.log")
     r = _panstream("ingest", "-u", "ipv4:1.2.3.0/24", "--window", "1d", "--from", "2018-07-30",
                    "--to", "2018-07-31", "--release-epsilon", "1", "-f", "haproxy", log)
     assert r.returncode != 0 and "Traceback" not in r.stderr
@@ -387,7 +378,7 @@ def test_each_real_log_replayed_every_line_placed(case: tuple, tmp_path: Path) -
     series = tmp_path / "s.jsonl"
     r = _panstream("ingest", "-u", universe, "--window", window, "--from", frm, "--to", to,
                    "--release-epsilon", "1", "-f", fmt, "--time-zone", "Europe/Berlin",
-                   "--exact-counts", "--series", str(series), str(_reallogs() / name))
+                   "--exact-counts", "--series", str(series), str(reallogs() / name))
     assert r.returncode == 0, r.stderr
     recs = [json.loads(ln) for ln in series.read_text().splitlines()]
     assert len(recs) == windows
