@@ -45,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -699,6 +699,25 @@ class Universe:
                 return int(_reduce64(h, m)[0])
             raise TypeError
         return hashed
+
+    # ------------------------------------------------------------------ what a state pins
+    def state_params(self) -> dict[str, Any]:
+        """Public parameters beyond the spec that a state over this universe records (none here;
+        a by-country universe records the country table its cells were computed with, which a
+        family appends to its :meth:`~panstream.estimators.base.Estimator.params`)."""
+        return {}
+
+    def pin_state(self, params: Mapping[str, Any]) -> None:
+        """Check, and take back, what :meth:`state_params` recorded in a snapshot's ``params``
+        (a family calls it before it adopts the snapshot's table). Nothing to take here.
+
+        Raises:
+            StateError: the snapshot's parameters cannot be read by this panstream.
+        """
+
+    def unpin_state(self) -> None:
+        """Forget what a state pinned: :meth:`~panstream.estimators.base.Estimator.rotate` draws
+        a fresh table, which pins afresh. Nothing to forget here."""
 
     # ------------------------------------------------------------------ dunder
     def __eq__(self, other: object) -> bool:
