@@ -64,9 +64,10 @@ import numpy as np
 from panstream.errors import BudgetExhaustedError, ConfigurationError
 from panstream.estimators.base import Estimator
 from panstream.inputs.detection import detect
-from panstream.inputs.parser import Format, LineParser, parse_format
+from panstream.inputs.parser import Format
 from panstream.release.telemetry import TelemetryPolicy
 from panstream.schedule import Schedule, wait_before
+from panstream.sources.driver import Driver
 from panstream.sources.ingest import IDLE_TICK, Input
 from panstream.sources.window_files import (
     memory_available,
@@ -150,7 +151,7 @@ class _Open:
     lock: contextlib.ExitStack
 
 
-class WindowedIngestor:
+class WindowedIngestor(Driver):
     """Run log inputs into one fresh table per tumbling window, releasing each once (see the module
     docstring for the commit order and the time modes).
 
@@ -214,14 +215,14 @@ class WindowedIngestor:
             msg = ("windows kept in state files need a --series file: it is the record of which "
                    "windows were released, so that a restart never releases one twice")
             raise ConfigurationError(msg)
+        super().__init__(universe, fmt, state_path=state_path, release_epsilon=release_epsilon,
+                         release_mechanism=release_mechanism, on_notice=on_notice,
+                         on_progress=on_progress, progress_every=progress_every,
+                         telemetry=telemetry, clock=clock, wall_clock=wall_clock)
+        self.release_epsilon: float = release_epsilon
         self.make = make
-        self.universe = universe
-        self.format = fmt
         self.size = size
-        self.release_epsilon = release_epsilon
-        self.release_mechanism = release_mechanism
         self.series = series
-        self.state_path = os.fspath(state_path) if state_path is not None else None
         self.time_mode = time_mode
         if schedule is None:
             schedule = WindowSchedule.live(size, int(lateness) if time_mode == "event" else 0)
@@ -239,13 +240,7 @@ class WindowedIngestor:
         self.expect = dict(expect or {})
         self.on_close = on_close
         self.on_export = on_export
-        self.on_notice = on_notice
-        self.on_progress = on_progress
-        self.progress_every = progress_every
-        self.telemetry = telemetry or TelemetryPolicy()
         self.time_zone = parse_zone(time_zone) if isinstance(time_zone, str) else time_zone
-        self.clock = clock
-        self.wall_clock = wall_clock
         self.stats = WindowStats()
         self._open: dict[int, _Open] = {}
         self._released: set[int] = set()
@@ -260,26 +255,14 @@ class WindowedIngestor:
         # early (before the declared range, or for a window the clock has not begun), late (after
         # the range, or for a window closed or released) and without a readable time
         self._early = self._late = self._untimed = 0
-        self._parsers: dict[str, LineParser] = {}
         self._clocks: dict[str, TimeReader] = {}  # event-time readers (keep w3c/zeek headers)
         self._placed = False  # whether a line of this run went into a window (W1d: only that)
         self._fresh: set[int] = set()  # windows opened by this run (not restored)
         self._refused: set[int] = set()  # scheduled windows found already in the series
-        self._stop = False
-        self._t0 = 0.0
-        self._wall0 = 0.0
         #: A table made by :meth:`_check_memory` to measure, handed to the first window opened.
         self._spare: Estimator | None = None
 
     # ------------------------------------------------------------------ control
-    def request_stop(self) -> None:
-        """Ask the loop to stop after the current chunk (safe from a signal handler)."""
-        self._stop = True
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop
-
     def open_windows(self) -> list[int]:
         """Starts of the windows open now (their tables are the only state in memory)."""
         return sorted(self._open)
@@ -295,10 +278,6 @@ class WindowedIngestor:
         if announce:
             self.stats.formats.append(f"{name}: {det.spec}")
         return det.spec
-
-    def _notice(self, msg: str) -> None:
-        if self.on_notice:
-            self.on_notice(msg)
 
     def _lock(self, start: int) -> contextlib.ExitStack:
         stack = contextlib.ExitStack()
@@ -449,11 +428,7 @@ class WindowedIngestor:
         if self.state_path is None:
             return
         for start, w in sorted(self._open.items()):
-            path = window_path(self.state_path, start)
-            persist.save(w.est, path)
-            if at is not None:
-                wall = int(round((self._wall0 + (at - self._t0)) * 1e9))
-                os.utime(path, ns=(wall, wall))
+            self._save(w.est, window_path(self.state_path, start), at)
         self.stats.checkpoints += 1
 
     def _tick(self, now: float) -> None:
@@ -488,13 +463,6 @@ class WindowedIngestor:
         return min(nxt)
 
     # ------------------------------------------------------------------ lines
-    def _parser(self, kind: str) -> LineParser:
-        p = self._parsers.get(kind)
-        if p is None:
-            fmt = self.format if kind == self.format.spec else parse_format(kind)
-            p = self._parsers[kind] = LineParser(self.universe, fmt)
-        return p
-
     def _apply(self, kind: str, start: int, data: memoryview) -> None:
         res = self._parser(kind).parse(data)
         if res.indices.size:
