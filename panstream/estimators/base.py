@@ -46,13 +46,13 @@ from panstream.errors import (
     StateError,
 )
 from panstream.release.ledger import PrivacyLedger, ShardLedger
-from panstream.universe import Universe, refuse_bare_item
+from panstream.universe import Dropped, Universe, refuse_bare_item
 
 E = TypeVar("E", bound="Estimator")
 
 
 @dataclass(frozen=True)
-class UpdateResult:
+class UpdateResult(Dropped):
     """What one :meth:`Estimator.update` call did. Operational only: never stored.
 
     Attributes:
@@ -68,11 +68,6 @@ class UpdateResult:
     malformed: int = 0
     outside: int = 0
     empty: int = 0
-
-    @property
-    def rejected(self) -> int:
-        """Items dropped for any reason."""
-        return self.malformed + self.outside + self.empty
 
 
 def as_universe(universe: Universe | str) -> Universe:

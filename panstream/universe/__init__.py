@@ -72,8 +72,22 @@ _U64 = np.uint64
 _MASK64 = (1 << 64) - 1
 
 
+class Dropped:
+    """The items a batch dropped, in the command line's three classes (``malformed``, ``outside``,
+    ``empty``: a result dataclass declares them), and their sum."""
+
+    malformed: int
+    outside: int
+    empty: int
+
+    @property
+    def rejected(self) -> int:
+        """Items dropped for any reason."""
+        return self.malformed + self.outside + self.empty
+
+
 @dataclass(frozen=True)
-class IndexResult:
+class IndexResult(Dropped):
     """Cell indices of the accepted items and the counts of rejected ones.
 
     Attributes:
@@ -92,11 +106,6 @@ class IndexResult:
     malformed: int = 0
     outside: int = 0
     empty: int = 0
-
-    @property
-    def rejected(self) -> int:
-        """Items dropped for any reason."""
-        return self.malformed + self.outside + self.empty
 
 
 #: Types that are iterable but are one item, not a batch of items.
