@@ -4,10 +4,12 @@ The universe (:class:`panstream.geo.HashedCountryUniverse`, spec ``hashed-ip-cou
 every country slot ``M`` cells and an address the cell ``slot * M + hash(address) mod M``. The
 table is the density family's, unchanged: every bit a D0 draw at the start and a D1 draw at every
 arrival of its cell, one person one cell, so a leaked state is ``epsilon_state``-DP per person.
-This class only adds what a by-country table needs: the country table's version in the state's
-public parameters (a person is one cell only while it stays the same) and a release by country
+This class only adds what a by-country table needs: a release by country
 (:func:`panstream.release.country.release_hashed_by_country`) as its one release: a plain linear
-count over all blocks would be wrong (the cells of one block are not the table's).
+count over all blocks would be wrong (the cells of one block are not the table's). The country
+table's version in the state's public parameters (a person is one cell only while it stays the
+same) is the universe's (:class:`panstream.country.table.CountryCells`), recorded, pinned and
+unpinned through the hooks every family calls.
 
 >>> est = CountryDensityEstimator("hashed-ip-country:4096", epsilon=2.0, budget=1.0)
 >>> _ = est.update(["8.8.8.8", "1.1.1.1"])
@@ -18,7 +20,6 @@ count over all blocks would be wrong (the cells of one block are not the table's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,6 @@ import numpy as np
 from panstream.country import table as geo
 from panstream.errors import ConfigurationError
 from panstream.estimators.density import DensityEstimator
-from panstream.release.ledger import PrivacyLedger
 
 __all__ = ["CountryDensityEstimator"]
 
@@ -63,20 +63,3 @@ class CountryDensityEstimator(DensityEstimator):
                     **kwargs: Any) -> Any:
         msg = "a by-country table releases by country (--by country), not density maps"
         raise ConfigurationError(msg)
-
-    def params(self) -> dict[str, Any]:
-        return geo.add_state_params(super().params(), self.universe.geo)
-
-    def rotate(self) -> PrivacyLedger:
-        old = super().rotate()
-        self.universe.geo = None
-        return old
-
-    @classmethod
-    def _from_snapshot(cls, params: Mapping[str, Any], ledger: PrivacyLedger,
-                       payload: np.ndarray, layout: str) -> CountryDensityEstimator:
-        held = geo.stored_table(params)
-        est = super()._from_snapshot(params, ledger, payload, layout)
-        assert isinstance(est, CountryDensityEstimator)
-        est.universe.geo = held
-        return est

@@ -21,7 +21,10 @@ table). Every slot is released, so which countries appear reveals nothing.
 
 **Resuming.** A person is one cell only while the address-to-country table does not change: a
 state records the table's version (``geo``) and refuses new arrivals under another version (its
-releases still work).
+releases still work). The grid keeps that pin (:class:`panstream.country.table.CountryCells`),
+through the hooks every family calls (its parameters, its snapshot, its rotation), so this class
+overrides only what one grid per country changes: the grid, the estimate, the release and what
+a single sketch can do that this one cannot (``ones_by_level``, ``presto``).
 
 Memory: 253 x B x P bits: 759 KiB at 1024 x 24, 3 MiB at 4096 x 24.
 
@@ -32,7 +35,6 @@ Memory: 253 x B x P bits: 759 KiB at 1024 x 24, 3 MiB at 4096 x 24.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -157,30 +159,11 @@ class CountrySketchEstimator(SketchEstimator):
 
     release_by_country = release
 
-    def params(self) -> dict[str, Any]:
-        """The public parameters, with the country table's version (``geo``)."""
-        return geo.add_state_params(super().params(), self.universe.geo)
-
     def describe(self) -> dict[str, Any]:
         out = super().describe()
         out.update({"countries": len(geo.COUNTRIES), "geo": self.universe.geo,
                     "grid_bytes": self.size // 8})
         return out
-
-    @classmethod
-    def _from_snapshot(cls, params: Mapping[str, Any], ledger: PrivacyLedger,
-                       payload: np.ndarray, layout: str) -> CountrySketchEstimator:
-        held = geo.stored_table(params)
-        est = super()._from_snapshot(params, ledger, payload, layout)
-        assert isinstance(est, CountrySketchEstimator)
-        est.universe.geo = held
-        return est
-
-    def rotate(self) -> PrivacyLedger:
-        """A new epoch (fresh table and ledger); it may use the installed country table."""
-        old = super().rotate()
-        self.universe.geo = None
-        return old
 
     def presto(self) -> sfm.PrestoSketch:
         msg = ("a by-country state holds one sketch per country, not one Presto sketch: release "

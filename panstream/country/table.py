@@ -209,6 +209,25 @@ class CountryCells:
     def _cells(self, canon: list[bytes]) -> np.ndarray:
         raise NotImplementedError
 
+    # The state's pin (the hooks of :class:`~panstream.universe.Universe` every family calls): a
+    # person is one cell only while the address-to-country table stays the same.
+    def state_params(self) -> dict[str, Any]:
+        """The country table (``geo``: the pinned one, else the installed one) and the number of
+        slots (``countries``), recorded in the state's public parameters."""
+        return add_state_params({}, self.geo)
+
+    def pin_state(self, params: Mapping[str, Any]) -> None:
+        """Take the country table a snapshot recorded (:func:`stored_table`).
+
+        Raises:
+            StateError: the snapshot has another number of slots than this panstream.
+        """
+        self.geo = stored_table(params)
+
+    def unpin_state(self) -> None:
+        """A new epoch may use the installed country table."""
+        self.geo = None
+
     def indices(self, items: Any) -> IndexResult:
         """Cells of address items: each distinct token is written canonically, looked up in the
         country table and hashed once; every token takes its token's cell.

@@ -13,7 +13,11 @@ talks to this one small contract instead of to each family:
 * **ledger**: ``est.ledger`` (a :class:`~panstream.release.ledger.PrivacyLedger`, or a
   :class:`~panstream.release.ledger.ShardLedger` for a shard of a group, whose budget lives in the
   group's ledger); every release charges it before drawing noise;
-* generic, here: :meth:`update`, :meth:`update_indices`, :meth:`rotate`.
+* generic, here: :meth:`update`, :meth:`update_indices`, :meth:`rotate`;
+* the universe's own state (:meth:`Universe.state_params`, :meth:`Universe.pin_state`,
+  :meth:`Universe.unpin_state`: a by-country universe's country table): a family appends it to
+  its :meth:`params` and pins it in :meth:`_from_snapshot`, and :meth:`rotate` unpins it, so a
+  variant over such a universe needs no override of the three.
 
 Snapshots and state files are :mod:`panstream.state.persist`'s (issue 36: the core knows no codec
 and no file system); :meth:`snapshot`/:meth:`restore` and :meth:`save`/:meth:`load` are thin
@@ -42,13 +46,13 @@ from panstream.errors import (
     StateError,
 )
 from panstream.release.ledger import PrivacyLedger, ShardLedger
-from panstream.universe import Universe, refuse_bare_item
+from panstream.universe import Dropped, Universe, refuse_bare_item
 
 E = TypeVar("E", bound="Estimator")
 
 
 @dataclass(frozen=True)
-class UpdateResult:
+class UpdateResult(Dropped):
     """What one :meth:`Estimator.update` call did. Operational only: never stored.
 
     Attributes:
@@ -64,11 +68,6 @@ class UpdateResult:
     malformed: int = 0
     outside: int = 0
     empty: int = 0
-
-    @property
-    def rejected(self) -> int:
-        """Items dropped for any reason."""
-        return self.malformed + self.outside + self.empty
 
 
 def as_universe(universe: Universe | str) -> Universe:
@@ -309,6 +308,7 @@ class Estimator(ABC):
         """
         old = self.ledger
         self._fresh_table()
+        self.universe.unpin_state()  # e.g. a by-country table may take the installed countries
         self.__dict__.pop("_epoch_of_table", None)  # a fresh table: a fresh epoch binds to it
         self.ledger = ShardLedger() if old.shard else PrivacyLedger(old.budget)
         return old

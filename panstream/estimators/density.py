@@ -127,7 +127,7 @@ class DensityEstimator(RedrawnBits, Estimator):
         return {"kind": self.kind, "universe": self.universe.spec, "cells": self.size,
                 "epsilon": float(self.epsilon), "calibration": self.calibration,
                 "p_bits": P_BITS, "p_numerator": self._numerator,
-                "q_numerator": self._q_numerator}
+                "q_numerator": self._q_numerator, **self.universe.state_params()}
 
     def describe(self) -> dict[str, Any]:
         """Calibration and the exact p and q, for ``panstream inspect``."""
@@ -167,8 +167,10 @@ class DensityEstimator(RedrawnBits, Estimator):
         by = variant(cls.kind, str(spec).partition(":")[0])  # hashed-ip-country: panstream.country
         if by is not None and cls is DensityEstimator:
             return by._from_snapshot(params, ledger, payload, layout)
+        universe = as_universe(spec)
+        universe.pin_state(params)  # before the table is adopted (a by-country table's countries)
         table = BitTable._from_packed_array(cells, payload, choose_layout(cells, layout))
-        return cls(spec, eps, cal, ledger.budget, layout, _table=table, _ledger=ledger)
+        return cls(universe, eps, cal, ledger.budget, layout, _table=table, _ledger=ledger)
 
     # ------------------------------------------------------------------ reading
     def count_ones_by(self, bucket_cells: int) -> np.ndarray:

@@ -39,7 +39,7 @@ from panstream.release.honesty import advice, flag_line, interval_text, noise_do
 from panstream.release.incidence import IncidenceModel, Interval
 from panstream.release.ledger import PrivacyLedger, ShardLedger, group_privacy
 from panstream.release.schema import estimate_fields
-from panstream.release.stats import DEFAULT_CONFIDENCE, charge, noisy_count, output_law
+from panstream.release.stats import DEFAULT_CONFIDENCE, accounting, charge, noisy_count, output_law
 from panstream.release.telemetry import TOTAL_TELEMETRY_NOTE
 from panstream.universe import Universe
 
@@ -261,13 +261,13 @@ def release_frequency(table: CounterHistogram, epsilon: float, mechanism: str = 
         BudgetExhaustedError: the release would exceed the output budget; nothing is charged and no
             noise is drawn.
 
-    Example:
+    Example (one noisy count per counter value; a refused release is as for the density family,
+    :func:`panstream.release.density.release`):
         >>> import panstream as ps
-        >>> est = ps.FrequencyEstimator("range:1000", budget=0.5)
-        >>> est.release(1.0)  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        panstream.errors.BudgetExhaustedError: release of epsilon 1 refused: ...
+        >>> est = ps.FrequencyEstimator("range:1000", modulus=16, budget=1.0)
+        >>> r = est.release(1.0)
+        >>> len(r.noisy_histogram), r.epsilon, est.ledger.remaining
+        (16, 1.0, 0.0)
     """
     law, eps_out = output_law(epsilon, mechanism, confidence, sensitivity, state_tables)
     k = table.modulus
@@ -289,18 +289,8 @@ def release_frequency(table: CounterHistogram, epsilon: float, mechanism: str = 
         alpha=str(table.alpha),
         cells=cells,
         universe=table.universe.spec,
-        epsilon=eps_out,
-        epsilon_state=eps_state,
-        epsilon_total=table.ledger.epsilon_total(eps_state),
-        mechanism=mechanism,
-        confidence=float(confidence),
-        noise_granularity=float(law.granularity),
-        budget=table.ledger.budget,
-        budget_remaining=table.ledger.remaining,
-        time=entry.time,
-        sensitivity=sensitivity,
-        state_tables=state_tables,
-        state_id=table.ledger.epoch,
+        **accounting(table, entry, law, eps_out, eps_state, mechanism, confidence, sensitivity,
+                     state_tables),
     )
 
 

@@ -93,7 +93,37 @@ def bucket_halfwidth(cells: int, epsilon: float, p: Fraction | float,
 
 
 @dataclass(frozen=True)
-class MapRow:
+class MapCounts:
+    """The figures of a count of ones over some cells: a map's bucket, or the whole map.
+
+    Attributes:
+        noisy_ones: the released noisy count of ones (everything else derives from it).
+        density, density_low, density_high: debiased density and its interval.
+        distinct, distinct_low, distinct_high: the same times the cells counted.
+    """
+
+    noisy_ones: float
+    density: float
+    density_low: float
+    density_high: float
+    distinct: float
+    distinct_low: float
+    distinct_high: float
+
+
+@dataclass(frozen=True)
+class _Bucket:
+    """Where a map's bucket lies (the fields a :class:`MapRow` starts with)."""
+
+    label: str
+    first: int
+    cells: int
+
+
+# The fields of a row, in the order they are published: _Bucket's, MapCounts', then its own
+# (a dataclass takes its bases' fields from the last base of its MRO to the first).
+@dataclass(frozen=True)
+class MapRow(MapCounts, _Bucket):
     """One bucket of a map (safe to print, store and share).
 
     Attributes:
@@ -113,16 +143,6 @@ class MapRow:
         noise_dominated: the distinct count's interval is wider than the count.
     """
 
-    label: str
-    first: int
-    cells: int
-    noisy_ones: float
-    density: float
-    density_low: float
-    density_high: float
-    distinct: float
-    distinct_low: float
-    distinct_high: float
     note: str = ""
     p_empty: float = 1.0
     signal: bool = False
@@ -136,20 +156,12 @@ class MapRow:
 
 
 @dataclass(frozen=True)
-class MapTotal:
+class MapTotal(MapCounts):
     """The consistent global figures: the sum of the noisy bucket counts, debiased over the universe.
 
     Its interval uses a normal approximation for the sum of the buckets' release noises (exact law
     when the map has one bucket).
     """
-
-    noisy_ones: float
-    density: float
-    density_low: float
-    density_high: float
-    distinct: float
-    distinct_low: float
-    distinct_high: float
 
 
 @dataclass(frozen=True)

@@ -259,6 +259,22 @@ def charge(table: Any, epsilon: float, label: str) -> Any:
     return table.ledger.charge(epsilon, label)
 
 
+def accounting(table: Any, entry: Any, law: NoiseLaw, epsilon: float, epsilon_state: float,
+               mechanism: str, confidence: float, sensitivity: int, state_tables: int
+               ) -> dict[str, Any]:
+    """What every family's release records of its cost and its noise, after :func:`charge`: the
+    output, state and pan-private epsilons, the mechanism and its granularity, the ledger after
+    the charge (budget, what is left, the charge's time, the state's id) and the sensitivity and
+    state tables the noise and the state epsilon were scaled to. Keyword arguments of the
+    family's release record."""
+    ledger = table.ledger
+    return {"epsilon": epsilon, "epsilon_state": epsilon_state,
+            "epsilon_total": ledger.epsilon_total(epsilon_state), "mechanism": mechanism,
+            "confidence": float(confidence), "noise_granularity": float(law.granularity),
+            "budget": ledger.budget, "budget_remaining": ledger.remaining, "time": entry.time,
+            "sensitivity": sensitivity, "state_tables": state_tables, "state_id": ledger.epoch}
+
+
 def output_law(epsilon: float, mechanism: str, confidence: float = DEFAULT_CONFIDENCE,
                sensitivity: int = 1, state_tables: int = 1, what: str = "release epsilon"
                ) -> tuple[NoiseLaw, float]:

@@ -7,7 +7,10 @@ data-protection officer or a journalist can open in any browser, offline:
 * :mod:`panstream.report.fields` reads a figure out of any release JSON or series record (the
   unified schema first, today's per-family names as the fallback);
 * :mod:`panstream.report.svg` draws inline SVG charts by hand (no library, no script);
-* :mod:`panstream.report.page` lays out the page from released results only;
+* :mod:`panstream.report.page` lays out the page from released results only, with its sections in
+  :mod:`panstream.report.sections` (a series, a single release) and :mod:`panstream.report.buckets`
+  (a map, distinct clients by country), made of :mod:`panstream.report.parts` (the page being
+  built, the inputs, how a released number is printed and clamped);
 * :mod:`panstream.report.inputs` reads the published files (never a state).
 
 >>> from panstream.report import ReleaseInput, render

@@ -55,7 +55,8 @@ def get(d: Mapping[str, Any], key: str, default: Any = None) -> Any:
     return default
 
 
-def _num(v: Any) -> float | None:
+def finite(v: Any) -> float | None:
+    """``v`` as a finite float, else ``None`` (a missing, textual or infinite field)."""
     try:
         x = float(v)
     except (TypeError, ValueError):
@@ -119,11 +120,11 @@ def family_of(d: Mapping[str, Any]) -> str:
 def _epsilons(d: Mapping[str, Any]) -> tuple[float | None, float | None, float | None]:
     eps = d.get("epsilon")
     if isinstance(eps, Mapping):  # the unified schema
-        return _num(eps.get("state")), _num(eps.get("release")), _num(eps.get("total"))
+        return finite(eps.get("state")), finite(eps.get("release")), finite(eps.get("total"))
     if "epsilon_window" in d:  # a series record
-        return (_num(d.get("epsilon_state")), _num(d.get("epsilon_release")),
-                _num(d.get("epsilon_window")))
-    return _num(d.get("epsilon_state")), _num(eps), _num(d.get("epsilon_total"))
+        return (finite(d.get("epsilon_state")), finite(d.get("epsilon_release")),
+                finite(d.get("epsilon_window")))
+    return finite(d.get("epsilon_state")), finite(eps), finite(d.get("epsilon_total"))
 
 
 def figure(d: Mapping[str, Any]) -> Figure:
@@ -139,7 +140,7 @@ def figure(d: Mapping[str, Any]) -> Figure:
     if d.get("estimate") is not None and d.get("low") is not None and d.get("high") is not None:
         stat = str(d.get("statistic") or "estimate")
         est, lo, hi = d["estimate"], d["low"], d["high"]
-        stderr = _num(d.get("stderr"))
+        stderr = finite(d.get("stderr"))
         if stderr is None and isinstance(d.get("release"), Mapping):
             stderr = _stderr_of(d["release"])
     elif "distinct" in d and "distinct_low" in d:  # density release
@@ -147,11 +148,11 @@ def figure(d: Mapping[str, Any]) -> Figure:
         stderr = _stderr_of(d)
     elif "distinct" in d and "low" in d:  # sketch release
         stat, est, lo, hi = "distinct", d["distinct"], d["low"], d["high"]
-        stderr = _num(d.get("stderr"))
+        stderr = finite(d.get("stderr"))
     elif isinstance(d.get("stats"), Mapping) and isinstance(d["stats"].get("present"), Mapping):
         v = d["stats"]["present"]
         stat, est, lo, hi, stderr = "present", v.get("value"), v.get("low"), v.get("high"), \
-            _num(v.get("stderr"))
+            finite(v.get("stderr"))
     elif isinstance(d.get("total"), Mapping) and "distinct" in d["total"]:  # a map's total
         t = d["total"]
         stat, est, lo, hi = "distinct", t["distinct"], t["distinct_low"], t["distinct_high"]
@@ -160,21 +161,21 @@ def figure(d: Mapping[str, Any]) -> Figure:
                "distinct/distinct_low/distinct_high, distinct/low/high, stats.present and a map's "
                "total): give a file written by 'panstream release --json'")
         raise ConfigurationError(msg)
-    values = [_num(x) for x in (est, lo, hi)]
+    values = [finite(x) for x in (est, lo, hi)]
     if any(v is None for v in values):
         raise ConfigurationError(f"the {stat} estimate or its interval is not a finite number")
     e, lo_, hi_ = (float(v) for v in values)  # type: ignore[arg-type]
     s, r, t = _epsilons(d)
     return Figure(family=family_of(d), universe=str(get(d, "universe", "") or ""), statistic=stat,
                   estimate=e, low=lo_, high=hi_, stderr=stderr,
-                  confidence=_num(get(d, "confidence")) or 0.95,
+                  confidence=finite(get(d, "confidence")) or 0.95,
                   epsilon_state=s, epsilon_release=r, epsilon_total=t)
 
 
 def _stderr_of(rel: Mapping[str, Any]) -> float | None:
     if rel.get("stderr") is not None:
-        return _num(rel["stderr"])
-    sd, size = _num(rel.get("stderr_density")), _num(rel.get("size"))
+        return finite(rel["stderr"])
+    sd, size = finite(rel.get("stderr_density")), finite(rel.get("size"))
     return None if sd is None or size is None else sd * size
 
 
@@ -277,9 +278,9 @@ def map_rule(d: Mapping[str, Any]) -> MapRule:
     rows = _rows(d)
     if isinstance(rows, list) and rows and all(isinstance(r, Mapping) and "signal" in r
                                                for r in rows):
-        fdr = _num(get(d, "fdr"))
+        fdr = finite(get(d, "fdr"))
         if fdr is None:
-            fdr = 1.0 - (_num(get(d, "confidence")) or 0.95)
+            fdr = 1.0 - (finite(get(d, "confidence")) or 0.95)
         return MapRule(str(get(d, "rule", "benjamini-hochberg")), fdr)
     return MapRule("per-bucket", None)
 
@@ -305,7 +306,7 @@ def map_buckets(d: Mapping[str, Any]) -> list[Bucket]:
             v, lo, hi = r.get("estimate"), r.get("low"), r.get("high")
         else:  # a country row of a file written before issue 37
             v, lo, hi = r.get("distinct"), r.get("low"), r.get("high")
-        nums = [_num(x) for x in (v, lo, hi)]
+        nums = [finite(x) for x in (v, lo, hi)]
         if any(x is None for x in nums):
             raise ConfigurationError(f"row {i} of the map has no finite value and interval")
         cells = r.get("cells")
@@ -314,11 +315,11 @@ def map_buckets(d: Mapping[str, Any]) -> list[Bucket]:
                           value=float(nums[0]),  # type: ignore[arg-type]
                           low=float(nums[1]), high=float(nums[2]),  # type: ignore[arg-type]
                           cells=int(cells) if isinstance(cells, (int, float)) else None,
-                          distinct=_num(r.get("distinct")),
-                          distinct_low=_num(r.get("distinct_low")),
-                          distinct_high=_num(r.get("distinct_high")),
+                          distinct=finite(r.get("distinct")),
+                          distinct_low=finite(r.get("distinct_low")),
+                          distinct_high=finite(r.get("distinct_high")),
                           signal=sig if isinstance(sig, bool) else None,
-                          p_empty=_num(r.get("p_empty")),
+                          p_empty=finite(r.get("p_empty")),
                           flagged=nd if isinstance(nd, bool) else None))
     return out
 

@@ -120,6 +120,16 @@ def _tip(p: ChartPoint) -> str:
                if p.noise_dominated else ""))
 
 
+def _tick(t: float, line: tuple[object, object, object, object], at: tuple[object, object],
+          anchor: str) -> str:
+    """A value axis' tick ``t``: its grid line (``x1, x2, y1, y2``; the axis' colour at 0) and
+    its label at ``at``, anchored ``anchor`` (coordinates as the caller prints them)."""
+    x1, x2, y1, y2 = line
+    return (f'<line x1="{x1}" x2="{x2}" y1="{y1}" y2="{y2}" stroke="{_GRID if t else _AXIS}" '
+            f'stroke-width="1"/><text x="{at[0]}" y="{at[1]}" font-size="11" '
+            f'text-anchor="{anchor}" fill="{_AXIS}">{escape(_fmt(t))}</text>')
+
+
 def interval_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str, ylabel: str,
                    xticks: Sequence[tuple[float, str]] | None = None, band: bool = False,
                    width: int = 760, height: int = 330) -> str:
@@ -149,10 +159,8 @@ def interval_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str, yla
     out = _head("chart", width, height, title, desc, left)
     for t in ticks:
         y = sy(t)
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" '
-                   f'stroke="{_GRID if t else _AXIS}" stroke-width="1"/>')
-        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end" '
-                   f'fill="{_AXIS}">{escape(_fmt(t))}</text>')
+        out.append(_tick(t, (left, left + pw, f"{y:.1f}", f"{y:.1f}"), (left - 6, f"{y + 4:.1f}"),
+                         "end"))
     out.append(f'<line x1="{left}" x2="{left}" y1="{top}" y2="{top + ph}" stroke="{_AXIS}"/>')
     if xticks is None:
         xticks = [(p.x, p.label) for p in points]
@@ -288,11 +296,8 @@ def ranked_chart(points: Sequence[ChartPoint], *, title: str, xlabel: str,
     out = _head("ranked", width, height, title, desc, left, title_y=20)
     y_end = top + row * n
     for t in ticks:
-        x = sx(t)
-        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top - 6}" y2="{y_end:.1f}" '
-                   f'stroke="{_GRID if t else _AXIS}" stroke-width="1"/>')
-        out.append(f'<text x="{x:.1f}" y="{y_end + 16:.1f}" font-size="11" text-anchor="middle" '
-                   f'fill="{_AXIS}">{escape(_fmt(t))}</text>')
+        x = f"{sx(t):.1f}"
+        out.append(_tick(t, (x, x, top - 6, f"{y_end:.1f}"), (x, f"{y_end + 16:.1f}"), "middle"))
     out.append(f'<text x="{left + pw / 2:.1f}" y="{height - 8}" font-size="12" '
                f'text-anchor="middle" fill="#222">{escape(xlabel)}</text>')
     for i, p in enumerate(points):

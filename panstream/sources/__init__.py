@@ -14,7 +14,10 @@ The package's modules, the drivers on top of the house (docs/architecture.md):
 * :mod:`panstream.sources.ingest`: the file driver of ``panstream ingest`` (``panstream.ingest``
   until issue 36, still an alias for one release);
 * :mod:`panstream.sources.windowed`: the driver of ``panstream ingest --window``
-  (``panstream.windows.ingestor`` until issue 36, still an alias);
+  (``panstream.windows.ingestor`` until issue 36, still an alias), with
+  :mod:`panstream.sources.window_lines` (where a line goes: the open window of its time, or
+  nowhere; the refusals of a run that can place none) and :mod:`panstream.sources.window_files`
+  (the open windows' state files);
 * :mod:`panstream.sources.kafka`: the Kafka stages.
 
 >>> import io

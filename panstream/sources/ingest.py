@@ -32,7 +32,6 @@ line (``panstream ingest``) wires both.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -44,11 +43,11 @@ from panstream.errors import BudgetExhaustedError, ConfigurationError, InputForm
 from panstream.estimators.base import Estimator
 from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
 from panstream.inputs.check import empty_input_line, verdict
-from panstream.inputs.parser import Format, LineParser, detect, parse_format
+from panstream.inputs.parser import Format, detect
 from panstream.release.telemetry import NOTHING_COUNTED, CountWindow, TelemetryPolicy
 from panstream.schedule import Schedule, wait_before
+from panstream.sources.driver import Driver
 from panstream.sources.files import ChunkReader
-from panstream.state import persist
 
 #: The counts of one reporting window. One log line is exactly one of these, so the window's count
 #: vector has L1 sensitivity 1; the lines total is their sum.
@@ -156,7 +155,7 @@ class Input:
     position: Callable[[], tuple[int, int] | None] | None = None
 
 
-class Ingestor:
+class Ingestor(Driver):
     """Run log inputs into an estimator (either family), owning the checkpoint and release order.
 
     Args:
@@ -210,30 +209,21 @@ class Ingestor:
         if release_every and not release_epsilon:
             msg = "periodic releases need a release epsilon"
             raise ConfigurationError(msg)
+        super().__init__(est.universe, fmt, state_path=state_path,
+                         release_epsilon=release_epsilon, release_mechanism=release_mechanism,
+                         on_notice=on_notice, on_progress=on_progress,
+                         progress_every=progress_every, telemetry=telemetry, clock=clock,
+                         wall_clock=wall_clock)
         self.est = est
-        self.format = fmt
-        self.state_path = os.fspath(state_path) if state_path is not None else None
         self.checkpoint_every = checkpoint_every or None
         self.release_every = release_every or None
-        self.release_epsilon = release_epsilon
-        self.release_mechanism = release_mechanism
         self.on_release = on_release
-        self.on_notice = on_notice
-        self.on_progress = on_progress
-        self.progress_every = progress_every
-        self.clock = clock
-        self.wall_clock = wall_clock
-        self.telemetry = telemetry or TelemetryPolicy()
         self.stats = IngestStats(counted=self.telemetry.counts,
                                  exact_counts=self.telemetry.exact,
                                  telemetry_epsilon=self.telemetry.epsilon)
         self._window: CountWindow | None = None
-        self._stop = False
         self._pending: list[np.ndarray] = []
         self._npending = 0
-        self._parsers: dict[str, LineParser] = {}
-        self._t0 = 0.0
-        self._wall0 = 0.0
         self.check = check
         self._failure: str | None = None
         self._kind = fmt.spec  # the format of the current input (for the verdict)
@@ -243,23 +233,7 @@ class Ingestor:
         self._input = ""  # the name of the current input (for its notices)
         self._binary = False  # -f auto found the current input to be binary, not text
 
-    # ------------------------------------------------------------------ control
-    def request_stop(self) -> None:
-        """Ask the loop to stop after the current chunk (safe to call from a signal handler)."""
-        self._stop = True
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop
-
     # ------------------------------------------------------------------ steps
-    def _parser(self, kind: str) -> LineParser:
-        p = self._parsers.get(kind)
-        if p is None:
-            fmt = self.format if kind == self.format.spec else parse_format(kind)
-            p = self._parsers[kind] = LineParser(self.est.universe, fmt)
-        return p
-
     def flush(self) -> None:
         """Apply pending indices to the table (step 2)."""
         if not self._pending:
@@ -286,10 +260,7 @@ class Ingestor:
         self.flush()
         if self.state_path is None:
             return
-        persist.save(self.est, self.state_path)
-        if at is not None:
-            wall = int(round((self._wall0 + (at - self._t0)) * 1e9))
-            os.utime(self.state_path, ns=(wall, wall))
+        self._save(self.est, self.state_path, at)
         self.stats.checkpoints += 1
 
     def release_now(self, at: float | None = None) -> dict[str, Any] | None:

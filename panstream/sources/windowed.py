@@ -52,10 +52,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import glob
 import math
 import os
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -63,19 +61,34 @@ from typing import Any
 
 import numpy as np
 
-from panstream.errors import BudgetExhaustedError, ConfigurationError, InputFormatError
+from panstream.errors import BudgetExhaustedError, ConfigurationError
 from panstream.estimators.base import Estimator
-from panstream.inputs.check import no_format_line
 from panstream.inputs.detection import detect
-from panstream.inputs.parser import Format, LineParser, parse_format
+from panstream.inputs.parser import Format
 from panstream.release.telemetry import TelemetryPolicy
 from panstream.schedule import Schedule, wait_before
+from panstream.sources.driver import Driver
 from panstream.sources.ingest import IDLE_TICK, Input
+from panstream.sources.window_files import (
+    memory_available,
+    start_of_id,
+    window_files,
+    window_path,
+    window_stem,
+)
+from panstream.sources.window_lines import (
+    blank_lines,
+    in_open,
+    no_format,
+    nothing_placed,
+    range_over,
+    split_apply,
+    untimed_format,
+)
 from panstream.state import persist
 from panstream.state.files import state_lock
 from panstream.universe import Universe
 from panstream.windows.eventtime import (
-    TIMED_FORMATS,
     TimeReader,
     has_time,
     label,
@@ -89,7 +102,7 @@ from panstream.windows.schedule import (
     window_of,
     windows_met,
 )
-from panstream.windows.series import Series, dropped_text, record
+from panstream.windows.series import Series, record
 from panstream.windows.zones import Zone, parse_zone
 
 #: A live window is released this long after its instant: the moment the idle wake-up is set for
@@ -98,54 +111,6 @@ WAKE_SLACK = 0.001
 
 __all__ = ["WAKE_SLACK", "WindowStats", "WindowedIngestor", "duration_text", "horizon_line", "window_files",
            "window_path", "window_stem", "windows_met"]
-
-_STAMP = re.compile(r"\.(\d{8}T\d{6}Z)\.pst$")
-
-
-def _stamp(start: int) -> str:
-    return label(start).replace("-", "").replace(":", "")
-
-
-def memory_available() -> int | None:
-    """Bytes of memory this machine can give a process without swapping (Linux's
-    ``MemAvailable``), ``None`` where it cannot be read (the check is then skipped)."""
-    try:
-        with open("/proc/meminfo", "rb") as f:
-            for line in f:
-                if line.startswith(b"MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def window_stem(state_path: str) -> str:
-    """The common stem of the open windows' state files (``web.pst`` -> ``web``)."""
-    return state_path[:-4] if state_path.endswith(".pst") else state_path
-
-
-def window_path(state_path: str, start: int) -> str:
-    """The state file of the open window starting at ``start`` (``web.pst`` ->
-    ``web.20261124T000000Z.pst``).
-
-    >>> window_path("/s/web.pst", 1795478400)
-    '/s/web.20261124T000000Z.pst'
-    """
-    return f"{window_stem(state_path)}.{_stamp(start)}.pst"
-
-
-def window_files(state_path: str) -> dict[int, str]:
-    """The open-window state files beside ``state_path``, by window start."""
-    import calendar
-
-    stem = window_stem(state_path) + "."
-    out = {}
-    for p in glob.glob(glob.escape(stem) + "*.pst"):
-        m = _STAMP.fullmatch(p[len(stem) - 1:])
-        if m:
-            out[calendar.timegm(time.strptime(m.group(1), "%Y%m%dT%H%M%SZ"))] = p
-    return out
-
 
 @dataclass
 class WindowStats:
@@ -186,7 +151,7 @@ class _Open:
     lock: contextlib.ExitStack
 
 
-class WindowedIngestor:
+class WindowedIngestor(Driver):
     """Run log inputs into one fresh table per tumbling window, releasing each once (see the module
     docstring for the commit order and the time modes).
 
@@ -250,14 +215,14 @@ class WindowedIngestor:
             msg = ("windows kept in state files need a --series file: it is the record of which "
                    "windows were released, so that a restart never releases one twice")
             raise ConfigurationError(msg)
+        super().__init__(universe, fmt, state_path=state_path, release_epsilon=release_epsilon,
+                         release_mechanism=release_mechanism, on_notice=on_notice,
+                         on_progress=on_progress, progress_every=progress_every,
+                         telemetry=telemetry, clock=clock, wall_clock=wall_clock)
+        self.release_epsilon: float = release_epsilon
         self.make = make
-        self.universe = universe
-        self.format = fmt
         self.size = size
-        self.release_epsilon = release_epsilon
-        self.release_mechanism = release_mechanism
         self.series = series
-        self.state_path = os.fspath(state_path) if state_path is not None else None
         self.time_mode = time_mode
         if schedule is None:
             schedule = WindowSchedule.live(size, int(lateness) if time_mode == "event" else 0)
@@ -275,13 +240,7 @@ class WindowedIngestor:
         self.expect = dict(expect or {})
         self.on_close = on_close
         self.on_export = on_export
-        self.on_notice = on_notice
-        self.on_progress = on_progress
-        self.progress_every = progress_every
-        self.telemetry = telemetry or TelemetryPolicy()
         self.time_zone = parse_zone(time_zone) if isinstance(time_zone, str) else time_zone
-        self.clock = clock
-        self.wall_clock = wall_clock
         self.stats = WindowStats()
         self._open: dict[int, _Open] = {}
         self._released: set[int] = set()
@@ -291,59 +250,34 @@ class WindowedIngestor:
                 msg = (f"the series {series.path} holds windows of {duration_text(other[0])}, "
                        f"not {duration_text(size)}: give each window length its own --series file")
                 raise ConfigurationError(msg)
-            self._released = {self._start_of_id(w) for w in series.released()}
+            self._released = {start_of_id(w) for w in series.released()}
         # exact counts, kept only under a telemetry opt-in, zeroed at each close: lines dropped
         # early (before the declared range, or for a window the clock has not begun), late (after
         # the range, or for a window closed or released) and without a readable time
         self._early = self._late = self._untimed = 0
-        self._parsers: dict[str, LineParser] = {}
         self._clocks: dict[str, TimeReader] = {}  # event-time readers (keep w3c/zeek headers)
         self._placed = False  # whether a line of this run went into a window (W1d: only that)
         self._fresh: set[int] = set()  # windows opened by this run (not restored)
         self._refused: set[int] = set()  # scheduled windows found already in the series
-        self._stop = False
-        self._t0 = 0.0
-        self._wall0 = 0.0
         #: A table made by :meth:`_check_memory` to measure, handed to the first window opened.
         self._spare: Estimator | None = None
 
     # ------------------------------------------------------------------ control
-    def request_stop(self) -> None:
-        """Ask the loop to stop after the current chunk (safe from a signal handler)."""
-        self._stop = True
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop
-
     def open_windows(self) -> list[int]:
         """Starts of the windows open now (their tables are the only state in memory)."""
         return sorted(self._open)
 
     # ------------------------------------------------------------------ windows
-    def _start_of_id(self, window: str) -> int:
-        import calendar
-
-        try:
-            return calendar.timegm(time.strptime(window, "%Y-%m-%dT%H:%M:%SZ"))
-        except ValueError:
-            msg = f"the series holds a window id {window!r} that is not an ISO 8601 UTC time"
-            raise ConfigurationError(msg) from None
-
     def _detect(self, name: str, chunk: memoryview, announce: bool) -> str:
         """``auto``: the input's format from its first chunk (recorded for a file); stop the run
         when no known format fits, as plain ``ingest`` does, before any line is read (in event
         time it would otherwise blame the format ``'none'`` for carrying no time)."""
         det = detect(chunk)
         if not det.known:
-            raise _no_format(name, det.note, announce, self._notice, det.binary)
+            raise no_format(name, det.note, announce, self._notice, det.binary)
         if announce:
             self.stats.formats.append(f"{name}: {det.spec}")
         return det.spec
-
-    def _notice(self, msg: str) -> None:
-        if self.on_notice:
-            self.on_notice(msg)
 
     def _lock(self, start: int) -> contextlib.ExitStack:
         stack = contextlib.ExitStack()
@@ -494,11 +428,7 @@ class WindowedIngestor:
         if self.state_path is None:
             return
         for start, w in sorted(self._open.items()):
-            path = window_path(self.state_path, start)
-            persist.save(w.est, path)
-            if at is not None:
-                wall = int(round((self._wall0 + (at - self._t0)) * 1e9))
-                os.utime(path, ns=(wall, wall))
+            self._save(w.est, window_path(self.state_path, start), at)
         self.stats.checkpoints += 1
 
     def _tick(self, now: float) -> None:
@@ -533,13 +463,6 @@ class WindowedIngestor:
         return min(nxt)
 
     # ------------------------------------------------------------------ lines
-    def _parser(self, kind: str) -> LineParser:
-        p = self._parsers.get(kind)
-        if p is None:
-            fmt = self.format if kind == self.format.spec else parse_format(kind)
-            p = self._parsers[kind] = LineParser(self.universe, fmt)
-        return p
-
     def _apply(self, kind: str, start: int, data: memoryview) -> None:
         res = self._parser(kind).parse(data)
         if res.indices.size:
@@ -557,12 +480,9 @@ class WindowedIngestor:
         size = self.size
         ws = (secs // size) * size
         try:
-            keep = self._in_open(ws, valid)
+            keep = in_open(ws, valid, sorted(self._open), size)
             if self.telemetry.counts:
-                n = ends - starts
-                blank = (n == 0) | ((n == 1) & (b[np.maximum(ends - 1, 0)] == 13))
-                if reader.kind in ("w3c", "zeek"):  # '#' header lines are no records
-                    blank |= (n > 0) & (b[np.minimum(starts, max(b.size - 1, 0))] == 35)
+                blank = blank_lines(b, starts, ends, headers=reader.kind in ("w3c", "zeek"))
                 dropped = valid & ~keep
                 early = int((dropped & self._before(ws)).sum())
                 self._early += early
@@ -573,7 +493,8 @@ class WindowedIngestor:
             if wins.size == 1 and bool(keep.all()):
                 self._apply(kind, int(wins[0]), chunk)
             elif wins.size:
-                self._split_apply(kind, b, chunk, starts, ends, keep, ws, wins)
+                split_apply(lambda start, data: self._apply(kind, start, data), b, chunk,
+                            starts, ends, keep, ws, wins)
             wins.fill(0)
         finally:
             secs.fill(0)
@@ -598,48 +519,6 @@ class WindowedIngestor:
             reader = self._clocks[kind] = TimeReader(kind, self.time_zone, self.schedule.span,
                                                      self.wall_clock)
         return reader
-
-    def _in_open(self, ws: np.ndarray, valid: np.ndarray) -> np.ndarray:
-        """Which lines (window starts ``ws``) fall in an open window: one table lookup a line
-        (a replay may hold hundreds of windows open; no sort, no search)."""
-        keep = valid.copy()
-        if not self._open:
-            keep[:] = False
-            return keep
-        opened = sorted(self._open)
-        lo, size = opened[0], self.size
-        n = (opened[-1] - lo) // size + 1
-        table = np.zeros(n, dtype=bool)
-        table[[(s - lo) // size for s in opened]] = True
-        idx = (ws - lo) // size
-        keep &= (idx >= 0) & (idx < n)
-        keep[keep] = table[idx[keep]]
-        idx.fill(0)
-        return keep
-
-    def _split_apply(self, kind: str, b: np.ndarray, chunk: memoryview, starts: np.ndarray,
-                     ends: np.ndarray, keep: np.ndarray, ws: np.ndarray, wins: np.ndarray) -> None:
-        """Apply the kept lines of a chunk that spans several windows, window by window.
-
-        Logs are nearly in time order, so a window's lines mostly form one run: a run is parsed in
-        place (a slice of the chunk, no copy); where other lines interleave, only the window's
-        span is compressed into a new buffer (wiped after use)."""
-        g = np.full(starts.size, -1, dtype=np.int8 if wins.size < 127 else np.int32)
-        g[keep] = np.searchsorted(wins, ws[keep])
-        lens = ends - starts + 1
-        lens[-1] -= int(ends[-1] >= b.size)  # a final line without its newline
-        for k, s in enumerate(wins.tolist()):
-            rows = np.flatnonzero(g == k)
-            i, j = int(rows[0]), int(rows[-1]) + 1
-            lo, hi = int(starts[i]), int(starts[i] + lens[i:j].sum())
-            if rows.size == j - i:  # one run
-                self._apply(kind, int(s), chunk[lo:hi])
-                continue
-            buf = b[lo:hi][np.repeat(g[i:j] == k, lens[i:j])]
-            try:
-                self._apply(kind, int(s), buf.data)
-            finally:
-                buf.fill(0)
 
     def _processing_chunk(self, kind: str, chunk: memoryview) -> None:
         """Place the chunk in the window of the clock, if the schedule has it open (it does
@@ -685,7 +564,7 @@ class WindowedIngestor:
         try:
             if self.time_mode == "processing" and self.schedule.stop is not None \
                     and self._wall0 >= self.schedule.stop:
-                raise _range_over(self.schedule.stop)  # the clock and the range: public, no data
+                raise range_over(self.schedule.stop)  # the clock and the range: public, no data
             for inp in inputs:
                 if self._stop:
                     break
@@ -696,7 +575,7 @@ class WindowedIngestor:
                 kind = None if self.format.kind == "auto" else self.format.spec
                 if kind is not None and self.time_mode == "event":
                     if not has_time(kind):
-                        raise _untimed_format(kind, inp.name)
+                        raise untimed_format(kind, inp.name)
                     self._reader(kind)  # a local time without --time-zone: refused now
                 for chunk in inp.reader:
                     if len(chunk):
@@ -704,7 +583,7 @@ class WindowedIngestor:
                             kind = self._detect(inp.name, chunk, announce=inp.position is not None)
                             if self.time_mode == "event":
                                 if not has_time(kind):
-                                    raise _untimed_format(kind, inp.name)
+                                    raise untimed_format(kind, inp.name)
                                 self._reader(kind)
                         if self.time_mode == "event":
                             self._event_chunk(kind, chunk)
@@ -746,7 +625,7 @@ class WindowedIngestor:
                 # windows it opened are dropped, not released (nor kept for the next run)
                 for start in sorted(self._fresh & set(self._open)):
                     self._forget(self._open[start])
-                raise _nothing_placed(last_kind, self.schedule, self._late_figures())
+                raise nothing_placed(last_kind, self.schedule, self._late_figures())
             if self.close_at_end and not stats.interrupted:
                 # the end of the input: a replay's schedule releases its windows now, in order;
                 # a live run asked to close at the end releases what is open at this moment
@@ -766,51 +645,3 @@ class WindowedIngestor:
             stats.seconds = self.clock() - t0
         return stats
 
-
-def _no_format(name: str, note: str, announce: bool, notice: Callable[[str], None],
-               binary: bool = False) -> InputFormatError:
-    """``-f auto`` found no known format: the notice plain ``ingest`` gives (files only: a stream's
-    detection is not announced) and its loud-failure line, without ``--keep-going`` (no window
-    could place the lines)."""
-    if announce:
-        notice(f"{name}: no known log format fits its first lines: {note}")
-    return InputFormatError(no_format_line(keep_going=False, binary=binary))
-
-
-def _range_over(stop: int) -> ConfigurationError:
-    """The one line of processing time over a declared range that ended before the run began: every
-    line would take the clock's time, after the range, and be dropped (issue 37: it was exit 0 and
-    nothing said). Decided from the clock and the range alone, before any line is read."""
-    return ConfigurationError(
-        f"the declared range ends at {label(stop)}, before now, and processing time stamps each "
-        "line with the clock: no line could go into a window of it; nothing was read. Use --time "
-        "event to window the lines by their own times, or a --to after now")
-
-
-def _nothing_placed(kind: str, schedule: WindowSchedule,
-                    dropped: Mapping[str, Any] | None = None) -> ConfigurationError:
-    """The one line of a replay of which no line went into a window (W1d, issue 37).
-
-    It is a function of one bit of the whole run (whether any line was placed in a window of the
-    declared range) and of public parameters; it does not say whether the lines had readable
-    times outside the range or no readable time at all: that would be a second bit, which a
-    single dropped line could move (docs/threat-model.md). Under a counting opt-in (``dropped``:
-    the released early/late/untimed counts) the line adds them, at their printed cost."""
-    first, stop = schedule.span or (0, 0)
-    why = "" if dropped is None else f" ({dropped_text(dropped)})"
-    return ConfigurationError(
-        f"not one line went into a window of the declared range {label(first)} .. {label(stop)}"
-        f"{why}: "
-        f"either their times lie outside it (check --from/--to against the log's dates) or none "
-        f"carries a time this panstream reads as {kind!r} (CLF: [24/Nov/2026:10:00:00 +0000]; "
-        "JSON: a ts/timestamp/start_time key; W3C: date and time; Zeek: ts; ALB/ELB: the ISO "
-        "8601 field; squid: epoch seconds; haproxy: the accept date; sshd/pam: the syslog time; "
-        "docs/windows.md has the table: check --format, or use --time processing); nothing was "
-        "released and the range's empty windows were dropped")
-
-
-def _untimed_format(kind: str, name: str) -> ConfigurationError:
-    return ConfigurationError(
-        f"{name}: lines of format {kind!r} carry no time, so event-time windows cannot place "
-        f"them: use a timed format ({', '.join(TIMED_FORMATS)}), or --time processing "
-        "(windows by the clock when lines are read)")

@@ -45,7 +45,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -72,8 +72,22 @@ _U64 = np.uint64
 _MASK64 = (1 << 64) - 1
 
 
+class Dropped:
+    """The items a batch dropped, in the command line's three classes (``malformed``, ``outside``,
+    ``empty``: a result dataclass declares them), and their sum."""
+
+    malformed: int
+    outside: int
+    empty: int
+
+    @property
+    def rejected(self) -> int:
+        """Items dropped for any reason."""
+        return self.malformed + self.outside + self.empty
+
+
 @dataclass(frozen=True)
-class IndexResult:
+class IndexResult(Dropped):
     """Cell indices of the accepted items and the counts of rejected ones.
 
     Attributes:
@@ -92,11 +106,6 @@ class IndexResult:
     malformed: int = 0
     outside: int = 0
     empty: int = 0
-
-    @property
-    def rejected(self) -> int:
-        """Items dropped for any reason."""
-        return self.malformed + self.outside + self.empty
 
 
 #: Types that are iterable but are one item, not a batch of items.
@@ -149,6 +158,58 @@ def _is_address(text: str, family: int) -> bool:
     except OSError:
         return False
     return True
+
+
+#: What reading one item may raise when it is malformed (an address that is none, bad text, ...).
+_MALFORMED = (ValueError, TypeError, OSError, UnicodeError, OverflowError)
+
+
+def _each_read(items: Iterable[Any], read: Callable[[Any], Any], dropped: list[int]) -> Iterator[Any]:
+    """``read(item)`` of every item that reads; a blank item adds 1 to ``dropped[0]`` (empty),
+    one that does not read (:data:`_MALFORMED`) to ``dropped[1]`` (malformed)."""
+    for item in items:
+        try:
+            v = read(item)
+        except _Blank:
+            dropped[0] += 1
+            continue
+        except _MALFORMED:
+            dropped[1] += 1
+            continue
+        yield v
+
+
+def _cells(n: Any, least: int, kind: str) -> int:
+    """The number of cells ``n`` of a ``kind`` universe: an integer from ``least`` to 2**32.
+
+    Raises:
+        UniverseError: anything else.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not least <= int(n) <= MAX_CELLS:
+        msg = f"{kind} universe size must be an integer from {least} to 2**32, got {n!r}"
+        raise UniverseError(msg)
+    return int(n)
+
+
+def _network(cidr: Any, family: int, no_length: str, example: str
+             ) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """The prefix ``cidr`` of an ``ipv4`` (``family`` ``AF_INET``) or ``ipv6`` universe.
+
+    Raises:
+        UniverseError: an address without ``/length`` (``no_length`` says what to write, ``{a}``
+            the address), or no prefix (``example`` shows one).
+    """
+    name = "IPv4" if family == socket.AF_INET else "IPv6"
+    if isinstance(cidr, str) and "/" not in cidr and _is_address(cidr.strip(), family):
+        msg = f"{name} universe {cidr!r} has no prefix length: " + no_length.format(a=cidr.strip())
+        raise UniverseError(msg)
+    try:
+        if family == socket.AF_INET:
+            return ipaddress.IPv4Network(cidr, strict=True)
+        return ipaddress.IPv6Network(cidr, strict=True)
+    except (ValueError, TypeError) as exc:
+        msg = f"invalid {name} universe {cidr!r}: {exc}; expected a prefix such as {example}"
+        raise UniverseError(msg) from None
 
 
 def _address_key(item: Any) -> int:
@@ -265,15 +326,8 @@ class Universe:
             UniverseError: the prefix is malformed, has host bits set, or has no ``/length`` (an
                 address alone would silently mean a one-cell universe: write ``/32`` for that).
         """
-        if isinstance(cidr, str) and "/" not in cidr and _is_address(cidr.strip(), socket.AF_INET):
-            msg = (f"IPv4 universe {cidr!r} has no prefix length: give one, e.g. {cidr.strip()}/16; "
-                   f"for a single address (1 cell) write {cidr.strip()}/32")
-            raise UniverseError(msg)
-        try:
-            net = ipaddress.IPv4Network(cidr, strict=True)
-        except (ValueError, TypeError) as exc:
-            msg = f"invalid IPv4 universe {cidr!r}: {exc}; expected a prefix such as 10.0.0.0/16"
-            raise UniverseError(msg) from None
+        net = _network(cidr, socket.AF_INET, "give one, e.g. {a}/16; for a single address (1 cell) "
+                       "write {a}/32", "10.0.0.0/16")
         return cls("ipv4", net.num_addresses, f"ipv4:{net.with_prefixlen}",
                    base=int(net.network_address), prefix=net.prefixlen)
 
@@ -287,15 +341,8 @@ class Universe:
             UniverseError: malformed prefix or no ``/length``, granularity shorter than the prefix or
                 over 128, or more than 2**32 cells.
         """
-        if isinstance(cidr, str) and "/" not in cidr and _is_address(cidr.strip(), socket.AF_INET6):
-            msg = (f"IPv6 universe {cidr!r} has no prefix length: give one, e.g. "
-                   f"{cidr.strip()}/48 (cells are /64 subnets unless you add @G)")
-            raise UniverseError(msg)
-        try:
-            net = ipaddress.IPv6Network(cidr, strict=True)
-        except (ValueError, TypeError) as exc:
-            msg = f"invalid IPv6 universe {cidr!r}: {exc}; expected a prefix such as 2001:db8::/48"
-            raise UniverseError(msg) from None
+        net = _network(cidr, socket.AF_INET6, "give one, e.g. {a}/48 (cells are /64 subnets unless "
+                       "you add @G)", "2001:db8::/48")
         if not isinstance(granularity, int) or not net.prefixlen <= granularity <= 128:
             msg = (f"IPv6 granularity /{granularity} must lie between the prefix length "
                    f"/{net.prefixlen} and /128")
@@ -313,10 +360,8 @@ class Universe:
     @classmethod
     def range(cls, n: int) -> Universe:
         """The integers ``0..n-1`` (1 <= n <= 2**32)."""
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= int(n) <= MAX_CELLS:
-            msg = f"range universe size must be an integer from 1 to 2**32, got {n!r}"
-            raise UniverseError(msg)
-        return cls("range", int(n), f"range:{int(n)}")
+        n = _cells(n, 1, "range")
+        return cls("range", n, f"range:{n}")
 
     @classmethod
     def hashed(cls, m: int) -> Universe:
@@ -328,10 +373,8 @@ class Universe:
         respect to buckets, so it needs no secret. Collisions make the raw density undercount
         distinct identifiers; the estimator corrects for that with linear counting.
         """
-        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or not 2 <= int(m) <= MAX_CELLS:
-            msg = f"hashed universe size must be an integer from 2 to 2**32, got {m!r}"
-            raise UniverseError(msg)
-        return cls("hashed", int(m), f"hashed:{int(m)}")
+        m = _cells(m, 2, "hashed")
+        return cls("hashed", m, f"hashed:{m}")
 
     @classmethod
     def hashed_ip(cls, m: int) -> Universe:
@@ -365,10 +408,8 @@ class Universe:
         >>> r.indices.size, r.malformed, bool(r.indices[0] == r.indices[1])
         (2, 3, True)
         """
-        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or not 2 <= int(m) <= MAX_CELLS:
-            msg = f"hashed-ip universe size must be an integer from 2 to 2**32, got {m!r}"
-            raise UniverseError(msg)
-        return cls("hashed-ip", int(m), f"hashed-ip:{int(m)}")
+        m = _cells(m, 2, "hashed-ip")
+        return cls("hashed-ip", m, f"hashed-ip:{m}")
 
     @property
     def reads_addresses(self) -> bool:
@@ -585,23 +626,15 @@ class Universe:
             return IndexResult(self._hash_keys(hi, lo), malformed=bad)
         his: list[int] = []
         los: list[int] = []
-        malformed = empty = 0
-        for item in items:
-            try:
-                k = _address_key(item)
-            except _Blank:
-                empty += 1
-                continue
-            except (ValueError, TypeError, OSError, UnicodeError, OverflowError):
-                malformed += 1
-                continue
+        dropped = [0, 0]
+        for k in _each_read(items, _address_key, dropped):
             his.append(k >> 64)
             los.append(k & _MASK64)
         hi = np.fromiter(his, dtype=_U64, count=len(his))
         lo = np.fromiter(los, dtype=_U64, count=len(los))
         his.clear()
         los.clear()
-        return IndexResult(self._hash_keys(hi, lo), malformed=malformed, empty=empty)
+        return IndexResult(self._hash_keys(hi, lo), malformed=dropped[1], empty=dropped[0])
 
     def _hash_keys(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
         """Buckets of 128-bit keys given as uint64 halves: ``reduce(mix(mix(hi ^ tag) ^ lo))``;
@@ -615,25 +648,17 @@ class Universe:
 
     def _indices_objects(self, items: Iterable[Any]) -> IndexResult:
         out: list[int] = []
-        malformed = outside = empty = 0
-        conv = self._converter()
+        outside = 0
+        dropped = [0, 0]
         size = self.size
-        for item in items:
-            try:
-                v = conv(item)
-            except _Blank:
-                empty += 1
-                continue
-            except (ValueError, TypeError, OSError, UnicodeError, OverflowError):
-                malformed += 1
-                continue
+        for v in _each_read(items, self._converter(), dropped):
             if v is None or not 0 <= v < size:
                 outside += 1
             else:
                 out.append(v)
         idx = np.fromiter(out, dtype=np.intp, count=len(out))
         out.clear()
-        return IndexResult(idx, malformed=malformed, outside=outside, empty=empty)
+        return IndexResult(idx, malformed=dropped[1], outside=outside, empty=dropped[0])
 
     def _converter(self) -> Any:
         kind, base = self.kind, self._base
@@ -699,6 +724,25 @@ class Universe:
                 return int(_reduce64(h, m)[0])
             raise TypeError
         return hashed
+
+    # ------------------------------------------------------------------ what a state pins
+    def state_params(self) -> dict[str, Any]:
+        """Public parameters beyond the spec that a state over this universe records (none here;
+        a by-country universe records the country table its cells were computed with, which a
+        family appends to its :meth:`~panstream.estimators.base.Estimator.params`)."""
+        return {}
+
+    def pin_state(self, params: Mapping[str, Any]) -> None:
+        """Check, and take back, what :meth:`state_params` recorded in a snapshot's ``params``
+        (a family calls it before it adopts the snapshot's table). Nothing to take here.
+
+        Raises:
+            StateError: the snapshot's parameters cannot be read by this panstream.
+        """
+
+    def unpin_state(self) -> None:
+        """Forget what a state pinned: :meth:`~panstream.estimators.base.Estimator.rotate` draws
+        a fresh table, which pins afresh. Nothing to forget here."""
 
     # ------------------------------------------------------------------ dunder
     def __eq__(self, other: object) -> bool:

@@ -14,7 +14,7 @@ The package's files are its parts, in the order a line meets them:
 
 The drivers are sources and sit above this package (issue 36): ``panstream ingest --window`` over
 files and standard input is :mod:`panstream.sources.windowed` (:class:`WindowedIngestor`: the
-commit order of a closing window; ``panstream.sources.windowed`` still imports, as an alias, for
+commit order of a closing window; ``panstream.windows.ingestor`` still imports, as an alias, for
 one release), ``panstream kafka --window`` is :mod:`panstream.sources.kafka.windows`; the command
 line is :mod:`panstream.cli.window_options` and :mod:`panstream.cli.kafka_windows`.
 """

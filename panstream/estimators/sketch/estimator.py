@@ -158,7 +158,8 @@ class SketchEstimator(RedrawnBits, Estimator):
         return {"kind": self.kind, "universe": self.universe.spec, "cells": self.size,
                 "epsilon": float(self.epsilon), "buckets": self.buckets, "levels": self.levels,
                 "items": self.items, "hash": self.hash_name, "p_bits": P_BITS,
-                "p_numerator": self._numerator, "q_numerator": self._q_numerator}
+                "p_numerator": self._numerator, "q_numerator": self._q_numerator,
+                **self.universe.state_params()}
 
     def describe(self) -> dict[str, Any]:
         """The grid and the exact flip probability, for ``panstream inspect``."""
@@ -198,9 +199,12 @@ class SketchEstimator(RedrawnBits, Estimator):
                    "a different panstream version; resume it with the version that wrote it, or "
                    "start a new state")
             raise SnapshotMismatchError(msg)
+        grid.pin_state(params)  # checked before the table is adopted (a by-country grid's countries)
         table = BitTable._from_packed_array(grid.size, payload, choose_layout(grid.size, layout))
-        return cls(eps, grid.buckets, grid.levels, grid.items, ledger.budget, layout,
-                   hashing=grid.hashing, _table=table, _ledger=ledger)
+        est = cls(eps, grid.buckets, grid.levels, grid.items, ledger.budget, layout,
+                  hashing=grid.hashing, _table=table, _ledger=ledger)
+        est.universe.pin_state(params)
+        return est
 
     # ------------------------------------------------------------------ reading
     def ones_by_level(self) -> np.ndarray:

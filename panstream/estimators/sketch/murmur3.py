@@ -20,7 +20,7 @@ import struct
 
 import numpy as np
 
-from panstream.estimators.sketch.xxh64 import rotl64
+from panstream.estimators.sketch.xxh64 import as_u64, by_length, rotl64
 
 __all__ = ["hash64_bytes", "hash64_ints", "hash64_ipv4_text", "hash64_text_words", "ipv4_text_words",
            "murmur3_x64_128"]
@@ -71,9 +71,7 @@ def hash64_ints(values: np.ndarray) -> np.ndarray:
 
     ``values`` is any integer array; each value is taken modulo 2**64 (a Java ``long``).
     """
-    arr = np.asarray(values)
-    v = arr.astype(np.int64, copy=False).view(_U) if arr.dtype.kind == "i" \
-        else arr.astype(_U, copy=False)
+    v = as_u64(values)
     k1 = rotl64(v * _C1, 31) * _C2
     h1 = _U(8) + (_U(8) ^ k1)  # h1 = k1; h1 ^= len; h2 = len; h1 += h2
     h2 = h1 + _U(8)             # h2 += h1
@@ -145,25 +143,14 @@ def hash64_bytes(items: list[bytes]) -> np.ndarray:
     Batched: keys are grouped by length and each group is hashed as one ``(n, length)`` array, so
     the cost per key is NumPy arithmetic, not Python (a log's addresses have a handful of lengths).
     """
-    n = len(items)
-    out = np.empty(n, dtype=_U)
-    if not n:
-        return out
-    lengths = np.fromiter((len(b) for b in items), dtype=np.int64, count=n)
-    order = np.argsort(lengths, kind="stable")
-    sorted_len = lengths[order]
-    cuts = np.flatnonzero(np.diff(sorted_len)) + 1
-    for grp in np.split(order, cuts):
-        length = int(lengths[grp[0]])
-        buf = bytearray(b"".join([items[i] for i in grp.tolist()]))
-        rows = np.frombuffer(buf, dtype=np.uint8).reshape(grp.size, length)
-        h1, h2 = _murmur_block_rows(rows, length)
-        out[grp] = h1
-        h1.fill(0)
-        h2.fill(0)
-        buf[:] = bytes(len(buf))
-    lengths.fill(0)
-    return out
+    return by_length(items, _hash64_rows)
+
+
+def _hash64_rows(rows: np.ndarray) -> np.ndarray:
+    """The first 64 bits of Murmur3 x64 128 of every row of bytes (the second half is wiped)."""
+    h1, h2 = _murmur_block_rows(rows, rows.shape[1])
+    h2.fill(0)
+    return h1
 
 
 # ---------------------------------------------------------------------- IPv4 text, vectorized

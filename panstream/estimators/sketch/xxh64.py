@@ -25,9 +25,11 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
-__all__ = ["rotl64", "xxh64", "xxh64_bytes", "xxh64_ints", "xxh64_rows"]
+__all__ = ["as_u64", "by_length", "rotl64", "xxh64", "xxh64_bytes", "xxh64_ints", "xxh64_rows"]
 
 _U = np.uint64
 _M64 = (1 << 64) - 1
@@ -119,6 +121,16 @@ def xxh64_bytes(items: list[bytes], seed: int = 0) -> np.ndarray:
     Keys are grouped by length and each group is hashed as one array (a log's addresses have a
     handful of lengths), so the cost per key is NumPy arithmetic.
     """
+    return by_length(items, lambda rows: xxh64_rows(rows, seed))
+
+
+def by_length(items: list[bytes], hash_rows: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``hash_rows`` of every byte string, as ``uint64``, in order: the strings are grouped by
+    length and each group is hashed as one ``(n, length)`` array of bytes (a log's addresses have
+    a handful of lengths, so the cost per key is NumPy arithmetic, not Python). The joined bytes,
+    each group's hashes (``hash_rows`` returns an array of its own) and the lengths are zeroed
+    after use. Both hashes batch strings this way (:func:`xxh64_bytes` and Murmur3's
+    :func:`~panstream.estimators.sketch.murmur3.hash64_bytes`)."""
     n = len(items)
     out = np.empty(n, dtype=_U)
     if not n:
@@ -130,12 +142,19 @@ def xxh64_bytes(items: list[bytes], seed: int = 0) -> np.ndarray:
         length = int(lengths[grp[0]])
         buf = bytearray(b"".join([items[i] for i in grp.tolist()]))
         rows = np.frombuffer(buf, dtype=np.uint8).reshape(grp.size, length)
-        h = xxh64_rows(rows, seed)
+        h = hash_rows(rows)
         out[grp] = h
         h.fill(0)
         buf[:] = bytes(len(buf))
     lengths.fill(0)
     return out
+
+
+def as_u64(values: np.ndarray) -> np.ndarray:
+    """Integer ``values`` as ``uint64``, each taken modulo 2**64 (a Java ``long``'s bits)."""
+    arr = np.asarray(values)
+    return arr.astype(np.int64, copy=False).view(_U) if arr.dtype.kind == "i" \
+        else arr.astype(_U, copy=False)
 
 
 def xxh64_ints(values: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -144,9 +163,7 @@ def xxh64_ints(values: np.ndarray, seed: int = 0) -> np.ndarray:
 
     ``values`` is any integer array; each value is taken modulo 2**64 (a Java ``long``).
     """
-    arr = np.asarray(values)
-    v = arr.astype(np.int64, copy=False).view(_U) if arr.dtype.kind == "i" \
-        else arr.astype(_U, copy=False)
+    v = as_u64(values)
     acc = _seed(v.size, seed) + P5 + _U(8)
     k = _round(np.zeros(v.size, dtype=_U), v.reshape(-1))
     acc = rotl64(acc ^ k, 27) * P1 + P4
