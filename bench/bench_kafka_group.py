@@ -76,7 +76,9 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kafka"))
+#: This tree's root: its members run there, so ``python -m panstream`` imports this tree.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "kafka"))
 from _kafka_helpers import committed_offsets, start_tansu  # noqa: E402
 
 PER_MSG = 500
@@ -257,8 +259,11 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     errs = [work / f"{group}.{i}.err" for i in range(n)]
     t_start = time.monotonic()
     env = dict(os.environ, PYTHONPATH=tree) if tree else None  # --baseline: another tree's code
-    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=e.open("w"), env=env)
-             for e in errs]
+    # ``python -m`` puts its working directory first on the path: run each member in the tree
+    # whose code it is meant to run (from this tree's root, a --baseline member ran this tree's
+    # code whatever its PYTHONPATH, and before/after compared this tree with itself)
+    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=e.open("w"), env=env,
+                              cwd=tree or ROOT) for e in errs]
     startup = None
     settled_at = None
     while time.monotonic() - t_start < 120:
@@ -354,7 +359,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
         p.send_signal(signal.SIGTERM)
     rcs = [p.wait(timeout=120) for p in procs]
     rel = subprocess.run([sys.executable, "-m", "panstream", "release", "--state-dir", str(state),
-                          "--epsilon", "0.5", "--json"], capture_output=True, text=True)
+                          "--epsilon", "0.5", "--json"], capture_output=True, text=True, cwd=ROOT)
     try:
         r = json.loads(rel.stdout.strip().splitlines()[-1])
         est = [round(r["distinct"]), round(r["distinct_low"]), round(r["distinct_high"])]
@@ -427,7 +432,7 @@ def bare_read_child(client: str, bootstrap: str, topic: str, total: int) -> None
 def child(argv: list[str]) -> tuple[float, float, int]:
     """Run a child process to its end: wall seconds, CPU seconds, exit code."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     _, status, usage = os.wait4(proc.pid, 0)
     return (time.monotonic() - t0, usage.ru_utime + usage.ru_stime,
             os.waitstatus_to_exitcode(status))
