@@ -45,7 +45,11 @@ rate / the better ingest rate), from wall-clock rates; and the same ratios from 
 broker's and the producer's costs set apart: each group's ``lines_per_member_cpu_s`` (lines / the
 members' CPU seconds: what a member routes a second on a core of its own), ``two_over_one_cpu``
 (2 x the 2-member figure / the 1-member figure: two members on two free cores against one on
-one) and ``one_over_ingest_cpu`` (against ``ingest``'s lines per CPU-second).
+one) and ``one_over_ingest_cpu`` (against ``ingest``'s lines per CPU-second), and
+``members_cpu_over_ingest``: each run's members' CPU per line over ``ingest``'s (issue 38). With
+py-spy installed, each run also splits its first member's CPU per line by thread
+(``first_member_by_thread``: ``routing``, ``slices`` (the main thread: the slice stage and its
+checkpoints), ``native`` (librdkafka's threads), ``other``).
 ``--codecs none,lz4,zstd`` also produces the lines once per codec to a topic nobody reads, with
 the broker's and the producer's CPU per line. ``--baseline DIR`` runs the members of sizes ending
 in ``b`` from another tree (``git archive COMMIT | tar -x -C DIR``): before and after in one run.
@@ -58,6 +62,7 @@ Run: ``python bench/bench_kafka_group.py`` (a few minutes; ``--lines 400000`` fo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -71,7 +76,9 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "kafka"))
+#: This tree's root: its members run there, so ``python -m panstream`` imports this tree.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "kafka"))
 from _kafka_helpers import committed_offsets, start_tansu  # noqa: E402
 
 PER_MSG = 500
@@ -155,13 +162,72 @@ def cpu_seconds(pid: int) -> float:
     except OSError:  # gone meanwhile
         return 0.0
     own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(cpu_seconds(k) for k in children(pid))
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (every thread's), from /proc."""
     kids: list[int] = []
     for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             kids += [int(k) for k in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return own + sum(cpu_seconds(k) for k in kids)
+    return kids
+
+
+def worker(pid: int) -> int:
+    """The process of a member that runs its threads: ``pid`` or one of its descendants (a
+    librdkafka member runs in a supervised child of the command), the one with the most."""
+    best, most, todo = pid, -1, [pid]
+    while todo:
+        p = todo.pop()
+        with contextlib.suppress(OSError):
+            n = len(os.listdir(f"/proc/{p}/task"))
+            if n > most:
+                best, most = p, n
+            todo += children(p)
+    return best
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each thread of process ``pid`` so far, by thread id."""
+    out = {}
+    for t in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError, ValueError):
+            f = Path(f"/proc/{pid}/task/{t}/stat").read_text().rpartition(")")[2].split()
+            out[int(t)] = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+#: What the bench calls a member's threads (by their Python names; the threads without one are
+#: librdkafka's: fetching, decompressing, producing).
+THREADS = {"panstream-route": "routing", "MainThread": "slices"}
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """``{thread id: name}`` of a member's Python threads, from ``py-spy dump`` (empty without
+    py-spy): Python 3.11 does not give its threads' names to the OS."""
+    if not shutil.which("py-spy"):
+        return {}
+    try:
+        out = subprocess.run(["py-spy", "dump", "--json", "--pid", str(pid)], capture_output=True,
+                             text=True, timeout=30).stdout
+        return {int(t["os_thread_id"]): str(t["thread_name"]) for t in json.loads(out)
+                if t.get("os_thread_id") is not None}
+    except (subprocess.SubprocessError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def by_thread(before: dict[int, float], after: dict[int, float], names: dict[int, str],
+              lines: int) -> dict[str, float]:
+    """CPU µs per line of a member's threads over a window: routing, slices (the main thread:
+    the slice stage and its checkpoints), native (librdkafka's threads), other (the member's
+    other Python threads: watches, kafka-python's IO threads)."""
+    out = dict.fromkeys(("routing", "slices", "native", "other"), 0.0)
+    for t, cpu in after.items():
+        name = names.get(t)
+        key = THREADS.get(name, "other") if name else "native"
+        out[key] += cpu - before.get(t, 0.0)
+    return {k: round(v / lines * 1e6, 3) for k, v in out.items()}
 
 
 def held(errs: list[Path]) -> int:
@@ -193,8 +259,11 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     errs = [work / f"{group}.{i}.err" for i in range(n)]
     t_start = time.monotonic()
     env = dict(os.environ, PYTHONPATH=tree) if tree else None  # --baseline: another tree's code
-    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=e.open("w"), env=env)
-             for e in errs]
+    # ``python -m`` puts its working directory first on the path: run each member in the tree
+    # whose code it is meant to run (from this tree's root, a --baseline member ran this tree's
+    # code whatever its PYTHONPATH, and before/after compared this tree with itself)
+    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=e.open("w"), env=env,
+                              cwd=tree or ROOT) for e in errs]
     startup = None
     settled_at = None
     while time.monotonic() - t_start < 120:
@@ -227,9 +296,12 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
 
     marks: dict[str, Any] = {}
 
+    first = worker(procs[0].pid)
+    names = thread_names(first)  # the first member's threads, split by stage
+
     def mark() -> None:  # the CPU counters at the timed window's start
         marks.update(members=[cpu_seconds(p.pid) for p in procs], broker=cpu_seconds(broker_pid),
-                     self=time.process_time())
+                     self=time.process_time(), threads=thread_cpu(first))
 
     def timed(batch: list[bytes]) -> tuple[float, float | None, float | None,
                                            dict[int, int | None]]:
@@ -276,6 +348,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     t_produced, routed_at, sliced_at, cend = timed(msgs)
     cpu0, broker0, self0 = marks["members"], marks["broker"], marks["self"]
     member_cpu = sum(cpu_seconds(p.pid) - c for p, c in zip(procs, cpu0, strict=True))
+    threads = by_thread(marks["threads"], thread_cpu(first), names, len(msgs) * PER_MSG)
     broker_cpu = cpu_seconds(broker_pid) - broker0
     self_cpu = time.process_time() - self0  # the producer and the end reader
     reader.close()
@@ -286,7 +359,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
         p.send_signal(signal.SIGTERM)
     rcs = [p.wait(timeout=120) for p in procs]
     rel = subprocess.run([sys.executable, "-m", "panstream", "release", "--state-dir", str(state),
-                          "--epsilon", "0.5", "--json"], capture_output=True, text=True)
+                          "--epsilon", "0.5", "--json"], capture_output=True, text=True, cwd=ROOT)
     try:
         r = json.loads(rel.stdout.strip().splitlines()[-1])
         est = [round(r["distinct"]), round(r["distinct_low"]), round(r["distinct_high"])]
@@ -318,6 +391,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
            "producer": args.producer, "compression": args.compression,
            "lines_per_member_cpu_s": round(lines / member_cpu) if member_cpu > 0 else None,
            "cpu_us_per_line": {k: round(v, 2) for k, v in per_line.items()},
+           "first_member_by_thread": threads if names else None,
            "ceiling_lines_per_s": round(ceiling),
            "of_ceiling": sliced_at and round(lines / sliced_at / ceiling, 2),
            "rcs": rcs,
@@ -358,7 +432,7 @@ def bare_read_child(client: str, bootstrap: str, topic: str, total: int) -> None
 def child(argv: list[str]) -> tuple[float, float, int]:
     """Run a child process to its end: wall seconds, CPU seconds, exit code."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     _, status, usage = os.wait4(proc.pid, 0)
     return (time.monotonic() - t0, usage.ru_utime + usage.ru_stime,
             os.waitstatus_to_exitcode(status))
@@ -529,6 +603,15 @@ def main() -> None:
             if cpu:
                 summary[client]["lines_per_member_cpu_s"] = cpu
                 ratios(summary[client], cpu, "_cpu", max(ing_cpu, ing2_cpu), per_member=True)
+                # Issue 38's measure: the members' CPU per line over ingest's (the mean of its
+                # two runs, before and after the groups), each run of this tree and the baseline.
+                ing_us = (1e6 / ing_cpu + 1e6 / ing2_cpu) / 2
+                over: dict[str, list[float]] = {}
+                for r in runs:
+                    if r["source_client"] == client:
+                        over.setdefault(f"{r['members']} {r['code']}", []).append(
+                            round(r["cpu_us_per_line"]["members"] / ing_us, 2))
+                summary[client]["members_cpu_over_ingest"] = over
         emit(**summary)
     finally:
         proc.send_signal(signal.SIGINT)

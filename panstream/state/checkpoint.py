@@ -22,8 +22,9 @@ the save of a shard or slice another member has claimed since; the order below i
    table and public parameters only, and no ledger (a shard has no budget of its own). No offset,
    no message count, no item goes into a snapshot.
 3. **Make durable.** Write each snapshot to the store and return only when it is durable: the
-   directory store writes a temporary file, fsyncs it, renames it over the old one and fsyncs the
-   directory; the topic store waits for ``acks=all``. Each store keeps only a shard's newest
+   directory store writes a temporary file, fsyncs it, renames it over the old one, and fsyncs the
+   directory once all of them are renamed (:func:`~panstream.state.files.one_directory_sync`);
+   the topic store waits for ``acks=all``. Each store keeps only a shard's newest
    snapshot (invariant 5: two snapshots of one run would reveal who arrived in between).
 4. **Commit.** Only when *every* write of step 3 succeeded, commit for every shard that has
    processed a message the offset of its last processed message + 1 (kafka-python's convention;
@@ -93,6 +94,7 @@ from typing import Protocol
 from panstream.errors import CommitDeferredError
 from panstream.estimators.base import Estimator, wipe_buffer
 from panstream.schedule import Schedule
+from panstream.state.files import one_directory_sync
 
 
 class ShardStore(Protocol):
@@ -190,15 +192,16 @@ class Checkpointer:
         listener does so asynchronously on revoke), then call :meth:`done`.
         """
         offsets: dict[Hashable, int] = {}
-        for shard in shards:                                            # step 1: all of them
-            data = self._encode(shard.estimator)                        # step 2
-            try:
-                self.store.save(shard.key, data)                        # step 3
-            finally:
-                if isinstance(data, bytearray):
-                    wipe_buffer(data)
-            if shard.next_offset is not None:
-                offsets[shard.partition] = shard.next_offset
+        with one_directory_sync():  # a directory store syncs its directory once, at the end
+            for shard in shards:                                        # step 1: all of them
+                data = self._encode(shard.estimator)                    # step 2
+                try:
+                    self.store.save(shard.key, data)                    # step 3
+                finally:
+                    if isinstance(data, bytearray):
+                        wipe_buffer(data)
+                if shard.next_offset is not None:
+                    offsets[shard.partition] = shard.next_offset
         return offsets
 
     def done(self) -> None:

@@ -7,7 +7,9 @@
 2. create ``.<name>.panstream-tmp`` in the target's directory, exclusively, with mode 0600;
 3. write every piece, then ``fsync`` the file;
 4. ``rename`` it over the target (atomic: readers see the old or the new snapshot, never a mix);
-5. ``fsync`` the directory, so the rename itself is durable.
+5. ``fsync`` the directory, so the rename itself is durable. Inside a :func:`one_directory_sync`
+   block (a checkpoint writing one snapshot per slice into one directory) this step is done once
+   per directory at the block's end, for every file the block wrote: durable when the block ends.
 
 If anything fails before step 4 the temporary file is removed and the old snapshot is untouched; no
 backup copy is ever made. One process at a time may write a given path.
@@ -35,6 +37,7 @@ import json
 import os
 import secrets
 import stat
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -56,6 +59,10 @@ _CHUNK = 1 << 26
 
 #: Temporary files of the saves in progress in this process, for :func:`discard_temps`.
 _WRITING: set[str] = set()
+
+#: Per thread: the directories whose fsync (step 5) the open :func:`one_directory_sync` block
+#: still owes (no attribute: no block open).
+_OWED = threading.local()
 
 
 def discard_temps() -> None:
@@ -91,8 +98,13 @@ def real_path(path: PathLike) -> str:
 def lock_path(path: PathLike) -> str:
     """The lock file beside the real file of ``path``: ``.<name>.panstream-lock`` (empty; never
     holds data)."""
-    p = real_path(path)
-    return os.path.join(os.path.dirname(p), f".{os.path.basename(p)}{LOCK_SUFFIX}")
+    return _beside(real_path(path), LOCK_SUFFIX)
+
+
+def _beside(real: str, suffix: str) -> str:
+    """``.<name><suffix>`` beside ``real`` (a path :func:`real_path` already resolved: a save
+    resolves its path once, not once for each file named after it, issue 38)."""
+    return os.path.join(os.path.dirname(real), f".{os.path.basename(real)}{suffix}")
 
 
 @contextlib.contextmanager
@@ -121,7 +133,8 @@ def state_lock(path: PathLike, who: str, wait: float = 0.0) -> Iterator[None]:
     except ImportError:  # pragma: no cover - not a POSIX system: no locking
         yield
         return
-    lp = lock_path(path)
+    real = real_path(path)
+    lp = _beside(real, LOCK_SUFFIX)
     deadline = time.monotonic() + wait
     while True:
         try:
@@ -149,7 +162,7 @@ def state_lock(path: PathLike, who: str, wait: float = 0.0) -> Iterator[None]:
         os.close(fd)  # the holder before us removed that file as we opened it: take the new one
     # We hold the lock: a temporary file of this state (or of its ledger history) is a save that
     # died half-way (kill -9, power loss): a second, partial copy of the table. Remove it now.
-    for stale in (temp_path(path), temp_path(history_path(path))):
+    for stale in (_beside(real, TEMP_SUFFIX), temp_path(_beside(real, HISTORY_SUFFIX))):
         with contextlib.suppress(OSError):
             os.unlink(stale)
     try:
@@ -176,7 +189,7 @@ def refuse_hard_link(path: PathLike) -> None:
         StateError: ``path`` exists and has more than one name.
     """
     try:
-        st = os.stat(real_path(path))
+        st = os.stat(path)  # (through symbolic links: the real file's)
     except OSError:
         return
     if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:  # (a directory always has several)
@@ -188,8 +201,7 @@ def refuse_hard_link(path: PathLike) -> None:
 
 def temp_path(path: PathLike) -> str:
     """The temporary file a save of ``path`` writes before renaming it into place."""
-    p = real_path(path)
-    return os.path.join(os.path.dirname(p), f".{os.path.basename(p)}{TEMP_SUFFIX}")
+    return _beside(real_path(path), TEMP_SUFFIX)
 
 
 def atomic_write(path: PathLike, data: fmt.Buffer | Iterable[fmt.Buffer]) -> None:
@@ -210,7 +222,7 @@ def atomic_write(path: PathLike, data: fmt.Buffer | Iterable[fmt.Buffer]) -> Non
     """
     final = real_path(path)  # through a symlink to its target: never a second snapshot beside it
     directory = os.path.dirname(final)
-    tmp = temp_path(final)
+    tmp = _beside(final, TEMP_SUFFIX)
     pieces = [data] if isinstance(data, (bytes, bytearray, memoryview)) else list(data)
     try:
         with contextlib.suppress(FileNotFoundError):
@@ -240,6 +252,15 @@ def atomic_write(path: PathLike, data: fmt.Buffer | Iterable[fmt.Buffer]) -> Non
                              ) from None
         raise
     _WRITING.discard(tmp)
+    owed = getattr(_OWED, "dirs", None)
+    if owed is not None:  # step 5 at the end of the one_directory_sync block
+        owed.add(directory)
+        return
+    _sync_directory(directory, f"state file {final} was replaced")
+
+
+def _sync_directory(directory: str, what: str) -> None:
+    """``fsync`` a directory (step 5); ``what`` starts the message of a failure."""
     try:
         dfd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
@@ -247,8 +268,47 @@ def atomic_write(path: PathLike, data: fmt.Buffer | Iterable[fmt.Buffer]) -> Non
         finally:
             os.close(dfd)
     except OSError as exc:
-        raise StateError(f"state file {final} was replaced but its directory could not be synced "
-                         f"({exc.strerror}): after a power loss the old state may reappear") from None
+        raise StateError(f"{what} but its directory could not be synced ({exc.strerror}): after "
+                         "a power loss the old state may reappear") from None
+
+
+@contextlib.contextmanager
+def one_directory_sync() -> Iterator[None]:
+    """Within the block, :func:`atomic_write` on this thread leaves step 5 (the directory's
+    ``fsync``) to the block's end, which syncs each directory written once: a checkpoint of 16
+    slices in one directory syncs it once, not 16 times (issue 38: about 0.2 ms of CPU each).
+    Every file the block wrote is durable when the block ends without an error, not before; so
+    nothing that relies on them (an offset commit) may happen inside the block. A nested block
+    adds to the outer one.
+
+    Raises:
+        StateError: a directory could not be synced (the files were replaced, but after a power
+            loss the old ones may reappear).
+
+    Example:
+        >>> import os, tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> with one_directory_sync():
+        ...     for name in "ab":
+        ...         atomic_write(os.path.join(d, name), b"x")
+        >>> sorted(os.listdir(d))
+        ['a', 'b']
+    """
+    if getattr(_OWED, "dirs", None) is not None:
+        yield
+        return
+    _OWED.dirs = owed = set()
+    try:
+        yield
+    except BaseException:
+        del _OWED.dirs
+        for directory in sorted(owed):  # as far as it goes: the block's own error is the one said
+            with contextlib.suppress(StateError):
+                _sync_directory(directory, "")
+        raise
+    del _OWED.dirs
+    for directory in sorted(owed):
+        _sync_directory(directory, f"state files in {directory} were replaced")
 
 
 def _write_all(fd: int, mv: memoryview) -> None:
@@ -369,8 +429,7 @@ HISTORY_SUFFIX = ".panstream-ledger"
 
 def history_path(path: PathLike) -> str:
     """The ledger history beside ``path``: ``.<name>.panstream-ledger``."""
-    p = real_path(path)
-    return os.path.join(os.path.dirname(p), f".{os.path.basename(p)}{HISTORY_SUFFIX}")
+    return _beside(real_path(path), HISTORY_SUFFIX)
 
 
 class LedgerHistory:

@@ -10,13 +10,16 @@ import numpy as np
 from panstream.errors import ConfigurationError
 from panstream.estimators.base import wipe_buffer
 from panstream.inputs.parser import Detection, Format, LineParser, detect, parse_format
+from panstream.sources.files import CHUNK_SIZE
 from panstream.universe import Universe
 
 VALUE_FORMATS = ("item", "lines")
 
-#: The lines format parses about this many bytes at a time (the parser's working arrays stay in
-#: cache; one big buffer per poll is several times slower).
-_LINES_CHUNK = 1 << 20
+#: The lines format parses about this many bytes at a time: what ``ingest`` reads and parses at
+#: a time (:data:`panstream.sources.files.CHUNK_SIZE`, 2 MiB). The parser pays about 0.2 ms a
+#: call whatever its size, so smaller chunks cost more a line (1 MiB: +10-15 ns a line on the
+#: group bench's CLF lines, issue 38), and one big buffer per poll leaves the cache.
+_LINES_CHUNK = CHUNK_SIZE
 
 @dataclass
 class Decoded:
@@ -65,6 +68,11 @@ class Decoder:
         self.value_format = value_format
         self.format = fmt if isinstance(fmt, Format) else parse_format(fmt)
         self._parser: LineParser | None = None
+        #: The buffer the ``lines`` format joins a chunk of values into, reused from chunk to
+        #: chunk (a fresh one per chunk was page-faulted in each time): each chunk overwrites the
+        #: one before, and the batch's last is zeroed before the batch's cells are returned.
+        self._joined = bytearray()
+        self._used = 0  # its bytes holding values (zero beyond)
         #: What ``auto`` chose (``None`` until decided, or if a format was given).
         self.detection: Detection | None = None
         if self.format.kind != "auto":
@@ -137,14 +145,18 @@ class Decoder:
         out: list[np.ndarray] = []
         malformed, outside = nulls, 0
         start = size = 0
-        for i, v in enumerate(parts):
-            size += len(v)  # type: ignore[arg-type]
-            if size >= _LINES_CHUNK or i == len(parts) - 1:
-                r = self._parse_joined(parts[start:i + 1])  # type: ignore[arg-type]
-                out.append(r.indices)
-                malformed += r.malformed
-                outside += r.outside
-                start, size = i + 1, 0
+        try:
+            for i, v in enumerate(parts):
+                size += len(v) + 1  # type: ignore[arg-type]
+                if size >= _LINES_CHUNK or i == len(parts) - 1:
+                    r = self._parse_joined(parts[start:i + 1])  # type: ignore[arg-type]
+                    out.append(r.indices)
+                    malformed += r.malformed
+                    outside += r.outside
+                    start, size = i + 1, 0
+        finally:  # the last chunk's bytes (each chunk overwrote the one before)
+            np.frombuffer(self._joined, np.uint8, self._used).fill(0)
+            self._used = 0
         idx = np.concatenate(out) if len(out) > 1 else (out[0] if out else np.empty(0, np.intp))
         for a in out:
             if a is not idx:
@@ -152,9 +164,26 @@ class Decoder:
         return Decoded(idx, malformed, outside)
 
     def _parse_joined(self, parts: list[bytes]) -> Any:
-        buf = bytearray(b"\n").join([*parts, b""])  # mutable from the start, wiped below
-        try:
-            return self.parser.parse(buf)
-        finally:
-            wipe_buffer(buf)
+        """Parse ``parts`` joined by newlines, in :attr:`_joined` (the caller zeroes it)."""
+        n = sum(map(len, parts)) + len(parts)
+        if n > 4 * _LINES_CHUNK:  # one huge value: a buffer of its own, not kept
+            buf = bytearray(b"\n").join([*parts, b""])  # mutable from the start, wiped below
+            try:
+                return self.parser.parse(buf)
+            finally:
+                wipe_buffer(buf)
+        if len(self._joined) < n:  # a new one (a view of the old may live on in NumPy)
+            np.frombuffer(self._joined, np.uint8, self._used).fill(0)
+            self._joined, self._used = bytearray(max(n, _LINES_CHUNK + (_LINES_CHUNK >> 2))), 0
+        mv = memoryview(self._joined)
+        if self._used > n:  # what this chunk does not overwrite of the one before
+            np.frombuffer(mv, np.uint8, self._used - n, n).fill(0)
+        self._used = n
+        at = 0
+        for p in parts:
+            end = at + len(p)
+            mv[at:end] = p
+            mv[end] = 10  # the newline after each value
+            at = end + 1
+        return self.parser.parse(mv[:n])
 
