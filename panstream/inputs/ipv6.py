@@ -28,6 +28,9 @@ first pass tells, from the same masks and words, whether a token is exactly that
 the first of equal runs) and then hands the token's window row to the sketch with the key
 (:class:`panstream.inputs.ipv4.V6Keys`), so no text is written again from the key (issue 38;
 ``tests/parse/test_ipv6_fast.py`` checks the text carried is the key's text, token by token).
+For a reader that hashes only the text (the sketch: ``text_only``), such a token is told from the
+masks alone and not decoded at all (:func:`_canonical_masks`; its key is left 0, an IPv4-mapped
+one is still decoded to its IPv4 client).
 
 Strictness: a row is accepted only when :func:`panstream.universe.addresses.address_key` would
 return the same key (glibc's ``inet_pton`` rules: groups of one to four hex digits, one ``::`` at
