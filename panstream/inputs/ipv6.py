@@ -28,6 +28,9 @@ first pass tells, from the same masks and words, whether a token is exactly that
 the first of equal runs) and then hands the token's window row to the sketch with the key
 (:class:`panstream.inputs.ipv4.V6Keys`), so no text is written again from the key (issue 38;
 ``tests/parse/test_ipv6_fast.py`` checks the text carried is the key's text, token by token).
+For a reader that hashes only the text (the sketch: ``text_only``), such a token is told from the
+masks alone and not decoded at all (:func:`_canonical_masks`; its key is left 0, an IPv4-mapped
+one is still decoded to its IPv4 client).
 
 Strictness: a row is accepted only when :func:`panstream.universe.addresses.address_key` would
 return the same key (glibc's ``inet_pton`` rules: groups of one to four hex digits, one ``::`` at
@@ -48,6 +51,7 @@ The working arrays that hold addresses are overwritten with zeros before returni
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -145,8 +149,37 @@ def _any(rows: np.ndarray) -> np.ndarray:
     return acc
 
 
+_MAPPED = _U(int.from_bytes(b"::ffff:", "little"))  #: the first seven bytes of an IPv4-mapped text
+
+
+def _canonical_masks(zf: np.ndarray, dc: np.ndarray, has_dc: np.ndarray, z: np.ndarray
+                     ) -> np.ndarray:
+    """Where the zero words of a hex part are as RFC 5952 writes them, from its masks alone:
+    ``zf`` (bit p: a field ``0`` ends at p), ``dc`` (bit p: ``::`` at p), ``z`` (the zero words
+    ``::`` stands for). Without ``::``: no two ``0`` fields in a row. With it: it stands for two
+    words or more, no ``0`` field touches it, and the runs of ``0`` fields (bits two apart) are
+    shorter than ``z`` before it and no longer after it (the longest run, the first of equal
+    ones)."""
+    before = _low(np.minimum(_ctz64(dc), 63))
+    after = ~_low(np.minimum(_ctz64(dc) + 2, 63))
+    longer_before = np.zeros(zf.size, dtype=np.intp)  # the longest run before the '::'
+    longer_after = np.zeros(zf.size, dtype=np.intp)
+    pair = (zf & (zf >> _U(2))) == 0  # no two '0' fields in a row
+    run = zf.copy()  # bit p: k '0' fields from p on
+    for k in range(1, 8):
+        if not run.any():  # (no run of k: the common case after one or two steps)
+            break
+        longer_before += (run & before) != 0
+        longer_after += (run & after) != 0
+        run &= zf >> _U(2 * k)
+    touch = (zf & ((dc >> _ONE) | (dc << _U(2)))) != 0
+    ok_dc = (z >= 2) & ~touch & (longer_before < z) & (longer_after <= z)
+    return np.where(has_dc, ok_dc, pair)
+
+
 def _hex_words(w: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 8,
-               canon: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+               canon: bool = False, text_only: bool = False
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Read ``w[i, :h[i]]`` as the hex part of an IPv6 address.
 
     The hex part is groups of one to four hex digits separated by single colons, with one ``::``
@@ -163,6 +196,12 @@ def _hex_words(w: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 8,
     ``ok``), and with ``canon`` where the hex part is the address's RFC 5952 text (lowercase, no
     leading zeros, the longest run of two or more zero words compressed, the first of equal
     runs: what :func:`ipv6_text` writes), else ``None``.
+
+    ``text_only`` (with ``canon``; the sketch, which hashes the text, issue 38): the RFC 5952
+    tokens are told from the masks alone (:func:`_canonical_masks`) and only the other rows are
+    decoded; the RFC 5952 tokens that are not IPv4-mapped (``::ffff:x:y``, decoded: the IPv4
+    client) get the key 0 (their text stands for them). ``ok`` and ``canon`` are the same as
+    without it (``tests/parse/test_ipv6_fast.py``).
     """
     n, width = w.shape
     ok = (h >= 2) & (h <= _MAX_HEX)
@@ -203,6 +242,27 @@ def _hex_words(w: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 8,
         zero &= digit >> _ONE  # and a digit after it
         bad = ((upper | zero) & low) != 0
     t.fill(0)
+    if text_only:
+        assert canon and bad is not None
+        zf = _mask64(np.equal(w, 48, out=good)) & digit  # a field that is "0"
+        zf &= (cm << _ONE) | _ONE
+        zf &= (cm >> _ONE) | (low ^ (low >> _ONE))
+        rfc = ok & ~bad & (np.bitwise_count(cm) < fields)  # (and every field read)
+        rfc &= _canonical_masks(zf, dc, has_dc, 8 - extra - nfull)
+        head = w[:, :8].copy().view("<u8")[:, 0] & _U((1 << 56) - 1)
+        skip = rfc & ~((head == _MAPPED) & (np.bitwise_count(cm) == 4))
+        head.fill(0)
+        hi, lo = np.zeros(n, dtype=_U), np.zeros(n, dtype=_U)
+        rest = np.flatnonzero(~skip)
+        if rest.size:
+            wr = w[rest]
+            h2, l2, ok2, _ = _hex_words(wr, h[rest], extra[rest], fields)
+            wr.fill(0)
+            hi[rest], lo[rest] = h2, l2
+            ok[rest] = ok2
+            for a in (h2, l2):
+                a.fill(0)
+        return hi, lo, ok, rfc
     # Each field starts one past the previous one's separator (a colon, or the end: every bit
     # from there on, so the fields past the end are empty).
     sep = cm | ~low
@@ -294,18 +354,19 @@ def _hex_words(w: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 8,
     return hi, lo, ok, rfc
 
 
-def _tokens(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _tokens(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray,
+            text_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Keys ``(hi, lo, ok, rfc)`` of the tokens ``w[i, :tlen[i]]`` (``w``: their windows of 48
     or 64 bytes, gathered at ``ts`` in ``b``), known to hold no byte at or below the space;
     ``rfc``: where the token is the address's RFC 5952 text (:func:`_hex_words`).
 
     A first pass reads the tokens that are only hex digits and colons in eight fields at most;
     a second, over the rows it rejected, the spellings with brackets, a port, a zone id, a dotted
-    quad or nine fields (``1:2:3:4:5:6:7::``), from 64-byte windows.
+    quad or nine fields (``1:2:3:4:5:6:7::``), from 64-byte windows. ``text_only``: the keys of
+    RFC 5952 tokens are left 0 (:func:`_hex_words`; for a reader that hashes the text).
     """
     zero = np.zeros(ts.size, dtype=np.intp)
-    hi, lo, ok, rfc = _hex_words(w, tlen, zero, fields=8, canon=True)
+    hi, lo, ok, rfc = _hex_words(w, tlen, zero, fields=8, canon=True, text_only=text_only)
     assert rfc is not None
     rest = np.flatnonzero(~ok & (tlen <= _MAX_TOKEN) & (tlen >= 2))
     if rest.size:
@@ -448,13 +509,14 @@ def _line_tokens(b: np.ndarray, ts: np.ndarray, length: np.ndarray, clf: bool
 
 
 def _lines_v6(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray, clf: bool,
-              max_line: int, addr: np.ndarray, ok: np.ndarray, v6: V6Keys) -> np.ndarray:
+              max_line: int, addr: np.ndarray, ok: np.ndarray, v6: V6Keys,
+              text_only: bool = False) -> np.ndarray:
     """The second look of :func:`panstream.inputs.ipv4._address_lines`: the IPv6 clients among
     the lines ``rows`` it could not read, vectorized (the token is the line, or in ``clf`` its
     first field: up to the first space, which must lie within the ``max_line + 1`` bytes read of a
     line), from 64-byte windows. The keys go to ``v6`` with the text of those the log already
     wrote as RFC 5952 text (the sketch hashes it). Returns the rows still unread (to the
-    reference)."""
+    reference). ``text_only``: see :func:`address_lines`."""
     if rows.size == 0:
         return rows
     ts = starts[rows]
@@ -465,7 +527,7 @@ def _lines_v6(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndar
         w.fill(0)
         return rows
     ws, tl = _take(w, sel), _take(tlen, sel)
-    hi, lo, got, rfc = _tokens(b, _take(ts, sel), ws, tl)
+    hi, lo, got, rfc = _tokens(b, _take(ts, sel), ws, tl, text_only)
     g = None if bool(got.all()) else np.flatnonzero(got)
     done = _take(_take(np.arange(rows.size), sel), g)
     wg = _take(ws, g)
@@ -480,26 +542,32 @@ def _lines_v6(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndar
     return rows[left]
 
 
-def address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, max_line: int
-                  ) -> tuple[np.ndarray, np.ndarray, int, int, int, V6Keys]:
+def address_lines(data: bytes | bytearray | memoryview | np.ndarray, fmt: str, max_line: int,
+                  text_only: bool = False) -> tuple[np.ndarray, np.ndarray, int, int, int, V6Keys]:
     """:func:`panstream.inputs.ipv4._address_lines` with the IPv6 clients read vectorized too:
     ``(addr, ok, lines, empty, malformed, v6)``, ``v6`` the keys of the IPv6 clients.
+
+    ``text_only`` (a reader that hashes the IPv6 text: the sketch, issue 38): a token the log
+    wrote as RFC 5952 text carries that text with the key 0, not decoded (an IPv4-mapped one is
+    still the IPv4 client); the other keys and every count are the same.
 
     >>> a, ok, lines, empty, bad, v6 = address_lines(b"2001:db8::1\\n[::ffff:10.0.0.1]:80\\nx\\n",
     ...                                              "plain", 4096)
     >>> [hex(x) for x in a[ok]], [hex(int(h) << 64 | int(l)) for h, l in zip(*v6.arrays())], bad
     (['0xa000001'], ['0x20010db8000000000000000000000001'], 1)
     """
-    return _address_lines(data, fmt, max_line, _lines_v6)
+    return _address_lines(data, fmt, max_line,
+                          partial(_lines_v6, text_only=True) if text_only else _lines_v6)
 
 
-def address_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray, v6: V6Keys
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def address_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray, v6: V6Keys,
+                  text_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The tokens ``b[ts:te]`` read vectorized, both families: :func:`panstream.inputs.ipv4._ipv4_spans`
     for the dotted quads (``:port``, ``::ffff:``), then the IPv6 spellings of the rest, whose keys
     go to ``v6`` (an IPv4-mapped one is the IPv4 client). Returns ``(addr, ok, done)``: the IPv4
     clients where ``ok``, and ``done`` where the token was read (IPv4 or IPv6); the other tokens
-    are left to :func:`panstream.universe.addresses.address_key`."""
+    are left to :func:`panstream.universe.addresses.address_key`. ``text_only``: see
+    :func:`address_lines`."""
     addr, ok = _ipv4_spans(b, ts, te)
     done = ok.copy()
     rows = np.flatnonzero(~ok & (te - ts >= 2) & (te - ts <= _MAX_TOKEN))
@@ -510,7 +578,7 @@ def address_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray, v6: V6Keys
         sel = np.flatnonzero(_ctz64(_mask64(w <= 32)) >= tlen)
         if sel.size:
             ws, tl = w[sel], tlen[sel]
-            hi, lo, got, rfc = _tokens(b, s[sel], ws, tl)
+            hi, lo, got, rfc = _tokens(b, s[sel], ws, tl, text_only)
             r = rows[sel[got]]
             wg = ws[got]
             text = _text_rows(wg, tl[got], rfc[got])

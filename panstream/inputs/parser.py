@@ -170,6 +170,7 @@ class LineParser:
         # reads the dotted quads, the one normalization (panstream.inputs.normalize) every other
         # token.
         self._fast = universe.reads_addresses
+        self._text_only = bool(getattr(universe, "hashes_address_text", False))
         self._extractor = None
         if self.format.kind not in ("plain", "clf"):
             self._extractor = extract.build(self.format.kind, self.format.arg,
@@ -181,7 +182,7 @@ class LineParser:
             return self._parse_spans(data)
         if self._fast:
             addr, ok, lines, empty, malformed, v6 = address_lines(data, self.format.kind,
-                                                                  self.max_line)
+                                                                  self.max_line, self._text_only)
             return self._to_cells(addr, ok, v6, lines, empty, malformed)
         tokens, lines, empty, malformed = self._tokens(data)
         res = self.universe.indices(tokens)
@@ -221,7 +222,7 @@ class LineParser:
         rows = np.flatnonzero(sp.state == extract.SPAN)
         ts, te = sp.ts[rows], sp.te[rows]
         v6 = V6Keys()
-        addr, ok, done = address_spans(b, ts, te, v6)
+        addr, ok, done = address_spans(b, ts, te, v6, self._text_only)
         lineaddr = np.zeros(n, dtype=np.uint32)
         acc = np.zeros(n, dtype=bool)
         lineaddr[rows] = addr
@@ -235,7 +236,7 @@ class LineParser:
             buf = bytearray(b"\n".join(t.replace(b"\n", b"\x00") for _, t in py) + b"\n")
             arr = np.frombuffer(buf, dtype=np.uint8)
             s2, e2 = _line_bounds(arr)
-            a2, ok2, done2 = address_spans(arr, s2, e2, v6)
+            a2, ok2, done2 = address_spans(arr, s2, e2, v6, self._text_only)
             idx = np.array([i for i, _ in py], dtype=np.intp)
             lineaddr[idx[ok2]] = a2[ok2]
             acc[idx[ok2]] = True

@@ -363,3 +363,67 @@ def test_every_line_gives_the_reference_client(fmt, share_v4):
     assert sorted(int(h) << 64 | int(x) for h, x in zip(hi.tolist(), lo.tolist(), strict=True)) \
         == sorted(six)
     assert (malformed, empty) == (bad, 0)
+
+
+def _every_compression(n: int) -> list[str]:
+    """Keys with many zero words, each written every way lowercase hex without leading zeros
+    allows: no ``::``, or ``::`` for any run of zero words (one word, a shorter run than the
+    longest, the second of equal runs, a run that a ``0`` field touches): only one is RFC 5952
+    text. IPv4-mapped keys (``::ffff:x:y``) among them."""
+    rng = np.random.default_rng(SEED + 4)
+    out: list[str] = []
+    while len(out) < n:
+        words = [int(w) for w in rng.integers(1, 1 << 16, size=8)]
+        for j in range(8):
+            if rng.random() < 0.5:
+                words[j] = 0
+        if rng.random() < 0.1:
+            words[:6] = [0, 0, 0, 0, 0, 0xFFFF]
+        hexes = [f"{w:x}" for w in words]
+        out.append(":".join(hexes))
+        for a in range(8):
+            for e in range(a + 1, 9):
+                if all(w == 0 for w in words[a:e]):
+                    out.append(":".join(hexes[:a]) + "::" + ":".join(hexes[e:]))
+    return out
+
+
+@pytest.mark.parametrize("reader", ["lines", "spans"])
+def test_the_sketch_reader_skips_only_the_decode(reader):
+    """Issue 38: for the sketch (``text_only``), a token already in RFC 5952 text is not decoded
+    (its text is what the sketch hashes; the key is left 0), told from the byte masks alone.
+    Over every way of compressing zero words, the fuzz and the canonical spellings: the same
+    IPv4 clients and counts as the full reader, the same texts carried, the same keys where no
+    text is carried, and every carried text is the full reader's key's text."""
+    toks = _every_compression(3000) + [t for t in corpus(3000) if " " not in t]
+    toks += _canonical_spellings(1000)
+
+    def read(text_only):
+        if reader == "lines":
+            data = "".join(f"{t} - - [29/Nov/2026:06:00:00 +0000] \"GET / HTTP/1.1\" 200 1\n"
+                           for t in toks)
+            a, ok, lines, empty, bad, v6 = address_lines(data.encode(), "clf", 4096, text_only)
+            counts = (lines, empty, bad)
+        else:
+            b = np.frombuffer(("\n".join(toks) + "\n").encode(), dtype=np.uint8)
+            starts, ends = _line_bounds(b)
+            v6 = V6Keys()
+            a, ok, done = address_spans(b, starts, ends, v6, text_only)
+            counts = tuple(done.tolist())
+        hi, lo, text = v6.take()
+        assert text is not None
+        return a[ok].tolist(), ok.tolist(), counts, hi.tolist(), lo.tolist(), text
+
+    fa, fok, fc, fhi, flo, (frows, fn) = read(False)
+    sa, sok, sc, shi, slo, (srows, sn) = read(True)
+    assert (sa, sok, sc) == (fa, fok, fc)
+    assert sn.tolist() == fn.tolist()
+    skipped = 0
+    for i, n in enumerate(fn.tolist()):
+        if n:
+            assert srows[i, :n].tobytes() == frows[i, :n].tobytes()
+            assert srows[i, :n].tobytes() == canonical_text(fhi[i] << 64 | flo[i])
+            skipped += (shi[i], slo[i]) == (0, 0)
+        else:
+            assert (shi[i], slo[i]) == (fhi[i], flo[i])
+    assert skipped >= 1000

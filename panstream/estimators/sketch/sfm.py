@@ -230,6 +230,13 @@ class SketchGrid(Universe):
         universe (:mod:`panstream.universe.addresses`); an ``:id`` grid reads any identifier."""
         return self.items == "ip"
 
+    @property
+    def hashes_address_text(self) -> bool:
+        """The grid hashes an IPv6 client's RFC 5952 text, not its key: the readers may hand
+        over, for a token the log already wrote as that text, the text alone (key 0; issue 38,
+        :func:`panstream.inputs.ipv6.address_lines`' ``text_only``)."""
+        return self.items == "ip"
+
     def address_cells(self, keys: AddressKeys) -> IndexResult:
         """Cells of canonical address items: each is hashed as its canonical text (Presto's
         ``varchar``) with the grid's hash, the IPv4 clients in one vectorized pass
