@@ -7,7 +7,7 @@ The package's files are its parts, in the order a line meets them:
   horizon's arithmetic;
 * :mod:`panstream.windows.eventtime`: the time each log line carries (vectorized), durations,
   window arithmetic;
-* :mod:`panstream.windows.zones`: the zone of a local time (``--time-zone``: fixed offsets, IANA
+* :mod:`panstream.inputs.zones`: the zone of a local time (``--time-zone``: fixed offsets, IANA
   zones with daylight saving) and the year of a syslog time (the declared range, or the clock);
 * :mod:`panstream.windows.series`: the released series (one durable record per window), its
   picture and its metrics.
