@@ -95,7 +95,7 @@ class TimeRule:
         what: a local time's refusal names it: ``"haproxy's accept date ([30/Jul/...])"``.
         whose: ... and says whose zone to give: ``"the proxy host's zone"``.
         note: what the time looks like, for the "not one line went into a window" message
-            (``"squid: epoch seconds"``; formats that share one note give the same text).
+            (``"haproxy: the accept date"``; formats that share one note give the same text).
     """
 
     reader: Callable[[Format], Reader] | None = None
@@ -111,7 +111,7 @@ class LogFormat:
     """One ``-f`` kind, declared by its format module.
 
     Attributes:
-        name: the ``-f`` name (``squid``); with :attr:`arg`, spelled ``name:ARG``.
+        name: the ``-f`` name (``haproxy``); with :attr:`arg`, spelled ``name:ARG``.
         title: the human name (notices, the loud check); ``titled`` may refine it by argument.
         order: the place in every list (``--help``, messages): lower first.
         help: how ``--help`` spells it (``"clf (combined, common)"``, ``"json:PATH"``).
