@@ -11,21 +11,10 @@ Its parts:
 :mod:`~panstream.inputs.formats.base`
     :class:`~panstream.inputs.formats.base.LogFormat`, :class:`Format`, the registry, the
     detection rules' view of a sample.
-:mod:`~panstream.inputs.formats.plain`, :mod:`~panstream.inputs.formats.field`
-    One item per line; the N-th whitespace-separated field.
-:mod:`~panstream.inputs.formats.clf`
-    Apache/nginx access logs: ``clf`` (common, combined), ``vhost``, ``xff``.
-:mod:`~panstream.inputs.formats.jsonlines`, :mod:`~panstream.inputs.formats.columns`
-    JSON lines (Caddy, GCP, Envoy); CSV and TSV with a header.
-:mod:`~panstream.inputs.formats.w3c`, :mod:`~panstream.inputs.formats.zeek`
-    W3C extended logs (CloudFront, IIS); Zeek's TSV logs.
-:mod:`~panstream.inputs.formats.aws`
-    AWS ALB and classic ELB.
-:mod:`~panstream.inputs.formats.syslog`, :mod:`~panstream.inputs.formats.haproxy`,
-:mod:`~panstream.inputs.formats.errorlogs`
-    sshd and PAM auth logs; HAProxy; Apache's and nginx's error logs.
-:mod:`~panstream.inputs.formats.regex`
-    A regular expression of your own: the escape hatch.
+The format modules, one per format or family (``clf``, ``vhost`` and ``xff`` in ``clf``; ``alb``
+and ``elb`` in ``aws``; ...): each file's first docstring line is listed below when the package
+is imported (``help(panstream.inputs.formats)``), so this list too is the folder's, never
+written by hand.
 
 ``auto`` (:func:`panstream.inputs.detection.detect`) is recognised per input from its first
 lines, and names its choice, or says that no known format fits (kind ``none``). The constants
@@ -60,7 +49,9 @@ if TYPE_CHECKING:
 
 for _m in pkgutil.iter_modules(__path__):
     if _m.name != "base":
-        importlib.import_module(f"{__name__}.{_m.name}")
+        _mod = importlib.import_module(f"{__name__}.{_m.name}")
+        _first = " ".join((_mod.__doc__ or "").split("\n\n")[0].split())
+        __doc__ = f"{__doc__}\n:mod:`~{_mod.__name__}`\n    {_first}\n"
 
 # Squid's native access.log, the last format not yet in a file of its own: "TIME.MS ELAPSED CLIENT
 # CODE/STATUS BYTES METHOD URL ...", the elapsed time right-aligned (runs of blanks); also through
