@@ -25,24 +25,18 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import re
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from panstream.inputs.extractors import SPAN, Nothing, Regex, Spans
+from panstream.inputs.extractors import Nothing
 from panstream.inputs.formats.base import (
     NO_FORMAT,
     Format,
     LogFormat,
-    TimeRule,
     all_formats,
     bad_format,
     format_help,
     lookup,
-    register,
 )
-from panstream.inputs.timestamps import EPOCH_WIDTH, NAT, read_epoch, spans_times
 
 if TYPE_CHECKING:
     from panstream.inputs.extractors import Extractor
@@ -52,46 +46,6 @@ for _m in pkgutil.iter_modules(__path__):
         _mod = importlib.import_module(f"{__name__}.{_m.name}")
         _first = " ".join((_mod.__doc__ or "").split("\n\n")[0].split())
         __doc__ = f"{__doc__}\n:mod:`~{_mod.__name__}`\n    {_first}\n"
-
-# Squid's native access.log, the last format not yet in a file of its own: "TIME.MS ELAPSED CLIENT
-# CODE/STATUS BYTES METHOD URL ...", the elapsed time right-aligned (runs of blanks); also through
-# syslog ("squid[PID]: TIME.MS ..."). Its time: field 1, epoch seconds (UTC).
-_SQUID = r"(?:^|: )\d{9,11}\.\d{3}\s+-?\d+\s+(?P<ip>\S+)\s+[A-Z_]+/\d{3}\s"
-_SQUID_RE = re.compile(_SQUID.encode())
-
-
-def _squid_times(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Squid's native access.log: field 1, epoch seconds with milliseconds (UTC); through syslog
-    (``... squid[PID]: 1795514400.123 ...``) the value after the first ``: ``."""
-    n = starts.size
-    out = np.full(n, NAT)
-    if n == 0:
-        return out
-    vs = starts.copy()
-    head = b[np.minimum(starts, max(b.size - 1, 0))]
-    wrapped = ((head - np.uint8(48)) > 9) & (ends > starts)
-    if bool(wrapped.any()):
-        colon = np.flatnonzero(b[:-1] == ord(":")) if b.size > 1 else np.zeros(0, dtype=np.intp)
-        colon = colon[b[colon + 1] == ord(" ")]
-        r = np.flatnonzero(wrapped)
-        k = np.searchsorted(colon, starts[r])
-        has = k < colon.size
-        pos = colon[np.minimum(k, max(colon.size - 1, 0))] if colon.size else starts[r]
-        has &= pos < ends[r]
-        vs[r] = np.where(has, pos + 2, ends[r])
-    sp = Spans.new(n)
-    rows = np.flatnonzero(vs < ends)
-    sp.state[rows] = SPAN
-    sp.ts[rows], sp.te[rows] = vs[rows], ends[rows]
-    return spans_times(b, starts, sp, read_epoch, EPOCH_WIDTH)
-
-
-register(LogFormat(
-    "squid", "Squid native access log", order=170, help="squid", aliases={"squid-native": "squid"},
-    extractor=lambda fmt, n: Regex(_SQUID, n),
-    detect=lambda s: s.found("squid") if 2 * s.hits(_SQUID_RE) > len(s.lines) else None,
-    rank=520, candidate=lambda s: s.hits(_SQUID_RE) > 0, where="field 3", where_help="squid",
-    time=TimeRule(reader=lambda fmt: _squid_times, note="squid: epoch seconds")))
 
 #: Formats :func:`parse_format` accepts without an argument.
 FORMATS = (*(f.name for f in all_formats() if f.arg != "required"), "auto")
