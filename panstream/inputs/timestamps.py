@@ -283,3 +283,9 @@ def head_window(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int)
 def no_local(n: int) -> tuple[np.ndarray, np.ndarray]:
     """``(local seconds, good)`` of ``n`` lines none of which has a time yet."""
     return np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+
+
+def wipe(*arrays: np.ndarray) -> None:
+    """Overwrite working arrays with zeros once used (they hold times or where they are)."""
+    for a in arrays:
+        a.fill(0)

@@ -15,14 +15,7 @@ import re
 from collections.abc import Callable
 
 from panstream.inputs.extractors import Columns
-from panstream.inputs.formats.base import (
-    Detection,
-    LogFormat,
-    Sample,
-    column_arg,
-    is_address,
-    register,
-)
+from panstream.inputs.formats.base import Detection, LogFormat, Sample, column_arg, is_address, register
 
 #: CSV/TSV header names of an address column, in order of preference (case-insensitive).
 ADDRESS_COLUMNS = ("src_addr", "srcaddr", "src_ip", "srcip", "source_ip", "source_address",

@@ -27,6 +27,7 @@ from panstream.inputs.timestamps import (
     month_of,
     no_local,
     stop_at,
+    wipe,
 )
 
 APACHE_PATTERN = r"\[client (?P<ip>[^\]\s]+)\]"
@@ -77,8 +78,7 @@ def apache_error_times(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
         ok &= _WEEKDAY_CODES[np.floor_divide(secs, 86400) % 7] == wd
         local[ok] = secs[ok]
         good[ok] = True
-        for a in (yw, secs, sod, day, year, month, wd):
-            a.fill(0)
+        wipe(yw, secs, sod, day, year, month, wd)
     finally:
         w.fill(0)
     return local, good
@@ -107,8 +107,7 @@ def nginx_error_times(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
         ok &= okc
         local[ok] = secs[ok]
         good[ok] = True
-        for a in (secs, d, d8):
-            a.fill(0)
+        wipe(secs, d, d8)
     finally:
         w.fill(0)
     return local, good

@@ -25,6 +25,7 @@ from panstream.inputs.timestamps import (
     local_date,
     month_of,
     no_local,
+    wipe,
 )
 
 PATTERN = (r"(?:^|\s)(?P<ip>\S+):\d{1,5} \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2}"
@@ -66,8 +67,7 @@ def haproxy_times(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
         rows, k = first_per_line(line, ok)
         local[rows] = secs[k]
         good[rows] = True
-        for a in (secs, sod, day, year, month, line, k):
-            a.fill(0)
+        wipe(secs, sod, day, year, month, line, k)
     finally:
         w.fill(0)
     return local, good

@@ -12,15 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from panstream.inputs.extractors import SPAN, Columns
-from panstream.inputs.formats.base import (
-    Detection,
-    Format,
-    LogFormat,
-    Sample,
-    TimeRule,
-    column_arg,
-    register,
-)
+from panstream.inputs.formats.base import Detection, Format, LogFormat, Sample, TimeRule, column_arg, register
 from panstream.inputs.scan import windows
 from panstream.inputs.timestamps import NAT, read_iso
 

@@ -11,15 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from panstream.inputs.extractors import Columns
-from panstream.inputs.formats.base import (
-    Detection,
-    Format,
-    LogFormat,
-    Sample,
-    TimeRule,
-    column_arg,
-    register,
-)
+from panstream.inputs.formats.base import Detection, Format, LogFormat, Sample, TimeRule, column_arg, register
 from panstream.inputs.formats.w3c import published_layout
 from panstream.inputs.timestamps import EPOCH_WIDTH, read_epoch, spans_times
 
