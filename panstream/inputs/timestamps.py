@@ -289,3 +289,9 @@ def wipe(*arrays: np.ndarray) -> None:
     """Overwrite working arrays with zeros once used (they hold times or where they are)."""
     for a in arrays:
         a.fill(0)
+
+
+def place(local: np.ndarray, good: np.ndarray, rows: np.ndarray, secs: np.ndarray) -> None:
+    """Set the local seconds ``secs`` (one per row) of the lines ``rows`` and mark them good."""
+    local[rows] = secs
+    good[rows] = True

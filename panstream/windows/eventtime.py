@@ -23,20 +23,10 @@ import re
 
 from panstream.errors import ConfigurationError
 from panstream.inputs.formats.jsonlines import JSON_TIME_KEYS
-from panstream.inputs.times import (
-    LOCAL_FORMATS,
-    TIMED_FORMATS,
-    YEARLESS_FORMATS,
-    TimeReader,
-    check_time,
-    has_time,
-    lines_and_times,
-    needs_zone,
-    times,
-)
+from panstream.inputs.times import *  # noqa: F403 - the names this module used to define
 from panstream.inputs.timestamps import NAT, label, line_bounds, seconds
 
-__all__ = ["JSON_TIME_KEYS", "LOCAL_FORMATS", "NAT", "TIMED_FORMATS", "YEARLESS_FORMATS",
+__all__ = ["JSON_TIME_KEYS", "LOCAL_FORMATS", "NAT", "TIMED_FORMATS", "YEARLESS_FORMATS",  # noqa: F405
            "TimeReader", "check_time", "has_time", "label", "line_bounds", "lines_and_times",
            "needs_zone", "parse_duration", "seconds", "times", "window_start"]
 

@@ -279,6 +279,11 @@ class Sample:
             self._hits[key] = self.share(pattern.search)
         return self._hits[key]
 
+    def unknown(self, what: str, note: str) -> Detection:
+        """The lines are of this format's kind, but none of its known shapes fits: no format
+        (``none``, every line malformed), with ``note`` saying which ``-f`` to try."""
+        return Detection(NO_FORMAT, what, note, known=False)
+
     def found(self, spec: str, note: str = "") -> Detection:
         """The detection of ``spec`` (its human name from the registry)."""
         kind, _, arg = spec.partition(":")

@@ -26,6 +26,7 @@ from panstream.inputs.timestamps import (
     local_date,
     month_of,
     no_local,
+    place,
     stop_at,
     wipe,
 )
@@ -76,8 +77,7 @@ def apache_error_times(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
         ok &= okc
         wd = (w[:, 1].astype(np.int64) << 16) | (w[:, 2].astype(np.int64) << 8) | w[:, 3]
         ok &= _WEEKDAY_CODES[np.floor_divide(secs, 86400) % 7] == wd
-        local[ok] = secs[ok]
-        good[ok] = True
+        place(local, good, ok, secs[ok])
         wipe(yw, secs, sod, day, year, month, wd)
     finally:
         w.fill(0)
@@ -105,8 +105,7 @@ def nginx_error_times(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
         d = d8.astype(np.int64)
         secs, okc = civil_seconds(d)
         ok &= okc
-        local[ok] = secs[ok]
-        good[ok] = True
+        place(local, good, ok, secs[ok])
         wipe(secs, d, d8)
     finally:
         w.fill(0)

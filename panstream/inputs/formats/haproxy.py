@@ -25,6 +25,7 @@ from panstream.inputs.timestamps import (
     local_date,
     month_of,
     no_local,
+    place,
     wipe,
 )
 
@@ -65,8 +66,7 @@ def haproxy_times(b: np.ndarray, starts: np.ndarray, ends: np.ndarray
         secs, okc = local_date(year, month, day, sod)
         ok &= okc
         rows, k = first_per_line(line, ok)
-        local[rows] = secs[k]
-        good[rows] = True
+        place(local, good, rows, secs[k])
         wipe(secs, sod, day, year, month, line, k)
     finally:
         w.fill(0)

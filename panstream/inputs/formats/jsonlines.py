@@ -11,23 +11,26 @@ has: epoch seconds (Caddy's ``"ts":1795600000.123``, a number or a string) or IS
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from panstream.inputs.extractors import JsonField, json_get
 from panstream.inputs.formats.base import (
-    NO_FORMAT,
-    Detection,
     Format,
     LogFormat,
     Sample,
     TimeRule,
     bad_format,
+    column_arg,
     is_address,
     register,
 )
 from panstream.inputs.scan import windows
 from panstream.inputs.timestamps import ISO_WIDTH, NAT, read_epoch, read_iso
+
+if TYPE_CHECKING:
+    from panstream.inputs.formats.base import Detection
 
 #: JSON paths that hold the client address in the published shapes, in order of preference:
 #: Caddy (``client_ip`` is the client behind trusted proxies, Caddy >= 2.7), GCP Cloud Logging's
@@ -67,19 +70,15 @@ def _detect(s: Sample) -> Detection | None:
             continue
         if path:
             return s.found(f"json:{path}")
-    return Detection(NO_FORMAT, "JSON lines without a known address field",
+    return s.unknown("JSON lines without a known address field",
                      "JSON lines without a known address field; candidates: -f json:PATH "
-                     "(e.g. json:request.remote_ip, json:httpRequest.remoteIp) (docs/logs.md)",
-                     known=False)
+                     "(e.g. json:request.remote_ip, json:httpRequest.remoteIp) (docs/logs.md)")
 
 
 def _path(spec: str, arg: str) -> Format:
-    arg = arg.strip()
-    if not arg or "" in arg.split("."):
+    if "" in arg.strip().split("."):
         raise bad_format(spec, " (json needs a path)")
-    if arg.isdigit() and int(arg) < 1:
-        raise bad_format(spec, " (columns count from 1)")
-    return Format("json", 0, arg)
+    return column_arg(spec, "json", arg)
 
 
 def _title(arg: str) -> str:
