@@ -35,7 +35,7 @@ def kafka_window_options() -> Callable[[F], F]:
                      help="Tumbling windows by event time (1h, 1d, 15m; aligned to UTC): a "
                           "fresh table per window, released ONCE at --release-epsilon after its "
                           "end + --lateness, appended to --series. Needs a timed -f "
-                          f"({', '.join(TIMED_FORMATS)}) and --state-dir (docs/windows.md).",
+                          f"({TIMED_FORMATS[0]}, ...) and --state-dir (docs/windows.md).",
                      **env("KAFKA_WINDOW")),
         click.option("--lateness", default=DEFAULT_LATENESS, show_default=True,
                      metavar="DURATION", callback=_duration("--lateness", zero_ok=True),

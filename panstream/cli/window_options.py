@@ -92,7 +92,7 @@ def time_zone_option(prefix: str = "") -> Callable[[F], F]:
     return click.option(
         "--time-zone", "time_zone", default=None, metavar="ZONE", callback=_zone,
         help=f"With --window, event time: the zone of logs written in local time "
-             f"({', '.join(LOCAL_FORMATS)}): UTC, +02:00 or Europe/Berlin.",
+             f"({', '.join(LOCAL_FORMATS[:3])}, ...): UTC, +02:00 or Europe/Berlin.",
         **env(f"{prefix}TIME_ZONE"))
 
 

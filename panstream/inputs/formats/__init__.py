@@ -34,6 +34,7 @@ from panstream.inputs.formats.base import (
     LogFormat,
     all_formats,
     bad_format,
+    format_examples,
     format_help,
     lookup,
 )
@@ -71,7 +72,8 @@ SPARSE_KINDS = frozenset(f.name for f in all_formats() if f.sparse)
 _REFUSED = {name: why for f in all_formats() for name, why in f.refused.items()}
 
 __all__ = ["ALIASES", "ARG_FORMATS", "FIELD_OF", "FORMATS", "FORMAT_HELP", "NO_FORMAT",
-           "SPARSE_KINDS", "Format", "LogFormat", "all_formats", "extractor_of", "format_name",
+           "SPARSE_KINDS", "Format", "LogFormat", "all_formats", "extractor_of", "format_examples",
+           "format_name",
            "lookup", "parse_format"]
 
 

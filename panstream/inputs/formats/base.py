@@ -206,6 +206,12 @@ def format_help() -> str:
             "or auto")
 
 
+def format_examples(n: int) -> str:
+    """The spellings of the first ``n`` formats (``plain, clf, field:N, ...``), for a short
+    ``--help`` line that points to the docs for the rest."""
+    return ", ".join(f.help.split(" (")[0] for f in all_formats()[:n])
+
+
 def bad_format(spec: str, why: str = "") -> ConfigurationError:
     """The error for an ``-f`` value that names no format, or an argument it cannot use."""
     return ConfigurationError(f"unknown log format {spec!r}{why}: use {format_help()} "
