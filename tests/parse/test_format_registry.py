@@ -29,8 +29,8 @@ ALLOWED = {
     # The parser's own vectorized line readers (no extractor) read these two.
     "plain": {"inputs/parser.py", "inputs/ipv4.py", "inputs/ipv6.py",
               # a Kafka topic of bare items, and the demo, use plain lines
-              "cli/cmd_kafka.py", "cli/kafka_windows.py", "cli/cmd_demo.py",
-              "sources/kafka/tail.py", "sources/kafka/decode.py"},
+              "cli/cmd_demo.py", "sources/kafka/build.py", "sources/kafka/tail.py",
+              "sources/kafka/decode.py"},
     "clf": {"inputs/parser.py", "inputs/ipv4.py", "inputs/ipv6.py"},
     # --trusted-proxy is xff's option.
     "xff": {"cli/cmd_ingest.py"},
