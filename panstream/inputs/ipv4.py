@@ -27,6 +27,7 @@ from __future__ import annotations
 import ipaddress  # noqa: F401 - the doctests use it
 from collections.abc import Callable
 
+
 import numpy as np
 
 from panstream.universe.addresses import address_key, is_ipv4_key

@@ -91,7 +91,6 @@ from panstream.errors import (
     StateError,
 )
 from panstream.estimators.base import Estimator, wipe_buffer
-from panstream.inputs.zones import Zone, parse_zone
 from panstream.release.ledger import ShardLedger
 from panstream.sources.kafka.identity import decoded
 from panstream.sources.kafka.metrics import Metrics
@@ -114,6 +113,7 @@ from panstream.windows.eventtime import (
 )
 from panstream.windows.schedule import WindowSchedule
 from panstream.windows.series import Series, record
+from panstream.windows.zones import Zone, parse_zone
 
 log = logging.getLogger("panstream.kafka")
 
