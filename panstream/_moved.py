@@ -36,6 +36,8 @@ MOVED = {
     "panstream.telemetry": "panstream.release.telemetry",
     "panstream.windows.ingestor": "panstream.sources.windowed",
     "panstream.ingest": "panstream.sources.ingest",
+    # Issue 36: a log format is one file; a line's time is read in inputs/, beside its address.
+    "panstream.windows.zones": "panstream.inputs.zones",
 }
 
 

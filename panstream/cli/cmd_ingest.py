@@ -20,12 +20,12 @@ from panstream.cli.common import (
     budget_option,
     calibration_option,
     check_family_options,
+    check_inputs,
     emit_json,
     env,
     epsilon_option,
     estimator_options,
     expected_option,
-    check_inputs,
     given,
     handle_errors,
     json_option,
@@ -40,6 +40,7 @@ from panstream.cli.telemetry_options import telemetry_options
 from panstream.cli.window_options import refuse_window_only, run_windowed, window_options
 from panstream.errors import ConfigurationError, InputFormatError, SourceError, StateError
 from panstream.estimators.base import Estimator
+from panstream.inputs.formats import format_examples
 from panstream.inputs.parser import Format, parse_format, tune_allocator
 from panstream.release.honesty import CLAMP_MARK_NOTE, NOISE_FLAG, shown, shown_count
 from panstream.release.telemetry import TelemetryPolicy
@@ -272,8 +273,8 @@ def summary_lines(est: Estimator, stats: IngestStats, telemetry: TelemetryPolicy
                    "lost at exit).", **env("STATE"))
 @click.option("-f", "--format", "fmt", type=SpecParam("FORMAT", parse_format, Format), default="auto",
               show_default=True,
-              help="Where the client address is: plain, clf, json:PATH, csv:COLUMN, xff, ..., or "
-                   "auto (detected, named on stderr; docs/logs.md).", **env("FORMAT"))
+              help=f"Where the client address is: {format_examples(4)}, ..., or auto "
+                   "(detected, named on stderr; docs/logs.md).", **env("FORMAT"))
 @click.option("--trusted-proxy", "trusted", multiple=True, metavar="CIDR",
               help="With -f xff: a trusted proxy network (repeatable); the client is the last hop "
                    "outside them.", **env("TRUSTED_PROXY"))

@@ -39,6 +39,7 @@ from panstream.cli.sketch_hash import sketch_hash_option, with_sketch_hash
 from panstream.cli.telemetry_options import telemetry_options
 from panstream.cli.window_options import say_window, zone_notice
 from panstream.errors import ConfigurationError
+from panstream.inputs.formats import format_examples
 from panstream.inputs.parser import Format, parse_format
 from panstream.release.telemetry import TelemetryPolicy
 from panstream.state.slices import DEFAULT_SLICES, MAX_SLICES
@@ -101,9 +102,9 @@ def kafka_universe(estimator: str, universe: Universe | None) -> Universe:
               "per message (as log shippers batch them).", **env("KAFKA_VALUE_FORMAT"))
 @click.option("-f", "--format", "fmt", type=SpecParam("FORMAT", parse_format, Format), default="auto",
               show_default=True,
-              help="Line format of each item, as 'panstream ingest -f' (plain, clf, field:N, "
-                   "json:PATH, csv:COLUMN, ...: docs/logs.md); auto: detected once per member "
-                   "and announced with the -f that pins it.", **env("KAFKA_FORMAT"))
+              help=f"Line format of each item, as 'panstream ingest -f' ({format_examples(5)}, "
+                   "...: docs/logs.md); auto: detected once per member and announced with the -f "
+                   "that pins it.", **env("KAFKA_FORMAT"))
 @click.option("--keep-going", is_flag=True, default=False,
               help="Route even if (almost) nothing of the first 1,000 lines reads (by default "
                    "the member stops with exit 1 and the -f that would read them).",

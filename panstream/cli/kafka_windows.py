@@ -19,6 +19,7 @@ from panstream.cli.window_options import (
     range_options,
     time_zone_option,
 )
+from panstream.inputs.times import TIMED_FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,8 +34,8 @@ def kafka_window_options() -> Callable[[F], F]:
         click.option("--window", default=None, metavar="DURATION", callback=_duration("--window"),
                      help="Tumbling windows by event time (1h, 1d, 15m; aligned to UTC): a "
                           "fresh table per window, released ONCE at --release-epsilon after its "
-                          "end + --lateness, appended to --series. Needs a timed -f (clf, ...) "
-                          "and --state-dir (docs/windows.md).",
+                          "end + --lateness, appended to --series. Needs a timed -f "
+                          f"({TIMED_FORMATS[0]}, ...) and --state-dir (docs/windows.md).",
                      **env("KAFKA_WINDOW")),
         click.option("--lateness", default=DEFAULT_LATENESS, show_default=True,
                      metavar="DURATION", callback=_duration("--lateness", zero_ok=True),

@@ -28,6 +28,8 @@ from panstream.cli.common import (
 from panstream.cli.window_export import check_export_dir, presto_exporter
 from panstream.errors import ConfigurationError, InputFormatError, SourceError, StateError
 from panstream.inputs.parser import Format, tune_allocator
+from panstream.inputs.times import LOCAL_FORMATS, check_time, has_time, needs_zone
+from panstream.inputs.zones import Zone, parse_zone
 from panstream.planning import plan_split
 from panstream.release.honesty import CLAMP_MARK_NOTE, shown_count
 from panstream.release.telemetry import TelemetryPolicy
@@ -35,10 +37,9 @@ from panstream.sources.windowed import WindowedIngestor, WindowStats, window_ste
 from panstream.state.files import state_lock
 from panstream.universe import Universe
 from panstream.windows import WindowSchedule, duration_text, horizon_line, windows_met
-from panstream.windows.eventtime import check_time, has_time, label, needs_zone, parse_duration
+from panstream.windows.eventtime import label, parse_duration
 from panstream.windows.schedule import parse_instant
 from panstream.windows.series import Series, SeriesMetrics, dropped_text, read
-from panstream.windows.zones import Zone, parse_zone
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -90,8 +91,8 @@ def time_zone_option(prefix: str = "") -> Callable[[F], F]:
     """``--time-zone``: the zone of the formats that write a local time without one."""
     return click.option(
         "--time-zone", "time_zone", default=None, metavar="ZONE", callback=_zone,
-        help="With --window, event time: the zone of logs written in local time (haproxy, "
-             "syslog, ...): UTC, +02:00 or Europe/Berlin.",
+        help=f"With --window, event time: the zone of logs written in local time "
+             f"({', '.join(LOCAL_FORMATS[:3])}, ...): UTC, +02:00 or Europe/Berlin.",
         **env(f"{prefix}TIME_ZONE"))
 
 

@@ -37,14 +37,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from panstream.inputs.detection import BINARY_HINT
-from panstream.inputs.formats import NO_FORMAT, SPARSE_KINDS, format_name
+from panstream.inputs.formats import NO_FORMAT, SPARSE_KINDS, all_formats, format_name, lookup
 
 #: Fewer accepted items than this share of the non-empty lines is "almost nothing accepted".
 MIN_SHARE = 0.01
 
 #: The share for the pattern formats (:data:`~panstream.inputs.formats.SPARSE_KINDS`: ``regex``,
-#: ``sshd``, ``pam``, ``haproxy``, ``apache-error``, ``nginx-error``): most lines of an auth.log or
-#: an error log name no client, so only a pattern that matches (almost) nothing is called wrong.
+#: the auth logs, the error logs, ...): most lines of an auth.log or an error log name no client,
+#: so only a pattern that matches (almost) nothing is called wrong.
 MIN_SHARE_PATTERN = 0.001
 
 #: Noisy (released) totals: no verdict before this many non-empty lines were counted. An exact
@@ -69,33 +69,25 @@ def _pct(x: float) -> str:
 
 def _format_fix(spec: str) -> str:
     kind, _, arg = spec.partition(":")
-    if kind == "json":
-        return (f"name the client field of these JSON lines (not {arg!r}): -f "
-                "json:request.remote_ip (Caddy), json:httpRequest.remoteIp (GCP), "
-                "json:downstream_remote_address (Envoy) or json:PATH")
-    if kind in ("csv", "tsv"):
-        return (f"name the address column as the header does (not {arg!r}), -f {kind}:NAME, or "
-                f"give its number, -f {kind}:N")
-    if kind == "w3c":
-        return f"-f w3c:c-ip (CloudFront, IIS) or the #Fields: name of the client (not {arg!r})"
-    if kind == "zeek":
-        return f"-f zeek:id.orig_h (client) or zeek:id.resp_h (not {arg!r})"
-    if kind in SPARSE_KINDS:
+    f = lookup(kind)
+    if f is not None and f.fix is not None:
+        return f.fix(kind, arg)
+    if f is not None and f.sparse:
         return ("try the pattern on a line of the log (docs/logs.md), or name another format with "
                 "-f; if the log has no such line yet, add --keep-going")
-    if kind == "xff":
-        return ("check the log_format (the client first, X-Forwarded-For the last quoted field), "
-                "or use -f field:N or -f 'regex:...'")
-    where = {"clf": "the first field", "plain": "whole lines", "alb": "field 4 (client:port)",
-             "elb": "field 3 (client:port)", "vhost": "field 2", "squid": "field 3"}.get(
-        kind, f"field {arg}" if kind == "field" else kind)
-    return (f"say where the client is (not {where}): {_ALL_FORMATS}")
+    where = f.where.format(arg=arg) if f is not None and f.where else kind
+    return f"say where the client is (not {where}): {_ALL_FORMATS}"
 
 
-#: Every way to say where the client is, for the messages.
-_ALL_FORMATS = ("-f field:N (N-th blank-separated field), json:PATH, csv:COLUMN, w3c:FIELD, "
-                "zeek:FIELD, alb, elb, vhost, sshd, pam, haproxy, squid, apache-error, "
-                "nginx-error or 'regex:... (?P<ip>\\S+) ...' (docs/logs.md)")
+def _all_formats() -> str:
+    """Every way to say where the client is, for the messages (the registry's
+    :attr:`~panstream.inputs.formats.base.LogFormat.where_help`, the escape hatch last)."""
+    ways = sorted((f for f in all_formats() if f.where_help), key=lambda f: f.last_resort)
+    names = [f.where_help for f in ways]
+    return f"-f {', '.join(names[:-1])} or {names[-1]} (docs/logs.md)"
+
+
+_ALL_FORMATS = _all_formats()
 
 
 def _universe_fix(spec: str) -> str:

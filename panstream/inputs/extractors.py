@@ -7,33 +7,31 @@ taken in Python (the format's rare or irregular lines), or "no item" (blank, hea
 lines) or "malformed". :class:`panstream.inputs.parser.LineParser` then validates the tokens (for ``ipv4``
 universes with the vectorized address parser, ``:port`` included) and maps them to cells.
 
-Formats (the ``-f`` spelling, :func:`panstream.inputs.parser.parse_format`):
+The kinds of extractor, each format's module (:mod:`panstream.inputs.formats`) naming the one it
+uses and its argument:
 
-``field:N``, ``alb``, ``elb``, ``vhost``
-    The N-th whitespace-separated field (``alb`` = 4, classic ``elb`` = 3, Apache ``vhost_combined``
-    = 2; the port of ``client:port`` is dropped). Vectorized over the single spaces of the published
-    shapes; a line with tabs or runs of blanks before its field is split in Python like awk.
-``csv:COLUMN``, ``tsv:COLUMN``
-    A column by header name or 1-based number. With a name, the first line is the header; a later
-    line that names the column again (files concatenated) is a new header. With a number, a first
-    line whose column N holds no digit is taken as the header. Lines with a double quote go through
-    Python's :mod:`csv`; the rest are split vectorized.
-``w3c:FIELD``, ``zeek:FIELD``
-    W3C extended logs (CloudFront, IIS: ``#Fields:`` header, tab- or space-separated) and Zeek TSV
-    logs (``#separator``, ``#fields``); every ``#`` line is read in order, so a new header (rotated
-    files concatenated, Zeek's ``#close`` then ``#fields``) applies from its line on.
-``json:PATH``
+:class:`WhitespaceField`
+    The N-th whitespace-separated field (the port of ``client:port`` is dropped). Vectorized over
+    the single spaces of the published shapes; a line with tabs or runs of blanks before its field
+    is split in Python like awk.
+:class:`Columns`
+    A column by header name or 1-based number: CSV/TSV (the header is the first line; a later line
+    that names the column again is a new header; quoted lines go through Python's :mod:`csv`),
+    W3C's ``#Fields:`` and Zeek's ``#separator``/``#fields`` (every ``#`` line is read in order, so
+    a new header applies from its line on).
+:class:`JsonField`
     A string field of JSON lines by dotted path (``request.remote_ip``). A line whose last path key
     appears exactly once, as ``"key": "value"``, is read without a JSON parse (the key is taken to
     sit at the path: true of every published shape); any other line is parsed with :mod:`json`.
-``regex:PATTERN``, ``sshd``, ``pam``, ``haproxy``, ``squid``, ``apache-error``, ``nginx-error``
-    The (first) named group of a regular expression searched in each line (Python per line); the
-    named ones are the built-in :data:`PATTERNS` (OpenSSH's ``Failed``/``Accepted ... from ADDR
-    port N``, PAM's ``rhost=``, HAProxy's ``CLIENT:PORT [date]``, Squid's native access.log, the
-    Apache and nginx error logs' client).
-``xff``, ``xff:CIDR,...``
+:class:`Regex`
+    The (first) named group of a regular expression searched in each line (Python per line): a
+    pattern of the operator's, or a format's built-in one.
+:class:`ForwardedFor`
     nginx/Apache with the X-Forwarded-For header as the last quoted field: its first hop, or with
     trusted proxies the last hop (reading right to left, the direct peer first) outside them.
+
+The vectorized scans they share (:func:`windows`, :func:`head_field`, :func:`nth_field`) are
+:mod:`panstream.inputs.scan`'s, re-exported here.
 
 State across chunks: header formats keep their header in the extractor (one per
 :class:`~panstream.inputs.parser.LineParser`), never a line of data.
@@ -51,37 +49,21 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from panstream.inputs.ipv4 import _ipv4_spans, byte_positions
+from panstream.inputs.scan import (
+    HEAD,
+    head_field,
+    highest,
+    lowmask,
+    nth_field,
+    pack128,
+    pop_lowest,
+    windows,
+)
 from panstream.universe.addresses import normalize_address
 
 #: Per-line states of :class:`Spans` (HEADER: a ``#`` line of W3C/Zeek or a CSV/TSV header: no
 #: record, counted apart from blank lines, issue 37).
 SPAN, EMPTY, BAD, PY, HEADER = 0, 1, 2, 3, 4
-
-#: The sshd lines that carry a login attempt's source address (OpenSSH's auth.log wording):
-#: ``Failed password for [invalid user ]NAME from ADDR port N ssh2``, ``Accepted publickey for ...``.
-SSHD_PATTERN = (r"sshd(?:-session)?\[\d+\]: (?:Failed|Accepted) \S+ for (?:invalid user )?.*? "
-                r"from (?P<ip>\S+) port \d+")
-
-#: The built-in patterns of the syslog-wrapped and line formats read with a regular expression
-#: (``-f NAME``; docs/logs.md has a recipe for each). Each is searched in the line; its group
-#: ``ip`` is the client.
-PATTERNS = {
-    "sshd": SSHD_PATTERN,
-    # pam_unix/pam_sss "authentication failure; ... rhost=ADDR [user=NAME]" (an empty rhost= is a
-    # local login: no match, malformed).
-    "pam": r"\brhost=(?P<ip>[^\s;]+)",
-    # HAProxy's http and tcp log formats, through syslog or on stdout: "CLIENT:PORT [ACCEPT_DATE]"
-    # (IPv6 clients are written ADDR:PORT too: the last :PORT before " [" is the port).
-    "haproxy": (r"(?:^|\s)(?P<ip>\S+):\d{1,5} \[\d{2}/[A-Za-z]{3}/\d{4}:\d{2}:\d{2}:\d{2}"
-                r"(?:\.\d+)?\] "),
-    # Squid's native access.log: "TIME.MS ELAPSED CLIENT CODE/STATUS BYTES METHOD URL ...", the
-    # elapsed time right-aligned (runs of blanks); also through syslog ("squid[PID]: TIME.MS ...").
-    "squid": r"(?:^|: )\d{9,11}\.\d{3}\s+-?\d+\s+(?P<ip>\S+)\s+[A-Z_]+/\d{3}\s",
-    # Apache's error log: "[client ADDR]" (2.2) or "[client ADDR:PORT]" (2.4).
-    "apache-error": r"\[client (?P<ip>[^\]\s]+)\]",
-    # nginx's error log: "..., client: ADDR, server: ...".
-    "nginx-error": r", client: (?P<ip>[^,\s]+), server: ",
-}
 
 @dataclass
 class Spans:
@@ -110,199 +92,6 @@ class Spans:
 
 def _line(b: np.ndarray, s: int, e: int, max_line: int) -> bytes:
     return bytes(b[s:min(e, s + max_line + 1)])
-
-
-def nth_field(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, sp: np.ndarray, k: int,
-              k0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Span of the k-th field (1-based) of each line, fields separated by the bytes at the sorted
-    positions ``sp`` (``k0``: ``searchsorted(sp, starts)`` if already known). Returns ``(ts, te,
-    ok)``; ``ok`` is False where the line has fewer than k fields."""
-    if k0 is None:
-        k0 = np.searchsorted(sp, starts)
-    last = sp.size - 1
-    if k == 1:
-        ts = starts.copy()
-        ok = np.ones(starts.size, dtype=bool)
-    else:
-        i = k0 + (k - 2)
-        has = i <= last
-        pos = sp[np.minimum(i, max(last, 0))] if sp.size else np.zeros_like(starts)
-        ok = has & (pos < ends)
-        ts = np.where(ok, pos + 1, ends)
-    i2 = k0 + (k - 1)
-    if sp.size:
-        nxt = np.where(i2 <= last, sp[np.minimum(i2, last)], ends)
-        te = np.minimum(nxt, ends)
-    else:
-        te = ends.copy()
-    return ts, te, ok
-
-
-def windows(b: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
-    """The ``n x width`` matrix of the ``width`` bytes from each start (zero past the buffer's
-    end): one gather of ``V{width}`` items from a strided view of ``b``, no per-line work."""
-    n = b.size
-    if n >= width:
-        lim = n - width
-        view = np.ndarray((lim + 1,), dtype=f"V{width}", buffer=b, strides=(1,))
-        w = view[np.minimum(starts, lim)].view(np.uint8).reshape(-1, width)
-    else:
-        lim = 0
-        w = np.zeros((starts.size, width), dtype=np.uint8)
-    tail = np.flatnonzero(starts > lim) if n >= width else np.arange(starts.size)
-    if tail.size:  # starts within ``width`` bytes of the end (in any order): pad them
-        pad = np.zeros(2 * width, dtype=np.uint8)
-        pad[: n - lim] = b[lim:]
-        view = np.ndarray((width + 1,), dtype=f"V{width}", buffer=pad, strides=(1,))
-        w[tail] = view[starts[tail] - lim].view(np.uint8).reshape(-1, width)
-        pad.fill(0)
-    return w
-
-
-#: Bytes of a line's head searched for the separators before a field (covers field 4 of an ALB
-#: line, field 5 of CloudFront, column 4 of nfdump's CSV); a field beyond it is found the slow way.
-HEAD = 128
-
-
-def _lowmask(length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The 128-bit masks (as two uint64 words) of the bits below each ``length`` (capped at 128)."""
-    one = np.uint64(1)
-    full = np.uint64(0xFFFFFFFFFFFFFFFF)
-    n0 = np.clip(length, 0, 64).astype(np.uint64)
-    n1 = np.clip(length - 64, 0, 64).astype(np.uint64)
-    with np.errstate(over="ignore"):
-        lo = np.where(n0 >= 64, full, (one << np.minimum(n0, np.uint64(63))) - one)
-        hi = np.where(n1 >= 64, full, (one << np.minimum(n1, np.uint64(63))) - one)
-    return lo, hi
-
-
-def _pack128(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row of an ``n x 128`` boolean matrix as two uint64 words (column j = bit j)."""
-    words = np.packbits(rows, axis=1, bitorder="little").view("<u8")
-    return words[:, 0].copy(), words[:, 1].copy()
-
-
-def _highest(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Position of the highest set bit of each 128-bit (lo, hi) pair, -1 if none."""
-    x = np.where(hi != 0, hi, lo)
-    e = np.frexp(x.astype(np.float64))[1].astype(np.intp) - 1  # rounding may add one: fixed below
-    e = np.clip(e, 0, 63)
-    over = (x >> e.astype(np.uint64)) == 0
-    e -= over
-    e += 64 * (hi != 0)
-    e[x == 0] = -1
-    return e
-
-
-def _pop_lowest(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Position of the lowest set bit of each 128-bit (lo, hi) pair (-1 if none), clearing it in
-    place."""
-    use_lo = lo != 0
-    x = np.where(use_lo, lo, hi)
-    with np.errstate(over="ignore"):
-        low = x & (~x + np.uint64(1))
-        pos = np.frexp(low.astype(np.float64))[1].astype(np.intp) - 1  # exact: a power of two
-        pos += 64 * ~use_lo
-        pos[x == 0] = -1
-        np.copyto(lo, lo & (lo - np.uint64(1)), where=use_lo)
-        np.copyto(hi, hi & (hi - np.uint64(1)), where=~use_lo)
-    return pos, pos >= 0
-
-
-def _prefix_xor(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Bit j of the result is the XOR of bits 0..j of each 128-bit (lo, hi) pair: 1 inside a
-    quoted part when the input marks the quotes."""
-    lo, hi = lo.copy(), hi.copy()
-    for sh in (1, 2, 4, 8, 16, 32):
-        lo ^= lo << np.uint64(sh)
-        hi ^= hi << np.uint64(sh)
-    hi ^= np.uint64(0) - (lo >> np.uint64(63))  # an odd count in lo flips every bit of hi
-    return lo, hi
-
-
-def head_field(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, sep: int, k: int,
-               awk: bool = False, quotes: bool = False
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Span of the k-th ``sep``-separated field of each line, looking only at the first
-    :data:`HEAD` bytes of each line (vectorized; the cost does not grow with the line's length):
-    the separators of each head are packed into a 128-bit mask and the lowest k are popped.
-
-    Returns ``(ts, te, ok, unsure)``: ``ok`` where the span was found; ``unsure`` where the head
-    does not settle it (the field ends past the head, or with ``awk``, blanks that awk would merge:
-    a leading blank, two in a row, a control character such as a tab) and the caller must look the
-    slow way. Rows neither ``ok`` nor ``unsure`` have fewer than k fields. With ``quotes`` (CSV), a
-    separator between double quotes does not count, and quotes around the field are dropped.
-    """
-    n = starts.size
-    length = ends - starts
-    w = windows(b, starts, HEAD)
-    mlo, mhi = _lowmask(length)
-    lo, hi = _pack128(w == sep)
-    lo &= mlo
-    hi &= mhi
-    stray = None
-    if quotes:
-        qlo, qhi = _pack128(w == 34)
-        qlo &= mlo
-        qhi &= mhi
-        if bool((qlo | qhi).any()):
-            ilo, ihi = _prefix_xor(qlo, qhi)  # 1 from an opening quote to its closing one
-            lo &= ~ilo  # separators outside quotes
-            hi &= ~ihi
-            # Simple quoting only: a quote opens a cell (after a separator outside quotes, at the
-            # line start, or right after a quote: "c""d"), or closes one (before such a separator,
-            # at the line end, or right before a quote), and every quote is closed. Any other row
-            # (a"b, "e"f, an unclosed quote) is left to the csv module and its own rules.
-            one, top, zero = np.uint64(1), np.uint64(63), np.uint64(0)
-            last = length - 1
-            elo = np.where((last >= 0) & (last < 64),
-                           one << np.clip(last, 0, 63).astype(np.uint64), zero)
-            ehi = np.where((last >= 64) & (last < 128),
-                           one << np.clip(last - 64, 0, 63).astype(np.uint64), zero)
-            start_lo = (lo << one) | one | (qlo << one)  # bit j: a separator/quote at j - 1, j = 0
-            start_hi = (hi << one) | (lo >> top) | (qhi << one) | (qlo >> top)
-            end_lo = (lo >> one) | (hi << top) | elo | (qlo >> one) | (qhi << top)
-            end_hi = (hi >> one) | ehi | (qhi >> one)
-            good_lo = (ilo & start_lo) | (~ilo & end_lo)
-            good_hi = (ihi & start_hi) | (~ihi & end_hi)
-            stray = ((qlo & ~good_lo) | (qhi & ~good_hi)) != 0
-            stray |= ((ilo & elo) | (ihi & ehi)) != 0  # still inside quotes at the line's end
-    bad = np.zeros(n, dtype=bool)
-    prev = np.full(n, -1, dtype=np.intp)
-    p0 = prev
-    exists = np.ones(n, dtype=bool)
-    enough = exists
-    for _ in range(k):
-        p0, enough = prev, exists
-        prev, exists = _pop_lowest(lo, hi)
-        if awk:
-            bad |= exists & (prev == p0 + 1)  # an empty field (two blanks, or a leading one)
-    has_end = exists
-    ts = starts + p0 + 1 if k > 1 else starts.copy()
-    te = np.where(has_end, starts + prev, ends)
-    short = length <= HEAD  # the whole line is in the head
-    unsure = ~short & ~(enough & has_end)
-    ok = enough & (has_end | short) & ~unsure
-    if awk:
-        clo, chi = _pack128(w < 32)  # tabs and other control characters: awk's rules
-        bad |= ((clo & mlo) | (chi & mhi)) != 0
-        bad |= ok & (te == ts)
-        unsure |= ok & bad
-        ok &= ~bad
-    if stray is not None:
-        unsure |= stray
-        ok &= ~stray
-    if quotes:
-        rows = np.flatnonzero(ok & (te - ts >= 2))
-        first = b[ts[rows]] == 34
-        last = b[te[rows] - 1] == 34
-        both = rows[first & last]
-        ts[both] += 1
-        te[both] -= 1
-        ok[rows[first ^ last]] = False  # a quote on one side only: let csv read it
-        unsure[rows[first ^ last]] = True
-    w.fill(0)
-    return ts, te, ok, unsure
 
 
 class Extractor:
@@ -782,11 +571,11 @@ class ForwardedFor(PerLine):
         ws = np.maximum(ends - HEAD, starts)
         w = windows(b, ws, HEAD)
         span = ends - ws  # bytes of the line in the window (the last one is the final quote)
-        mlo, mhi = _lowmask(span - 1)
-        qlo, qhi = _pack128(w == 34)
+        mlo, mhi = lowmask(span - 1)
+        qlo, qhi = pack128(w == 34)
         qlo &= mlo
         qhi &= mhi
-        opening = _highest(qlo, qhi)  # the quote that opens the last quoted field
+        opening = highest(qlo, qhi)  # the quote that opens the last quoted field
         fast &= opening >= 0
         vs = ws + opening + 1
         ve = ends - 1
@@ -794,9 +583,9 @@ class ForwardedFor(PerLine):
         fast &= ve > vs
         fast &= (b[np.minimum(vs, b.size - 1)] != 32) & (b[np.maximum(ve - 1, 0)] != 32)
         # Hop boundaries: the commas inside the value.
-        clo, chi = _pack128(w == 44)
-        vlo, vhi = _lowmask(ve - ws)
-        olo, ohi = _lowmask(vs - ws)
+        clo, chi = pack128(w == 44)
+        vlo, vhi = lowmask(ve - ws)
+        olo, ohi = lowmask(vs - ws)
         clo &= vlo & ~olo
         chi &= vhi & ~ohi
         hs = np.zeros((n, self.HOPS), dtype=np.intp)
@@ -805,7 +594,7 @@ class ForwardedFor(PerLine):
         cur = vs.copy()
         done = np.zeros(n, dtype=bool)
         for j in range(self.HOPS):
-            pos, has = _pop_lowest(clo, chi)
+            pos, has = pop_lowest(clo, chi)
             end = np.where(has, ws + pos, ve)
             present[:, j] = ~done
             hs[:, j] = cur + (b[np.minimum(cur, b.size - 1)] == 32)
@@ -860,22 +649,3 @@ class ForwardedFor(PerLine):
                 return hop
         return chain[0]
 
-
-def build(kind: str, arg: str, number: int, max_line: int) -> Extractor:
-    """The extractor of a parsed format (see :class:`panstream.inputs.parser.Format`)."""
-    if kind in ("field", "alb", "elb", "vhost"):
-        return WhitespaceField(number, max_line)
-    if kind in ("csv", "tsv", "w3c", "zeek"):
-        return Columns(kind, arg, max_line)
-    if kind == "json":
-        return JsonField(arg, max_line)
-    if kind == "regex":
-        return Regex(arg, max_line)
-    if kind in PATTERNS:
-        return Regex(PATTERNS[kind], max_line)
-    if kind == "none":
-        return Nothing(max_line)
-    if kind == "xff":
-        return ForwardedFor(arg, max_line)
-    msg = f"no extractor for {kind!r}"
-    raise ValueError(msg)

@@ -63,6 +63,7 @@ from panstream.inputs.formats import (
     NO_FORMAT,
     SPARSE_KINDS,
     Format,
+    extractor_of,
     format_name,
     parse_format,
 )
@@ -171,10 +172,8 @@ class LineParser:
         # token.
         self._fast = universe.reads_addresses
         self._text_only = bool(getattr(universe, "hashes_address_text", False))
-        self._extractor = None
-        if self.format.kind not in ("plain", "clf"):
-            self._extractor = extract.build(self.format.kind, self.format.arg,
-                                            self.format.field, self.max_line)
+        # The formats without an extractor (plain, clf) are read by the line readers below.
+        self._extractor = extractor_of(self.format, self.max_line)
 
     def parse(self, data: bytes | bytearray | memoryview) -> ParseResult:
         """Parse a buffer of complete lines; see the module docstring for what is accepted."""

@@ -1,7 +1,7 @@
 """Where a line of ``panstream ingest --window`` goes: into the open window of its time, or nowhere.
 
 :class:`panstream.sources.windowed.WindowedIngestor` reads a chunk's lines and their times
-(:func:`panstream.windows.eventtime.lines_and_times`), and the public schedule says which windows
+(:func:`panstream.inputs.times.lines_and_times`), and the public schedule says which windows
 are open; the vectorized steps in between are here, as functions of arrays (no state of the run):
 
 * :func:`in_open`: which lines fall in an open window (one table lookup a line);
@@ -24,7 +24,8 @@ import numpy as np
 
 from panstream.errors import ConfigurationError, InputFormatError
 from panstream.inputs.check import no_format_line
-from panstream.windows.eventtime import TIMED_FORMATS, label
+from panstream.inputs.times import TIMED_FORMATS, time_notes
+from panstream.inputs.timestamps import label
 from panstream.windows.schedule import WindowSchedule
 from panstream.windows.series import dropped_text
 
@@ -127,9 +128,7 @@ def nothing_placed(kind: str, schedule: WindowSchedule,
         f"not one line went into a window of the declared range {label(first)} .. {label(stop)}"
         f"{why}: "
         f"either their times lie outside it (check --from/--to against the log's dates) or none "
-        f"carries a time this panstream reads as {kind!r} (CLF: [24/Nov/2026:10:00:00 +0000]; "
-        "JSON: a ts/timestamp/start_time key; W3C: date and time; Zeek: ts; ALB/ELB: the ISO "
-        "8601 field; squid: epoch seconds; haproxy: the accept date; sshd/pam: the syslog time; "
+        f"carries a time this panstream reads as {kind!r} ({time_notes()}; "
         "docs/windows.md has the table: check --format, or use --time processing); nothing was "
         "released and the range's empty windows were dropped")
 

@@ -32,8 +32,8 @@ Which windows exist and when each is released is decided by a public
 * **live** (standard input): window ``s`` is open on the clock from ``s`` to ``s + size +
   lateness`` and released at that instant, empty or not.
 
-A line belongs to the window of the time it carries (``"event"``: :func:`panstream.windows.
-eventtime.times`, e.g. CLF ``[24/Nov/2026:10:00:00 +0000]``) or of the clock when it is read
+A line belongs to the window of the time it carries (``"event"``: :func:`panstream.inputs.
+times.times`, e.g. CLF ``[24/Nov/2026:10:00:00 +0000]``) or of the clock when it is read
 (``"processing"``). A line whose window is not open (outside the range, closed, not yet begun by
 the clock, or released by an earlier run) or without a readable time is dropped: it opens, closes,
 advances or delays nothing. Dropped lines are counted only under a telemetry opt-in
@@ -65,6 +65,9 @@ from panstream.errors import BudgetExhaustedError, ConfigurationError
 from panstream.estimators.base import Estimator
 from panstream.inputs.detection import detect
 from panstream.inputs.parser import Format
+from panstream.inputs.times import TimeReader, has_time, lines_and_times
+from panstream.inputs.timestamps import label, seconds
+from panstream.inputs.zones import Zone, parse_zone
 from panstream.release.telemetry import TelemetryPolicy
 from panstream.schedule import Schedule, wait_before
 from panstream.sources.driver import Driver
@@ -88,13 +91,6 @@ from panstream.sources.window_lines import (
 from panstream.state import persist
 from panstream.state.files import state_lock
 from panstream.universe import Universe
-from panstream.windows.eventtime import (
-    TimeReader,
-    has_time,
-    label,
-    lines_and_times,
-    seconds,
-)
 from panstream.windows.schedule import (
     WindowSchedule,
     duration_text,
@@ -103,7 +99,6 @@ from panstream.windows.schedule import (
     windows_met,
 )
 from panstream.windows.series import Series, record
-from panstream.windows.zones import Zone, parse_zone
 
 #: A live window is released this long after its instant: the moment the idle wake-up is set for
 #: (a wake-up rounded down to the millisecond by ``poll`` still lands after the instant).
@@ -482,7 +477,7 @@ class WindowedIngestor(Driver):
         try:
             keep = in_open(ws, valid, sorted(self._open), size)
             if self.telemetry.counts:
-                blank = blank_lines(b, starts, ends, headers=reader.kind in ("w3c", "zeek"))
+                blank = blank_lines(b, starts, ends, headers=reader.hash_headers)
                 dropped = valid & ~keep
                 early = int((dropped & self._before(ws)).sum())
                 self._early += early

@@ -5,10 +5,11 @@ The package's files are its parts, in the order a line meets them:
 * :mod:`panstream.windows.schedule`: the public schedule (which windows exist, when each opens
   and is released: a function of the declared range and the clock, never of a line) and the
   horizon's arithmetic;
-* :mod:`panstream.windows.eventtime`: the time each log line carries (vectorized), durations,
-  window arithmetic;
-* :mod:`panstream.windows.zones`: the zone of a local time (``--time-zone``: fixed offsets, IANA
-  zones with daylight saving) and the year of a syslog time (the declared range, or the clock);
+* :mod:`panstream.windows.eventtime`: durations, a window's start, the name of an instant (the
+  time each log line carries is read in ``inputs/``, beside its address, since issue 36:
+  :mod:`panstream.inputs.times`, the format's own rule, and :mod:`panstream.inputs.zones` for a
+  local time; ``eventtime`` re-exports those names, and ``panstream.windows.zones`` is an alias,
+  for one release);
 * :mod:`panstream.windows.series`: the released series (one durable record per window), its
   picture and its metrics.
 
