@@ -22,7 +22,7 @@ import importlib.util
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +36,6 @@ _spec = importlib.util.spec_from_file_location("broken_designs", ROOT / "tests/s
 assert _spec is not None and _spec.loader is not None
 B = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(B)
-
-
-def noisy_counters(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
-    """Per-cell uint8 arrival counters plus noise uniform in 0..3 (as in test_audit_learned.py)."""
-    counts = np.zeros(64, np.int64)
-    out = []
-    for i, batch in enumerate(batches):
-        np.add.at(counts, batch, 1)
-        if i in dumps:
-            out.append(np.minimum(counts + B.RNG.integers(0, 4, 64), 255).astype(np.uint8))
-    return out
 
 
 def cell_is_one(target: int) -> A.Distinguisher:
@@ -141,7 +130,7 @@ def main() -> None:
     rows.append(row("count-min sketch, depth 3, width 16", "int64 array", cm, one, B.claimed(1.0),
                     math.inf, {"estimate above world A's": lambda d: cm_query(d[-1]) > in_a}, n,
                     alpha))
-    rows.append(row("uint8 arrival counters + noise 0..3", "uint8 array", noisy_counters, one,
+    rows.append(row("uint8 arrival counters + noise 0..3", "uint8 array", B.noisy_counters, one,
                     B.claimed(1.0), math.inf, {"target counter is 4": lambda d: d[-1][t] == 4}, n,
                     alpha))
 
