@@ -69,23 +69,29 @@ def rr_numerator(eps: float) -> int:
 
 # ------------------------------------------------------------------------ alternatives (bench only:
 # exact, but slower than bernoulli_packed; they wipe their main buffers, not every comparison mask)
-def naive_packed(nbytes: int, numerator: int, executor: object) -> np.ndarray:
-    """Per-cell byte comparison (``randomness.bernoulli``, ~8.03 bits per cell), packed."""
+def _packed_by_cells(nbytes: int, cells: Callable[[int], np.ndarray], executor: object) -> np.ndarray:
+    """``nbytes`` packed bytes whose bits ``cells(n)`` draws (a bool array of n cells) chunk by
+    chunk, shared over ``executor`` as the library does; each chunk's bits and bytes are wiped."""
 
     def make() -> Callable[[slice | None], None]:
         def work(sl: slice | None) -> None:
             if sl is None:
                 return
-            draws = bernoulli(8 * (sl.stop - sl.start), numerator)
-            packed = np.packbits(draws, bitorder="little")
+            bits = cells(8 * (sl.stop - sl.start))
+            packed = np.packbits(bits, bitorder="little")
             res[sl] = packed
-            draws.fill(False)
+            bits.fill(False)
             packed.fill(0)
 
         return work
 
     res = np.empty(nbytes, dtype=np.uint8)
     return randomness._share_chunks_into(res, PACKED_CHUNK, make, executor)  # type: ignore[arg-type]
+
+
+def naive_packed(nbytes: int, numerator: int, executor: object) -> np.ndarray:
+    """Per-cell byte comparison (``randomness.bernoulli``, ~8.03 bits per cell), packed."""
+    return _packed_by_cells(nbytes, lambda n: bernoulli(n, numerator), executor)
 
 
 def nibble_packed(nbytes: int, numerator: int, executor: object) -> np.ndarray:
@@ -97,37 +103,27 @@ def nibble_packed(nbytes: int, numerator: int, executor: object) -> np.ndarray:
     t1 = (numerator >> 20) & 0xFF
     t2 = numerator & 0xFFFFF
 
-    def make() -> Callable[[slice | None], None]:
-        def work(sl: slice | None) -> None:
-            if sl is None:
-                return
-            n = 8 * (sl.stop - sl.start)
-            raw = secure_bytes(n // 2)
-            nib = np.empty(n, dtype=np.uint8)
-            np.bitwise_and(raw, 15, out=nib[0::2])
-            np.right_shift(raw, 4, out=nib[1::2])
-            raw.fill(0)
-            bits = nib < t0
-            ties = np.flatnonzero(nib == t0)
-            nib.fill(0)
-            b1 = secure_bytes(ties.size)
-            bits[ties] = b1 < t1
-            ties2 = ties[b1 == t1]
-            if ties2.size:
-                w = secure_bytes(4 * ties2.size)
-                bits[ties2] = (w.view("<u4") >> 12) < t2
-                w.fill(0)
-            b1.fill(0)
-            ties.fill(0)
-            packed = np.packbits(bits, bitorder="little")
-            res[sl] = packed
-            bits.fill(False)
-            packed.fill(0)
+    def cells(n: int) -> np.ndarray:
+        raw = secure_bytes(n // 2)
+        nib = np.empty(n, dtype=np.uint8)
+        np.bitwise_and(raw, 15, out=nib[0::2])
+        np.right_shift(raw, 4, out=nib[1::2])
+        raw.fill(0)
+        bits = nib < t0
+        ties = np.flatnonzero(nib == t0)
+        nib.fill(0)
+        b1 = secure_bytes(ties.size)
+        bits[ties] = b1 < t1
+        ties2 = ties[b1 == t1]
+        if ties2.size:
+            w = secure_bytes(4 * ties2.size)
+            bits[ties2] = (w.view("<u4") >> 12) < t2
+            w.fill(0)
+        b1.fill(0)
+        ties.fill(0)
+        return bits
 
-        return work
-
-    res = np.empty(nbytes, dtype=np.uint8)
-    return randomness._share_chunks_into(res, PACKED_CHUNK, make, executor)  # type: ignore[arg-type]
+    return _packed_by_cells(nbytes, cells, executor)
 
 
 NAIVE_BITS = 8 * (1 + Fraction(1, 256) + Fraction(1, 256**2) + Fraction(1, 256**3))
