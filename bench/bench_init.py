@@ -41,6 +41,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from _common import cpu_model, git_commit, loadavg
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -265,24 +266,8 @@ def components() -> dict[str, float]:
 
 # ------------------------------------------------------------------------ report
 def machine() -> dict[str, str]:
-    model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    commit = "unknown"
-    with contextlib.suppress(Exception):
-        commit = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, check=True).stdout.strip()
-    return {"nproc": str(os.cpu_count()), "cpu": model, "python": platform.python_version(),
-            "numpy": np.__version__, "kernel": platform.release(), "commit": commit}
-
-
-def loadavg() -> str:
-    with contextlib.suppress(OSError):
-        return Path("/proc/loadavg").read_text().split()[0]
-    return "unknown"
+    return {"nproc": str(os.cpu_count()), "cpu": cpu_model(), "python": platform.python_version(),
+            "numpy": np.__version__, "kernel": platform.release(), "commit": git_commit()}
 
 
 def main() -> None:
