@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import subprocess
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -60,3 +62,23 @@ def git_commit() -> str:
 def parser(doc: str | None) -> argparse.ArgumentParser:
     """An argument parser described by the first line of a script's docstring."""
     return argparse.ArgumentParser(description=(doc or "").partition("\n")[0])
+
+
+def audit_args(doc: str | None, results: str) -> argparse.Namespace:
+    """The options of an audit benchmark: ``--trials`` (runs per world), ``--alpha`` (each bound's
+    false-failure rate) and ``--out`` (default ``bench/results/RESULTS``)."""
+    ap = parser(doc)
+    ap.add_argument("--trials", type=int, default=10_000)
+    ap.add_argument("--alpha", type=float, default=1e-6)
+    ap.add_argument("--out", default=str(ROOT / "bench/results" / results))
+    return ap.parse_args()
+
+
+def test_module(name: str, path: str) -> ModuleType:
+    """The test-tree module at ``path`` (relative to the checkout), loaded by file: the tests are not
+    a package on the path (e.g. the broken-on-purpose designs an audit benchmark measures)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

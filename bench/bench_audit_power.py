@@ -17,8 +17,6 @@ The bounds are random (each run draws fresh tables); rerunning moves them by a f
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import math
 import os
 import time
@@ -27,15 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import audit_args, test_module
 
 import panstream as ps
 from panstream import audit as A
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("broken_designs", ROOT / "tests/state/broken_designs.py")
-assert _spec is not None and _spec.loader is not None
-B = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(B)
+B = test_module("broken_designs", "tests/state/broken_designs.py")
 
 
 def cell_is_one(target: int) -> A.Distinguisher:
@@ -84,11 +79,7 @@ def fmt_row(r: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=10_000)
-    ap.add_argument("--alpha", type=float, default=1e-6)
-    ap.add_argument("--out", default=str(ROOT / "bench/results/audit_power.md"))
-    args = ap.parse_args()
+    args = audit_args(__doc__, "audit_power.md")
     n, alpha = args.trials, args.alpha
     w = A.neighbouring_worlds(64)
     quiet = A.neighbouring_worlds(64, background=0)
