@@ -8,14 +8,7 @@ from typing import Any
 
 import click
 
-from panstream.cli.common import (
-    FiniteFloatRange,
-    emit_json,
-    env,
-    handle_errors,
-    json_option,
-    state_options,
-)
+from panstream.cli.common import FiniteFloatRange, emit_json, env, handle_errors, json_option, state_options
 from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
 from panstream.estimators.sketch.release import SketchRelease, format_sketch_release

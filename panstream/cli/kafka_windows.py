@@ -8,19 +8,12 @@ stage) and prints the accounting, as ``ingest --window`` does.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from panstream.cli.common import FiniteFloatRange, env
-from panstream.cli.window_options import (
-    DEFAULT_LATENESS,
-    _duration,
-    range_options,
-    time_zone_option,
-)
-
-F = TypeVar("F", bound=Callable[..., Any])
+from panstream.cli.common import F, FiniteFloatRange, env
+from panstream.cli.window_options import DEFAULT_LATENESS, _duration, range_options, time_zone_option
 
 #: The options only ``kafka --window`` takes.
 WINDOW_ONLY = ("lateness", "release_epsilon", "series", "series_topic", "horizon", "range_from",
