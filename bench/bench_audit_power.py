@@ -17,36 +17,20 @@ The bounds are random (each run draws fresh tables); rerunning moves them by a f
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import audit_args, test_module
 
 import panstream as ps
 from panstream import audit as A
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("broken_designs", ROOT / "tests/state/broken_designs.py")
-assert _spec is not None and _spec.loader is not None
-B = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(B)
-
-
-def noisy_counters(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
-    """Per-cell uint8 arrival counters plus noise uniform in 0..3 (as in test_audit_learned.py)."""
-    counts = np.zeros(64, np.int64)
-    out = []
-    for i, batch in enumerate(batches):
-        np.add.at(counts, batch, 1)
-        if i in dumps:
-            out.append(np.minimum(counts + B.RNG.integers(0, 4, 64), 255).astype(np.uint8))
-    return out
+B = test_module("broken_designs", "tests/state/broken_designs.py")
 
 
 def cell_is_one(target: int) -> A.Distinguisher:
@@ -95,11 +79,7 @@ def fmt_row(r: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=10_000)
-    ap.add_argument("--alpha", type=float, default=1e-6)
-    ap.add_argument("--out", default=str(ROOT / "bench/results/audit_power.md"))
-    args = ap.parse_args()
+    args = audit_args(__doc__, "audit_power.md")
     n, alpha = args.trials, args.alpha
     w = A.neighbouring_worlds(64)
     quiet = A.neighbouring_worlds(64, background=0)
@@ -141,7 +121,7 @@ def main() -> None:
     rows.append(row("count-min sketch, depth 3, width 16", "int64 array", cm, one, B.claimed(1.0),
                     math.inf, {"estimate above world A's": lambda d: cm_query(d[-1]) > in_a}, n,
                     alpha))
-    rows.append(row("uint8 arrival counters + noise 0..3", "uint8 array", noisy_counters, one,
+    rows.append(row("uint8 arrival counters + noise 0..3", "uint8 array", B.noisy_counters, one,
                     B.claimed(1.0), math.inf, {"target counter is 4": lambda d: d[-1][t] == 4}, n,
                     alpha))
 

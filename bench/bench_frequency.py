@@ -37,12 +37,10 @@ Results are printed and written as Markdown to ``bench/results/frequency.md``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,26 +48,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from _common import cpu_model, git_commit, loadavg, make_items
 
 import panstream as ps
 from panstream.release.incidence import incidence_covariance
 
 HERE = Path(__file__).resolve().parent
 DATA_SEED = 20240613  # synthetic items only; never used for privacy draws
-ZIPF_A = 1.2
 K = 16
-
-
-# ----------------------------------------------------------------------------- data
-def make_items(size: int, dist: str, n: int) -> np.ndarray:
-    rng = np.random.default_rng([DATA_SEED, size, 0 if dist == "uniform" else 1])
-    if dist == "uniform":
-        return rng.integers(0, size, size=n, dtype=np.intp)
-    z = rng.zipf(ZIPF_A, size=n).astype(np.uint64)
-    z %= np.uint64(size)
-    z *= np.uint64(0x9E3779B97F4A7C15)  # odd: a bijection modulo any power of two
-    z %= np.uint64(size)
-    return z.astype(np.intp)
 
 
 # ----------------------------------------------------------------------------- throughput
@@ -128,7 +114,7 @@ OURS = ["frequency", "freq-packed", "density"]
 def bench_throughput(size_log2: int, dist: str, batch_log2: int, n_items: int, repeats: int
                      ) -> dict[str, float]:
     size, batch = 1 << size_log2, 1 << batch_log2
-    items = make_items(size, dist, n_items)
+    items = make_items(size, dist, n_items, DATA_SEED)
     u = ps.Universe.range(size)
     ests: dict[str, ps.estimators.Estimator] = {
         "frequency": ps.FrequencyEstimator(u, 1.0, K),
@@ -213,27 +199,6 @@ def bench_accuracy(size: int, clients: int, eps: float, eps_out: float, runs: in
 
 
 # ----------------------------------------------------------------------------- reporting
-def _git_commit() -> str:
-    with contextlib.suppress(Exception):
-        return subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    return "unknown"
-
-
-def _loadavg() -> str:
-    with contextlib.suppress(OSError):
-        return Path("/proc/loadavg").read_text().split()[0]
-    return "unknown"
-
-
-def _cpu() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
 def throughput_table(results: list[tuple[int, str, int, dict[str, float]]]) -> list[str]:
     cols = [*OURS, *BARE]
     head = (["cells", "items", "batch"] + [f"{c} M/s" for c in cols]
@@ -295,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     items = 1 << (21 if args.quick else 24)
     repeats = 1 if args.quick else 5
     runs = args.runs or (40 if args.quick else 1000)
-    start, load0 = time.perf_counter(), _loadavg()
+    start, load0 = time.perf_counter(), loadavg()
     results = []
     for sl in (int(s) for s in args.sizes.split(",")):
         for dist in ("uniform", "zipf"):
@@ -318,9 +283,9 @@ def main(argv: list[str] | None = None) -> int:
         "# panstream frequency benchmark (issue 13)",
         "",
         f"Command: `{command}` "
-        f"({elapsed:.0f} s). Machine: {os.cpu_count()} CPUs, {_cpu()}; Python "
-        f"{platform.python_version()}, NumPy {np.__version__}; panstream {_git_commit()}. Load "
-        f"average {load0} at start, {_loadavg()} at end.",
+        f"({elapsed:.0f} s). Machine: {os.cpu_count()} CPUs, {cpu_model()}; Python "
+        f"{platform.python_version()}, NumPy {np.__version__}; panstream {git_commit()}. Load "
+        f"average {load0} at start, {loadavg()} at end.",
         "",
         "## Update throughput",
         "",

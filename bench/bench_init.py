@@ -41,6 +41,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from _common import cpu_model, git_commit, loadavg
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -69,23 +70,29 @@ def rr_numerator(eps: float) -> int:
 
 # ------------------------------------------------------------------------ alternatives (bench only:
 # exact, but slower than bernoulli_packed; they wipe their main buffers, not every comparison mask)
-def naive_packed(nbytes: int, numerator: int, executor: object) -> np.ndarray:
-    """Per-cell byte comparison (``randomness.bernoulli``, ~8.03 bits per cell), packed."""
+def _packed_by_cells(nbytes: int, cells: Callable[[int], np.ndarray], executor: object) -> np.ndarray:
+    """``nbytes`` packed bytes whose bits ``cells(n)`` draws (a bool array of n cells) chunk by
+    chunk, shared over ``executor`` as the library does; each chunk's bits and bytes are wiped."""
 
     def make() -> Callable[[slice | None], None]:
         def work(sl: slice | None) -> None:
             if sl is None:
                 return
-            draws = bernoulli(8 * (sl.stop - sl.start), numerator)
-            packed = np.packbits(draws, bitorder="little")
+            bits = cells(8 * (sl.stop - sl.start))
+            packed = np.packbits(bits, bitorder="little")
             res[sl] = packed
-            draws.fill(False)
+            bits.fill(False)
             packed.fill(0)
 
         return work
 
     res = np.empty(nbytes, dtype=np.uint8)
     return randomness._share_chunks_into(res, PACKED_CHUNK, make, executor)  # type: ignore[arg-type]
+
+
+def naive_packed(nbytes: int, numerator: int, executor: object) -> np.ndarray:
+    """Per-cell byte comparison (``randomness.bernoulli``, ~8.03 bits per cell), packed."""
+    return _packed_by_cells(nbytes, lambda n: bernoulli(n, numerator), executor)
 
 
 def nibble_packed(nbytes: int, numerator: int, executor: object) -> np.ndarray:
@@ -97,37 +104,27 @@ def nibble_packed(nbytes: int, numerator: int, executor: object) -> np.ndarray:
     t1 = (numerator >> 20) & 0xFF
     t2 = numerator & 0xFFFFF
 
-    def make() -> Callable[[slice | None], None]:
-        def work(sl: slice | None) -> None:
-            if sl is None:
-                return
-            n = 8 * (sl.stop - sl.start)
-            raw = secure_bytes(n // 2)
-            nib = np.empty(n, dtype=np.uint8)
-            np.bitwise_and(raw, 15, out=nib[0::2])
-            np.right_shift(raw, 4, out=nib[1::2])
-            raw.fill(0)
-            bits = nib < t0
-            ties = np.flatnonzero(nib == t0)
-            nib.fill(0)
-            b1 = secure_bytes(ties.size)
-            bits[ties] = b1 < t1
-            ties2 = ties[b1 == t1]
-            if ties2.size:
-                w = secure_bytes(4 * ties2.size)
-                bits[ties2] = (w.view("<u4") >> 12) < t2
-                w.fill(0)
-            b1.fill(0)
-            ties.fill(0)
-            packed = np.packbits(bits, bitorder="little")
-            res[sl] = packed
-            bits.fill(False)
-            packed.fill(0)
+    def cells(n: int) -> np.ndarray:
+        raw = secure_bytes(n // 2)
+        nib = np.empty(n, dtype=np.uint8)
+        np.bitwise_and(raw, 15, out=nib[0::2])
+        np.right_shift(raw, 4, out=nib[1::2])
+        raw.fill(0)
+        bits = nib < t0
+        ties = np.flatnonzero(nib == t0)
+        nib.fill(0)
+        b1 = secure_bytes(ties.size)
+        bits[ties] = b1 < t1
+        ties2 = ties[b1 == t1]
+        if ties2.size:
+            w = secure_bytes(4 * ties2.size)
+            bits[ties2] = (w.view("<u4") >> 12) < t2
+            w.fill(0)
+        b1.fill(0)
+        ties.fill(0)
+        return bits
 
-        return work
-
-    res = np.empty(nbytes, dtype=np.uint8)
-    return randomness._share_chunks_into(res, PACKED_CHUNK, make, executor)  # type: ignore[arg-type]
+    return _packed_by_cells(nbytes, cells, executor)
 
 
 NAIVE_BITS = 8 * (1 + Fraction(1, 256) + Fraction(1, 256**2) + Fraction(1, 256**3))
@@ -269,24 +266,8 @@ def components() -> dict[str, float]:
 
 # ------------------------------------------------------------------------ report
 def machine() -> dict[str, str]:
-    model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    commit = "unknown"
-    with contextlib.suppress(Exception):
-        commit = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, check=True).stdout.strip()
-    return {"nproc": str(os.cpu_count()), "cpu": model, "python": platform.python_version(),
-            "numpy": np.__version__, "kernel": platform.release(), "commit": commit}
-
-
-def loadavg() -> str:
-    with contextlib.suppress(OSError):
-        return Path("/proc/loadavg").read_text().split()[0]
-    return "unknown"
+    return {"nproc": str(os.cpu_count()), "cpu": cpu_model(), "python": platform.python_version(),
+            "numpy": np.__version__, "kernel": platform.release(), "commit": git_commit()}
 
 
 def main() -> None:

@@ -18,22 +18,17 @@ hundredths.
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from _common import audit_args, test_module
+
 import panstream as ps
 from panstream import audit as A
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("broken_sketches",
-                                               ROOT / "tests/sketch/broken_sketches.py")
-assert _spec is not None and _spec.loader is not None
-B = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(B)
+B = test_module("broken_sketches", "tests/sketch/broken_sketches.py")
 
 
 def num(x: float) -> str:
@@ -49,11 +44,7 @@ def per_run(run: A.Runner, worlds: A.Worlds, n: int = 2000) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=10_000)
-    ap.add_argument("--alpha", type=float, default=1e-6)
-    ap.add_argument("--out", default=str(ROOT / "bench/results/sketch_audit.md"))
-    args = ap.parse_args()
+    args = audit_args(__doc__, "sketch_audit.md")
     n, alpha = args.trials, args.alpha
 
     cpu: dict[str, float] = {}

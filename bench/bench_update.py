@@ -49,27 +49,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from _common import cpu_model, git_commit, loadavg, make_items
 
 import panstream as ps
 import panstream.randomness as _rand_mod
 
 HERE = Path(__file__).resolve().parent
-ZIPF_A = 1.2
 DATA_SEED = 20240607  # synthetic items only; never used for privacy draws
-
-
-# ----------------------------------------------------------------------------- data
-def make_items(size: int, dist: str, n: int) -> np.ndarray:
-    """``n`` cell indices (intp) in ``0..size-1``: uniform, or Zipf(a=1.2) ranks spread by an odd
-    multiplier so the heavy items land on scattered cells."""
-    rng = np.random.default_rng([DATA_SEED, size, 0 if dist == "uniform" else 1])
-    if dist == "uniform":
-        return rng.integers(0, size, size=n, dtype=np.intp)
-    z = rng.zipf(ZIPF_A, size=n).astype(np.uint64)
-    z %= np.uint64(size)
-    z *= np.uint64(0x9E3779B97F4A7C15)  # odd: a bijection modulo any power of two
-    z %= np.uint64(size)
-    return z.astype(np.intp)
 
 
 # ----------------------------------------------------------------------------- the insecure baseline
@@ -192,7 +178,7 @@ def bench_config(
     peer_makers: dict[str, Callable[[], object]],
 ) -> list[Row]:
     size = 1 << size_log2
-    items = make_items(size, dist, n_items)
+    items = make_items(size, dist, n_items, DATA_SEED)
     est = ps.DensityEstimator(ps.Universe.range(size), epsilon=1.0)
     packed = est.layout == "packed"
     limit_table = np.ones((size + 7) // 8 if packed else size, dtype=np.uint8)  # touched: no faults
@@ -357,12 +343,6 @@ def targets(rows: list[Row], big: dict[str, object] | None) -> list[str]:
 
 
 def machine() -> dict[str, str]:
-    model = "unknown"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
     ds_version = "not installed"
     with contextlib.suppress(Exception):
         from importlib.metadata import version
@@ -370,31 +350,13 @@ def machine() -> dict[str, str]:
         ds_version = version("datasketches")
     return {
         "nproc": str(os.cpu_count()),
-        "cpu": model,
+        "cpu": cpu_model(),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "datasketches": ds_version,
         "kernel": platform.release(),
-        "panstream commit": _git_commit(),
+        "panstream commit": git_commit(),
     }
-
-
-def _loadavg() -> str:
-    """1-minute load average: above ~0.2 on a 2-CPU machine, other work shares the cores."""
-    with contextlib.suppress(OSError):
-        return Path("/proc/loadavg").read_text().split()[0]
-    return "unknown"
-
-
-def _git_commit() -> str:
-    with contextlib.suppress(Exception):
-        return subprocess.run(
-            ["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    return "unknown"
 
 
 def markdown(rows: list[Row], big: dict[str, object] | None, args: argparse.Namespace, elapsed: float) -> str:
@@ -452,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     dists = args.dists.split(",")
     peer_makers = {} if args.no_peers else peers()
     start = time.perf_counter()
-    load_before = _loadavg()
+    load_before = loadavg()
     big = None
     if 32 in sizes and not args.no_child:
         # First, while this process is small: Linux carries ru_maxrss across fork+exec.
@@ -466,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    args.load = f"{load_before} at start, {_loadavg()} at end"
+    args.load = f"{load_before} at start, {loadavg()} at end"
     text = markdown(rows, big, args, elapsed)
     with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as f:
         f.write(text)

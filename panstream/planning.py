@@ -35,13 +35,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from panstream.calibration import (
-    CALIBRATIONS,
-    DEFAULT_CALIBRATION,
-    Calibrated,
-    calibrate,
-    validate_epsilon,
-)
+from panstream.calibration import CALIBRATIONS, DEFAULT_CALIBRATION, Calibrated, calibrate, validate_epsilon
 from panstream.errors import ConfigurationError
 from panstream.release.noise import MECHANISMS, MIN_EPSILON, NoiseLaw
 from panstream.release.stats import DEFAULT_CONFIDENCE, noise_quantile, stderr_distinct, stderr_state

@@ -7,7 +7,7 @@ the table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,8 @@ from panstream.universe import Universe
 def estimator_runner(universe: Universe | str, epsilon: float = 1.0,
                      calibration: str = DEFAULT_CALIBRATION, *,
                      rotate_after: Sequence[int] = (), estimator: str = "density",
-                     modulus: int = DEFAULT_MODULUS) -> Runner:
+                     modulus: int = DEFAULT_MODULUS,
+                     make: Callable[[], estimators.Estimator] | None = None) -> Runner:
     """The real estimator as a :data:`Runner`: fresh state per run, dumps are ``snapshot()`` bytes.
 
     Args:
@@ -32,14 +33,17 @@ def estimator_runner(universe: Universe | str, epsilon: float = 1.0,
             taken at that index, i.e. an announced intrusion).
         estimator, modulus: the family (``"density"`` or ``"frequency"``, whose counters count
             modulo ``modulus``).
+        make: builds the fresh estimator of each run instead (a test's own configuration); its
+            ledger's epoch is the caller's to fix (the default one's is ``"audit"``).
     """
     u = Universe.parse(universe) if isinstance(universe, str) else universe
 
     def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
         # The ledger's epoch is a random label, independent of the stream by construction; it is
         # fixed here so that the test "non-table bytes differ from world A" compares exactly.
-        est = estimators.new(estimator, u, epsilon, calibration=calibration, modulus=modulus,
-                             ledger=PrivacyLedger(epoch="audit"))
+        est = make() if make is not None else estimators.new(
+            estimator, u, epsilon, calibration=calibration, modulus=modulus,
+            ledger=PrivacyLedger(epoch="audit"))
         out: list[Any] = []
         for i, batch in enumerate(batches):
             est.update(batch.copy())  # update() wipes the array it is handed

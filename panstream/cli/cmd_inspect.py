@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from panstream import estimators
-from panstream.cli.common import StatePath, emit_json, env, handle_errors, json_option
+from panstream.cli.common import emit_json, handle_errors, json_option, state_options
 from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
 from panstream.release.telemetry import TOTAL_TELEMETRY_NOTE
@@ -118,17 +118,12 @@ def _group(store: Any) -> dict[str, Any]:
 
 
 @click.command()
-@click.option("-s", "--state", type=StatePath(), default=None,
-              help="State file written by 'panstream ingest' (or one shard or slice file).",
-              **env("STATE"))
-@click.option("--state-dir", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Instead of --state: the state directory of a 'panstream kafka' group; says "
-                   "which layout it holds (routed slices of one table, or per-partition shards).",
-              **env("STATE_DIR"))
-@click.option("--state-topic", default=None,
-              help="Instead of --state: the state topic of 'panstream kafka --state-topic' (needs "
-                   "-b); says the same as --state-dir. The topic is never created.",
-              **env("KAFKA_STATE_TOPIC"))
+@state_options(
+    state="State file written by 'panstream ingest' (or one shard or slice file).",
+    state_dir="Instead of --state: the state directory of a 'panstream kafka' group; says which "
+              "layout it holds (routed slices of one table, or per-partition shards).",
+    state_topic="Instead of --state: the state topic of 'panstream kafka --state-topic' (needs -b); "
+                "says the same as --state-dir. The topic is never created.")
 @bootstrap_option(required=False, help="With --state-topic: Kafka bootstrap servers. With "
                   "--state-dir of a routed group: also ask the broker what GROUP-cells holds.")
 @connection_options("With --state-topic: kafka-python client setting, as for 'panstream kafka' "

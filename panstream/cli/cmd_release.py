@@ -8,14 +8,7 @@ from typing import Any
 
 import click
 
-from panstream.cli.common import (
-    FiniteFloatRange,
-    StatePath,
-    emit_json,
-    env,
-    handle_errors,
-    json_option,
-)
+from panstream.cli.common import FiniteFloatRange, emit_json, env, handle_errors, json_option, state_options
 from panstream.cli.kafka_options import bootstrap_option, connection_options, notice_if_slow
 from panstream.errors import ConfigurationError
 from panstream.estimators.sketch.release import SketchRelease, format_sketch_release
@@ -29,17 +22,11 @@ from panstream.state.persist import release_file
 
 
 @click.command()
-@click.option("-s", "--state", "state", type=StatePath(), default=None,
-              help="State file written by 'panstream ingest' (its ledger records this release).",
-              **env("STATE"))
-@click.option("--state-dir", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Instead of --state: the shard directory of 'panstream kafka' (shards merged, "
-                   "see --merge).",
-              **env("STATE_DIR"))
-@click.option("--state-topic", default=None,
-              help="Instead of --state: the state topic of 'panstream kafka --state-topic' "
-                   "(needs -b; never created).",
-              **env("KAFKA_STATE_TOPIC"))
+@state_options(
+    state="State file written by 'panstream ingest' (its ledger records this release).",
+    state_dir="Instead of --state: the shard directory of 'panstream kafka' (shards merged, see --merge).",
+    state_topic="Instead of --state: the state topic of 'panstream kafka --state-topic' (needs -b; "
+                "never created).")
 @bootstrap_option(required=False, help="With --state-topic: Kafka bootstrap servers; with "
                   "--state-dir of a routed group: check that GROUP-cells is drained.")
 @connection_options("With --state-topic or -b: a kafka-python client setting, as for "

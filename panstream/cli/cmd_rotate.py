@@ -7,12 +7,12 @@ import click
 from panstream.calibration import CALIBRATIONS
 from panstream.cli.common import (
     FiniteFloatRange,
-    StatePath,
     UniverseParam,
     emit_json,
     env,
     handle_errors,
     json_option,
+    state_options,
 )
 from panstream.errors import StateError
 from panstream.estimators.base import Estimator
@@ -22,12 +22,11 @@ from panstream.universe import Universe
 
 
 @click.command()
-@click.option("-s", "--state", "state", type=StatePath(), default=None,
-              help="State file to rotate (written by 'panstream ingest').", **env("STATE"))
-@click.option("--state-dir", type=click.Path(file_okay=False, exists=True), default=None,
-              help="Instead of --state: the state directory of a routed 'panstream kafka' group "
-                   "(stopped first): export its one table if asked, then replace every slice "
-                   "with a fresh one. The group's ledger is kept.", **env("STATE_DIR"))
+@state_options(
+    state="State file to rotate (written by 'panstream ingest').",
+    state_dir="Instead of --state: the state directory of a routed 'panstream kafka' group (stopped "
+              "first): export its one table if asked, then replace every slice with a fresh one. "
+              "The group's ledger is kept.")
 @click.option("-u", "--universe", type=UniverseParam(), default=None,
               help="If given, refuse unless the state's universe is this one.", **env("UNIVERSE"))
 @click.option("--epsilon", type=FiniteFloatRange(min=0, min_open=True), default=None,

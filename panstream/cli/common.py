@@ -137,6 +137,23 @@ def epsilon_option(name: str = "--epsilon", envname: str = "EPSILON", default: f
                         show_default=default is not None, help=help, **env(envname))
 
 
+def state_options(state: str, state_dir: str, state_topic: str | None = None) -> Callable[[F], F]:
+    """Where a command reads an existing state: ``-s/--state`` (a file), ``--state-dir`` (a Kafka
+    group's directory) and, where ``state_topic`` gives its help, ``--state-topic``; each argument
+    is its option's help text."""
+
+    def deco(f: F) -> F:
+        if state_topic is not None:
+            f = click.option("--state-topic", default=None, help=state_topic,
+                             **env("KAFKA_STATE_TOPIC"))(f)
+        f = click.option("--state-dir", type=click.Path(file_okay=False, exists=True), default=None,
+                         help=state_dir, **env("STATE_DIR"))(f)
+        return click.option("-s", "--state", "state", type=StatePath(), default=None, help=state,
+                            **env("STATE"))(f)
+
+    return deco
+
+
 CALIBRATION_HELP = ("How a bit is randomized: rr (randomized response, exactly eps-DP), tight or "
                     "paper (docs/cli.md).")
 

@@ -13,13 +13,11 @@ import contextlib
 import functools
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from panstream.cli.common import env
-
-F = TypeVar("F", bound=Callable[..., Any])
+from panstream.cli.common import F, env
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER")

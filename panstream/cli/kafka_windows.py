@@ -8,20 +8,13 @@ stage) and prints the accounting, as ``ingest --window`` does.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
-from panstream.cli.common import FiniteFloatRange, env
-from panstream.cli.window_options import (
-    DEFAULT_LATENESS,
-    _duration,
-    range_options,
-    time_zone_option,
-)
+from panstream.cli.common import F, FiniteFloatRange, env
+from panstream.cli.window_options import DEFAULT_LATENESS, _duration, range_options, time_zone_option
 from panstream.inputs.times import TIMED_FORMATS
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options only ``kafka --window`` takes.
 WINDOW_ONLY = ("lateness", "release_epsilon", "series", "series_topic", "horizon", "range_from",

@@ -11,12 +11,13 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from panstream import estimators
 from panstream.cli.common import (
+    F,
     Interrupt,
     check_inputs,
     emit_json,
@@ -40,8 +41,6 @@ from panstream.windows import WindowSchedule, duration_text, horizon_line, windo
 from panstream.windows.eventtime import label, parse_duration
 from panstream.windows.schedule import parse_instant
 from panstream.windows.series import Series, SeriesMetrics, dropped_text, read
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 #: The options only a windowed run takes (checked when --window is missing).
 WINDOW_ONLY = ("time", "lateness", "series", "horizon", "close_at_end", "export_presto_dir",

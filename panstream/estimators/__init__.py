@@ -30,12 +30,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from panstream.calibration import (
-    DEFAULT_CALIBRATION,
-    DEFAULT_MODULUS,
-    calibrate,
-    calibrate_frequency,
-)
+from panstream.calibration import DEFAULT_CALIBRATION, DEFAULT_MODULUS, calibrate, calibrate_frequency
 from panstream.errors import ConfigurationError, SnapshotVersionError
 from panstream.estimators.base import FAMILIES, Estimator, UpdateResult, _persistence, variant
 from panstream.estimators.density import DensityEstimator, Estimate

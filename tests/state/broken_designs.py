@@ -143,6 +143,19 @@ def stored_count(size: int = 64) -> A.Runner:
     return run
 
 
+def noisy_counters(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
+    """A :data:`panstream.audit.Runner`: per-cell uint8 arrival counters (saturating, 64 cells) plus
+    noise uniform in 0..3. The target's counter is 0..3 in world A and 1..4 in world B: 0 and 4 each
+    occur in one world only (true epsilon infinite). Dumps: the uint8 arrays."""
+    counts = np.zeros(64, np.int64)
+    out = []
+    for i, batch in enumerate(batches):
+        np.add.at(counts, batch, 1)
+        if i in dumps:
+            out.append(np.minimum(counts + RNG.integers(0, 4, 64), 255).astype(np.uint8))
+    return out
+
+
 def seeded_pcg64(size: int = 64) -> A.Runner:
     """A table drawn by a seeded PCG64 whose seed is saved with it. Dumps: ``(seed, bits)``.
 

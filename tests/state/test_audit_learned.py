@@ -243,18 +243,8 @@ def test_uint8_counter_tables_with_noise_are_read_value_by_value() -> None:
     only (true epsilon infinite). The learner keeps one log-likelihood ratio per counter value. The
     event "counter = 4" alone happens in 25 % of world-B runs: with 7,000 test runs the bound is above
     3 unless fewer than 1,100 of 7,000 world-B runs show it (25 sd below the mean: < 1e-100)."""
-
-    def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
-        counts = np.zeros(64, np.int64)
-        out = []
-        for i, batch in enumerate(batches):
-            np.add.at(counts, batch, 1)
-            if i in dumps:
-                noisy = np.minimum(counts + B.RNG.integers(0, 4, 64), 255)
-                out.append(noisy.astype(np.uint8))
-        return out
-
-    r = A.audit(run, A.neighbouring_worlds(64, occurrences=1), trials=TRIALS, claimed=CLAIM)
+    r = A.audit(B.noisy_counters, A.neighbouring_worlds(64, occurrences=1), trials=TRIALS,
+                claimed=CLAIM)
     _caught_far_above(r)
     assert r.learned is not None and r.learned.features[0] == "dump 1 cell 32"
 

@@ -15,7 +15,6 @@ The broken variants live in this file only.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 import pytest
@@ -50,19 +49,8 @@ def non_payload(dump: bytes) -> bytes:
 
 def runner(make: Callable[[], ps.FrequencyEstimator], rotate_after: Sequence[int] = ()
            ) -> A.Runner:
-    def run(batches: Sequence[np.ndarray], dumps: Sequence[int]) -> list[Any]:
-        est = make()
-        out: list[Any] = []
-        for i, batch in enumerate(batches):
-            est.update_indices(batch.copy())  # wipes its argument
-            if i in dumps:
-                out.append(est.snapshot())
-            if i in rotate_after:
-                est.rotate()
-                est.ledger.epoch = "audit"  # the new epoch's random label, fixed as above
-        return out
-
-    return run
+    """panstream's own audit runner over the estimators ``make`` builds."""
+    return A.estimator_runner(f"range:{CELLS}", rotate_after=rotate_after, make=make)
 
 
 def real() -> ps.FrequencyEstimator:
