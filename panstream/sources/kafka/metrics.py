@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import time
 import contextlib
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
