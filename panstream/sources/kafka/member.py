@@ -2,8 +2,9 @@
 
 ``panstream kafka`` (default ``--layout slices``) runs one :class:`Member` per process: the
 routing stage (:class:`~panstream.sources.kafka.route.RouteStage`: parse, route, send; commit
-the source offsets after ``acks=all`` on the checkpoint clock) in a thread of its own, and the
-slice stage (:class:`~panstream.sources.kafka.slices.SliceStage`: apply to the owned slices,
+the source offsets after ``acks=all`` on the slice stage's checkpoint grid,
+:meth:`~panstream.sources.kafka.group.GroupLoop.commit_clock`: one clock for both stages) in a
+thread of its own, and the slice stage (:class:`~panstream.sources.kafka.slices.SliceStage`: apply to the owned slices,
 checkpoint, commit, DeleteRecords) in the calling thread, which also ticks the telemetry window.
 
 Why two threads: each kafka-python consumer must be waiting in its own ``poll()`` when its group
@@ -393,26 +394,26 @@ class Member:
     # -------------------------------------------------------------- the routing thread
     def _route_loop(self) -> None:
         r = self.route
-        interval = self.slices.config.checkpoint_interval
         timeout = self.slices.config.poll_timeout_ms
+        # The slice stage's checkpoint grid: source commits fall on the same instants as the
+        # slices' checkpoints, and no arrival moves them (one clock for the group, issue 35).
+        clock = self.slices.commit_clock()
         group = r.config.consumer.get("group_id")
         try:
             with kafka_errors():
                 self._route_phase = "routing"
                 self.watch.step(f"joining the source group {group}")
                 r.open()
-                last_commit = time.monotonic()
                 while not self._route_stop.is_set():
                     self.watch.step("routing the source topics (one poll, route, commit)")
-                    r.poll_once(timeout)
+                    r.poll_once(min(timeout, int(clock.seconds_until_due() * 1000) + 1))
                     if self._settle.is_set():  # the member is quiet: decide and commit now
                         self._settle.clear()
                         r.settle()
                         self._settled.set()
-                        last_commit = time.monotonic()
-                    elif time.monotonic() - last_commit >= interval:
+                    elif clock.due():
+                        clock.served()
                         r.commit()
-                        last_commit = time.monotonic()
                 self._route_phase = "finishing"
                 self.watch.step("making the routing stage's final commit")
                 r.finish()
