@@ -4,8 +4,9 @@
 routing stage (:class:`~panstream.sources.kafka.route.RouteStage`: parse, route, send; commit
 the source offsets after ``acks=all`` on the slice stage's checkpoint grid,
 :meth:`~panstream.sources.kafka.group.GroupLoop.commit_clock`: one clock for both stages) in a
-thread of its own, and the slice stage (:class:`~panstream.sources.kafka.slices.SliceStage`: apply to the owned slices,
-checkpoint, commit, DeleteRecords) in the calling thread, which also ticks the telemetry window.
+thread of its own, and the slice stage (:class:`~panstream.sources.kafka.slices.SliceStage`: apply
+to the owned slices, checkpoint, commit, DeleteRecords) in the calling thread, which also ticks
+the telemetry window.
 
 Why two threads: each kafka-python consumer must be waiting in its own ``poll()`` when its group
 join completes (kafka-python 3.0.12 discards a JoinGroup that finished between two polls and
