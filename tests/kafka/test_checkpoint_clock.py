@@ -156,4 +156,5 @@ def test_the_routing_stage_commits_on_the_slice_stage_checkpoint_grid() -> None:
             cp.run(lambda: {})
     grid = [5.0, 10.0, 15.0, 20.0, 25.0, 30.0]
     for commits in (router.commits, began):  # each within a poll's millisecond of the instant
-        assert len(commits) == len(grid) and all(0 <= c - g < 0.015 for c, g in zip(commits, grid, strict=True))
+        assert len(commits) == len(grid)
+        assert all(0 <= c - g < 0.015 for c, g in zip(commits, grid, strict=True))
