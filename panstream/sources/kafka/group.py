@@ -67,7 +67,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka import TopicPartition
+from kafka import KafkaAdminClient, TopicPartition
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.errors import (
     CommitFailedError,
@@ -209,6 +209,43 @@ class _Rebalance(AsyncConsumerRebalanceListener):
 
 
 
+class RecordDeletes:
+    """DeleteRecords of the internal records a commit covers (module docstring): ``state`` is
+    ``on``, ``off`` (no admin client) or ``unsupported`` (the broker refused once: retention).
+
+    Args:
+        client: connection settings of the admin client (``None``: never delete).
+        notice: where the one line about a broker without DeleteRecords goes.
+    """
+
+    def __init__(self, client: Mapping[str, Any] | None, notice: Callable[[str], None]) -> None:
+        self.client = dict(client) if client is not None else None
+        self.admin: Any = None
+        self.state = "on" if client is not None else "off"
+        self.notice = notice
+
+    def __call__(self, committed: Mapping[Any, int]) -> None:
+        """Delete the internal records before the committed offsets (durable in a slice)."""
+        if self.state != "on" or self.client is None:
+            return
+        try:
+            if self.admin is None:
+                self.admin = KafkaAdminClient(**self.client)
+            self.admin.delete_records({tp: off for tp, off in committed.items()})
+        except Exception as exc:  # noqa: BLE001 - retention is the fallback; never fail on it
+            self.state = "unsupported"
+            self.notice(f"the broker did not delete consumed internal records "
+                        f"({type(exc).__name__}); they expire with the internal topic's "
+                        "retention.ms instead (never shorter than the source topics')")
+            self.close()
+
+    def close(self) -> None:
+        if self.admin is not None:
+            with contextlib.suppress(Exception):  # closing a broken client
+                self.admin.close()
+            self.admin = None
+
+
 class GroupLoop:
     """A consumer-group member holding one task per assigned partition (module docstring).
 
@@ -218,6 +255,8 @@ class GroupLoop:
         metrics: a :class:`Metrics` (a private one without HTTP endpoint if ``None``).
         consumer_factory: builds the ``KafkaConsumer`` from settings (tests, benchmarks).
         wall_clock: the wall clock time-driven tasks run on (windows; tests inject one).
+        admin_client: connection settings for DeleteRecords of the records each commit covers
+            (the routed layouts' internal topic; ``None``: never delete).
     """
 
     #: Whether a checkpoint's commit that meets a rebalance waits for the next checkpoint
@@ -227,7 +266,8 @@ class GroupLoop:
 
     def __init__(self, config: TailConfig, kind: TaskKind, metrics: Metrics | None = None,
                  consumer_factory: Callable[..., Any] = group_consumer,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time,
+                 admin_client: Mapping[str, Any] | None = None) -> None:
         self.config = config
         self.kind = kind
         self.metrics = metrics or Metrics()
@@ -244,6 +284,8 @@ class GroupLoop:
         #: Admits the internal records of this group's definition (``None``: every record, as
         #: before issue 35; :mod:`panstream.sources.kafka.identity`).
         self.gate: RecordGate | None = None
+        #: DeleteRecords after each commit (:class:`RecordDeletes`).
+        self.deleter = RecordDeletes(admin_client, lambda line: self.notice(line))
         kind.bind(self)
         claims = kind.claims()
         store = claims if claims is not None else config.store
@@ -266,6 +308,19 @@ class GroupLoop:
         #: The offsets of the last checkpoint whose commit met a rebalance, and why (else empty).
         self._deferred: dict[Any, int] = {}
         self._deferred_why = ""
+
+    @property
+    def deletes(self) -> str:
+        """``on``, ``off`` or ``unsupported`` (:class:`RecordDeletes`)."""
+        return self.deleter.state
+
+    @property
+    def _admin(self) -> Any:
+        return self.deleter.admin
+
+    @_admin.setter
+    def _admin(self, admin: Any) -> None:  # tests hand in a fake admin client
+        self.deleter.admin = admin
 
     @property
     def shards(self) -> dict[TopicPartition, Shard]:
@@ -313,9 +368,9 @@ class GroupLoop:
         return offsets
 
     def checkpoint(self, final: bool = False) -> None:
-        """Every task durable, then commit (:mod:`panstream.state.checkpoint`), then the kind's
-        steps (records deleted, windows released); a commit that met a rebalance is said and
-        left to the next checkpoint (module docstring)."""
+        """Every task durable, then commit (:mod:`panstream.state.checkpoint`), then the records
+        the commit covers deleted, then the kind's step (windows released); a commit that met a
+        rebalance is said and left to the next checkpoint (module docstring)."""
         tasks = list(self.tasks.values())
         now = self.wall_clock()
         res = self.checkpointer.run(lambda: self._durable(tasks, now),
@@ -325,7 +380,7 @@ class GroupLoop:
             self.summary.checkpoints += 1
         self.metrics.show_committed(res.committed)  # what the broker shows any group client
         if res.committed:
-            self.kind.committed(res.committed)
+            self.deleter(res.committed)  # nothing deleted while the commit waits
         self._defer(res.deferred, res.why)
         self.kind.checkpointed(final)
 
@@ -629,6 +684,7 @@ class GroupLoop:
             task.state = TaskState.CLOSED
         self.tasks.clear()
         self._epochs.clear()
+        self.deleter.close()
         self.kind.close()
 
     def _summarize_counts(self) -> None:

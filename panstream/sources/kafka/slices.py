@@ -42,7 +42,8 @@ show the group drained, and a final checkpoint whose commit meets a rebalance st
 stops as before.
 
 The stage is a :class:`~panstream.sources.kafka.group.GroupLoop` holding :class:`SliceTask`\ s
-(:class:`SliceTasks`: the layout, and DeleteRecords after each commit, :class:`RecordDeletes`);
+(:class:`SliceTasks`: the layout; DeleteRecords after each commit is the loop's,
+:class:`~panstream.sources.kafka.group.RecordDeletes`);
 before issue 35 it was a subclass of the per-partition member.
 
 Counts: the routing stage already counted messages and items (telemetry windows); this stage
@@ -51,13 +52,12 @@ counts nothing.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from kafka import KafkaAdminClient, TopicPartition
+from kafka import TopicPartition
 
 from panstream import estimators
 from panstream.errors import StateError
@@ -68,7 +68,7 @@ from panstream.sources.kafka.identity import decoded
 from panstream.sources.kafka.joins import group_consumer
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.progress import ranges
-from panstream.sources.kafka.task import NO_COUNTS, Counts, TaskState
+from panstream.sources.kafka.task import NO_COUNTS, Counts, KindSteps, TaskState
 from panstream.state.checkpoint import Shard, save_durable, shard_key
 from panstream.state.slices import (
     SliceLayout,
@@ -110,43 +110,6 @@ def expired_warning(topic: str, lost: Mapping[int, int]) -> str:
     return (f"warning: {sum(lost.values()):,} routed records of slices {ranges(lost)} expired "
             f"from {topic} before a slice applied them (the group was down longer than its "
             "retention.ms): those arrivals are lost, and releases of this table miss them")
-
-
-class RecordDeletes:
-    """DeleteRecords of the internal records a commit covers (module docstring): ``state`` is
-    ``on``, ``off`` (no admin client) or ``unsupported`` (the broker refused once: retention).
-
-    Args:
-        client: connection settings of the admin client (``None``: never delete).
-        notice: where the one line about a broker without DeleteRecords goes.
-    """
-
-    def __init__(self, client: Mapping[str, Any] | None, notice: Callable[[str], None]) -> None:
-        self.client = dict(client) if client is not None else None
-        self.admin: Any = None
-        self.state = "on" if client is not None else "off"
-        self.notice = notice
-
-    def __call__(self, committed: Mapping[Any, int]) -> None:
-        """Delete the internal records before the committed offsets (durable in a slice)."""
-        if self.state != "on" or self.client is None:
-            return
-        try:
-            if self.admin is None:
-                self.admin = KafkaAdminClient(**self.client)
-            self.admin.delete_records({tp: off for tp, off in committed.items()})
-        except Exception as exc:  # noqa: BLE001 - retention is the fallback; never fail on it
-            self.state = "unsupported"
-            self.notice(f"the broker did not delete consumed internal records "
-                        f"({type(exc).__name__}); they expire with the internal topic's "
-                        "retention.ms instead (never shorter than the source topics')")
-            self.close()
-
-    def close(self) -> None:
-        if self.admin is not None:
-            with contextlib.suppress(Exception):  # closing a broken client
-                self.admin.close()
-            self.admin = None
 
 
 def restore_slice(data: bytes | bytearray, key: str, where: str, layout: SliceLayout, r: int,
@@ -192,7 +155,7 @@ def apply_cells(loop: Any, r: int, decode: Callable[..., Any], est: Estimator,
         est.update_indices(part)  # wipes the offsets
 
 
-class SliceTasks:
+class SliceTasks(KindSteps):
     """The kind of the routed layout: slice ``r`` is partition ``r`` of the internal topic."""
 
     unit = "slices"
@@ -200,15 +163,9 @@ class SliceTasks:
     every_checkpoint = False
     one_sync = True
 
-    def __init__(self, config: TailConfig, layout: SliceLayout,
-                 admin_client: Mapping[str, Any] | None) -> None:
+    def __init__(self, config: TailConfig, layout: SliceLayout) -> None:
         self.config = config
         self.layout = layout
-        self.loop: Any = None
-        self.deletes = RecordDeletes(admin_client, lambda line: self.loop.notice(line))
-
-    def bind(self, loop: Any) -> None:
-        self.loop = loop
 
     def task(self, tp: TopicPartition) -> SliceTask:
         return SliceTask(self, tp)
@@ -216,28 +173,11 @@ class SliceTasks:
     def claim_key(self, tp: TopicPartition) -> str:
         return shard_key(tp.topic, tp.partition)
 
-    def claims(self) -> Any:
-        return None
-
-    def turn(self, now: float) -> None:
-        pass
-
     def restored(self, fresh: list[TopicPartition]) -> None:
+        """Say what expired from the internal topic before a slice applied it."""
         lost = expired(self.loop.consumer, fresh)
         if lost:
             self.loop.notice(expired_warning(self.config.topics[0], lost))
-
-    def committed(self, offsets: Mapping[Any, int]) -> None:
-        self.deletes(offsets)
-
-    def checkpointed(self, final: bool) -> None:
-        pass
-
-    def open(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.deletes.close()
 
 
 class SliceTask:
@@ -298,19 +238,6 @@ class SliceStage(GroupLoop):
     def __init__(self, config: TailConfig, layout: SliceLayout, metrics: Metrics | None = None,
                  admin_client: Mapping[str, Any] | None = None,
                  consumer_factory: Callable[..., Any] = group_consumer) -> None:
-        self.slices = SliceTasks(config, layout, admin_client)
-        super().__init__(config, self.slices, metrics, consumer_factory)
+        self.slices = SliceTasks(config, layout)
+        super().__init__(config, self.slices, metrics, consumer_factory, admin_client=admin_client)
         self.layout = layout
-
-    @property
-    def deletes(self) -> str:
-        """``on``, ``off`` or ``unsupported`` (:class:`RecordDeletes`)."""
-        return self.slices.deletes.state
-
-    @property
-    def _admin(self) -> Any:
-        return self.slices.deletes.admin
-
-    @_admin.setter
-    def _admin(self, admin: Any) -> None:  # tests hand in a fake admin client
-        self.slices.deletes.admin = admin

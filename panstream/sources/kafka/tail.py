@@ -34,7 +34,7 @@ from panstream.sources.kafka.group import (
 from panstream.sources.kafka.joins import group_consumer
 from panstream.sources.kafka.keyed import KeyCheck, require_keyable
 from panstream.sources.kafka.metrics import Metrics
-from panstream.sources.kafka.task import Counts, TaskState
+from panstream.sources.kafka.task import Counts, KindSteps, TaskState
 from panstream.state.checkpoint import Shard, restore_shard, save_durable, shard_key
 from panstream.state.keying import Keying, keying_of
 from panstream.state.slices import head_params
@@ -44,7 +44,7 @@ __all__ = ["CODEC_PACKAGES", "KafkaTail", "PartitionTask", "PartitionTasks", "Ru
            "TailConfig", "codec_message", "kafka_errors"]
 
 
-class PartitionTasks:
+class PartitionTasks(KindSteps):
     """The kind of the per-partition layout: its tasks share the decoder and the keying check
     (``config.partitioner``: every applied message sits in the partition its item's key puts
     it in; ``None``: nothing checked or recorded)."""
@@ -61,20 +61,13 @@ class PartitionTasks:
         if config.partitioner is not None:
             require_keyable(config.value_format)
             self.keyed = KeyCheck(config.universe, config.partitioner)
-        self.loop: Any = None
         self._announced = False
-
-    def bind(self, loop: Any) -> None:
-        self.loop = loop
 
     def task(self, tp: TopicPartition) -> PartitionTask:
         return PartitionTask(self, tp)
 
     def claim_key(self, tp: TopicPartition) -> str:
         return shard_key(tp.topic, tp.partition)
-
-    def claims(self) -> Any:
-        return None
 
     def fresh(self) -> Estimator:
         # A shard has no budget of its own: the group's ledger (ensure_ledger) is the only one.
@@ -105,23 +98,6 @@ class PartitionTasks:
             self.loop.notice(f"{', '.join(self.config.topics)}: format {det.name} detected, "
                              f"decided once for this member (-f {det.spec} pins it)")
 
-    def turn(self, now: float) -> None:
-        pass
-
-    def restored(self, fresh: list[TopicPartition]) -> None:
-        pass
-
-    def committed(self, offsets: Any) -> None:
-        pass
-
-    def checkpointed(self, final: bool) -> None:
-        pass
-
-    def open(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 class PartitionTask:

@@ -15,7 +15,7 @@ Its four verbs are all the loop calls:
 
 A **task kind** (:class:`TaskKind`) makes the tasks of one layout and holds what they share
 (the decoder, the slice layout, the window store); it adds the layout's steps around the loop's
-(records deleted after a commit, windows released after a checkpoint).
+(windows released after a checkpoint); :class:`KindSteps` gives the steps a kind does not take.
 
 The loop moves each task through named states (:class:`TaskState`), as Kafka Streams' do:
 ``CREATED`` (assigned, claimed) -> ``RESTORING`` (its snapshot read) -> ``RUNNING`` (applying,
@@ -27,7 +27,6 @@ in the loop's pending set and is claimed after the next poll.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from panstream.state.checkpoint import Shard
@@ -119,9 +118,6 @@ class TaskKind(Protocol):
     def restored(self, fresh: list[Any]) -> None:
         """After a batch of new tasks was restored."""
 
-    def committed(self, offsets: Mapping[Any, int]) -> None:
-        """After a checkpoint's commit went through (its offsets)."""
-
     def checkpointed(self, final: bool) -> None:
         """After every checkpoint (``final``: the last before leaving)."""
 
@@ -130,3 +126,31 @@ class TaskKind(Protocol):
 
     def close(self) -> None:
         """When the loop leaves its group (after its tasks were closed)."""
+
+
+class KindSteps:
+    """The steps a :class:`TaskKind` does not take, as nothing (its ``loop`` set by
+    :meth:`bind`); a kind defines the steps it takes."""
+
+    loop: Any = None
+
+    def bind(self, loop: Any) -> None:
+        self.loop = loop
+
+    def claims(self) -> Any:
+        return None
+
+    def turn(self, now: float) -> None:
+        pass
+
+    def restored(self, fresh: list[Any]) -> None:
+        pass
+
+    def checkpointed(self, final: bool) -> None:
+        pass
+
+    def open(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -32,8 +32,8 @@ whole life) is closed as a fresh table by its next owner, so one slice never hol
 
 **The stage** (issue 35) is a :class:`~panstream.sources.kafka.group.GroupLoop` holding one
 :class:`WindowSliceTask` per owned slice (:class:`WindowTasks`: the window store, the schedule,
-DeleteRecords after a commit, the release after a checkpoint); before, it was a subclass of the
-slice stage overriding most of its steps. Its files and keys are unchanged.
+the release after a checkpoint); before, it was a subclass of the slice stage overriding most of
+its steps. Its files and keys are unchanged.
 
 **Fenced window-slices** (:mod:`panstream.state.fence`, issue 26). Slice ``r``'s window files
 (open and closed, of every window) belong to whoever owns partition ``r`` of ``<group>-wcells``.
@@ -84,14 +84,13 @@ from panstream.sources.kafka.joins import group_consumer
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.route import RECORD_BYTES, RouteConfig, RouteStage, window_topic
 from panstream.sources.kafka.slices import (
-    RecordDeletes,
     apply_cells,
     expired,
     expired_warning,
     fresh_slice,
     restore_slice,
 )
-from panstream.sources.kafka.task import NO_COUNTS, Counts, TaskState
+from panstream.sources.kafka.task import NO_COUNTS, Counts, KindSteps, TaskState
 from panstream.sources.kafka.topology import no_auto_create
 from panstream.state.checkpoint import Shard, shard_key
 from panstream.state.slices import SliceLayout, encode_slice
@@ -408,13 +407,12 @@ class WindowRouteStage(RouteStage):
 
 
 # ---------------------------------------------------------------------- slice stage
-class WindowTasks:
+class WindowTasks(KindSteps):
     """The kind of the windowed layout (module docstring): slice ``r`` of every open window is
     partition ``r`` of ``<group>-wcells``; its files live in the window store, claimed there.
 
     Args:
         config, layout: the slice stage's configuration and slice layout.
-        admin_client: connection settings for DeleteRecords (``None``: never delete).
         spec, group, wstore, series_path, on_release, results: as :class:`WindowSliceStage`.
     """
 
@@ -423,8 +421,7 @@ class WindowTasks:
     every_checkpoint = True  # every checkpoint follows the schedule, whoever owns what
     one_sync = False
 
-    def __init__(self, config: TailConfig, layout: SliceLayout,
-                 admin_client: Mapping[str, Any] | None, *, spec: WindowSpec, group: str,
+    def __init__(self, config: TailConfig, layout: SliceLayout, *, spec: WindowSpec, group: str,
                  wstore: DirectoryStore, series_path: str,
                  on_release: Callable[[dict[str, Any]], None] | None,
                  results: SeriesTopic | None) -> None:
@@ -437,11 +434,6 @@ class WindowTasks:
         self.on_release = on_release
         self.results = results
         self.released = 0
-        self.loop: Any = None
-        self.deletes = RecordDeletes(admin_client, lambda line: self.loop.notice(line))
-
-    def bind(self, loop: Any) -> None:
-        self.loop = loop
 
     def task(self, tp: TopicPartition) -> WindowSliceTask:
         return WindowSliceTask(self, tp)
@@ -487,9 +479,6 @@ class WindowTasks:
         if lost:
             self.loop.notice(expired_warning(self.config.topics[0], lost))
 
-    def committed(self, offsets: Mapping[Any, int]) -> None:
-        self.deletes(offsets)
-
     def checkpointed(self, final: bool) -> None:
         """Any complete window released (its lock awaited at the final checkpoint), and
         published to the results topic."""
@@ -510,7 +499,6 @@ class WindowTasks:
                 self.results.publish(read(self.series_path))
 
     def close(self) -> None:
-        self.deletes.close()
         if self.results is not None:
             self.results.close()
 
@@ -664,10 +652,11 @@ class WindowSliceStage(GroupLoop):
                  results: SeriesTopic | None = None,
                  wall_clock: Callable[[], float] = time.time,
                  consumer_factory: Callable[..., Any] = group_consumer) -> None:
-        self.windows = WindowTasks(config, layout, admin_client, spec=spec, group=group,
-                                   wstore=wstore, series_path=series_path,
-                                   on_release=on_release, results=results)
-        super().__init__(config, self.windows, metrics, consumer_factory, wall_clock)
+        self.windows = WindowTasks(config, layout, spec=spec, group=group, wstore=wstore,
+                                   series_path=series_path, on_release=on_release,
+                                   results=results)
+        super().__init__(config, self.windows, metrics, consumer_factory, wall_clock,
+                         admin_client)
         self.layout, self.spec, self.group, self.wstore = layout, spec, group, wstore
         self.sources = list(sources)
         self.series_path, self.results = self.windows.series_path, results
@@ -686,18 +675,6 @@ class WindowSliceStage(GroupLoop):
     def released(self) -> int:
         """Windows this member released into the series."""
         return self.windows.released
-
-    @property
-    def deletes(self) -> str:
-        return self.windows.deletes.state
-
-    @property
-    def _admin(self) -> Any:
-        return self.windows.deletes.admin
-
-    @_admin.setter
-    def _admin(self, admin: Any) -> None:  # tests hand in a fake admin client
-        self.windows.deletes.admin = admin
 
     def follow_schedule(self, r: int, now: float) -> None:
         """Slice ``r`` at clock ``now`` (:meth:`WindowSliceTask.follow`, under its claim).
