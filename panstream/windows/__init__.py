@@ -10,7 +10,10 @@ The package's files are its parts, in the order a line meets them:
 * :mod:`panstream.windows.zones`: the zone of a local time (``--time-zone``: fixed offsets, IANA
   zones with daylight saving) and the year of a syslog time (the declared range, or the clock);
 * :mod:`panstream.windows.series`: the released series (one durable record per window), its
-  picture and its metrics.
+  picture and its metrics;
+* :mod:`panstream.windows.release`: a window of the routed Kafka layout released once from its
+  closed slices (merge, the window's own ledger, series append; issue 35) and the group's window
+  settings (:class:`~panstream.windows.release.WindowSpec`).
 
 The drivers are sources and sit above this package (issue 36): ``panstream ingest --window`` over
 files and standard input is :mod:`panstream.sources.windowed` (:class:`WindowedIngestor`: the
