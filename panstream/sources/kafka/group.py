@@ -26,6 +26,8 @@ The life of a member (see also the package docstring):
   (records deleted, windows released).
 * **Revoke**: the revoked tasks made durable, their offsets committed (asynchronously, from the
   listener), the tasks wiped (``SUSPENDED`` -> ``CLOSED``); **lost**: wiped without a save.
+* **Drain** (a stopping routed member, :meth:`GroupLoop.drain`): what waits in its partitions is
+  applied, bounded; whether the whole group has drained is :mod:`.member`'s question.
 * **Stop**: the final checkpoint (exit 1 if its commit met a rebalance and the broker's offsets
   are behind), then leave the group and wipe every task.
 
@@ -652,6 +654,25 @@ class GroupLoop:
         if now - self._last_lag >= 1.0:
             self._update_lag()
             self._last_lag = now
+
+    def drain(self, seconds: float) -> None:
+        """Apply what waits in this member's partitions until caught up (two quiet polls at the
+        high-water marks), at most ``seconds``: a stopping member's last records first."""
+        deadline = time.monotonic() + seconds
+        quiet = 0
+        while time.monotonic() < deadline and quiet < 2:
+            quiet = 0 if self.poll_once(200) else quiet + 1
+            if quiet and not self._caught_up():
+                quiet = 0
+
+    def _caught_up(self) -> bool:
+        c = self.consumer
+        for tp in self.tasks:
+            hw = c.highwater(tp)
+            pos = c.position(tp, timeout_ms=0) if hw is not None else None
+            if hw is not None and pos is not None and pos < hw:
+                return False
+        return True
 
     def final_checkpoint(self) -> None:
         """The last checkpoint (snapshots durable, then commit) before leaving the group. If its

@@ -489,7 +489,7 @@ class Member:
                 self._join_router(router)
                 if self._route_error is None and not self.topology.changes:
                     self.watch.step("draining what was routed to this member's slices")
-                    self._drain()
+                    s.drain(self.drain_seconds)
                 self.watch.step("making the final checkpoint")
                 s.final_checkpoint()
             self._topology_stop()
@@ -574,22 +574,3 @@ class Member:
                         f"after its final checkpoint (its thread waits {where(closer)}); this "
                         "member exits without it (the broker drops it when its session expires)")
         self.watch.done()
-
-    def _drain(self) -> None:
-        """Apply what was routed to this member's slices, until caught up (bounded)."""
-        s = self.slices
-        deadline = time.monotonic() + self.drain_seconds
-        quiet = 0
-        while time.monotonic() < deadline and quiet < 2:
-            quiet = 0 if s.poll_once(200) else quiet + 1
-            if quiet and not self._caught_up():
-                quiet = 0
-
-    def _caught_up(self) -> bool:
-        c = self.slices.consumer
-        for tp in self.slices.shards:
-            hw = c.highwater(tp)
-            pos = c.position(tp, timeout_ms=0) if hw is not None else None
-            if hw is not None and pos is not None and pos < hw:
-                return False
-        return True
