@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import time
+import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
