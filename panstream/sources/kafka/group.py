@@ -210,7 +210,6 @@ class _Rebalance(AsyncConsumerRebalanceListener):
         self.tail._release(lost, save=False)
 
 
-
 class RecordDeletes:
     """DeleteRecords of the internal records a commit covers (module docstring): ``state`` is
     ``on``, ``off`` (no admin client) or ``unsupported`` (the broker refused once: retention).
