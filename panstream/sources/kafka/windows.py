@@ -672,6 +672,15 @@ class WindowSliceStage(GroupLoop):
         return {t.r: t.closed for t in self.tasks.values()}  # type: ignore[attr-defined]
 
     @property
+    def on_release(self) -> Callable[[dict[str, Any]], None] | None:
+        """Called with each record once it is durable in the series."""
+        return self.windows.on_release
+
+    @on_release.setter
+    def on_release(self, call: Callable[[dict[str, Any]], None] | None) -> None:
+        self.windows.on_release = call
+
+    @property
     def released(self) -> int:
         """Windows this member released into the series."""
         return self.windows.released
