@@ -36,8 +36,6 @@ MAX_OVERRIDES = 6
 BEING_SPLIT: dict[str, int] = {
     "panstream/windows/eventtime.py": 982,
     "panstream/inputs/extractors.py": 881,
-    "panstream/sources/kafka/windows.py": 879,
-    "panstream.sources.kafka.windows.WindowSliceStage": 9,
 }
 
 
