@@ -194,12 +194,7 @@ class Checkpointer:
         offsets: dict[Hashable, int] = {}
         with one_directory_sync():  # a directory store syncs its directory once, at the end
             for shard in shards:                                        # step 1: all of them
-                data = self._encode(shard.estimator)                    # step 2
-                try:
-                    self.store.save(shard.key, data)                    # step 3
-                finally:
-                    if isinstance(data, bytearray):
-                        wipe_buffer(data)
+                save_durable(self.store, shard.key, self._encode(shard.estimator))  # steps 2-3
                 if shard.next_offset is not None:
                     offsets[shard.partition] = shard.next_offset
         return offsets
@@ -221,14 +216,24 @@ class Checkpointer:
                 :class:`~panstream.errors.CommitDeferredError` of the committer is not raised:
                 the result's ``deferred`` holds those offsets (step 4 of the module docstring).
         """
+        shards = list(shards)
+        return self.run(lambda: self.durable(shards), tuple(s.key for s in shards))
+
+    def run(self, durable: Callable[[], dict[Hashable, int]],
+            saved: tuple[str, ...] = ()) -> CheckpointResult:
+        """Steps 1-5 with the caller's own steps 1-3: ``durable`` makes every snapshot durable
+        and returns the offsets to commit (a task manager whose tasks write their own snapshots,
+        :mod:`panstream.sources.kafka.group`); ``saved`` names the snapshots, for the result.
+
+        Raises:
+            as :meth:`checkpoint`.
+        """
         t0 = self._clock()
         if self._schedule is not None and self._schedule.due(t0):
             self._schedule.advance(t0)                                  # this instant is served
-        shards = list(shards)
-        committed, deferred, why = self.commit(self.durable(shards))  # steps 1-3, then 4
+        committed, deferred, why = self.commit(durable())               # steps 1-3, then 4
         self.done()                                                     # step 5: durable
-        return CheckpointResult(tuple(s.key for s in shards), committed, self._clock() - t0,
-                                deferred, why)
+        return CheckpointResult(saved, committed, self._clock() - t0, deferred, why)
 
     def commit(self, offsets: dict[Hashable, int]
                ) -> tuple[dict[Hashable, int], dict[Hashable, int], str]:
@@ -268,6 +273,55 @@ class Checkpointer:
     def seconds_since_durable(self) -> float:
         """Seconds since the last durable checkpoint (a metric)."""
         return self._clock() - self.last_durable
+
+    def follower(self, interval: float) -> CommitClock:
+        """The same grid ``started + k * interval`` for another committer (the routing stage's
+        source commits follow the slices' checkpoints: one clock for the group)."""
+        return CommitClock(self.started, interval, self._clock)
+
+
+class CommitClock:
+    """A committer's turns on a :class:`Checkpointer`'s fixed grid (:meth:`Checkpointer.
+    follower`): due at the same instants, served on its own (a late turn skips, never shifts).
+
+    Example:
+        >>> t = [0.0]
+        >>> cp = Checkpointer({}, print, clock=lambda: t[0])
+        >>> route = cp.follower(5.0)
+        >>> t[0] = 5.2; route.due(), cp.due(5.0)
+        (True, True)
+        >>> route.served(); route.due(), route.seconds_until_due()
+        (False, 4.8)
+    """
+
+    def __init__(self, started: float, interval: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._schedule = Schedule(started, interval) if interval > 0 else None
+
+    def due(self) -> bool:
+        """Whether this committer's next instant has come (always, for an interval <= 0)."""
+        return self._schedule is None or self._schedule.due(self._clock())
+
+    def served(self) -> None:
+        """The instant due is served (the commit made)."""
+        if self._schedule is not None:
+            self._schedule.advance(self._clock())
+
+    def seconds_until_due(self) -> float:
+        """The longest this committer should wait for records (0 if due)."""
+        if self._schedule is None:
+            return 0.0
+        return max(0.0, self._schedule.next - self._clock())
+
+
+def save_durable(store: ShardStore, key: str, data: bytes | bytearray) -> None:
+    """Steps 2-3 for one snapshot: ``data`` durable under ``key``, then wiped (a bytearray)."""
+    try:
+        store.save(key, data)
+    finally:
+        if isinstance(data, bytearray):
+            wipe_buffer(data)
 
 
 def restore_shard(store: ShardStore, key: str, partition: Hashable,

@@ -12,7 +12,7 @@ old generation), but its snapshot does not.
 
 **The fence.** Every partition's state has an *ownership epoch*. A member claims it when the
 partition is assigned (before it reads the snapshot) and tags every save with the epoch it
-claimed (:class:`~panstream.sources.kafka.tail.KafkaTail` does this for all three layouts):
+claimed (:class:`~panstream.sources.kafka.group.GroupLoop` does this for all three layouts):
 
 * the claim's epoch is ``base + generation``, where ``generation`` is the member's generation in
   its consumer group at the assignment (Kafka raises it at every rebalance, and hands a partition
@@ -135,7 +135,7 @@ class FencedStore(Protocol):
 class FencedSaves:
     """A :class:`~panstream.state.checkpoint.ShardStore` view that saves every key under the epoch
     its owner claimed, so the generic :class:`~panstream.state.checkpoint.Checkpointer` fences
-    without knowing it (:class:`~panstream.sources.kafka.tail.KafkaTail` hands it this view).
+    without knowing it (:class:`~panstream.sources.kafka.group.GroupLoop` hands it this view).
 
     Args:
         store: the fenced store.

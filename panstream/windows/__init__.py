@@ -11,7 +11,10 @@ The package's files are its parts, in the order a line meets them:
   local time; ``eventtime`` re-exports those names, and ``panstream.windows.zones`` is an alias,
   for one release);
 * :mod:`panstream.windows.series`: the released series (one durable record per window), its
-  picture and its metrics.
+  picture and its metrics;
+* :mod:`panstream.windows.release`: a window of the routed Kafka layout released once from its
+  closed slices (merge, the window's own ledger, series append; issue 35) and the group's window
+  settings (:class:`~panstream.windows.release.WindowSpec`).
 
 The drivers are sources and sit above this package (issue 36): ``panstream ingest --window`` over
 files and standard input is :mod:`panstream.sources.windowed` (:class:`WindowedIngestor`: the

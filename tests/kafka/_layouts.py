@@ -232,11 +232,12 @@ class UnfencedWindows(WindowSliceStage):
 
     defers_rebalanced_commits = False
 
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.windows.owned = lambda r: contextlib.nullcontext()  # type: ignore[method-assign]
+
     def _claim(self, tp: TopicPartition) -> None:
         pass
-
-    def _owned(self, r: int) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
 
 
 class Layout:

@@ -9,8 +9,20 @@ phase of every later checkpoint (the review saw the effect, weaker than for ``in
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 from panstream.estimators.density import DensityEstimator
+from panstream.sources.kafka.group import TailConfig
+from panstream.sources.kafka.member import Member
+from panstream.sources.kafka.route import RouteConfig
+from panstream.sources.kafka.slices import SliceStage
+from panstream.sources.kafka.watch import StallWatch
 from panstream.state.checkpoint import Checkpointer, Shard
+from panstream.state.slices import SliceLayout
+from panstream.universe import Universe
+
+LAYOUT = SliceLayout(Universe.parse("range:64"), 4)
 
 
 class Memory:
@@ -77,3 +89,72 @@ def test_a_late_checkpoint_does_not_shift_the_next_one() -> None:
     assert abs(cp.seconds_until_due(5.0) - 4.6) < 1e-9  # still start + 10, not 5.4 + 5
     clock.t += 4.6
     assert cp.due(5.0)
+
+
+# ------------------------------------------------------------------ one clock for both stages
+class _Router:
+    """A routing stage whose polls return at the next arrival (or after ``timeout_ms``) on the
+    fake clock; it records the instants of its source commits and stops the member at ``until``."""
+
+    def __init__(self, clock: Clock, arrivals: list[float], until: float, stop: Any) -> None:
+        self.clock, self.until, self.stop = clock, clock.t + until, stop
+        self.pending = sorted(clock.t + a for a in arrivals)
+        self.commits: list[float] = []
+        self.config = RouteConfig({"group_id": "g"}, {}, ["logs"], LAYOUT, "g-cells")
+        self.count: Any = None
+
+    def open(self) -> None:
+        pass
+
+    def poll_once(self, timeout_ms: int) -> bool:
+        wait = timeout_ms / 1000
+        nxt = self.pending[0] if self.pending else float("inf")
+        came = nxt <= self.clock.t + wait
+        self.clock.t = self.pending.pop(0) if came else self.clock.t + wait
+        if self.clock.t >= self.until:
+            self.stop.set()
+        return came
+
+    def commit(self) -> None:
+        self.commits.append(round(self.clock.t - (self.until - 31.0), 9))
+        self.clock.t += 0.021  # a commit takes time: it must not shift the next one
+
+    def settle(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_routing_stage_commits_on_the_slice_stage_checkpoint_grid() -> None:
+    """The routing stage used to commit ``interval`` seconds after its previous commit (its own
+    timer, in member.py), so its commits drifted off the slices' grid by each poll's overshoot
+    and by the commits' own time. Now its routing thread follows the slice stage's checkpoint
+    grid (:meth:`GroupLoop.commit_clock`): both stages, fed different arrivals, commit at
+    ``start + k * interval``, the same instants."""
+    clock = Clock()
+    cfg = TailConfig({}, ["g-cells"], LAYOUT.universe, 1.0, "rr", Memory(), checkpoint_interval=5.0)
+    slices = SliceStage(cfg, LAYOUT)
+    slices.checkpointer = Checkpointer(slices.saves, slices._commit_sync, clock=clock)
+    m = Member.__new__(Member)  # only the routing thread's loop: no broker, no drain question
+    router = _Router(clock, [0.07, 3.33, 4.999, 7.1, 12.345, 14.99, 22.2], 31.0, threading.Event())
+    m.route, m.slices, m._route_stop = router, slices, router.stop
+    m._settle, m._settled = threading.Event(), threading.Event()
+    m.watch, m._route_error = StallWatch(lambda line: None), None
+    m._route_loop()
+    assert m._route_error is None
+    clock.t = slices.checkpointer.started  # the slices' own loop over other arrivals
+    cp = slices.checkpointer
+    began = []
+    while clock.t < cp.started + 31.0:
+        clock.t += min(0.2, cp.seconds_until_due(5.0)) + 0.0137
+        if cp.due(5.0):
+            began.append(round(clock.t - cp.started, 9))
+            cp.run(lambda: {})
+    grid = [5.0, 10.0, 15.0, 20.0, 25.0, 30.0]
+    for commits in (router.commits, began):  # each within a poll's millisecond of the instant
+        assert len(commits) == len(grid)
+        assert all(0 <= c - g < 0.015 for c, g in zip(commits, grid, strict=True))

@@ -2,9 +2,11 @@
 
 ``panstream kafka`` (default ``--layout slices``) runs one :class:`Member` per process: the
 routing stage (:class:`~panstream.sources.kafka.route.RouteStage`: parse, route, send; commit
-the source offsets after ``acks=all`` on the checkpoint clock) in a thread of its own, and the
-slice stage (:class:`~panstream.sources.kafka.slices.SliceStage`: apply to the owned slices,
-checkpoint, commit, DeleteRecords) in the calling thread, which also ticks the telemetry window.
+the source offsets after ``acks=all`` on the slice stage's checkpoint grid,
+:meth:`~panstream.sources.kafka.group.GroupLoop.commit_clock`: one clock for both stages) in a
+thread of its own, and the slice stage (:class:`~panstream.sources.kafka.slices.SliceStage`: apply
+to the owned slices, checkpoint, commit, DeleteRecords) in the calling thread, which also ticks
+the telemetry window.
 
 Why two threads: each kafka-python consumer must be waiting in its own ``poll()`` when its group
 join completes (kafka-python 3.0.12 discards a JoinGroup that finished between two polls and
@@ -393,26 +395,26 @@ class Member:
     # -------------------------------------------------------------- the routing thread
     def _route_loop(self) -> None:
         r = self.route
-        interval = self.slices.config.checkpoint_interval
         timeout = self.slices.config.poll_timeout_ms
+        # The slice stage's checkpoint grid: source commits fall on the same instants as the
+        # slices' checkpoints, and no arrival moves them (one clock for the group, issue 35).
+        clock = self.slices.commit_clock()
         group = r.config.consumer.get("group_id")
         try:
             with kafka_errors():
                 self._route_phase = "routing"
                 self.watch.step(f"joining the source group {group}")
                 r.open()
-                last_commit = time.monotonic()
                 while not self._route_stop.is_set():
                     self.watch.step("routing the source topics (one poll, route, commit)")
-                    r.poll_once(timeout)
+                    r.poll_once(min(timeout, int(clock.seconds_until_due() * 1000) + 1))
                     if self._settle.is_set():  # the member is quiet: decide and commit now
                         self._settle.clear()
                         r.settle()
                         self._settled.set()
-                        last_commit = time.monotonic()
-                    elif time.monotonic() - last_commit >= interval:
+                    elif clock.due():
+                        clock.served()
                         r.commit()
-                        last_commit = time.monotonic()
                 self._route_phase = "finishing"
                 self.watch.step("making the routing stage's final commit")
                 r.finish()
@@ -487,7 +489,7 @@ class Member:
                 self._join_router(router)
                 if self._route_error is None and not self.topology.changes:
                     self.watch.step("draining what was routed to this member's slices")
-                    self._drain()
+                    s.drain(self.drain_seconds)
                 self.watch.step("making the final checkpoint")
                 s.final_checkpoint()
             self._topology_stop()
@@ -572,22 +574,3 @@ class Member:
                         f"after its final checkpoint (its thread waits {where(closer)}); this "
                         "member exits without it (the broker drops it when its session expires)")
         self.watch.done()
-
-    def _drain(self) -> None:
-        """Apply what was routed to this member's slices, until caught up (bounded)."""
-        s = self.slices
-        deadline = time.monotonic() + self.drain_seconds
-        quiet = 0
-        while time.monotonic() < deadline and quiet < 2:
-            quiet = 0 if s.poll_once(200) else quiet + 1
-            if quiet and not self._caught_up():
-                quiet = 0
-
-    def _caught_up(self) -> bool:
-        c = self.slices.consumer
-        for tp in self.slices.shards:
-            hw = c.highwater(tp)
-            pos = c.position(tp, timeout_ms=0) if hw is not None else None
-            if hw is not None and pos is not None and pos < hw:
-                return False
-        return True

@@ -1,11 +1,11 @@
-"""The slice stage: the internal topic ``<group>-cells`` into the slices of one table.
+r"""The slice stage: the internal topic ``<group>-cells`` into the slices of one table.
 
 The members of a routed group also consume the internal topic, as a second consumer group
 (``<group>-slices``). Partition ``r`` of the internal topic carries the cells of slice ``r``
 (:class:`~panstream.state.slices.SliceLayout`), so the member assigned partition ``r`` owns slice
 ``r``: a table of ``|X|/R`` cells (``range:(hi - lo)``), restored from the store on assignment
 (or a fresh D0 table), checkpointed before commit exactly as the per-partition shards are
-(:class:`~panstream.sources.kafka.tail.KafkaTail` and :class:`~panstream.state.checkpoint.
+(:class:`~panstream.sources.kafka.group.GroupLoop` and :class:`~panstream.state.checkpoint.
 Checkpointer`: every owned slice written on the clock, whatever arrived, then the offsets
 committed), handed over on a rebalance. Slice snapshots carry the public ``slice`` parameter
 (:func:`~panstream.state.slices.encode_slice`) and live under the key ``<group>-cells/<r>`` in the
@@ -17,18 +17,18 @@ A broker without DeleteRecords (Tansu 0.6 drops the connection) is told once, an
 expire with the topic's ``retention.ms`` (as long as the source topics keep the raw lines:
 :func:`~panstream.sources.kafka.route.internal_retention`).
 
-**Fenced snapshots** (:mod:`panstream.state.fence`), inherited from
-:class:`~panstream.sources.kafka.tail.KafkaTail`. On assignment the stage claims each new slice in
-the store with its generation in ``<group>-slices`` before reading the snapshot, and every later
+**Fenced snapshots** (:mod:`panstream.state.fence`), the group loop's for every layout
+(:class:`~panstream.sources.kafka.group.GroupLoop`). On assignment the stage claims each new slice
+in the store with its generation in ``<group>-slices`` before reading the snapshot, and every later
 save of the slice carries that epoch: a member evicted while it went on running (a "zombie") can
 no longer replace the new owner's snapshot (the directory store refuses the save with
 :class:`~panstream.errors.FencedError`, exit 1; readers of a state topic ignore it). A claim lower
 than the stored epoch is allowed only if a commit proves the member current
-(:meth:`~panstream.sources.kafka.tail.KafkaTail._still_current`).
+(:meth:`~panstream.sources.kafka.group.GroupLoop._still_current`).
 
 **A commit that meets a rebalance** (kafka-python's ``RebalanceInProgressError``, or
 ``CommitFailedError`` for a generation the group has left: librdkafka's ``ILLEGAL_GENERATION``)
-does not stop the member (:class:`~panstream.sources.kafka.tail.KafkaTail` decides, for every
+does not stop the member (:class:`~panstream.sources.kafka.group.GroupLoop` decides, for every
 layout), as it does not the routing stage's
 (:meth:`~panstream.sources.kafka.route.RouteStage.commit`): the snapshots were made durable under
 the member's fenced epoch first, so the :class:`~panstream.state.checkpoint.Checkpointer` leaves
@@ -41,30 +41,35 @@ show the group drained, and a final checkpoint whose commit meets a rebalance st
 (exit 1) unless the broker already holds those offsets. Without a fenced store (tests) the member
 stops as before.
 
+The stage is a :class:`~panstream.sources.kafka.group.GroupLoop` holding :class:`SliceTask`\ s
+(:class:`SliceTasks`: the layout; DeleteRecords after each commit is the loop's,
+:class:`~panstream.sources.kafka.group.RecordDeletes`);
+before issue 35 it was a subclass of the per-partition member.
+
 Counts: the routing stage already counted messages and items (telemetry windows); this stage
 counts nothing.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from kafka import KafkaAdminClient, TopicPartition
+from kafka import TopicPartition
 
 from panstream import estimators
 from panstream.errors import StateError
 from panstream.estimators.base import Estimator
 from panstream.release.ledger import ShardLedger
-from panstream.sources.kafka.identity import RecordGate, decoded
+from panstream.sources.kafka.group import GroupLoop, TailConfig
+from panstream.sources.kafka.identity import decoded
+from panstream.sources.kafka.joins import group_consumer
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.progress import ranges
-from panstream.sources.kafka.tail import KafkaTail, TailConfig
-from panstream.state.checkpoint import Checkpointer, Shard, shard_key
+from panstream.sources.kafka.task import NO_COUNTS, Counts, KindSteps, TaskState
+from panstream.state.checkpoint import Shard, save_durable, shard_key
 from panstream.state.slices import (
     SliceLayout,
     encode_slice,
@@ -107,8 +112,120 @@ def expired_warning(topic: str, lost: Mapping[int, int]) -> str:
             "retention.ms): those arrivals are lost, and releases of this table miss them")
 
 
-class SliceStage(KafkaTail):
-    """A member of ``<group>-slices`` owning the slices of its assigned internal partitions.
+def restore_slice(data: bytes | bytearray, key: str, where: str, layout: SliceLayout, r: int,
+                  config: TailConfig, family: tuple[str, str]) -> Estimator:
+    """Slice ``r`` of ``layout`` from its snapshot ``data`` (wiped after), checked against the
+    configured parameters of ``family`` (``(estimator, calibration)``: a routed table's is
+    :func:`~panstream.state.slices.slice_family`'s).
+
+    Raises:
+        StateError: it is not slice ``r`` of this layout, or was written with other parameters.
+    """
+    try:
+        at = slice_of(head_params(data))
+        if at is None or at[1] != r or at[0] != layout:
+            msg = (f"{key} in {where} is not slice {r} of {layout.count} of "
+                   f"{layout.universe.spec}: resume with the --universe and --slices it was "
+                   "written with, or use a new state and group")
+            raise StateError(msg)
+        expect = estimators.expect_of(family[0], layout.slice_universe(r), config.epsilon,
+                                      family[1], config.modulus)
+        est = estimators.restore(data, expect=expect, layout=layout.table_layout)
+        est.ledger = ShardLedger()
+        return est
+    finally:
+        if isinstance(data, bytearray):
+            data[:] = bytes(len(data))
+
+
+def fresh_slice(layout: SliceLayout, r: int, config: TailConfig) -> Estimator:
+    """A fresh D0 table for slice ``r`` (the routed family: a sketch's slices are rr bits)."""
+    c = config
+    kind, calibration = slice_family(c.estimator, c.calibration)
+    return estimators.new(kind, layout.slice_universe(r), c.epsilon, calibration=calibration,
+                          modulus=c.modulus, ledger=ShardLedger(), layout=layout.table_layout)
+
+
+def apply_cells(loop: Any, r: int, decode: Callable[..., Any], est: Estimator,
+                value: bytes) -> None:
+    """One routed payload of slice ``r`` into ``est`` (a payload that does not decode as this
+    group's is said through the loop's gate and skipped)."""
+    part = decoded(loop.gate, r, decode, r, value)
+    if part is not None:
+        est.update_indices(part)  # wipes the offsets
+
+
+class SliceTasks(KindSteps):
+    """The kind of the routed layout: slice ``r`` is partition ``r`` of the internal topic."""
+
+    unit = "slices"
+    counts = False
+    every_checkpoint = False
+    one_sync = True
+
+    def __init__(self, config: TailConfig, layout: SliceLayout) -> None:
+        self.config = config
+        self.layout = layout
+
+    def task(self, tp: TopicPartition) -> SliceTask:
+        return SliceTask(self, tp)
+
+    def claim_key(self, tp: TopicPartition) -> str:
+        return shard_key(tp.topic, tp.partition)
+
+    def restored(self, fresh: list[TopicPartition]) -> None:
+        """Say what expired from the internal topic before a slice applied it."""
+        lost = expired(self.loop.consumer, fresh)
+        if lost:
+            self.loop.notice(expired_warning(self.config.topics[0], lost))
+
+
+class SliceTask:
+    """Slice ``r``: a table of ``|X|/R`` cells under the store key ``<group>-cells/<r>``."""
+
+    def __init__(self, kind: SliceTasks, tp: TopicPartition) -> None:
+        self.kind = kind
+        self.r = tp.partition
+        self.shard = Shard(shard_key(tp.topic, self.r), tp, None)  # type: ignore[arg-type]
+        self.state = TaskState.CREATED
+
+    def restore(self) -> None:
+        k = self.kind
+        data = k.config.store.load(self.shard.key)
+        c = k.config
+        self.shard.estimator = (
+            fresh_slice(k.layout, self.r, c) if data is None else
+            restore_slice(data, self.shard.key, "the store", k.layout, self.r, c,
+                          slice_family(c.estimator, c.calibration)))
+
+    def apply(self, records: list[Any]) -> Counts:
+        k, r, parts = self.kind, self.r, []
+        for rec in records:
+            if rec.value:
+                a = decoded(k.loop.gate, r, k.layout.decode, r, rec.value)
+                if a is not None:
+                    parts.append(a)
+        if parts:
+            idx = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            for a in parts:
+                if a is not idx:
+                    a.fill(0)
+            self.shard.estimator.update_indices(idx)  # wipes idx
+        return NO_COUNTS
+
+    def snapshot(self, now: float | None) -> None:
+        k = self.kind
+        save_durable(k.loop.saves, self.shard.key,
+                     encode_slice(self.shard.estimator, k.layout, self.r))
+
+    def close(self) -> None:
+        if self.shard.estimator is not None:
+            self.shard.estimator.wipe()
+
+
+class SliceStage(GroupLoop):
+    r"""A member of ``<group>-slices`` owning the slices of its assigned internal partitions: a
+    :class:`~panstream.sources.kafka.group.GroupLoop` of :class:`SliceTask`\ s.
 
     Args:
         config: a :class:`TailConfig` whose ``topics`` is ``[internal topic]``, ``universe`` the
@@ -119,135 +236,8 @@ class SliceStage(KafkaTail):
     """
 
     def __init__(self, config: TailConfig, layout: SliceLayout, metrics: Metrics | None = None,
-                 admin_client: Mapping[str, Any] | None = None, **kw: Any) -> None:
-        super().__init__(config, metrics, **kw)
+                 admin_client: Mapping[str, Any] | None = None,
+                 consumer_factory: Callable[..., Any] = group_consumer) -> None:
+        self.slices = SliceTasks(config, layout)
+        super().__init__(config, self.slices, metrics, consumer_factory, admin_client=admin_client)
         self.layout = layout
-        self._slice_of: dict[int, int] = {}  # id(estimator) -> slice index, for the encoder
-        self.checkpointer = Checkpointer(self.saves, self._commit_sync, self._encode_slice)
-        self._admin_client = dict(admin_client) if admin_client is not None else None
-        self._admin: Any = None
-        self.deletes = "on" if admin_client is not None else "off"
-        self.on_assign: Any = None  # callback(list of slice indices) for the startup notice
-        #: Where one-line operational notices go (the CLI prints them on stderr).
-        self.notice: Callable[[str], None] = log.info
-        #: Admits the internal records of this group's definition (``None``: every record, as
-        #: before issue 35; :mod:`panstream.sources.kafka.identity`).
-        self.gate: RecordGate | None = None
-
-    # -------------------------------------------------------------- slices
-    def _encode_slice(self, est: Estimator) -> bytearray:
-        return encode_slice(est, self.layout, self._slice_of[id(est)])
-
-    def _fresh_slice(self, r: int) -> Estimator:
-        c = self.config
-        kind, calibration = slice_family(c.estimator, c.calibration)  # a sketch's: rr bits
-        return estimators.new(kind, self.layout.slice_universe(r), c.epsilon,
-                              calibration=calibration, modulus=c.modulus,
-                              ledger=ShardLedger(), layout=self.layout.table_layout)
-
-    def _restore(self, tp: TopicPartition) -> Shard:
-        r = tp.partition
-        key = shard_key(tp.topic, r)
-        c = self.config
-        self._claim(tp)
-        data = c.store.load(key)
-        if data is None:
-            est = self._fresh_slice(r)
-        else:
-            try:
-                where = slice_of(head_params(data))
-                if where is None or where[1] != r or where[0] != self.layout:
-                    msg = (f"{key} in the store is not slice {r} of {self.layout.count} of "
-                           f"{self.layout.universe.spec}: resume with the --universe and --slices "
-                           "it was written with, or use a new state and group")
-                    raise StateError(msg)
-                kind, calibration = slice_family(c.estimator, c.calibration)
-                expect = estimators.expect_of(kind, self.layout.slice_universe(r),
-                                              c.epsilon, calibration, c.modulus)
-                est = estimators.restore(data, expect=expect, layout=self.layout.table_layout)
-                est.ledger = ShardLedger()
-            finally:
-                if isinstance(data, bytearray):
-                    data[:] = bytes(len(data))
-        self._slice_of[id(est)] = r
-        return Shard(key, tp, est)
-
-    def _restore_pending(self) -> None:
-        fresh = sorted(self._pending)
-        super()._restore_pending()
-        if fresh:
-            lost = expired(self.consumer, fresh)
-            if lost:
-                self.notice(expired_warning(self.config.topics[0], lost))
-        if fresh and self.on_assign is not None:
-            self.on_assign(sorted(tp.partition for tp in self.shards))
-
-    def _release(self, tps: set[TopicPartition], save: bool) -> Any:
-        gone = [self.shards[tp].estimator for tp in tps if tp in self.shards]
-        out = super()._release(tps, save)
-        self._last_activity = time.monotonic()  # a rebalance is not idleness
-        for est in gone:
-            self._slice_of.pop(id(est), None)
-        return out
-
-    def _apply(self, records: Mapping[TopicPartition, list[Any]]) -> None:
-        for tp, recs in records.items():
-            shard = self.shards.get(tp)
-            if shard is None or not recs:
-                continue
-            r, gate, parts = tp.partition, self.gate, []
-            for rec in recs:
-                if not rec.value or (gate is not None and not gate.admits(rec, r)):
-                    continue
-                a = decoded(gate, r, self.layout.decode, r, rec.value)
-                if a is not None:
-                    parts.append(a)
-            if parts:
-                idx = parts[0] if len(parts) == 1 else np.concatenate(parts)
-                for a in parts:
-                    if a is not idx:
-                        a.fill(0)
-                shard.estimator.update_indices(idx)  # wipes idx
-            shard.applied(recs[-1].offset)
-
-    # -------------------------------------------------------------- checkpoint, then delete
-    def checkpoint(self) -> None:
-        """Every owned slice durable, then the offsets committed, then the records before them
-        deleted; a commit that met a rebalance is said and left to the next checkpoint (nothing
-        deleted: the records stay for whoever re-applies them)."""
-        res = self.checkpointer.checkpoint(list(self.shards.values()))
-        if res.saved:
-            self.metrics.checkpoints.inc()
-            self.summary.checkpoints += 1
-        if res.committed:
-            self._delete(res.committed)
-        self._defer(res.deferred, res.why)
-
-    #: What the notices call the partitions of the internal topic this stage owns.
-    _unit = "slices"
-
-    def _delete(self, committed: Mapping[Any, int]) -> None:
-        """Delete the internal records before the committed offsets (durable in a slice)."""
-        if self.deletes != "on" or self._admin_client is None:
-            return
-        try:
-            if self._admin is None:
-                self._admin = KafkaAdminClient(**self._admin_client)
-            self._admin.delete_records({tp: off for tp, off in committed.items()})
-        except Exception as exc:  # noqa: BLE001 - retention is the fallback; never fail on it
-            self.deletes = "unsupported"
-            self.notice(f"the broker did not delete consumed internal records "
-                        f"({type(exc).__name__}); they expire with the internal topic's "
-                        "retention.ms instead (never shorter than the source topics')")
-            self._close_admin()
-
-    def _close_admin(self) -> None:
-        if self._admin is not None:
-            with contextlib.suppress(Exception):  # closing a broken client
-                self._admin.close()
-            self._admin = None
-
-    def close(self) -> None:
-        super().close()
-        self._close_admin()
-        self._slice_of.clear()

@@ -24,18 +24,16 @@ open snapshot ``<group>-w<start>/<r>``. So the state directory's window files ar
 the clock: the same names and sizes whatever arrived. A data record for a window that is not open
 (a replay after a crash, a record in flight across the close) is dropped.
 
-**Release** (:func:`release_complete`). Whichever member finds all R closed slices of a window (at
-its checkpoints, and its final one) takes the series lock, and unless the window is already in the
-series: merges the slices (:func:`panstream.state.merge.merge_slices`), charges the **window's own
-group ledger** (an append-only reservation log in ``STATE_DIR/windows/ledgers/<start>/``, budget:
-exactly one release at ``--release-epsilon``; :func:`panstream.state.stores.group_ledger`), draws
-the release, appends the record to the series (``fsync``: the commit point), then deletes the
-closed slices and wipes the merged table. A window is therefore released at most once by any
-number of members on any hosts sharing the state directory, and appears in the series exactly once
-(a crash between the ledger's reservation and the series append, a few microseconds, drops that
-window with a notice instead of releasing it twice). A slice whose owner never had the window
-open (the slice was unowned for the window's whole life) is closed as a fresh table by its next
-owner, so one slice never holds a window back.
+**Release** (:func:`~panstream.windows.release.release_complete`, in :mod:`panstream.windows.release`
+since issue 35). Whichever member finds all R closed slices of a window (at its checkpoints, and
+its final one) releases it once: merged, charged to the window's own group ledger, appended to the
+series. A slice whose owner never had the window open (the slice was unowned for the window's
+whole life) is closed as a fresh table by its next owner, so one slice never holds a window back.
+
+**The stage** (issue 35) is a :class:`~panstream.sources.kafka.group.GroupLoop` holding one
+:class:`WindowSliceTask` per owned slice (:class:`WindowTasks`: the window store, the schedule,
+the release after a checkpoint); before, it was a subclass of the slice stage overriding most of
+its steps. Its files and keys are unchanged.
 
 **Fenced window-slices** (:mod:`panstream.state.fence`, issue 26). Slice ``r``'s window files
 (open and closed, of every window) belong to whoever owns partition ``r`` of ``<group>-wcells``.
@@ -43,14 +41,14 @@ On assignment the stage claims the slice in ``STATE_DIR/windows`` under the key
 ``<group>-wcells/<r>`` (claim file ``.<group>-wcells@<r>.shard.panstream-fence``) with its
 generation in ``<group>-slices``, and every later write of the slice's window files (saving an
 open window, closing one, closing a fresh one, removing an open copy) happens inside
-:meth:`~panstream.state.stores.DirectoryStore.claimed`: under the slice's ``flock``, only while
-the claim is still its own. A member evicted while it went on running (a "zombie") therefore
-cannot write its older tables over the new owner's open windows, nor close a window with them
-(a closed slice is what the window's one release reads): it stops with
+:meth:`~panstream.state.stores.DirectoryStore.claimed` (:meth:`WindowTasks.owned`): under the
+slice's ``flock``, only while the claim is still its own. A member evicted while it went on
+running (a "zombie") therefore cannot write its older tables over the new owner's open windows,
+nor close a window with them (a closed slice is what the window's one release reads): it stops with
 :class:`~panstream.errors.FencedError` (exit 1) before writing anything.
 
 **A commit that meets a rebalance** waits for the next checkpoint, as in the other layouts
-(:mod:`panstream.sources.kafka.tail`): the checkpoint has already followed the schedule under the
+(:mod:`panstream.sources.kafka.group`): the checkpoint has already followed the schedule under the
 slice's claim (the windows due closed durably, every open window saved), so the offsets may stay
 uncommitted (nothing is deleted) and the complete windows are still released. A replay of the
 uncommitted records by the slice's next owner is safe per window: a record of a window still open
@@ -66,123 +64,64 @@ Nothing about arrivals is counted: late and untimed lines are dropped without a 
 
 from __future__ import annotations
 
-import calendar
 import contextlib
-import functools
 import json
 import logging
 import os
-import re
 import struct
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from kafka import TopicPartition
 
-from panstream import estimators
-from panstream.errors import (
-    BudgetExhaustedError,
-    ConfigurationError,
-    FencedError,
-    StateError,
-)
+from panstream.errors import ConfigurationError, FencedError, StateError
 from panstream.estimators.base import Estimator, wipe_buffer
-from panstream.release.ledger import ShardLedger
+from panstream.sources.kafka.group import GroupLoop, TailConfig
 from panstream.sources.kafka.identity import decoded
+from panstream.sources.kafka.joins import group_consumer
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.route import RECORD_BYTES, RouteConfig, RouteStage, window_topic
-from panstream.sources.kafka.slices import SliceStage
-from panstream.sources.kafka.tail import TailConfig
+from panstream.sources.kafka.slices import (
+    apply_cells,
+    expired,
+    expired_warning,
+    fresh_slice,
+    restore_slice,
+)
+from panstream.sources.kafka.task import NO_COUNTS, Counts, KindSteps, TaskState
 from panstream.sources.kafka.topology import no_auto_create
 from panstream.state.checkpoint import Shard, shard_key
-from panstream.state.files import state_lock
-from panstream.state.slices import SliceLayout, encode_slice, head_params, slice_of
-from panstream.state.stores import DirectoryStore, group_ledger
+from panstream.state.slices import SliceLayout, encode_slice
+from panstream.state.stores import DirectoryStore
 from panstream.windows.eventtime import (
     TIMED_FORMATS,
     TimeReader,
     check_time,
     has_time,
-    label,
     lines_and_times,
     seconds,
 )
-from panstream.windows.schedule import WindowSchedule
-from panstream.windows.series import Series, record
-from panstream.windows.zones import Zone, parse_zone
+from panstream.windows.release import (
+    WindowSpec,
+    parse_key,
+    release_complete,
+    start_of_label,
+    window_keys,
+)
+from panstream.windows.series import Series
 
 log = logging.getLogger("panstream.kafka")
 
-__all__ = ["SeriesTopic", "WindowSpec", "WindowRouteStage", "WindowSliceStage", "decode_record",
-           "encode_data", "release_complete", "window_topic", "window_keys"]
+__all__ = ["SeriesTopic", "WindowRouteStage", "WindowSliceStage", "WindowSliceTask",
+           "WindowSpec", "WindowTasks", "decode_record", "encode_data", "release_complete",
+           "window_keys", "window_topic"]
 
 #: Kinds of internal records: routed cells of one window; ``M`` (a watermark mark) was written
 #: by earlier versions and is ignored.
 DATA, MARK = b"D", b"M"
 _HEAD = struct.Struct("<cq")
-
-
-@dataclass(frozen=True)
-class WindowSpec:
-    """The public window settings of a group: ``size`` and ``lateness`` in seconds, the one
-    release of each window (``release_epsilon``, ``mechanism``), an optional declared range
-    ``[first, stop)`` (``--from``/``--to``, on the window grid), and the zone of formats that
-    write a local time (``time_zone``: ``--time-zone``; a year-less syslog time takes the year
-    nearest to the wall clock)."""
-
-    size: int
-    lateness: int
-    release_epsilon: float
-    mechanism: str = "laplace"
-    first: int | None = None
-    stop: int | None = None
-    time_zone: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.size <= 0 or self.lateness < 0:
-            msg = f"a window must last > 0 s and lateness >= 0 s (got {self.size}, {self.lateness})"
-            raise ConfigurationError(msg)
-
-    @functools.cached_property
-    def zone(self) -> Zone | None:
-        """The parsed ``time_zone`` (one object: its offset tables are computed once)."""
-        return parse_zone(self.time_zone) if self.time_zone is not None else None
-
-    @functools.cached_property
-    def schedule(self) -> WindowSchedule:
-        """The group's public schedule: live, on the wall clock."""
-        return WindowSchedule.live(self.size, self.lateness, self.first, self.stop)
-
-
-
-def _stamp(start: int) -> str:
-    return label(start).replace("-", "").replace(":", "")
-
-
-def _start_of(stamp: str) -> int:
-    return calendar.timegm(time.strptime(stamp, "%Y%m%dT%H%M%SZ"))
-
-
-def window_keys(group: str, start: int, r: int) -> tuple[str, str]:
-    """``(open key, closed key)`` of slice ``r`` of the window at ``start`` in the window store.
-
-    >>> window_keys("g", 1795478400, 3)
-    ('g-w20261124T000000Z/3', 'g-w20261124T000000Z-closed/3')
-    """
-    base = f"{group}-w{_stamp(start)}"
-    return f"{base}/{r}", f"{base}-closed/{r}"
-
-
-def _parse_key(group: str, key: str) -> tuple[int, bool, int] | None:
-    """``(start, closed, r)`` of a window store key of ``group``, else ``None``."""
-    m = re.fullmatch(re.escape(group) + r"-w(\d{8}T\d{6}Z)(-closed)?/(\d+)", key)
-    if m is None:
-        return None
-    return _start_of(m.group(1)), m.group(2) is not None, int(m.group(3))
 
 
 # ---------------------------------------------------------------------- record framing
@@ -468,10 +407,231 @@ class WindowRouteStage(RouteStage):
 
 
 # ---------------------------------------------------------------------- slice stage
-class WindowSliceStage(SliceStage):
-    """The slice stage of a windowed group (module docstring): per owned slice, one table per
-    window the clock has open; windows close on the clock, at the checkpoints; complete windows
-    are released once into the series.
+class WindowTasks(KindSteps):
+    """The kind of the windowed layout (module docstring): slice ``r`` of every open window is
+    partition ``r`` of ``<group>-wcells``; its files live in the window store, claimed there.
+
+    Args:
+        config, layout: the slice stage's configuration and slice layout.
+        spec, group, wstore, series_path, on_release, results: as :class:`WindowSliceStage`.
+    """
+
+    unit = "slices"
+    counts = False
+    every_checkpoint = True  # every checkpoint follows the schedule, whoever owns what
+    one_sync = False
+
+    def __init__(self, config: TailConfig, layout: SliceLayout, *, spec: WindowSpec, group: str,
+                 wstore: DirectoryStore, series_path: str,
+                 on_release: Callable[[dict[str, Any]], None] | None,
+                 results: SeriesTopic | None) -> None:
+        self.config = config
+        self.layout = layout
+        self.spec = spec
+        self.group = group
+        self.wstore = wstore
+        self.series_path = os.fspath(series_path)
+        self.on_release = on_release
+        self.results = results
+        self.released = 0
+
+    def task(self, tp: TopicPartition) -> WindowSliceTask:
+        return WindowSliceTask(self, tp)
+
+    def claim_key(self, tp: TopicPartition) -> str:
+        """``<group>-wcells/<r>``: the slice's claim in the window store."""
+        return shard_key(window_topic(self.group), tp.partition)
+
+    def claims(self) -> DirectoryStore:
+        return self.wstore  # window-slices are claimed where they live (module docstring)
+
+    def owned(self, r: int) -> contextlib.AbstractContextManager[None]:
+        """The block that writes slice ``r``'s window files: it runs only while this member's
+        claim of the slice is still the store's (module docstring).
+
+        Raises:
+            FencedError: another member claimed the slice since, or this one never did.
+        """
+        key = shard_key(window_topic(self.group), r)
+        epoch = self.loop._epochs.get(key)
+        if epoch is None:
+            msg = f"window-slices of {key} not written: this member never claimed its partition"
+            raise FencedError(msg)
+        return self.wstore.claimed(key, epoch)
+
+    def closed_elsewhere(self, r: int) -> set[int]:
+        """Windows with a closed slice in the store other than ``r``'s (public: files made on the
+        schedule)."""
+        out: set[int] = set()
+        for key in list(self.wstore.keys()):
+            got = parse_key(self.group, key)
+            if got is not None and got[1] and got[2] != r:
+                out.add(got[0])
+        return out
+
+    def turn(self, now: float) -> None:
+        """Each loop turn: the windows the clock has opened get their tables, in every slice."""
+        for task in list(self.loop.tasks.values()):
+            task.open_scheduled(now)
+
+    def restored(self, fresh: list[TopicPartition]) -> None:
+        lost = expired(self.loop.consumer, fresh)
+        if lost:
+            self.loop.notice(expired_warning(self.config.topics[0], lost))
+
+    def checkpointed(self, final: bool) -> None:
+        """Any complete window released (its lock awaited at the final checkpoint), and
+        published to the results topic."""
+        recs = release_complete(
+            self.wstore, self.group, self.layout, self.config, self.spec, self.series_path,
+            wait=30.0 if final else 0.0, notice=self.loop.notice, on_release=self.on_release)
+        self.released += len(recs)
+        if self.results is not None:
+            self.results.publish(recs)
+
+    def open(self) -> None:
+        """Open the results topic and publish the series file to it."""
+        if self.results is not None:
+            self.results.open()
+            if os.path.exists(self.series_path):
+                from panstream.windows.series import read
+
+                self.results.publish(read(self.series_path))
+
+    def close(self) -> None:
+        if self.results is not None:
+            self.results.close()
+
+
+class WindowSliceTask:
+    """Slice ``r`` of every open window (one table each), and the windows it has closed."""
+
+    def __init__(self, kind: WindowTasks, tp: TopicPartition) -> None:
+        self.kind = kind
+        self.r = tp.partition
+        self.shard = Shard(f"{kind.group}-w/{self.r}", tp, None)  # type: ignore[arg-type]
+        self.state = TaskState.CREATED
+        self.wins: dict[int, Estimator] = {}
+        self.closed: set[int] = set()
+
+    def restore(self) -> None:
+        """The slice's open windows from their files, and the windows closed (files, series),
+        under the slice's claim."""
+        with self.kind.owned(self.r):
+            self._restore_owned()
+
+    def _restore_owned(self) -> None:
+        k, r = self.kind, self.r
+        opened: list[int] = []
+        for key in list(k.wstore.keys()):  # the keys first, then the series (release_complete)
+            if key == f"{k.group}-marks/{r}":
+                k.wstore.delete(key)  # an earlier version's watermarks: data-driven, dropped
+                continue
+            got = parse_key(k.group, key)
+            if got is not None and got[2] == r:
+                (self.closed.add if got[1] else opened.append)(got[0])
+        if os.path.exists(k.series_path):
+            self.closed.update(start_of_label(w) for w in Series(k.series_path).released())
+        for start in opened:
+            key = window_keys(k.group, start, r)[0]
+            if start in self.closed:
+                k.wstore.delete(key)  # closed before a crash: never reopened
+                continue
+            data = k.wstore.load(key)
+            if data is not None:
+                self.wins[start] = restore_slice(
+                    data, key, str(k.wstore.directory), k.layout, r, k.config,
+                    (k.config.estimator, k.config.calibration))
+
+    def window(self, start: int, now: float) -> Estimator | None:
+        """The table of window ``start`` if the schedule has it open at ``now``."""
+        est = self.wins.get(start)
+        if est is not None:
+            return est
+        if start in self.closed or not self.kind.spec.schedule.accepts(start, now):
+            return None
+        est = self.wins[start] = fresh_slice(self.kind.layout, self.r, self.kind.config)
+        return est
+
+    def open_scheduled(self, now: float) -> None:
+        """Give every window the schedule has open at ``now`` its table (so which tables exist
+        in memory never depends on which windows records came for)."""
+        for start in self.kind.spec.schedule.open_at(now):
+            self.window(start, now)
+
+    def apply(self, records: list[Any]) -> Counts:
+        k, r = self.kind, self.r
+        now = k.loop.wall_clock()
+        self.open_scheduled(now)  # every window the clock has open, before any record
+        for rec in records:
+            if not rec.value:
+                continue
+            kind, start, payload = decoded(k.loop.gate, r, decode_record, rec.value) \
+                or ("", None, None)
+            if kind == "D":
+                est = self.window(start, now)
+                if est is not None and payload:
+                    apply_cells(k.loop, r, k.layout.decode, est, payload)
+        return NO_COUNTS
+
+    def follow(self, now: float) -> None:
+        """At clock ``now`` (under the slice's claim): close every window due (durable as
+        closed), give every window the schedule has open its table, and close as a fresh table
+        any due window that other slices closed and this slice never had (its owner was away
+        for all of it)."""
+        sch = self.kind.spec.schedule
+        for start in sorted(self.wins):
+            if sch.due(start, now):
+                self._close(start)
+        self.open_scheduled(now)
+        for start in self.kind.closed_elsewhere(self.r):
+            if sch.due(start, now) and start not in self.wins and start not in self.closed:
+                self.wins[start] = fresh_slice(self.kind.layout, self.r, self.kind.config)
+                self._close(start)
+
+    def _close(self, start: int) -> None:
+        """The window's slice durable as closed, its open snapshot removed, its table wiped."""
+        k = self.kind
+        est = self.wins.pop(start)
+        opened, closed = window_keys(k.group, start, self.r)
+        data = encode_slice(est, k.layout, self.r)
+        try:
+            k.wstore.save(closed, data)
+        finally:
+            wipe_buffer(data)
+            est.wipe()
+        k.wstore.delete(opened)
+        self.closed.add(start)
+
+    def snapshot(self, now: float | None) -> None:
+        """Every open window-slice durable under the slice's claim (one hold for all of them);
+        with ``now``, the slice first follows the schedule at ``now`` in the same hold.
+
+        Raises:
+            FencedError: another member claimed the slice since (none of its files written).
+        """
+        k = self.kind
+        with k.owned(self.r):
+            if now is not None:
+                self.follow(now)
+            for start, est in sorted(self.wins.items()):
+                data = encode_slice(est, k.layout, self.r)
+                try:
+                    k.wstore.save(window_keys(k.group, start, self.r)[0], data)
+                finally:
+                    wipe_buffer(data)
+
+    def close(self) -> None:
+        for est in self.wins.values():
+            est.wipe()
+        self.wins.clear()
+
+
+class WindowSliceStage(GroupLoop):
+    """The slice stage of a windowed group (module docstring): a
+    :class:`~panstream.sources.kafka.group.GroupLoop` of :class:`WindowSliceTask`\\ s: per
+    owned slice, one table per window the clock has open; windows close on the clock, at the
+    checkpoints; complete windows are released once into the series.
 
     Args:
         config, layout, metrics, admin_client: as :class:`~panstream.sources.kafka.slices.
@@ -490,390 +650,51 @@ class WindowSliceStage(SliceStage):
                  sources: list[str], wstore: DirectoryStore, series_path: str,
                  on_release: Callable[[dict[str, Any]], None] | None = None,
                  results: SeriesTopic | None = None,
-                 wall_clock: Callable[[], float] = time.time, **kw: Any) -> None:
-        super().__init__(config, layout, metrics, admin_client, **kw)
-        self.wall_clock = wall_clock
-        self.results = results
-        self.spec = spec
-        self.group = group
+                 wall_clock: Callable[[], float] = time.time,
+                 consumer_factory: Callable[..., Any] = group_consumer) -> None:
+        self.windows = WindowTasks(config, layout, spec=spec, group=group, wstore=wstore,
+                                   series_path=series_path, on_release=on_release,
+                                   results=results)
+        super().__init__(config, self.windows, metrics, consumer_factory, wall_clock,
+                         admin_client)
+        self.layout, self.spec, self.group, self.wstore = layout, spec, group, wstore
         self.sources = list(sources)
-        self.wstore = wstore
-        self._fenced = wstore  # window-slices are claimed where they live (module docstring)
-        self.series_path = os.fspath(series_path)
-        self.on_release = on_release
-        self.wins: dict[int, dict[int, Estimator]] = {}
-        self.closed: dict[int, set[int]] = {}
-        self.released = 0
+        self.series_path, self.results = self.windows.series_path, results
 
-    # -------------------------------------------------------------- fencing
-    def _claim_key(self, tp: TopicPartition) -> str:
-        """``<group>-wcells/<r>``: the slice's claim in the window store."""
-        return self._slice_key(tp.partition)
+    @property
+    def wins(self) -> dict[int, dict[int, Estimator]]:
+        """The open windows' tables per owned slice."""
+        return {t.r: t.wins for t in self.tasks.values()}  # type: ignore[attr-defined]
 
-    def _slice_key(self, r: int) -> str:
-        return shard_key(window_topic(self.group), r)
+    @property
+    def closed(self) -> dict[int, set[int]]:
+        """The windows each owned slice knows closed."""
+        return {t.r: t.closed for t in self.tasks.values()}  # type: ignore[attr-defined]
 
-    def _owned(self, r: int) -> contextlib.AbstractContextManager[None]:
-        """The block that writes slice ``r``'s window files: it runs only while this member's
-        claim of the slice is still the store's (module docstring).
+    @property
+    def on_release(self) -> Callable[[dict[str, Any]], None] | None:
+        """Called with each record once it is durable in the series."""
+        return self.windows.on_release
 
-        Raises:
-            FencedError: another member claimed the slice since, or this one never did.
-        """
-        key = self._slice_key(r)
-        epoch = self._epochs.get(key)
-        if epoch is None:
-            msg = f"window-slices of {key} not written: this member never claimed its partition"
-            raise FencedError(msg)
-        return self.wstore.claimed(key, epoch)
+    @on_release.setter
+    def on_release(self, call: Callable[[dict[str, Any]], None] | None) -> None:
+        self.windows.on_release = call
 
-    # -------------------------------------------------------------- tables
-    def _fresh_window(self, r: int) -> Estimator:
-        return self._fresh_slice(r)
-
-    def _load(self, key: str, r: int) -> Estimator | None:
-        data = self.wstore.load(key)
-        if data is None:
-            return None
-        c = self.config
-        try:
-            where = slice_of(head_params(data))
-            if where is None or where[1] != r or where[0] != self.layout:
-                msg = (f"{key} in {self.wstore.directory} is not slice {r} of {self.layout.count} "
-                       f"of {self.layout.universe.spec}: resume with the --universe and --slices "
-                       "it was written with, or use a new state and group")
-                raise StateError(msg)
-            expect = estimators.expect_of(c.estimator, self.layout.slice_universe(r), c.epsilon,
-                                          c.calibration, c.modulus)
-            est = estimators.restore(data, expect=expect, layout=self.layout.table_layout)
-            est.ledger = ShardLedger()
-            return est
-        finally:
-            wipe_buffer(data)
-
-    def _restore(self, tp: TopicPartition) -> Shard:
-        r = tp.partition
-        self._claim(tp)
-        with self._owned(r):
-            return self._restore_owned(tp)
-
-    def _restore_owned(self, tp: TopicPartition) -> Shard:
-        r = tp.partition
-        wins: dict[int, Estimator] = {}
-        closed: set[int] = set()
-        opened: list[int] = []
-        for key in list(self.wstore.keys()):  # the keys first, then the series (see release_complete)
-            if key == f"{self.group}-marks/{r}":
-                self.wstore.delete(key)  # an earlier version's watermarks: data-driven, dropped
-                continue
-            got = _parse_key(self.group, key)
-            if got is not None and got[2] == r:
-                (closed.add if got[1] else opened.append)(got[0])
-        if os.path.exists(self.series_path):
-            closed.update(_start_of(_stamp_of_label(w)) for w in Series(self.series_path).released())
-        for start in opened:
-            key = window_keys(self.group, start, r)[0]
-            if start in closed:
-                self.wstore.delete(key)  # closed before a crash: never reopened
-                continue
-            est = self._load(key, r)
-            if est is not None:
-                wins[start] = est
-        self.wins[r], self.closed[r] = wins, closed
-        return Shard(f"{self.group}-w/{r}", tp, None)  # type: ignore[arg-type]
-
-    def _open(self, r: int, start: int, now: float) -> Estimator | None:
-        """The table of window ``start`` in slice ``r`` if the schedule has it open at ``now``."""
-        est = self.wins[r].get(start)
-        if est is not None:
-            return est
-        if start in self.closed[r] or not self.spec.schedule.accepts(start, now):
-            return None
-        est = self.wins[r][start] = self._fresh_window(r)
-        return est
-
-    # -------------------------------------------------------------- records
-    def _apply(self, records: Mapping[TopicPartition, list[Any]]) -> None:
-        for tp, recs in records.items():
-            shard = self.shards.get(tp)
-            if shard is None or not recs:
-                continue
-            r = tp.partition
-            now = self.wall_clock()
-            self._open_scheduled(r, now)  # every window the clock has open, before any record
-            gate = self.gate
-            for rec in recs:
-                if not rec.value or (gate is not None and not gate.admits(rec, r)):
-                    continue
-                kind, a, b = decoded(gate, r, decode_record, rec.value) \
-                    or ("", None, None)
-                if kind == "D":
-                    est = self._open(r, a, now)
-                    part = decoded(gate, r, self.layout.decode, r, b) \
-                        if est is not None and b else None
-                    if est is not None and part is not None:
-                        est.update_indices(part)  # wipes the offsets
-            shard.applied(recs[-1].offset)
-
-    def _open_scheduled(self, r: int, now: float) -> None:
-        """Give every window the schedule has open at ``now`` its table in slice ``r`` (so which
-        tables exist in memory never depends on which windows records came for)."""
-        for start in self.spec.schedule.open_at(now):
-            self._open(r, start, now)
-
-    def maintain(self, now: float) -> None:
-        """Each loop turn: the windows the clock has opened get their tables, in every owned
-        slice; then the checkpoint if due (which also closes the windows due)."""
-        wall = self.wall_clock()
-        for r in list(self.wins):
-            self._open_scheduled(r, wall)
-        super().maintain(now)
+    @property
+    def released(self) -> int:
+        """Windows this member released into the series."""
+        return self.windows.released
 
     def follow_schedule(self, r: int, now: float) -> None:
-        """Slice ``r`` at clock ``now``: close every window due (durable as closed), give every
-        window the schedule has open its table, and close as a fresh table any due window that
-        other slices closed and this slice never had (its owner was away for all of it).
+        """Slice ``r`` at clock ``now`` (:meth:`WindowSliceTask.follow`, under its claim).
 
         Raises:
             FencedError: another member claimed the slice since (nothing written).
         """
-        with self._owned(r):
-            self._follow_owned(r, now)
-
-    def _follow_owned(self, r: int, now: float) -> None:
-        sch = self.spec.schedule
-        for start in sorted(self.wins[r]):
-            if sch.due(start, now):
-                self._close(r, start)
-        self._open_scheduled(r, now)
-        for start in self._closed_elsewhere(r):
-            if sch.due(start, now) and start not in self.wins[r] and start not in self.closed[r]:
-                self.wins[r][start] = self._fresh_window(r)
-                self._close(r, start)
-
-    def _closed_elsewhere(self, r: int) -> set[int]:
-        """Windows with a closed slice in the store other than ``r``'s (public: files made on the
-        schedule)."""
-        out: set[int] = set()
-        for key in list(self.wstore.keys()):
-            got = _parse_key(self.group, key)
-            if got is not None and got[1] and got[2] != r:
-                out.add(got[0])
-        return out
-
-    def _close(self, r: int, start: int) -> None:
-        """The window's slice durable as closed, its open snapshot removed, its table wiped."""
-        est = self.wins[r].pop(start)
-        opened, closed = window_keys(self.group, start, r)
-        data = encode_slice(est, self.layout, r)
-        try:
-            self.wstore.save(closed, data)
-        finally:
-            wipe_buffer(data)
-            est.wipe()
-        self.wstore.delete(opened)
-        self.closed[r].add(start)
-
-    # -------------------------------------------------------------- checkpoint, release
-    def _save_open(self, shards: list[Shard], now: float | None = None
-                   ) -> dict[TopicPartition, int]:
-        """Every open window-slice of ``shards`` durable, each slice under its claim (one hold
-        of the slice's claim for all its windows); with ``now``, the slice first follows the
-        schedule at ``now`` in the same hold. Returns the offsets to commit.
-
-        Raises:
-            FencedError: another member claimed one of the slices since (none of that slice's
-                files written; the member stops).
-        """
-        offsets: dict[TopicPartition, int] = {}
-        for shard in shards:
-            r = shard.partition.partition  # type: ignore[attr-defined]
-            with self._owned(r):
-                if now is not None and r in self.wins:
-                    self._follow_owned(r, now)
-                for start, est in sorted(self.wins.get(r, {}).items()):
-                    data = encode_slice(est, self.layout, r)
-                    try:
-                        self.wstore.save(window_keys(self.group, start, r)[0], data)
-                    finally:
-                        wipe_buffer(data)
-            if shard.next_offset is not None:
-                offsets[shard.partition] = shard.next_offset
-        return offsets
-
-    def open(self) -> None:
-        """Join the slice group; open the results topic and publish the series file to it."""
-        super().open()
-        if self.results is not None:
-            self.results.open()
-            if os.path.exists(self.series_path):
-                from panstream.windows.series import read
-
-                self.results.publish(read(self.series_path))
-
-    def checkpoint(self) -> None:
-        """The schedule followed at this instant (due windows closed, open ones made), every open
-        window-slice durable, then the internal offsets committed (then deleted), then any
-        complete window released (and published to the results topic)."""
-        offsets, deferred, why = self.checkpointer.commit(  # a rebalance defers to the next one
-            self._save_open(list(self.shards.values()), self.wall_clock()))
-        self.checkpointer.checkpoint([])  # serves this instant of the fixed clock; records it
-        self.metrics.checkpoints.inc()
-        self.summary.checkpoints += 1
-        if offsets:
-            self._delete(offsets)
-        self._defer(deferred, why)
-        recs = release_complete(
-            self.wstore, self.group, self.layout, self.config, self.spec, self.series_path,
-            wait=30.0 if self._final_checkpoint_done else 0.0, notice=self.notice,
-            on_release=self.on_release)
-        self.released += len(recs)
-        if self.results is not None:
-            self.results.publish(recs)
-
-    def final_checkpoint(self) -> None:
-        """The last checkpoint (its releases wait for the series lock); a commit of it that met
-        a rebalance stops the member with exit 1 unless the broker holds the offsets already
-        (:meth:`~panstream.sources.kafka.tail.KafkaTail.final_checkpoint`).
-
-        Raises:
-            SourceError: the final commit met a rebalance and the broker's offsets are behind.
-        """
-        self._final_checkpoint_done = True  # releases wait for the series lock this time
-        self.checkpoint()
-        self.summary.partitions = sorted(s.key for s in self.shards.values())
-        self._final_deferred()
-
-    def _release(self, tps: set[TopicPartition], save: bool) -> Any:
-        shards = [self.shards[tp] for tp in tps if tp in self.shards]
-        offsets: dict[TopicPartition, Any] = {}
-        if save and shards and not self._final_checkpoint_done:
-            offsets = self._offsets(self._save_open(shards))
-            self.checkpointer.done()
-        for tp in tps:
-            self.shards.pop(tp, None)
-            self._pending.discard(tp)
-            for est in self.wins.pop(tp.partition, {}).values():
-                est.wipe()
-            self.closed.pop(tp.partition, None)
-            self._unclaim(tp)
-        self._last_activity = time.monotonic()
-        self.metrics.assigned.set(len(self.shards))
-        return offsets
+        task = next(t for t in self.tasks.values() if t.r == r)  # type: ignore[attr-defined]
+        with self.windows.owned(r):
+            task.follow(now)
 
     def open_windows(self) -> dict[int, list[int]]:
         """The open windows' starts per owned slice (their tables are the state in memory)."""
         return {r: sorted(w) for r, w in self.wins.items()}
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            if self.consumer is not None:
-                self.consumer.close(autocommit=False)
-        for wins in self.wins.values():
-            for est in wins.values():
-                est.wipe()
-        self.wins.clear()
-        self.shards.clear()
-        self._epochs.clear()
-        self._close_admin()
-        if self.results is not None:
-            self.results.close()
-
-
-def _stamp_of_label(window: str) -> str:
-    return window.replace("-", "").replace(":", "")
-
-
-def release_complete(wstore: DirectoryStore, group: str, layout: SliceLayout, config: TailConfig,
-                     spec: WindowSpec, series_path: str, *, wait: float = 0.0,
-                     notice: Callable[[str], None] = log.info,
-                     on_release: Callable[[dict[str, Any]], None] | None = None
-                     ) -> list[dict[str, Any]]:
-    """Release every window whose R closed slices are all in ``wstore``, once (module docstring).
-
-    Order per window, under the series lock: already in the series -> only its closed slices are
-    deleted; else merge, charge the window's ledger (refused -> dropped with a notice), release,
-    append to the series (the commit point), delete the closed slices, wipe.
-
-    Returns:
-        The records appended by this call (empty if the series is locked by another member and
-        ``wait`` is 0: it releases them, or this member does at its next checkpoint).
-
-    Raises:
-        StateError: a slice, the ledger or the series could not be read or written.
-    """
-    ready: dict[int, set[int]] = {}
-    for key in list(wstore.keys()):
-        got = _parse_key(group, key)
-        if got is not None and got[1]:
-            ready.setdefault(got[0], set()).add(got[2])
-    complete = sorted(s for s, rs in ready.items() if rs == set(range(layout.count)))
-    if not ready:
-        return []
-    out: list[dict[str, Any]] = []
-    held = contextlib.ExitStack()
-    try:
-        held.enter_context(state_lock(series_path, "kafka --window (its series)", wait=wait))
-    except StateError:
-        return []  # another member is releasing; it (or our next checkpoint) does these
-    with held:
-        ser = Series(series_path)
-        done = ser.released()
-        for start in sorted(set(ready) - set(complete)):
-            if label(start) in done:  # a late slice of a released window (closed as fresh)
-                for r in ready[start]:
-                    wstore.delete(window_keys(group, start, r)[1])
-        for start in complete:
-            closed = [window_keys(group, start, r)[1] for r in range(layout.count)]
-            if label(start) not in done:
-                rec = _release_one(wstore, closed, group, layout, config, spec, start, notice)
-                if rec is not None:
-                    ser.append(rec)  # the commit point: from here on the window is released
-                    out.append(rec)
-            for key in closed:
-                wstore.delete(key)
-    for rec in out:
-        if on_release is not None:
-            on_release(rec)
-    return out
-
-
-def _release_one(wstore: DirectoryStore, closed: list[str], group: str, layout: SliceLayout,
-                 config: TailConfig, spec: WindowSpec, start: int,
-                 notice: Callable[[str], None]) -> dict[str, Any] | None:
-    from panstream.state.merge import merge_slices
-
-    c = config
-    parts: dict[int, Estimator] = {}
-    try:
-        for r, key in enumerate(closed):
-            data = wstore.load(key)
-            if data is None:
-                return None  # deleted meanwhile by a member that released it
-            try:
-                expect = estimators.expect_of(c.estimator, layout.slice_universe(r), c.epsilon,
-                                              c.calibration, c.modulus)
-                parts[r] = estimators.restore(data, expect=expect, layout=layout.table_layout)
-            finally:
-                wipe_buffer(data)
-        est = merge_slices(parts, layout)
-    finally:
-        for e in parts.values():
-            e.wipe()
-    try:
-        ledgers = Path(wstore.directory) / "ledgers" / _stamp(start)
-        lstore = DirectoryStore(ledgers)
-        with lstore.ledger_lock():
-            est.ledger = group_ledger(lstore, new_ledger=True, budget=spec.release_epsilon)
-            rel = est.release(spec.release_epsilon, spec.mechanism)
-        out = rel.to_dict()
-        out["time"] = float(spec.schedule.close_at(start))  # released_at: the schedule's instant
-        return record(label(start), start, start + spec.size, est.kind, out,
-                      epsilon_state=est.epsilon_state)
-    except BudgetExhaustedError:
-        notice(f"window {label(start)}: its one release was already reserved in {ledgers} but "
-               "its record is not in the series (a crash between the two): the window is dropped "
-               "rather than released twice")
-        return None
-    finally:
-        est.wipe()
