@@ -88,7 +88,7 @@ from panstream.errors import (
 )
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.identity import RecordGate
-from panstream.sources.kafka.joins import group_consumer
+from panstream.sources.kafka.joins import commit_on_revoke, group_consumer
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.progress import ranges
 from panstream.sources.kafka.task import Task, TaskKind, TaskState
@@ -196,12 +196,8 @@ class _Rebalance(AsyncConsumerRebalanceListener):
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         offsets = self.tail._release(revoked, save=True)
-        if offsets:
-            try:
-                await self.tail.consumer.commit_async(offsets)
-            except Exception as exc:  # noqa: BLE001 - a failed commit only means a replay
-                log.warning("commit on revoke failed (%s): the next owner replays a few messages "
-                            "from the previous commit, which is harmless", exc)
+        await commit_on_revoke(self.tail.consumer, offsets, "commit",
+                               "replays a few messages from the previous commit")
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self.tail._assigned(assigned)

@@ -21,6 +21,9 @@ It is applied by feature detection (the coordinator's ``_join_task``, ``_manager
 unaffected (the hand-over yields the same outcome), and one without those internals is left as it
 is (:func:`keep_finished_joins` returns ``False``; the start is then only slower, never wrong).
 ``tests/kafka/test_joins.py`` pins the fault and the cure on the test broker.
+
+:func:`commit_on_revoke` is the one commit of revoked partitions' positions that the group loop and
+the routing stage share (a failure there only means the next owner replays from the last commit).
 """
 
 from __future__ import annotations
@@ -73,3 +76,15 @@ def group_consumer(**settings: Any) -> KafkaConsumer:
     if settings.get("group_id") is not None:
         keep_finished_joins(consumer)
     return consumer
+
+
+async def commit_on_revoke(consumer: Any, offsets: Any, what: str, then: str) -> None:
+    """Commit the positions of partitions being revoked, if any. A failure is only a warning: the
+    next owner starts from the previous commit (``then`` says what it does again), which is harmless.
+    """
+    if not offsets:
+        return
+    try:
+        await consumer.commit_async(offsets)
+    except Exception as exc:  # noqa: BLE001 - a failed commit only means a replay
+        log.warning("%s on revoke failed (%s): the next owner %s, which is harmless", what, exc, then)

@@ -67,7 +67,7 @@ from panstream.inputs.check import SAMPLE_LINES as _SAMPLE_LINES
 from panstream.inputs.check import skipped_notice, verdict
 from panstream.sources.kafka.config import unreachable_message
 from panstream.sources.kafka.decode import Decoder
-from panstream.sources.kafka.joins import group_consumer
+from panstream.sources.kafka.joins import commit_on_revoke, group_consumer
 from panstream.sources.kafka.metrics import Metrics
 from panstream.sources.kafka.topology import no_auto_create
 from panstream.state.slices import SliceLayout
@@ -345,12 +345,8 @@ class _Rebalance(AsyncConsumerRebalanceListener):
         offsets = self.stage._take(revoked, flush=True)
         self.stage._owned.difference_update(revoked)
         self.stage.metrics.forget(revoked)
-        if offsets:
-            try:
-                await self.stage.consumer.commit_async(offsets)
-            except Exception as exc:  # noqa: BLE001 - a failed commit only means a replay
-                log.warning("routing commit on revoke failed (%s): the next owner routes a few "
-                            "messages again, which is harmless", exc)
+        await commit_on_revoke(self.stage.consumer, offsets, "routing commit",
+                               "routes a few messages again")
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self.stage.assignments += 1
