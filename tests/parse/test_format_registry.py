@@ -29,7 +29,7 @@ ALLOWED = {
     # The parser's own vectorized line readers (no extractor) read these two.
     "plain": {"inputs/parser.py", "inputs/ipv4.py", "inputs/ipv6.py",
               # a Kafka topic of bare items, and the demo, use plain lines
-              "cli/cmd_demo.py", "sources/kafka/build.py", "sources/kafka/tail.py",
+              "cli/cmd_demo.py", "sources/kafka/build.py", "sources/kafka/group.py",
               "sources/kafka/decode.py"},
     "clf": {"inputs/parser.py", "inputs/ipv4.py", "inputs/ipv6.py"},
     # --trusted-proxy is xff's option.
