@@ -2,7 +2,7 @@
 false-failure probability; none retries.
 
 The suite's longest files start first. ``--dist loadfile`` (pyproject.toml) hands whole files to
-the 4 workers in collection order (two each at the start, then one whenever a worker has at most
+the workers (6: README) in collection order (two each at the start, then one whenever a worker has at most
 two tests left), so a long file collected late (``tests/kafka`` sorts after ``tests/cli`` and
 ``tests/core``) left three workers idle while one finished it: 10 min 28 s on 2 cores, against
 9 min 39 s with every file, CPU-bound, spread from the start. Issues 35/36 split the longest
