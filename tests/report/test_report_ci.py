@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_ci_installs_chromium_only_when_missing_and_root_and_keeps_the_test_command() -> None:
     text = (ROOT / ".ci" / "run").read_text()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-    assert lines[-1] == 'python3 -m pip install -q -e ".[test]" && python3 -m pytest -q -n 4'
+    assert lines[-1] == 'python3 -m pip install -q -e ".[test]" && python3 -m pytest -q -n 6'
     guard = next(ln for ln in lines if "apt-get" in ln and ln.startswith("if "))
     assert "! command -v chromium" in guard and '"$(id -u)" = 0' in guard
     assert "install -y" in text and " chromium" in text
-    assert 'pytest -q -n 4' in (ROOT / "README.md").read_text()
+    assert 'pytest -q -n 6' in (ROOT / "README.md").read_text()
