@@ -224,15 +224,21 @@ def atomic_write(path: PathLike, data: fmt.Buffer | Iterable[fmt.Buffer]) -> Non
     directory = os.path.dirname(final)
     tmp = _beside(final, TEMP_SUFFIX)
     pieces = [data] if isinstance(data, (bytes, bytearray, memoryview)) else list(data)
+    # Registered before it exists: a second Ctrl+C whose handler runs between the open and the
+    # registration would otherwise leave the file behind (seen once in CI on a loaded machine).
+    _WRITING.add(tmp)
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)  # left by a crashed save: never keep two snapshots on disk
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
                      | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
     except OSError as exc:
+        _WRITING.discard(tmp)
         raise StateError(f"cannot create {tmp}: {exc.strerror}; check that the directory "
                          f"{directory} exists and is writable") from None
-    _WRITING.add(tmp)
+    except BaseException:
+        _WRITING.discard(tmp)
+        raise
     try:
         try:
             os.fchmod(fd, FILE_MODE)  # independent of the umask
