@@ -458,7 +458,18 @@ def _share_chunks(n: int, chunk: int, make_worker: Callable[[], Callable[[slice 
     """Run ``worker(slice)`` over ``0..n`` in chunks, in this thread and (if given) one task of
     ``executor``, each taking the next unclaimed chunk. ``make_worker()`` builds one thread's worker
     (with its own scratch buffers); ``worker(None)`` is called once at the end to wipe them.
+
+    A single chunk (a small table: every estimator of an audit run) is done in this thread without
+    the lock and the helper task, whose set-up cost more than the chunk itself.
     """
+    if n <= chunk:
+        work = make_worker()
+        try:
+            if n:
+                work(slice(0, n))
+        finally:
+            work(None)
+        return
     lock = threading.Lock()
     starts = iter(range(0, n, chunk))
     failed = threading.Event()

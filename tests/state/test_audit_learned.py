@@ -310,25 +310,28 @@ def test_the_stated_false_failure_rates_are_exact() -> None:
 
 
 # ---------------------------------------------------------------------- the command line
+# The command-line tests check what is printed, not the audit's power (the tests above do): the
+# fewest trials the command takes, 100 (30 training, 70 test runs), are enough for that, and exit 0
+# (no violation) still fails falsely with probability at most 5 x 1e-6 / 6 whatever the count.
 def test_panstream_audit_learns_by_default_and_reports_the_event_in_json() -> None:
-    res = CliRunner().invoke(cli, ["audit", "-u", "range:8", "--trials", "400", "--json"])
+    res = CliRunner().invoke(cli, ["audit", "-u", "range:8", "--trials", "100", "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["distinguisher"] == "learned"
     one = out["scenarios"][0]
     assert one["best"].startswith("learned: ")
-    assert one["learned"]["train_runs"] == 120 and one["learned"]["test_runs"] == 280
-    assert one["evidence"][0]["runs"] == 280
+    assert one["learned"]["train_runs"] == 30 and one["learned"]["test_runs"] == 70
+    assert one["evidence"][0]["runs"] == 70
 
 
 def test_panstream_audit_can_still_run_the_classic_tests_or_both() -> None:
-    res = CliRunner().invoke(cli, ["audit", "-u", "range:8", "--trials", "400", "--json",
+    res = CliRunner().invoke(cli, ["audit", "-u", "range:8", "--trials", "100", "--json",
                                    "--distinguisher", "classic"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
     assert out["scenarios"][0]["learned"] is None
     assert "target bit of dump 1 is 1" in [e["name"] for e in out["scenarios"][0]["evidence"]]
-    res = CliRunner().invoke(cli, ["audit", "-u", "range:8", "--trials", "400", "--distinguisher",
+    res = CliRunner().invoke(cli, ["audit", "-u", "range:8", "--trials", "100", "--distinguisher",
                                    "both"])
     assert res.exit_code == 0, res.output
-    assert "learned on 120 runs per world, certified on 280" in res.output
+    assert "learned on 30 runs per world, certified on 70" in res.output
