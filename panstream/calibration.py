@@ -47,6 +47,7 @@ the epsilon of the exact (p, q) used; nothing printed is a nominal value.
 from __future__ import annotations
 
 import decimal
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -158,6 +159,17 @@ def calibrate(epsilon: float, calibration: str = DEFAULT_CALIBRATION) -> Calibra
             bits of precision, or (for ``"paper"``) at least 2; or the calibration is unknown.
     """
     eps = validate_epsilon(epsilon)
+    if calibration not in CALIBRATIONS:
+        msg = f"unknown calibration {calibration!r}: use one of {', '.join(CALIBRATIONS)}"
+        raise ConfigurationError(msg)
+    return _calibrated(eps, str(calibration))
+
+
+@functools.lru_cache(maxsize=256)
+def _calibrated(eps: float, calibration: str) -> Calibrated:
+    """:func:`calibrate` of a valid epsilon and calibration, remembered: a pure function of public
+    parameters (its result is immutable), and every estimator, restore and audit run asks for it
+    again; the 60-digit ``Decimal.exp`` of rr cost a third of a small estimator's construction."""
     if calibration == "rr":
         return _calibrate_rr(eps)
     if calibration == "tight":
@@ -170,9 +182,8 @@ def calibrate(epsilon: float, calibration: str = DEFAULT_CALIBRATION) -> Calibra
                    "use calibration 'rr' (the default) or 'tight'")
             raise ConfigurationError(msg)
         target = Fraction(1, 2) + Fraction(eps) / 4
-    else:
-        msg = f"unknown calibration {calibration!r}: use one of {', '.join(CALIBRATIONS)}"
-        raise ConfigurationError(msg)
+    else:  # pragma: no cover - calibrate() checked the name
+        raise AssertionError(calibration)
     num = dyadic_at_most(target)
     if num <= _HALF:
         raise _too_small(eps, "p rounds to 1/2")
@@ -263,8 +274,12 @@ def calibrate_frequency(epsilon: float, modulus: int = DEFAULT_MODULUS) -> Frequ
         ConfigurationError: invalid epsilon or modulus, or an epsilon so small that alpha rounds to
             0 at 32 bits (the counters would carry no signal).
     """
-    eps = validate_epsilon(epsilon)
-    k = validate_modulus(modulus)
+    return _calibrated_frequency(validate_epsilon(epsilon), validate_modulus(modulus))
+
+
+@functools.lru_cache(maxsize=256)
+def _calibrated_frequency(eps: float, k: int) -> FrequencyCalibration:
+    """:func:`calibrate_frequency` of a valid epsilon and modulus, remembered (as :func:`_calibrated`)."""
     em1 = Fraction(math.expm1(eps)) if eps < 700 else None
     target = Fraction(1) if em1 is None else em1 / (em1 + k)
     target = min(target, Fraction((1 << P_BITS) - 1, 1 << P_BITS))

@@ -53,6 +53,8 @@ _urandom_lock = threading.Lock()
 
 def _device() -> io.FileIO | None:
     global _urandom_file
+    if _urandom_file is not None:  # opened once, never closed: no lock needed to read it
+        return _urandom_file
     with _urandom_lock:
         if _urandom_file is None and os.path.exists("/dev/urandom"):
             _urandom_file = io.FileIO("/dev/urandom", "rb")
@@ -117,7 +119,9 @@ def probability(numerator: int) -> Fraction:
     return Fraction(numerator, _ONE)
 
 
+@functools.lru_cache(maxsize=64)
 def _threshold_bytes(numerator: int) -> bytes:
+    """``p``'s expansion, most significant byte first (a few numerators recur: remembered)."""
     if not 0 <= numerator <= _ONE:
         msg = f"numerator must lie in 0..2**{P_BITS}, got {numerator}"
         raise ConfigurationError(msg)
@@ -458,7 +462,18 @@ def _share_chunks(n: int, chunk: int, make_worker: Callable[[], Callable[[slice 
     """Run ``worker(slice)`` over ``0..n`` in chunks, in this thread and (if given) one task of
     ``executor``, each taking the next unclaimed chunk. ``make_worker()`` builds one thread's worker
     (with its own scratch buffers); ``worker(None)`` is called once at the end to wipe them.
+
+    A single chunk (a small table: every estimator of an audit run) is done in this thread without
+    the lock and the helper task, whose set-up cost more than the chunk itself.
     """
+    if n <= chunk:
+        work = make_worker()
+        try:
+            if n:
+                work(slice(0, n))
+        finally:
+            work(None)
+        return
     lock = threading.Lock()
     starts = iter(range(0, n, chunk))
     failed = threading.Event()

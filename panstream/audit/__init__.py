@@ -77,6 +77,7 @@ from panstream.audit.classic import (
     estimator_runner,
     non_table_bytes,
     other_bytes_differ,
+    per_run,
     snapshot_distinguishers,
     snapshot_target_bits,
 )
@@ -159,6 +160,7 @@ __all__ = [
     "neighbouring_worlds",
     "non_table_bytes",
     "other_bytes_differ",
+    "per_run",
     "snapshot_distinguishers",
     "snapshot_target_bits",
     "standard_scenarios",

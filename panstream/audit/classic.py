@@ -8,7 +8,7 @@ the table.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -17,7 +17,10 @@ from panstream.audit.scenarios import Distinguisher, Runner
 from panstream.calibration import DEFAULT_CALIBRATION, DEFAULT_MODULUS
 from panstream.release.ledger import PrivacyLedger
 from panstream.state.format import DIGEST_SIZE, decode, read_frame
+from panstream.state.persist import snapshot_counter
 from panstream.universe import Universe
+
+T = TypeVar("T")
 
 
 def estimator_runner(universe: Universe | str, epsilon: float = 1.0,
@@ -55,6 +58,30 @@ def estimator_runner(universe: Universe | str, epsilon: float = 1.0,
         return out
 
     return run
+
+
+def per_run(read: Callable[[Sequence[Any]], T]) -> Callable[[Sequence[Any]], T]:
+    """``read(dumps)``, computed once per run however many distinguishers ask for it.
+
+    The fixed tests of a family read the same value many times per run (a frequency snapshot's
+    target counter: once for each of its ``modulus`` values and steps); :func:`audit` hands every
+    distinguisher the same ``dumps`` object of a run, so the value is remembered for that object.
+    The last run's dumps are held with it, so no later object can take their identity.
+
+    >>> seen = []
+    >>> first = per_run(lambda d: seen.append(1) or d[0])
+    >>> run = [b"x", b"y"]
+    >>> first(run), first(run), len(seen)
+    (b'x', b'x', 1)
+    """
+    last: list[Any] = [None, None]  # [dumps, read(dumps)]
+
+    def get(dumps: Sequence[Any]) -> T:
+        if last[0] is not dumps:
+            last[0], last[1] = dumps, read(dumps)
+        return last[1]  # type: ignore[no-any-return]
+
+    return get
 
 
 def cell_bit(dump: bytes, cell: int) -> int:
@@ -130,14 +157,13 @@ def counter_distinguishers(target: int, dumps: int, reference: Sequence[bytes], 
       (the count in between, modulo k);
     * ``non-table bytes differ from world A``, as for :func:`snapshot_distinguishers`.
     """
-    from panstream.estimators.frequency import snapshot_counter
+    counters = per_run(lambda d: [snapshot_counter(x, target) for x in d])
 
     def value_is(k: int, j: int) -> Distinguisher:
-        return lambda d: snapshot_counter(d[k], target) == j
+        return lambda d: counters(d)[k] == j
 
     def moved_by(k: int, step: int) -> Distinguisher:
-        return lambda d: (snapshot_counter(d[k + 1], target)
-                          - snapshot_counter(d[k], target)) % modulus == step
+        return lambda d: (counters(d)[k + 1] - counters(d)[k]) % modulus == step
 
     tests = {f"target counter of dump {k + 1} is {j}": value_is(k, j)
              for k in range(dumps) for j in range(modulus)}

@@ -91,8 +91,12 @@ class SketchItems:
                                    f"more than the {limit:,} the audit hashes")
         values = np.full(grid.size, -1, dtype=np.int64)
         hashes = np.zeros(grid.size, dtype=np.uint64)
-        for lo in range(0, limit, _CHUNK):
-            cand = np.arange(lo, min(lo + _CHUNK, limit), dtype=np.int64)
+        # Chunks grow from a few times the expected need to _CHUNK: a small ``ip`` grid (each
+        # address written out as text to be hashed) is done in a few hundred candidates, not 65,536.
+        lo, step = 0, int(min(_CHUNK, max(1024, 2 * expected)))
+        while lo < limit:
+            cand = np.arange(lo, min(lo + step, limit), dtype=np.int64)
+            lo, step = lo + cand.size, min(2 * step, _CHUNK)
             h = _hashes(cand, grid)
             cells = grid.cells_of_hashes(h)
             # the first candidate of each bit in this chunk, for bits still without an item

@@ -600,6 +600,8 @@ class Universe:
         idx = arr.astype(np.intp, copy=True)
         if self._base:
             idx -= self._base
+        if n and int(idx.min()) >= 0 and int(idx.max()) < self.size:
+            return IndexResult(idx)  # every item inside (two reductions instead of a mask)
         ok = (idx >= 0) & (idx < self.size)
         if bool(ok.all()):
             return IndexResult(idx)

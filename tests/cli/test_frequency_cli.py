@@ -87,8 +87,9 @@ def test_plan_and_audit_know_the_frequency_family() -> None:
     fp = json.loads(plan.output)["frequency"]
     assert fp["modulus"] == 16 and 0 < fp["once"] < 20000
     audit = CliRunner().invoke(cli, ["audit", "-u", "range:16", "--estimator", "frequency",
-                                     "--modulus", "4", "--trials", "600", "--json"])
-    assert audit.exit_code == 0, audit.output  # no violation (false failure at most 5 x 1e-6)
+                                     "--modulus", "4", "--trials", "100", "--json"])
+    # no violation (false failure at most 5 x 1e-6 at any trial count; 100 is the fewest allowed)
+    assert audit.exit_code == 0, audit.output
     a = json.loads(audit.output)
     assert a["estimator"] == "frequency" and a["modulus"] == 4
     assert "counters mod" not in a  # JSON names the family, the text says it

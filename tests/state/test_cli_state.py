@@ -16,14 +16,15 @@ from panstream.cli.main import cli
 
 
 def test_audit_prints_claimed_and_empirical_epsilon_and_exits_zero() -> None:
-    res = CliRunner().invoke(cli, ["audit", "-u", "range:8", "--trials", "500"])
+    # Exit 0 fails falsely with probability <= 5 x 1e-6 whatever the trials: the fewest (100) do.
+    res = CliRunner().invoke(cli, ["audit", "-u", "range:8", "--trials", "100"])
     assert res.exit_code == 0, res.output
     assert "claimed epsilon_state = 1.000000" in res.output
     assert "one dump, target arrives once" in res.output and "No violation" in res.output
 
 
 def test_audit_json_reports_every_scenario() -> None:
-    res = CliRunner().invoke(cli, ["audit", "--universe", "range:8", "--trials", "300", "--json",
+    res = CliRunner().invoke(cli, ["audit", "--universe", "range:8", "--trials", "100", "--json",
                                    "--calibration", "paper", "--epsilon", "0.5"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
