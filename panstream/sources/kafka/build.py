@@ -61,8 +61,10 @@ def steady_heap() -> bool:
     page-faulted its values in again: 10-17 page faults per 1,000 lines on the routing thread, and
     ``consume()`` cost 40-50 ns a line of the member's 200-250. One arena, a trim threshold above a
     poll and a fixed mapping threshold keep those pages: ``consume()`` 11 ns a line, 3-5 faults
-    per 1,000 lines (docs/kafka.md, issue 38). Set before the member starts a thread; freed memory
-    is never wiped by the allocator either way (docs/threat-model.md, *A memory read*).
+    per 1,000 lines (docs/kafka.md, issue 38). Set before the process starts any thread (the
+    supervisor's child inherits it): a thread that allocated before has an arena of its own, which
+    a later thread may be given. Freed memory is never wiped by the allocator either way
+    (docs/threat-model.md, *A memory read*).
     """
     import ctypes
     import platform
@@ -199,13 +201,13 @@ def run_member(opts: MemberOptions, stop: threading.Event, notice: Notice,
     # Say at once what we are waiting for: an unreachable broker is otherwise a silent wait.
     notice(src.connecting_notice(cfg))
     watcher = False
+    if opts.kind == "routed":  # before any thread exists, the supervisor's too (issue 38)
+        steady_heap()
     if opts.kind == "routed" and opts.source_client == "librdkafka":
         code = supervise()  # before any thread or client exists: the member runs in a child
         if code is not None:
             return MemberRun(exit_code=code)
         watcher = not supervised()  # no child (stdio not files): the crash watcher says it
-    if opts.kind == "routed":
-        steady_heap()  # before the member's threads and clients exist (issue 38)
     store = _store(opts, cfg)
     metrics = src.Metrics(opts.metrics_port, opts.metrics_host, opts.telemetry)
     try:
