@@ -31,13 +31,13 @@ from panstream.sources.kafka.supervise import supervise
 code = supervise()
 if code is not None:
     sys.exit(code)
-print(os.getpid(), flush=True)
 what = sys.argv[1]
+if what == "term":  # before the pid is printed: the test signals as soon as it reads it
+    signal.signal(signal.SIGTERM, lambda s, f: (print("member: SIGTERM", flush=True), sys.exit(7)))
+print(os.getpid(), flush=True)
 if what == "crash":
     print("the member's own line", file=sys.stderr, flush=True)
     os.kill(os.getpid(), signal.SIGSEGV)
-if what == "term":
-    signal.signal(signal.SIGTERM, lambda s, f: (print("member: SIGTERM", flush=True), sys.exit(7)))
 while True:
     time.sleep(0.05)
 """

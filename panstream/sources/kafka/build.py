@@ -42,6 +42,42 @@ LARGE_TABLE_BYTES = 256 << 20
 
 Notice = Callable[[str], None]
 
+#: glibc's ``mallopt`` parameters (``malloc.h``) that :func:`steady_heap` sets.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
+#: Freed heap a routed member keeps mapped at most (bytes): above one poll's source values, which
+#: librdkafka's prefetch queue bounds (``queued.max.messages.kbytes``, 64 MiB).
+HEAP_KEPT = 128 << 20
+#: Allocations at least this large are mapped of their own (glibc's largest automatic value).
+HEAP_MAP_FROM = 32 << 20
+
+
+def steady_heap() -> bool:
+    """Keep a routed member's heap mapped from poll to poll (glibc only; issue 38). Whether set.
+
+    Each poll of the routing stage receives its source values as fresh ``bytes`` (confluent-kafka
+    and kafka-python copy every value; 50 MB a poll in ``bench/bench_kafka_group.py``), on a
+    thread of its own, and frees them after the parse. glibc gives a thread its own arena in
+    64 MiB heaps and unmaps a heap, or trims the heap's top, as soon as it is free, so every poll
+    page-faulted its values in again: 10-17 page faults per 1,000 lines on the routing thread, and
+    ``consume()`` cost 40-50 ns a line of the member's 200-250. One arena, a trim threshold above a
+    poll and a fixed mapping threshold keep those pages: ``consume()`` 11 ns a line, 3-5 faults
+    per 1,000 lines (docs/kafka.md, issue 38). Set before the process starts any thread (the
+    supervisor's child inherits it): a thread that allocated before has an arena of its own, which
+    a later thread may be given. Freed memory is never wiped by the allocator either way
+    (docs/threat-model.md, *A memory read*).
+    """
+    import ctypes
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # pragma: no cover - glibc always has it
+        return False
+    return all([mallopt(_M_ARENA_MAX, 1), mallopt(_M_MMAP_THRESHOLD, HEAP_MAP_FROM),
+                mallopt(_M_TRIM_THRESHOLD, HEAP_KEPT)])
+
 
 @dataclass(frozen=True)
 class WindowOptions:
@@ -165,6 +201,8 @@ def run_member(opts: MemberOptions, stop: threading.Event, notice: Notice,
     # Say at once what we are waiting for: an unreachable broker is otherwise a silent wait.
     notice(src.connecting_notice(cfg))
     watcher = False
+    if opts.kind == "routed":  # before any thread exists, the supervisor's too (issue 38)
+        steady_heap()
     if opts.kind == "routed" and opts.source_client == "librdkafka":
         code = supervise()  # before any thread or client exists: the member runs in a child
         if code is not None:
