@@ -77,10 +77,11 @@ def shipped(kafka_broker: Broker, admin: Any, producer: Any) -> Iterator[dict[st
     yield {"topic": topic, "clients": clients, "hw": hw}
 
 
-def _argv(broker: Broker, topic: str, group: str, state: Path, idle: str = IDLE) -> list[str]:
+def _argv(broker: Broker, topic: str, group: str, state: Path, *extra: str,
+          idle: str = IDLE) -> list[str]:
     return member_argv(broker, topic, group, UNIVERSE.spec, state, "--epsilon", "30",
                        "--value-format", "lines", "-f", "clf", "--slices", str(SLICES),
-                       "--idle-timeout", idle)
+                       "--idle-timeout", idle, *extra)
 
 
 def _release(broker: Broker, state: Path) -> subprocess.CompletedProcess[bytes]:

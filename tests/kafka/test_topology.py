@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _kafka_helpers import Broker, committed_offsets, kill_left, panstream_cmd
+from _kafka_helpers import Broker, committed_offsets, group_options, kill_left, panstream_cmd
 
 from panstream.sources.kafka.topology import no_auto_create, wait_for_topics
 
@@ -81,7 +81,7 @@ def _member(bootstrap: str, topic: str, state: Path, client: str, idle: float,
                          "--value-format", "lines", "-f", "clf", "-u", "ipv4:10.9.0.0/16",
                          "--epsilon", "4", "--state-dir", str(state), "--slices", str(slices),
                          "--checkpoint-interval", "0.5", "--source-client", client,
-                         "--idle-timeout", str(idle), "--drain-timeout", "20")
+                         "--idle-timeout", str(idle), "--drain-timeout", "20", *group_options())
 
 
 @contextlib.contextmanager
@@ -194,7 +194,7 @@ def test_a_per_partition_member_stops_loudly_when_its_source_topic_is_recreated(
     argv = panstream_cmd("kafka", "-b", b, "-t", topic, "-g", group, "--layout", "partition",
                          "-f", "plain", "-u", "ipv4:10.9.0.0/16", "--epsilon", "4",
                          "--state-dir", str(state), "--checkpoint-interval", "0.5",
-                         "--idle-timeout", "60")
+                         "--idle-timeout", "60", *group_options())
     log = tmp_path / "member.err"
     with _running(argv, log) as member:
         _until(lambda: sum(committed_offsets(admin, group, topic).values()) >= 40)
