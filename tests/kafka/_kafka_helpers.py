@@ -24,6 +24,16 @@ from typing import Any
 GROUP_SETTINGS = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 500}
 
 
+#: ``--idle-timeout`` of the tests' bounded routed members (the default layout and windows):
+#: such a member stops once it has been quiet this long *and* the broker says its group has
+#: drained (every source offset committed at the end, every routed record applied), so the idle
+#: time is not what keeps a member from stopping early: a survivor of a killed member, or one
+#: whose records are still on their way, finds work pending and waits for it. It only sets how
+#: long a member lingers after the group's last work (3 to 12 s here before). A member of the
+#: per-partition layout has no such check: its idle time must outlast any stall (test_broker.py).
+ROUTED_IDLE = "1.5"
+
+
 def group_options() -> list[str]:
     """``-C`` options giving a ``panstream kafka`` member the tests' :data:`GROUP_SETTINGS`."""
     return [arg for k, v in GROUP_SETTINGS.items() for arg in ("-C", f"{k}={v}")]

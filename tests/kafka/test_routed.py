@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pytest
 from _kafka_helpers import (
+    ROUTED_IDLE,
     Broker,
     all_exit_0,
     committed_offsets,
@@ -47,12 +48,12 @@ from panstream.universe import Universe
 pytestmark = pytest.mark.kafka
 
 Z = 5.33
-#: A bounded member stops this long after its last work, and only once its group has drained: a
-#: member killed with ``kill -9`` keeps its partitions until its session expires, and a survivor
-#: that goes quiet meanwhile finds the dead member's records pending and waits for them (it took
-#: 12 s here before members asked whether the group had drained; the idle time need not cover a
-#: session any more).
-IDLE = "3"
+#: A bounded member stops this long after its last work, and only once its group has drained
+#: (``_kafka_helpers.ROUTED_IDLE``): a member killed with ``kill -9`` keeps its partitions until
+#: its session expires, and a survivor that goes quiet meanwhile finds the dead member's records
+#: pending and waits for them (the kill test idled 12 s to cover a session before members asked
+#: whether the group had drained).
+IDLE = ROUTED_IDLE
 
 
 def member_argv(broker: Broker, topic: str, group: str, universe: str, state: Path,
