@@ -124,7 +124,7 @@ def test_rebalances_racing_checkpoints_lose_nothing_and_stop_nobody(
     topic = _topic(admin, "churn")
     clients, msgs = _messages(31, 6_000, 30_000)
     group, state = "g-churn", tmp_path / "state"
-    base = _argv(kafka_broker, topic, group, state, *SESSION, idle="3")
+    base = _argv(kafka_broker, topic, group, state, *SESSION)
     base[base.index("--checkpoint-interval") + 1] = INTERVAL
     steady_argv = [base + ["--source-client", c] for c in ("kafka-python", "librdkafka")]
     # extra members never stop by themselves before they are stopped
