@@ -13,8 +13,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-#: kafka-python settings for group members in tests: Tansu joins take ~session_timeout/2.
-GROUP_SETTINGS = {"session_timeout_ms": "6000", "heartbeat_interval_ms": "1000"}
+#: Group settings of the tests' members (``-C``, through :func:`group_options`), shorter than
+#: panstream's defaults (6 s and 1 s, ``CONSUMER_DEFAULTS``): Tansu holds every join for about
+#: half the session, and a member killed with ``kill -9`` keeps its partitions for one session, so
+#: the session sets how long each join, rebalance and eviction of a test waits (measured on
+#: Tansu 0.6, first assignment after the join: 3.5 s at 6 s, 2.3 s at 3 s). Tansu accepts sessions
+#: below a Kafka broker's ``group.min.session.timeout.ms`` (6 s); the heartbeat, a sixth of the
+#: session, leaves a member 2.5 s of a starved CPU before its session expires (the suite runs six
+#: workers on two cores).
+GROUP_SETTINGS = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 500}
+
+
+#: ``--idle-timeout`` of the tests' bounded routed members (the default layout and windows):
+#: such a member stops once it has been quiet this long *and* the broker says its group has
+#: drained (every source offset committed at the end, every routed record applied), so the idle
+#: time is not what keeps a member from stopping early: a survivor of a killed member, or one
+#: whose records are still on their way, finds work pending and waits for it. It only sets how
+#: long a member lingers after the group's last work (3 to 12 s here before). A member of the
+#: per-partition layout has no such check: its idle time must outlast any stall (test_broker.py).
+ROUTED_IDLE = "1.5"
+
+
+def group_options() -> list[str]:
+    """``-C`` options giving a ``panstream kafka`` member the tests' :data:`GROUP_SETTINGS`."""
+    return [arg for k, v in GROUP_SETTINGS.items() for arg in ("-C", f"{k}={v}")]
 
 
 @dataclass(frozen=True)

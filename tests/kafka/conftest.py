@@ -14,8 +14,9 @@ short, in the manner of quixstreams' ``topic_factory``:
   (:class:`OwnBroker`: a cluster that lost its data).
 
 Known Tansu / kafka-python 3.0.12 quirks these tests work around: a group join takes about
-``session_timeout_ms / 2``, so group members use ``session_timeout_ms=6000`` and
-``heartbeat_interval_ms=1000`` and the tests keep the number of joins small; ListOffsets LATEST is
+``session_timeout_ms / 2``, so group members use ``session_timeout_ms=3000`` and
+``heartbeat_interval_ms=500`` (``_kafka_helpers.GROUP_SETTINGS``, as ``-C`` options:
+``group_options()``) and the tests keep the number of joins small; ListOffsets LATEST is
 wrong, so consumers start with ``auto_offset_reset="earliest"`` and lag comes from ``highwater()``;
 ``describe_groups`` fails, so tests read committed offsets with ``list_group_offsets``.
 """

@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 import pytest
 from _kafka_helpers import (
-    GROUP_SETTINGS,
     Broker,
     Producer,
     committed_offsets,
     free_port,
+    group_options,
     panstream_cmd,
 )
 
@@ -55,9 +55,8 @@ def ips(cells: np.ndarray) -> list[bytes]:
 
 def consumer_argv(broker: Broker, topic: str, group: str, *extra: str) -> list[str]:
     args = ["kafka", "-b", broker.bootstrap, "-t", topic, "-g", group, "-u", U.spec,
-            "--epsilon", "1", "--checkpoint-interval", "0.5", "--json", "--layout", "partition"]
-    for k, v in GROUP_SETTINGS.items():
-        args += ["-C", f"{k}={v}"]
+            "--epsilon", "1", "--checkpoint-interval", "0.5", "--json", "--layout", "partition",
+            *group_options()]
     return panstream_cmd(*args, *extra)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from _kafka_helpers import Broker
-from test_routed import member_argv
+from test_routed import IDLE, member_argv
 
 from panstream.state.stores import DirectoryStore, group_ledger
 
@@ -20,7 +20,7 @@ def test_budget_opens_a_new_group_ledger_and_never_changes_an_existing_one(
 
     def member(budget: str) -> subprocess.CompletedProcess[bytes]:
         argv = member_argv(kafka_broker, topic, "g-budget", "ipv4:10.0.0.0/24", state,
-                           "--budget", budget, "--idle-timeout", "2")
+                           "--budget", budget, "--idle-timeout", IDLE)
         return subprocess.run(argv, capture_output=True, timeout=120, check=False)
 
     first = member("3")

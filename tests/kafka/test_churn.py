@@ -58,6 +58,10 @@ pytestmark = pytest.mark.kafka
 
 #: The checkpoint clock of every member: five commits a second in each of its two groups.
 INTERVAL = "0.2"
+#: The session every member keeps (panstream's default; a later ``-C`` wins over the tests'
+#: shorter one, ``_kafka_helpers.GROUP_SETTINGS``): :data:`CHURN` and :data:`PAUSES` are timed
+#: against it (a stall shorter than the session, one past it).
+SESSION = ("-C", "session_timeout_ms=6000", "-C", "heartbeat_interval_ms=1000")
 #: Extra members: (start second, lifetime seconds, client, how it is stopped). Overlapping
 #: lifetimes keep one or two extra members in the group for most of the stream; a join takes
 #: about 3 s on Tansu (session 6 s) after a start-up of a second or two, so each lives long
@@ -120,11 +124,11 @@ def test_rebalances_racing_checkpoints_lose_nothing_and_stop_nobody(
     topic = _topic(admin, "churn")
     clients, msgs = _messages(31, 6_000, 30_000)
     group, state = "g-churn", tmp_path / "state"
-    base = _argv(kafka_broker, topic, group, state, idle="3")
+    base = _argv(kafka_broker, topic, group, state, *SESSION)
     base[base.index("--checkpoint-interval") + 1] = INTERVAL
     steady_argv = [base + ["--source-client", c] for c in ("kafka-python", "librdkafka")]
     # extra members never stop by themselves before they are stopped
-    extra_base = _argv(kafka_broker, topic, group, state, idle="60")
+    extra_base = _argv(kafka_broker, topic, group, state, *SESSION, idle="60")
     extra_base[extra_base.index("--checkpoint-interval") + 1] = INTERVAL
 
     hw: dict[int, int] = {}

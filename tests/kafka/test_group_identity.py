@@ -34,7 +34,7 @@ from _kafka_helpers import Broker, committed_offsets, kill_left, panstream_cmd
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
 from test_broker import start
-from test_routed import clf, member_argv, send_round_robin
+from test_routed import IDLE, clf, member_argv, send_round_robin
 
 from panstream.state.group_definition import GroupDefinition
 from panstream.state.stores import DEFINITION_FILE, DirectoryStore, merge_store
@@ -69,7 +69,7 @@ def _argv(broker: Broker, topic: str, group: str, state: Path, *extra: str,
           universe: str = UNIVERSE.spec, epsilon: str = "8") -> list[str]:
     return member_argv(broker, topic, group, universe, state, "--epsilon", epsilon,
                        "--value-format", "lines", "-f", "clf", "--slices", str(SLICES),
-                       "--idle-timeout", "3", *extra)
+                       "--idle-timeout", IDLE, *extra)
 
 
 def _run(argv: list[str], timeout: float = 180) -> subprocess.CompletedProcess[bytes]:
@@ -304,7 +304,7 @@ def test_a_store_written_before_definitions_resumes_adopts_and_releases(
                                        for i in range(0, 100, 50)], 2, {})
     argv = member_argv(kafka_broker, topic, "legacy", "ipv4:10.9.0.0/22", state,
                        "--value-format", "lines", "-f", "clf", "--slices", "4",
-                       "--idle-timeout", "3")
+                       "--idle-timeout", IDLE)
     files = {p.name: p.read_bytes() for p in state.iterdir()}
     refused = _run([*argv, "--epsilon", "2"], timeout=90)
     (line,) = _errors(refused)

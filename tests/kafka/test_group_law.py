@@ -37,7 +37,7 @@ import numpy as np
 import pytest
 from _kafka_helpers import Broker, all_exit_0, committed_offsets, panstream_cmd
 from test_broker import start
-from test_routed import clf, member_argv, send_round_robin
+from test_routed import IDLE, clf, member_argv, send_round_robin
 
 from panstream.sources.kafka.progress import GroupProgress
 from panstream.state.stores import DirectoryStore, merge_store
@@ -47,7 +47,6 @@ pytestmark = pytest.mark.kafka
 
 UNIVERSE = Universe.parse("ipv4:10.9.0.0/16")
 SLICES = 8
-IDLE = "3"
 #: Laplace noise of a release at epsilon 0.5 exceeds this with probability 1e-7.
 NOISE = math.log(1e7) / 0.5
 
@@ -77,10 +76,11 @@ def shipped(kafka_broker: Broker, admin: Any, producer: Any) -> Iterator[dict[st
     yield {"topic": topic, "clients": clients, "hw": hw}
 
 
-def _argv(broker: Broker, topic: str, group: str, state: Path, idle: str = IDLE) -> list[str]:
+def _argv(broker: Broker, topic: str, group: str, state: Path, *extra: str,
+          idle: str = IDLE) -> list[str]:
     return member_argv(broker, topic, group, UNIVERSE.spec, state, "--epsilon", "30",
                        "--value-format", "lines", "-f", "clf", "--slices", str(SLICES),
-                       "--idle-timeout", idle)
+                       "--idle-timeout", idle, *extra)
 
 
 def _release(broker: Broker, state: Path) -> subprocess.CompletedProcess[bytes]:

@@ -31,7 +31,7 @@ class _Squatter:
 
         self.consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=f"{group}-slices",
                                       enable_auto_commit=False, auto_offset_reset="earliest",
-                                      **{k: int(v) for k, v in GROUP_SETTINGS.items()})
+                                      **GROUP_SETTINGS)
         self.consumer.subscribe([topic])
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -62,7 +62,7 @@ def test_a_member_whose_group_cannot_drain_exits_1_and_loses_nothing(
     squatter = _Squatter(kafka_broker, group, f"{group}-cells")
     try:
         wait_for(lambda: len(squatter.held()) == SLICES, 60, "the squatter's slices")
-        run = subprocess.run(_argv(kafka_broker, topic, group, state) + ["--drain-timeout", "8"],
+        run = subprocess.run(_argv(kafka_broker, topic, group, state) + ["--drain-timeout", "5"],
                              capture_output=True, timeout=180)
         stuck = sorted(squatter.held())
         err = [ln for ln in run.stderr.decode().splitlines() if ln.startswith("panstream: error:")]

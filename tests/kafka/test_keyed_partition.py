@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import GROUP_SETTINGS, Broker, Producer, committed_offsets, panstream_cmd
+from _kafka_helpers import Broker, Producer, committed_offsets, group_options, panstream_cmd
 
 from panstream.state.keying import partition_of_key
 from panstream.universe import Universe
@@ -51,9 +51,7 @@ def member(broker: Broker, topic: str, group: str, state: Path, *extra: str
     """One bounded ``--layout partition`` member (exits after IDLE quiet seconds)."""
     args = ["kafka", "-b", broker.bootstrap, "-t", topic, "-g", group, "-u", U.spec,
             "--epsilon", "2", "--layout", "partition", "--state-dir", str(state),
-            "--idle-timeout", IDLE, "--checkpoint-interval", "0.5", "--json"]
-    for k, v in GROUP_SETTINGS.items():
-        args += ["-C", f"{k}={v}"]
+            "--idle-timeout", IDLE, "--checkpoint-interval", "0.5", "--json", *group_options()]
     return subprocess.run(panstream_cmd(*args, *extra), capture_output=True, timeout=120)
 
 

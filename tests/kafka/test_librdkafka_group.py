@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import Broker, kill_left, panstream_cmd
+from _kafka_helpers import Broker, group_options, kill_left, panstream_cmd
 from test_librdkafka import UNIVERSE, clf, committed_offsets_by_topic
+from test_routed import IDLE
 
 from panstream.state.stores import DirectoryStore, merge_store
 
@@ -55,7 +56,7 @@ def test_librdkafka_members_share_a_group_through_a_kill(
             "kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", group, "-u", UNIVERSE.spec,
             "--epsilon", "30", "--value-format", "lines", "-f", "clf", "--slices", "4",
             "--state-dir", str(state), "--checkpoint-interval", "0.5", "-C", "max_poll_records=2",
-            "--idle-timeout", "12", "--source-client", client, "--json")
+            "--idle-timeout", IDLE, "--source-client", client, "--json", *group_options())
 
     a = start(argv("librdkafka"), tmp_path / "a.log")
     b = start(argv("librdkafka"), tmp_path / "b.log")
@@ -124,8 +125,8 @@ def test_a_transactional_topic_is_committed_to_its_end(
     run = subprocess.run(panstream_cmd(
         "kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", group, "-u", UNIVERSE.spec,
         "--epsilon", "30", "--value-format", "lines", "-f", "clf", "--slices", "4",
-        "--state-dir", str(state), "--checkpoint-interval", "0.5", "--idle-timeout", "5",
-        "--source-client", client), capture_output=True, timeout=180)
+        "--state-dir", str(state), "--checkpoint-interval", "0.5", "--idle-timeout", IDLE,
+        "--source-client", client, *group_options()), capture_output=True, timeout=180)
     assert run.returncode == 0, run.stderr.decode()[-2000:]
     assert committed_offsets_by_topic(admin, group)[topic] == ends
     g = merge_store(DirectoryStore(state))

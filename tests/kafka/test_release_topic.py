@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _kafka_helpers import GROUP_SETTINGS, Broker, Producer, committed_offsets, panstream_cmd
+from _kafka_helpers import Broker, Producer, committed_offsets, group_options, panstream_cmd
 from click.testing import CliRunner
 from fakes import MemoryLog
 
@@ -82,9 +82,8 @@ def test_release_from_state_topic_charges_the_groups_ledger(
     state_topic = f"{topic}-state"
     argv = ["kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", "g-rel-topic", "-u", U.spec,
             "--layout", "partition",
-            "--epsilon", "1", "--state-topic", state_topic, "--idle-timeout", IDLE, "--json"]
-    for k, v in GROUP_SETTINGS.items():
-        argv += ["-C", f"{k}={v}"]
+            "--epsilon", "1", "--state-topic", state_topic, "--idle-timeout", IDLE, "--json",
+            *group_options()]
     run = subprocess.run(panstream_cmd(*argv), capture_output=True, timeout=60)
     assert run.returncode == 0, run.stderr.decode()[-2000:]
     assert committed_offsets(admin, "g-rel-topic") == hw

@@ -31,10 +31,11 @@ from typing import Any
 import numpy as np
 import pytest
 from _kafka_helpers import (
-    GROUP_SETTINGS,
+    ROUTED_IDLE,
     Broker,
     all_exit_0,
     committed_offsets,
+    group_options,
     kill_left,
     panstream_cmd,
 )
@@ -47,18 +48,18 @@ from panstream.universe import Universe
 pytestmark = pytest.mark.kafka
 
 Z = 5.33
-IDLE = "5"
-#: A member killed with kill -9 stays in its groups until its session (6 s) expires, holding
-#: partitions nobody reads; the survivors must not stop as idle before the group rebalances.
-IDLE_AFTER_KILL = "12"
+#: A bounded member stops this long after its last work, and only once its group has drained
+#: (``_kafka_helpers.ROUTED_IDLE``): a member killed with ``kill -9`` keeps its partitions until
+#: its session expires, and a survivor that goes quiet meanwhile finds the dead member's records
+#: pending and waits for them (the kill test idled 12 s to cover a session before members asked
+#: whether the group had drained).
+IDLE = ROUTED_IDLE
 
 
 def member_argv(broker: Broker, topic: str, group: str, universe: str, state: Path,
                 *extra: str) -> list[str]:
     args = ["kafka", "-b", broker.bootstrap, "-t", topic, "-g", group, "-u", universe,
-            "--state-dir", str(state), "--checkpoint-interval", "0.5", "--json"]
-    for k, v in GROUP_SETTINGS.items():
-        args += ["-C", f"{k}={v}"]
+            "--state-dir", str(state), "--checkpoint-interval", "0.5", "--json", *group_options()]
     return panstream_cmd(*args, *extra)
 
 
@@ -111,7 +112,7 @@ def test_log_shipper_topic_two_members_one_killed_is_one_table(
     group = "g-shipper"
     argv = member_argv(kafka_broker, topic, group, universe.spec, state, "--epsilon", "30",
                        "--value-format", "lines", "-f", "clf", "--slices", "4",
-                       "-C", "max_poll_records=2", "--idle-timeout", IDLE_AFTER_KILL)
+                       "-C", "max_poll_records=2", "--idle-timeout", IDLE)
     a = start(argv, tmp_path / "a.log")
     b = start(argv, tmp_path / "b.log")
     try:

@@ -33,7 +33,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _kafka_helpers import Broker, committed_offsets, kill_left, panstream_cmd
+from _kafka_helpers import (
+    ROUTED_IDLE,
+    Broker,
+    committed_offsets,
+    group_options,
+    kill_left,
+    panstream_cmd,
+)
 
 from panstream.sources.kafka.topology import no_auto_create, wait_for_topics
 
@@ -75,13 +82,13 @@ def _create(bootstrap: str, topic: str, partitions: int) -> None:
         a.close()
 
 
-def _member(bootstrap: str, topic: str, state: Path, client: str, idle: float,
+def _member(bootstrap: str, topic: str, state: Path, client: str, idle: float | str,
             slices: int = 4) -> list[str]:
     return panstream_cmd("kafka", "-b", bootstrap, "-t", topic, "-g", f"g-{topic}",
                          "--value-format", "lines", "-f", "clf", "-u", "ipv4:10.9.0.0/16",
                          "--epsilon", "4", "--state-dir", str(state), "--slices", str(slices),
                          "--checkpoint-interval", "0.5", "--source-client", client,
-                         "--idle-timeout", str(idle), "--drain-timeout", "20")
+                         "--idle-timeout", str(idle), "--drain-timeout", "20", *group_options())
 
 
 @contextlib.contextmanager
@@ -154,7 +161,7 @@ def test_a_source_topic_deleted_and_recreated_stops_the_group_loudly(
         assert _crashed_saying_so(log, rc) or (rc == 1 and len(_errors(log)) == 1), text
     # no silent miss afterwards: a restart either refuses (the group's offsets on the new topic
     # are the old topic's) or reads the new topic from its start, every message of it
-    again = subprocess.run(_member(b, topic, state, client, idle=3), env=ENV,
+    again = subprocess.run(_member(b, topic, state, client, idle=ROUTED_IDLE), env=ENV,
                            capture_output=True, text=True, timeout=180)
     ends = sum(_ends(admin, topic).values())
     shown = _inspect(b, state)
@@ -194,7 +201,7 @@ def test_a_per_partition_member_stops_loudly_when_its_source_topic_is_recreated(
     argv = panstream_cmd("kafka", "-b", b, "-t", topic, "-g", group, "--layout", "partition",
                          "-f", "plain", "-u", "ipv4:10.9.0.0/16", "--epsilon", "4",
                          "--state-dir", str(state), "--checkpoint-interval", "0.5",
-                         "--idle-timeout", "60")
+                         "--idle-timeout", "60", *group_options())
     log = tmp_path / "member.err"
     with _running(argv, log) as member:
         _until(lambda: sum(committed_offsets(admin, group, topic).values()) >= 40)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _kafka_helpers import Broker, panstream_cmd
+from _kafka_helpers import ROUTED_IDLE, Broker, panstream_cmd
 from test_topology import (
     ENV,
     _crashed_saying_so,
@@ -75,7 +75,7 @@ def test_a_broker_restarted_empty_is_said_truthfully(own_broker: Any, tmp_path: 
     try:
         _create(b, topic, 4)
         _produce(b, topic, _lines(50, 10))
-        again = subprocess.run(_member(b, topic, state, "kafka-python", idle=3), env=ENV,
+        again = subprocess.run(_member(b, topic, state, "kafka-python", idle=ROUTED_IDLE), env=ENV,
                                capture_output=True, text=True, timeout=180)
         assert again.returncode == 0, again.stderr
         assert f"warning: {cells} did not exist, but the store holds slices" in again.stderr
@@ -85,7 +85,7 @@ def test_a_broker_restarted_empty_is_said_truthfully(own_broker: Any, tmp_path: 
         admin.delete_topics([cells])
         _until(lambda: cells not in admin.list_topics(), 30)
         _create(b, cells, 2)
-        refused = subprocess.run(_member(b, topic, state, "kafka-python", idle=3), env=ENV,
+        refused = subprocess.run(_member(b, topic, state, "kafka-python", idle=ROUTED_IDLE), env=ENV,
                                  capture_output=True, text=True, timeout=120)
     finally:
         admin.close()
@@ -107,7 +107,7 @@ def test_a_source_topic_recreated_while_no_member_ran_is_not_called_drained(
     b, topic, state = kafka_broker.bootstrap, fresh_topic, tmp_path / "state"
     _create(b, topic, 4)
     _produce(b, topic, _lines(0, 20))
-    first = subprocess.run(_member(b, topic, state, "kafka-python", idle=3), env=ENV,
+    first = subprocess.run(_member(b, topic, state, "kafka-python", idle=ROUTED_IDLE), env=ENV,
                            capture_output=True, text=True, timeout=180)
     assert first.returncode == 0, first.stderr
     assert ": drained (" in _inspect(b, state).stdout
@@ -127,7 +127,7 @@ def test_a_source_topic_recreated_while_no_member_ran_is_not_called_drained(
     assert released.returncode == 1, released.stderr
     [error] = [ln for ln in released.stderr.splitlines() if ln.startswith("panstream: error:")]
     assert "was deleted and re-created" in error and "no member has read it since" in error
-    again = subprocess.run(_member(b, topic, state, "kafka-python", idle=3), env=ENV,
+    again = subprocess.run(_member(b, topic, state, "kafka-python", idle=ROUTED_IDLE), env=ENV,
                            capture_output=True, text=True, timeout=180)
     assert again.returncode == 0, again.stderr
     assert "differs from the group definition's" in again.stderr  # said at its start

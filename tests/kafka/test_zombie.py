@@ -37,8 +37,9 @@ import pytest
 from _kafka_helpers import Broker, Producer, all_exit_0, committed_offsets, free_port
 from test_broker import assert_nothing_lost, consumer_argv, ips, metric, start, wait_for
 from test_group_law import _argv, _messages, _topic, assert_one_table
-from test_routed import send_round_robin
+from test_routed import IDLE, send_round_robin
 
+from panstream.state.files import LOCK_SUFFIX
 from panstream.state.stores import DirectoryStore
 
 pytestmark = pytest.mark.kafka
@@ -61,6 +62,22 @@ def assert_stopped_by_the_fence(code: int, text: str) -> None:
     assert lines[-1].startswith("panstream: error: "), text[-3000:]  # one line, no traceback
     assert "Traceback" not in text, text[-3000:]
     assert any(f in lines[-1] for f in FENCE_LINES), text[-3000:]
+
+
+def pause_outside_a_save(proc: Any, state: Path) -> None:
+    """Stop ``proc`` (SIGSTOP) at a moment it holds no state lock: a member paused inside a save
+    keeps its ``flock`` on that file, and the new owner's claim of it is refused ("in use by
+    another panstream process", exit 1) before the fence is ever reached, which is not what
+    these tests play. A lock's sidecar file exists while it is held (and a moment before and
+    after), so a pause that finds one (the member's, or the other member's) is undone and made
+    again a little later."""
+    for _ in range(200):
+        proc.send_signal(signal.SIGSTOP)
+        if not any(state.glob(f".*{LOCK_SUFFIX}")):
+            return
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.02)
+    raise AssertionError("the member held a state lock at every try of its pause")
 
 
 def wake_the_zombie_as_the_owner_dies(a: Any, b: Any, timeout: float) -> int:
@@ -108,7 +125,7 @@ def test_a_zombie_woken_after_a_rebalance_loses_nothing(
                  "both members holding slices", procs)
         wait_for(lambda: len(committed_offsets(admin, f"{group}-slices")) == 8, 120,
                  "a checkpoint of every slice", procs)
-        a.send_signal(signal.SIGSTOP)                    # the pause
+        pause_outside_a_save(a, state)                   # the pause
         hw = send_round_robin(producer, topic, msgs[20:], 8, hw)
         wait_for(lambda: "now holds 8 of 8" in logs[1].read_text(), 120,  # A evicted (its
                  "B holding every slice", [b])           # session), B takes everything over
@@ -119,7 +136,7 @@ def test_a_zombie_woken_after_a_rebalance_loses_nothing(
     finally:
         stop_all(procs)
     # A fresh member drains whatever is left (A's slices were replayed, not lost).
-    fenced_then_drained(code, logs[0], _argv(kafka_broker, topic, group, state, idle="3"),
+    fenced_then_drained(code, logs[0], _argv(kafka_broker, topic, group, state, idle=IDLE),
                         tmp_path / "c.log", 240)
     assert_one_table(kafka_broker, admin, group, topic, hw, clients, state)
 
@@ -151,7 +168,7 @@ def test_a_zombie_of_the_partition_layout_loses_nothing(
                              for p in ports), 60, "a 2/2 split", procs)
         wait_for(lambda: committed_offsets(admin, group) == hw, 60, "the first batch committed",
                  procs)
-        a.send_signal(signal.SIGSTOP)                    # the pause
+        pause_outside_a_save(a, state)                   # the pause
         hw = produce(topic, ips(second), keys=ips(second))
         wait_for(lambda: metric(ports[1], "panstream_kafka_assigned_partitions") == 4, 60,
                  "B taking all four partitions", [b])
