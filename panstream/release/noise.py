@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from fractions import Fraction
 
 from panstream.errors import ConfigurationError
@@ -203,7 +204,7 @@ class NoiseLaw:
         """The realized epsilon (equal to the float asked for: it is used exactly)."""
         return float(self.epsilon_exact)
 
-    @property
+    @cached_property  # exact rational arithmetic, once per law rather than once per draw
     def step_scale(self) -> Fraction:
         """Scale of ``Z`` in lattice steps: ``1 / (epsilon * granularity)``."""
         return 1 / (self.epsilon_exact * self.granularity)

@@ -51,6 +51,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from fractions import Fraction
 
 from panstream.errors import ConfigurationError
@@ -157,7 +158,7 @@ class TelemetryPolicy:
             return math.inf
         return 0.0 if self.epsilon is None else k * self.epsilon
 
-    @property
+    @cached_property  # worked out once per policy: every window's every count draws from it
     def law(self) -> NoiseLaw:
         """The geometric noise added to each count: ``a = exp(-epsilon / sensitivity)``.
 
