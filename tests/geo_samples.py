@@ -19,7 +19,6 @@ import numpy as np
 from panstream import geo
 from panstream.release.country import format_country_release
 
-
 #: The first octets of IANA's special-purpose IPv4 blocks below 224.0.0.0 (0/8, 10/8, 100.64/10,
 #: 127/8, 169.254/16, 172.16/12, 192.x, 198.18/15 and 198.51.100/24, 203.0.113/24): an address
 #: outside them is global, and only those inside are asked of :mod:`ipaddress` (which is slow).

@@ -51,8 +51,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from functools import cached_property
 from fractions import Fraction
+from functools import cached_property
 from statistics import NormalDist
 
 import numpy as np

@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import cached_property
 from fractions import Fraction
+from functools import cached_property
 
 from panstream.errors import ConfigurationError
 from panstream.randomness import secure_uniform_below

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
-from functools import lru_cache
 from fractions import Fraction
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from panstream.calibration import validate_epsilon

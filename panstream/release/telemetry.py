@@ -51,8 +51,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from fractions import Fraction
+from functools import cached_property
 
 from panstream.errors import ConfigurationError
 from panstream.release.noise import NoiseLaw
