@@ -91,6 +91,8 @@ def secure_bytes(n: int) -> np.ndarray:
 
 def secure_uniform_below(bound: int) -> int:
     """One uniform integer in ``0..bound-1`` from the OS CSPRNG (rejection sampling, no bias)."""
+    if bound == 1:  # one value: nothing to draw (the exact samplers ask for it often)
+        return 0
     if bound <= 0:
         msg = f"bound must be positive, got {bound}"
         raise ConfigurationError(msg)

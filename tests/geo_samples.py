@@ -19,14 +19,19 @@ import numpy as np
 from panstream import geo
 from panstream.release.country import format_country_release
 
+#: The first octets of IANA's special-purpose IPv4 blocks below 224.0.0.0 (0/8, 10/8, 100.64/10,
+#: 127/8, 169.254/16, 172.16/12, 192.x, 198.18/15 and 198.51.100/24, 203.0.113/24): an address
+#: outside them is global, and only those inside are asked of :mod:`ipaddress` (which is slow).
+_SPECIAL_FIRST_OCTETS = frozenset({0, 10, 100, 127, 169, 172, 192, 198, 203})
+
 
 def public_ipv4(rng: np.random.Generator, n: int) -> list[str]:
     """``n`` distinct global unicast IPv4 addresses (below 224.0.0.0), drawn from ``rng``, sorted."""
     out: set[str] = set()
     while len(out) < n:
-        a = ipaddress.IPv4Address(int(rng.integers(1 << 24, 224 << 24)))
-        if a.is_global:
-            out.add(str(a))
+        x = int(rng.integers(1 << 24, 224 << 24))
+        if (x >> 24) not in _SPECIAL_FIRST_OCTETS or ipaddress.IPv4Address(x).is_global:
+            out.add(f"{x >> 24}.{(x >> 16) & 255}.{(x >> 8) & 255}.{x & 255}")
     return sorted(out)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,28 @@ def _log_binomial_pmf(cells: int, q: float, ks: np.ndarray) -> np.ndarray:
             + ks * math.log(q) + (cells - ks) * math.log1p(-q))
 
 
+@lru_cache(maxsize=256)
+def _running_sums(cells: int, qf: float, law: NoiseLaw
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, float]:
+    """The three running sums of :func:`empty_p_values` over ``k``, with ``k`` itself, the noise's
+    epsilon per count and ``a``: functions of public parameters only, so worked out once for every
+    release of the same shape (read-only arrays)."""
+    mean, sd = cells * qf, math.sqrt(cells * qf * (1 - qf))
+    lo = max(0, int(mean - 12 * sd - 40))
+    hi = min(cells, int(mean + 12 * sd + 40) + 1)
+    ks = np.arange(lo, hi + 1, dtype=np.float64)
+    logpmf = _log_binomial_pmf(cells, qf, ks)
+    g = float(law.granularity)
+    e = float(law.epsilon_exact * law.granularity) / g  # per count
+    a = math.exp(-e * g)
+    up = np.logaddexp.accumulate(logpmf + e * (ks - ks[0]))  # log sum_{k <= k_j} pmf e^(e(k-k0))
+    down = np.logaddexp.accumulate((logpmf - e * (ks - ks[-1]))[::-1])[::-1]  # k >= k_j, e^(-e(k-k_n))
+    tail = np.cumsum(np.exp(logpmf)[::-1])[::-1]  # Pr[K >= k_j]
+    for arr in (ks, up, down, tail):
+        arr.flags.writeable = False
+    return ks, up, down, tail, e, a
+
+
 def empty_p_values(noisy_ones: np.ndarray | list[float], cells: int, q: Fraction | float,
                    law: NoiseLaw, mechanism: str = "laplace") -> np.ndarray:
     """The one-sided p-value of "the bucket is empty" for each noisy count of ones, exactly.
@@ -72,18 +95,7 @@ def empty_p_values(noisy_ones: np.ndarray | list[float], cells: int, q: Fraction
     (True, True)
     """
     y = np.asarray(noisy_ones, dtype=np.float64)
-    qf = float(q)
-    mean, sd = cells * qf, math.sqrt(cells * qf * (1 - qf))
-    lo = max(0, int(mean - 12 * sd - 40))
-    hi = min(cells, int(mean + 12 * sd + 40) + 1)
-    ks = np.arange(lo, hi + 1, dtype=np.float64)
-    logpmf = _log_binomial_pmf(cells, qf, ks)
-    g = float(law.granularity)
-    e = float(law.epsilon_exact * law.granularity) / g  # per count
-    a = math.exp(-e * g)
-    up = np.logaddexp.accumulate(logpmf + e * (ks - ks[0]))  # log sum_{k <= k_j} pmf e^(e(k-k0))
-    down = np.logaddexp.accumulate((logpmf - e * (ks - ks[-1]))[::-1])[::-1]  # k >= k_j, e^(-e(k-k_n))
-    tail = np.cumsum(np.exp(logpmf)[::-1])[::-1]  # Pr[K >= k_j]
+    ks, up, down, tail, e, a = _running_sums(cells, float(q), law)
     j = np.searchsorted(ks, y, side="left")  # ks[:j] < y <= ks[j:]
     below = np.where(j > 0, np.exp(up[np.maximum(j - 1, 0)] - e * (y - ks[0])), 0.0)
     inside = j < ks.size

@@ -52,6 +52,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
+from functools import cached_property
 from statistics import NormalDist
 
 import numpy as np
@@ -255,13 +256,27 @@ class IncidenceModel:
             raise ConfigurationError(msg)
 
     # ------------------------------------------------------------------ building blocks
+    # N_hat and its plug-in covariance are worked out once per model (read-only arrays): a
+    # summary asks for them in each of its 11 intervals.
+    @cached_property
+    def _n_hat(self) -> np.ndarray:
+        n_hat = debias_incidence(self.histogram, self.cells, self.alpha)
+        n_hat.flags.writeable = False
+        return n_hat
+
+    @cached_property
+    def _state_cov(self) -> np.ndarray:
+        cov = incidence_covariance(plug_in(self._n_hat, self.cells), self.cells, self.alpha)
+        cov.flags.writeable = False
+        return cov
+
     def incidence(self) -> np.ndarray:
         """``N_hat_j`` for j = 0..k-1 (a fresh array)."""
-        return debias_incidence(self.histogram, self.cells, self.alpha)
+        return self._n_hat.copy()
 
     def state_covariance(self) -> np.ndarray:
-        """Plug-in covariance of ``N_hat`` from the counters' randomness alone."""
-        return incidence_covariance(plug_in(self.incidence(), self.cells), self.cells, self.alpha)
+        """Plug-in covariance of ``N_hat`` from the counters' randomness alone (a fresh array)."""
+        return self._state_cov.copy()
 
     def covariance(self) -> np.ndarray:
         """Plug-in covariance of ``N_hat`` including the release noise."""
@@ -271,13 +286,13 @@ class IncidenceModel:
     def linear(self, weights: np.ndarray, const: float = 0.0) -> Interval:
         """``const + weights . N_hat`` with its standard error and interval."""
         w = np.asarray(weights, dtype=np.float64)
-        value = const + float(w @ self.incidence())
+        value = const + float(w @ self._n_hat)
         return self._interval(value, w)
 
     def ratio(self, num: tuple[np.ndarray, float], den: tuple[np.ndarray, float]) -> Interval:
         """``(c_a + w_a . N_hat) / (c_b + w_b . N_hat)`` by the delta method (undefined, ``nan``,
         when the denominator is below 1)."""
-        n_hat = self.incidence()
+        n_hat = self._n_hat
         wa, wb = (np.asarray(x[0], dtype=np.float64) for x in (num, den))
         a = num[1] + float(wa @ n_hat)
         b = den[1] + float(wb @ n_hat)
@@ -287,7 +302,7 @@ class IncidenceModel:
         return self._interval(r, (wa - r * wb) / b)
 
     def _interval(self, value: float, w: np.ndarray) -> Interval:
-        sigma = math.sqrt(max(0.0, float(w @ self.state_covariance() @ w)))
+        sigma = math.sqrt(max(0.0, float(w @ self._state_cov @ w)))
         noise_var = self.law.variance if self.law is not None else 0.0
         alpha = float(self.alpha)
         se = math.sqrt(sigma**2 + noise_var * float(w @ w) / alpha**2)

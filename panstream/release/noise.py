@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from panstream.errors import ConfigurationError
 from panstream.randomness import secure_uniform_below
@@ -203,7 +204,7 @@ class NoiseLaw:
         """The realized epsilon (equal to the float asked for: it is used exactly)."""
         return float(self.epsilon_exact)
 
-    @property
+    @cached_property  # exact rational arithmetic, once per law rather than once per draw
     def step_scale(self) -> Fraction:
         """Scale of ``Z`` in lattice steps: ``1 / (epsilon * granularity)``."""
         return 1 / (self.epsilon_exact * self.granularity)

@@ -52,6 +52,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 
 from panstream.errors import ConfigurationError
 from panstream.release.noise import NoiseLaw
@@ -157,7 +158,7 @@ class TelemetryPolicy:
             return math.inf
         return 0.0 if self.epsilon is None else k * self.epsilon
 
-    @property
+    @cached_property  # worked out once per policy: every window's every count draws from it
     def law(self) -> NoiseLaw:
         """The geometric noise added to each count: ``a = exp(-epsilon / sensitivity)``.
 

@@ -82,13 +82,15 @@ def test_the_ingest_loop_keeps_and_shows_no_exact_count() -> None:
     assert "bytes" not in final.to_dict()  # byte counts would size the lines: not kept
 
 
-TRIALS = 1500
+TRIALS = 800
 
 
 def test_one_item_more_is_hidden_in_everything_ingest_reports() -> None:
     """The attack wins every time against exact counts (the broken variant). Against the default
-    its advantage is at most tanh(0.05) = 0.05; with 1,500 runs per stream the estimate's sd is
-    <= sqrt(0.5 / 1500) = 0.018, and the bound 0.05 + 5.3 sd fails falsely with p < 1e-7."""
+    its advantage is at most tanh(0.05) = 0.05; with 800 runs per stream the estimate's sd is
+    <= sqrt(0.5 / 800) = 0.025, and the bound 0.05 + 5.3 sd = 0.18 fails falsely with p < 1e-7
+    (one-sided normal tail at 5.3 sd: 5.8e-8). (1,500 runs until issue 36: bound 0.147; the
+    exact variant's advantage is 1.)"""
     assert _advantage(TelemetryPolicy.exact_counts(), 50) == 1.0
     adv = _advantage(TelemetryPolicy.noisy(EPS_T), TRIALS)
     assert adv <= math.tanh(EPS_T / 2) + 5.3 * math.sqrt(0.5 / TRIALS), adv

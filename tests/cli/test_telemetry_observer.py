@@ -41,7 +41,7 @@ from panstream.telemetry import TelemetryPolicy
 U = "ipv4:10.0.0.0/24"
 SECONDS = 120          # two minutes of traffic
 HEAVY = b"10.0.0.200\n"  # the target: 10 requests a second in world B, absent in world A
-TRAIN, TEST = 20, 60   # runs per world
+TRAIN, TEST = 20, 40   # runs per world (TEST 60 until issue 36)
 ALPHA = 1e-6
 EPSILON = 0.5          # the state's: the printed total is 0.5 (no release, telemetry 0)
 
@@ -184,6 +184,9 @@ def test_a_heavy_client_is_hidden_in_everything_printed_by_default(tmp_path: Pat
 def test_the_observer_catches_the_old_event_level_counts(tmp_path: Path) -> None:
     """The broken variant (noisy counts per arrival, the old default, now --telemetry-epsilon 0.1)
     puts 1,200 x 0.1 = 120 on the heavy client: the same observer certifies more than the total
-    the table and releases print (0.5; perfect separation on 60 runs per world gives 1.24)."""
+    the table and releases print (0.5; perfect separation on 40 runs per world gives 0.77, one
+    run of the 80 on the wrong side 0.54; the heavy client's 1,200 arrivals move the noisy
+    totals by about 7.7 of their sd, so a test run lands on the wrong side of the learned
+    threshold with probability near 1e-4)."""
     bound, total, event = certify(TelemetryPolicy.noisy(0.1), tmp_path)
     assert bound > total, (bound, total, event)

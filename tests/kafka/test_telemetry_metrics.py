@@ -15,7 +15,7 @@ import math
 import subprocess
 from pathlib import Path
 
-from _kafka_helpers import Broker, Producer, free_port, panstream_cmd
+from _kafka_helpers import Broker, Producer, free_port, kill_left, panstream_cmd
 
 from panstream.sources.kafka import Metrics, consumer_config, unreachable_message
 from panstream.telemetry import TelemetryPolicy
@@ -122,23 +122,28 @@ def test_a_run_summary_counts_nothing_by_default(kafka_broker: Broker, topic_fac
     topic = topic_factory(2)
     produce(topic, [b"10.0.0.%d" % i for i in range(200)] + [b"junk"])
 
-    def run(group: str, *extra: str) -> subprocess.CompletedProcess[bytes]:
+    def run(group: str, *extra: str) -> subprocess.Popen[bytes]:
         argv = panstream_cmd("kafka", "-b", kafka_broker.bootstrap, "-t", topic, "-g", group,
                              "-u", "ipv4:10.0.0.0/16", "--epsilon", "1", "--state-dir",
                              str(tmp_path / group), "--idle-timeout", "2", "-C",
                              "session_timeout_ms=6000", "-C", "heartbeat_interval_ms=1000", *extra)
-        done = subprocess.run(argv, capture_output=True, timeout=90)
-        assert done.returncode == 0, done.stderr.decode()[-2000:]
-        return done
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-    out = json.loads(run("g-telemetry-json", "--json").stdout)
+    # the two runs at once (own groups and state directories): each spends its time waiting
+    runs = [run("g-telemetry-json", "--json"), run("g-telemetry-text", "--telemetry-epsilon", "0.1")]
+    try:
+        (out_json, err_json), (out_text, err_text) = (p.communicate(timeout=90) for p in runs)
+    finally:
+        kill_left(*runs)
+    assert runs[0].returncode == 0, err_json.decode()[-2000:]
+    assert runs[1].returncode == 0, err_text.decode()[-2000:]
+    out = json.loads(out_json)
     assert not {"messages", "items_applied", "malformed_skipped", "outside_universe_skipped",
                 "count_sd"} & set(out)
     assert out["telemetry"].startswith("telemetry: nothing counted")
-    human = run("g-telemetry-text", "--telemetry-epsilon", "0.1")
-    text = human.stdout.decode()
+    text = out_text.decode()
     assert "~" in text and "telemetry epsilon 0.1 per ARRIVAL" in text and "sd 28.3 per count" in text
-    assert "WARNING: noisy counts are on" in human.stderr.decode()
+    assert "WARNING: noisy counts are on" in err_text.decode()
 
 
 # ------------------------------------------------------------------ unreachable broker

@@ -6,7 +6,7 @@ clock** (from its start to its end + lateness), so a line is placed only if the 
 made UTC with ``--time-zone`` and given the clock's year, lands in a window the clock has open.
 These tests send such lines through the Tansu broker the suite starts and read the series:
 
-* **sshd, Europe/Berlin, across the autumn change.** Four 4-second windows on the public grid
+* **sshd, Europe/Berlin, across the autumn change.** Four 2-second windows on the public grid
   around 01:00:00 UTC on 25 October 2026, when Berlin's clocks fall back from 03:00 CEST to 02:00
   CET. Every line's stamp is a *repeated* local time (``02:59:5x`` before the change, ``02:00:0x``
   after it), built from the real OpenSSH sample's ``Failed``/``Accepted`` lines (host, pid, user,
@@ -157,7 +157,7 @@ def _run_windows(kafka_broker: Broker, topic: str, group: str, state: Path, logs
 # ------------------------------------------------------------------ (a) sshd across Berlin's DST
 FALL_BACK = 1792890000  # 2026-10-25T01:00:00Z: Berlin 03:00 CEST -> 02:00 CET
 BERLIN = zoneinfo.ZoneInfo("Europe/Berlin")
-W_SSH, L_SSH = 4, 3
+W_SSH, L_SSH = 2, 3
 SSH_TRUTH = [300, 120, 450, 200]  # windows at FALL_BACK - 8, - 4, + 0, + 4
 
 _STAMP = re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d ")
@@ -187,9 +187,9 @@ def syslog_stamp(t: int, zone: dt.tzinfo) -> str:
 
 def test_sshd_lines_across_berlin_s_autumn_change_land_in_their_windows(
         kafka_broker: Broker, topic_factory: Callable[..., str], tmp_path: Path) -> None:
-    """Windows 00:59:52, 00:59:56 (CEST, stamped ``02:59:5x``), 01:00:00 and 01:00:04 UTC (CET,
+    """Windows 00:59:56, 00:59:58 (CEST, stamped ``02:59:5x``), 01:00:00 and 01:00:02 UTC (CET,
     stamped ``02:00:0x``: the same local times the host wrote an hour earlier). Each window's
-    lines are its truth's clients; every window also gets 100 lines stamped in the window two
+    lines are its truth's clients; every window also gets 100 lines stamped in the window three
     before it (closed on the clock: never counted) and 100 real non-login lines; every window
     must come out at its truth."""
     logins, others = sshd_templates()
@@ -204,7 +204,7 @@ def test_sshd_lines_across_berlin_s_autumn_change_land_in_their_windows(
         out = [syslog_stamp(int(t), BERLIN) + " " + logins[int(j)].format(ip=ip)
                for ip, t, j in zip(ips, rng.integers(s0, s0 + W_SSH, len(ips)),
                                    rng.integers(0, len(logins), len(ips)), strict=True)]
-        late = s0 - 2 * W_SSH + 1  # closed at s0 - W + L < now; before --from for k < 2
+        late = s0 - 3 * W_SSH + 1  # closed at s0 - 2W + L < now; before --from for k < 3
         out += [syslog_stamp(late, BERLIN) + " " + logins[int(j)].format(
             ip=UNIVERSE.item_of(int(c)))
             for c, j in zip(rng.choice(np.array(NOISE_POOL), 100),
@@ -216,11 +216,11 @@ def test_sshd_lines_across_berlin_s_autumn_change_land_in_their_windows(
         return [out[i] for i in rng.permutation(len(out))]
 
     # the stamps around the change repeat: 02:59:5x before it, 02:00:0x after it
-    assert syslog_stamp(starts[1], BERLIN) == "Oct 25 02:59:56"
+    assert syslog_stamp(starts[1], BERLIN) == "Oct 25 02:59:58"
     assert syslog_stamp(starts[2], BERLIN) == "Oct 25 02:00:00"
-    # the member's clock reaches the first window 8 s after it starts (it joins in ~4 s; lines
+    # the member's clock reaches the first window 10 s after it starts (it joins in ~4 s; lines
     # are read as long as their window is open: until its end + lateness, 15 s after the start)
-    shift = float(starts[0] - 8) - time.time()
+    shift = float(starts[0] - 10) - time.time()
     state = tmp_path / "state"
     _run_windows(kafka_broker, topic_factory(4), "g-berlin", state, tmp_path / "m.log",
                  ["-f", "sshd", "--time-zone", "Europe/Berlin"], starts, W_SSH, L_SSH,
@@ -289,19 +289,26 @@ def test_a_local_time_format_without_time_zone_stops_with_one_line(
     msgs = ["\n".join(real[i:i + 50]).encode() for i in range(0, len(real), 50)]
     send_round_robin(producer, topic, msgs, 2, {})
     env = {k: v for k, v in os.environ.items() if not k.endswith("TIME_ZONE")}
-    for fmt, read_as in (("sshd", "sshd"), ("haproxy", "haproxy"), ("auto", "sshd")):
+    cases = (("sshd", "sshd"), ("haproxy", "haproxy"), ("auto", "sshd"))
+    runs: dict[str, subprocess.Popen[bytes]] = {}  # the three at once (own groups and states)
+    for fmt, _ in cases:
+        argv = member_argv(kafka_broker, topic, f"g-nozone-{fmt}", UNIVERSE.spec, tmp_path / fmt,
+                           "--epsilon", "1", "--value-format", "lines", "-f", fmt,
+                           "--window", "1h", "--release-epsilon", "1")
+        runs[fmt] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        outs = {fmt: proc.communicate(timeout=60) for fmt, proc in runs.items()}
+    finally:
+        kill_left(*runs.values())
+    for fmt, read_as in cases:
         with pytest.raises(ConfigurationError) as refused:
             check_time(read_as)
         says = f"panstream: error: {refused.value}"
         assert "has no zone: give --time-zone UTC" in says
         group = f"g-nozone-{fmt}"
-        argv = member_argv(kafka_broker, topic, group, UNIVERSE.spec, tmp_path / fmt,
-                           "--epsilon", "1", "--value-format", "lines", "-f", fmt,
-                           "--window", "1h", "--release-epsilon", "1")
-        res = subprocess.run(argv, capture_output=True, timeout=60, env=env)
-        err = res.stderr.decode()
-        assert res.returncode == 2, (fmt, err[-2000:])
-        assert "Traceback" not in err + res.stdout.decode(), fmt
+        out, err = (x.decode() for x in outs[fmt])
+        assert runs[fmt].returncode == 2, (fmt, err[-2000:])
+        assert "Traceback" not in err + out, fmt
         assert [ln for ln in err.splitlines() if "error" in ln.lower()] == [says], (fmt, err)
         assert err.rstrip().splitlines()[-1] == says  # the last word, and the only error
         assert committed_offsets(admin, group, topic) == {}, fmt

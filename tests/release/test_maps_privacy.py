@@ -84,14 +84,20 @@ def test_nothing_but_noisy_values_leaves_the_release() -> None:
 
 def _bucket0_outputs(mapper, extra_one: bool, trials: int) -> np.ndarray:  # type: ignore[no-untyped-def]
     """Bucket 0's released count over ``trials`` maps of a fixed table: all zeros, or all zeros but
-    cell 0 (one person's cell) when ``extra_one``."""
+    cell 0 (one person's cell) when ``extra_one``. Each map comes from its own copy of the table
+    with a fresh budget of exactly its epsilon (one ledger of thousands of entries would only time
+    the ledger's sums)."""
     from panstream.estimators.bittable import BitTable
 
-    est = ps.DensityEstimator("range:2048", epsilon=1.0, budget=1e9)
     packed = bytearray(2048 // 8)
     packed[0] = 1 if extra_one else 0
-    est._table = BitTable.from_packed(2048, bytes(packed), est.layout)
-    return np.array([mapper(est) for _ in range(trials)])
+
+    def table() -> ps.DensityEstimator:
+        est = ps.DensityEstimator("range:2048", epsilon=1.0, budget=1.0)
+        est._table = BitTable.from_packed(2048, bytes(packed), est.layout)
+        return est
+
+    return np.array([mapper(table()) for _ in range(trials)])
 
 
 def _empirical_epsilon_lower_bound(y0: np.ndarray, y1: np.ndarray) -> float:
