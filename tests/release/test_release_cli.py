@@ -34,7 +34,10 @@ def test_format_release_is_a_readable_summary() -> None:
     lines = text.splitlines()
     assert lines[0] == ("panstream release: geometric mechanism, epsilon 0.25 over range:4096 "
                         "(4,096 cells)")
-    assert "95% CI [" in lines[1] and lines[1].lstrip().startswith("distinct")
+    # An empty table: about 2.4 % of releases have the whole interval below 0, which the summary
+    # says in words instead of an interval (measured: 36 of 1,500); both are the readable form.
+    assert lines[1].lstrip().startswith("distinct")
+    assert "95% CI [" in lines[1] or "indistinguishable from 0" in lines[1]
     assert "pan-private epsilon_total 1.25" in text  # 0.25 + realized state epsilon 0.9999999992
     assert "0.25 of 1 spent, 0.75 left" in text
 
