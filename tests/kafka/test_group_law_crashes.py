@@ -21,33 +21,66 @@ from test_routed import send_round_robin
 pytestmark = pytest.mark.kafka
 
 
+class _Trickle:
+    """The stream's messages, sent one at a time round robin (as a log shipper sends them)."""
+
+    def __init__(self, producer: Any, topic: str, msgs: list[bytes], hw: dict[int, int],
+                 sent: int) -> None:
+        self.producer, self.topic, self.msgs, self.hw, self.sent = producer, topic, msgs, hw, sent
+
+    def one(self) -> None:
+        if self.sent < len(self.msgs):
+            md = self.producer.send(self.topic, value=self.msgs[self.sent],
+                                    partition=self.sent % 8).get(timeout=30)
+            self.hw[md.partition] = max(self.hw.get(md.partition, 0), md.offset + 1)
+            self.sent += 1
+
+    def during(self, seconds: float, until: Any = None) -> None:
+        """Send one message every 0.5 s for ``seconds`` (or, with ``until``, until it holds)."""
+        deadline = time.monotonic() + seconds
+        while (until is None or not until()) and time.monotonic() < deadline:
+            self.one()
+            time.sleep(0.5)
+
+    def rest(self) -> dict[int, int]:
+        self.hw = send_round_robin(self.producer, self.topic, self.msgs[self.sent:], 8, self.hw)
+        self.sent = len(self.msgs)
+        return dict(self.hw)
+
+
 def test_members_killed_at_random_moments_and_restarted(
         kafka_broker: Broker, admin: Any, producer: Any, tmp_path: Path) -> None:
     """Two members; twice a random one is killed with kill -9 at a random moment (drawn from the
     OS CSPRNG: a different schedule each run, so many runs cover many moments) and restarted,
-    while the second part of the stream is produced."""
+    while the stream goes on arriving.
+
+    The stream keeps arriving (a message every 0.5 s, three to an idle time) until the last
+    restarted member holds its slices: so the surviving member never finds the group drained,
+    and never stops and leaves, while a restarted member's join is pending. Tansu 0.6.0 wedges a
+    group whose only member leaves then: it keeps the departed member as the leader of the round
+    the joiner waits in, so the joiner is never assigned (docs/kafka.md, Tansu quirks); a Kafka
+    broker elects another leader."""
     topic = _topic(admin, "law-kill")
     clients, msgs = _messages(27, 10_000, 50_000)
-    hw = send_round_robin(producer, topic, msgs[:40], 8, {})
+    hw = send_round_robin(producer, topic, msgs[:20], 8, {})
+    stream = _Trickle(producer, topic, msgs, hw, 20)
     group, state = "g-law-kill", tmp_path / "state"
-    # Kafka's own minimum session (6 s) and an idle time of 3 s, as before issue 36 shortened the
-    # tests' sessions to 3 s: with those, one -n 6 suite run saw the member restarted after the
-    # second kill never assigned within its idle time + 30 s (not reproduced; kept as it was).
-    argv = _argv(kafka_broker, topic, group, state, "-C", "session_timeout_ms=6000",
-                 "-C", "heartbeat_interval_ms=1000", idle="3")
+    argv = _argv(kafka_broker, topic, group, state)
     rng = random.SystemRandom()
     logs = [tmp_path / "a0.log", tmp_path / "b0.log"]
     procs = [start(argv, log) for log in logs]
     try:
         for k in range(2):
-            time.sleep(rng.uniform(0.5, 8.0))
+            stream.during(rng.uniform(0.5, 8.0))
             i = rng.randrange(2)
             os.kill(procs[i].pid, signal.SIGKILL)
             procs[i].wait(timeout=10)
-            if k == 0:
-                hw = send_round_robin(producer, topic, msgs[40:], 8, hw)
             logs[i] = tmp_path / f"{'ab'[i]}{k + 1}.log"
             procs[i] = start(argv, logs[i])
+        restarted = logs[i]
+        stream.during(120, lambda: "this member now holds" in restarted.read_text())
+        stream.during(2.0)  # its routing join, concurrent with the slice join, is done too
+        hw = stream.rest()
     except BaseException:
         for p in procs:
             p.kill()
