@@ -211,13 +211,11 @@ def _noise_quantile(sigma: float, law: NoiseLaw, confidence: float) -> float:
         zmax = math.ceil(30 / x_step)
         zs = range(-zmax, zmax + 1)
         terms = [(g * z, law.pmf(z)) for z in zs]  # (lattice point, its mass)
-        erfc, root2 = math.erfc, math.sqrt(2)
 
         def survival(h: float) -> float:
             if sigma == 0:
                 return math.fsum(w for gz, w in terms if gz > h)
-            # sum_z w_z Phic((h - g z) / sigma), Phic(x) = erfc(x / sqrt 2) / 2 (as _phic)
-            return math.fsum([w * (0.5 * erfc(((h - gz) / sigma) / root2)) for gz, w in terms])
+            return math.fsum([w * _phic((h - gz) / sigma) for gz, w in terms])
     else:
 
         def survival(h: float) -> float:
