@@ -33,15 +33,21 @@
 
 enum kind { K_I32, K_U32, K_I64, K_U64, K_BAD };
 
-/* The index type of a buffer from its struct-module format ("l", "<q", "=I", ...). */
+/* The index type of a buffer from its struct-module format ("l", "<q", "=I", ...); a byte order
+ * other than the machine's is refused. */
 static enum kind
 index_kind(const Py_buffer *b)
 {
     const char *f = b->format;
     if (f == NULL)
         return K_BAD;
+#if PY_LITTLE_ENDIAN
     if (*f == '@' || *f == '=' || *f == '<')
         f++;
+#else
+    if (*f == '@' || *f == '=' || *f == '>' || *f == '!')
+        f++;
+#endif
     if (f[0] == '\0' || f[1] != '\0')
         return K_BAD;
     switch (f[0]) {

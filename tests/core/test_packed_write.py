@@ -167,7 +167,8 @@ def test_wrong_buffers_raise(kernel: object) -> None:
         write(frozen, np.array([1]), one)
     with pytest.raises(TypeError):
         write(table.view(np.int32), np.array([1]), one)
-    for idx in (np.array([1], dtype=np.int16), np.array([1.0]), np.arange(1, 5)[::2]):
+    swapped = np.array([1], dtype=np.int64).astype(np.dtype(np.int64).newbyteorder())
+    for idx in (np.array([1], dtype=np.int16), np.array([1.0]), np.arange(1, 5)[::2], swapped):
         with pytest.raises(TypeError):
             write(table, idx, np.ones(idx.size, dtype=np.uint8))
     with pytest.raises(TypeError):
