@@ -349,7 +349,8 @@ def _packed_write(t: np.ndarray, idx: np.ndarray, v: np.ndarray) -> None:
     With the C kernel (:data:`_native`): one pass in item order, bit ``i % 8`` of byte ``i // 8``
     set to the entry's draw, a repeated cell keeping the draw of its last entry (by position). The
     kernel copies nothing and leaves ``v`` as it was (the caller wipes it). An index dtype it does
-    not take (``TypeError``) goes to the NumPy passes below.
+    not take (``TypeError``) goes to the NumPy passes below. The kernel runs without the GIL: one
+    thread writes a table at a time, as before (the NumPy passes were never atomic either).
     """
     if _native is not None:
         try:
