@@ -4,8 +4,10 @@ Both hold ``m`` cells as little-endian packed bits. For a batch of cell indices 
 the parser and the Kafka decoder produce) and one 0/1 draw per index, each writes the draws into the
 table; then each counts the ones (what every estimate and release reads).
 
-* NumPy: panstream's own packed write (:func:`panstream.estimators.bittable._packed_write`, eight vectorized
-  passes) and ``np.bitwise_count`` over 64-bit words.
+* NumPy: panstream's own packed write on its NumPy path
+  (:func:`panstream.estimators.bittable._packed_write_numpy`, eight vectorized passes; the fallback of
+  the optional C kernel since issue 38, which this bench leaves out) and ``np.bitwise_count`` over
+  64-bit words.
 * bitarray: sequence assignment ``a[ones] = 1; a[zeros] = 0`` (bitarray takes Python lists of
   indices, so the ``tolist`` the batch needs is part of its cost) and ``a.count(1)``.
 
@@ -28,7 +30,7 @@ import time
 
 import numpy as np
 
-from panstream.estimators.bittable import _packed_write
+from panstream.estimators.bittable import _packed_write_numpy
 
 
 def _median_time(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
@@ -52,7 +54,7 @@ def run(log2_cells: int, batch: int, repeat: int) -> dict[str, float]:
     ba.setall(0)
 
     def np_update() -> None:
-        _packed_write(packed, idx, v.copy())  # it consumes (shifts) its draws
+        _packed_write_numpy(packed, idx, v.copy())  # it consumes (shifts) its draws
 
     def ba_update() -> None:
         ones = idx[v == 1].tolist()

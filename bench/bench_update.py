@@ -5,6 +5,9 @@ One command, one process, one run, the same items for every contender:
 
 * ``panstream``: ``DensityEstimator.update_indices`` with secure randomness (OS CSPRNG), the real
   code path including the validation and the wipe of the index buffer;
+* ``numpy-write`` (packed layout, when the C kernel is built; issue 38): the same secure loop with
+  the packed write forced onto its NumPy fallback (what ``PANSTREAM_NATIVE=0`` or a missing
+  compiler gives), so the kernel and the fallback are measured in one run;
 * ``INSECURE pcg64``: the very same loop with its Bernoulli draws taken from NumPy PCG64 instead of
   the OS CSPRNG. NOT PRIVATE: a generator whose state can be read replays every draw. It exists only
   here, to show what secure randomness costs;
@@ -52,6 +55,7 @@ import numpy as np
 from _common import cpu_model, git_commit, loadavg, make_items
 
 import panstream as ps
+import panstream.estimators.bittable as _table_mod
 import panstream.randomness as _rand_mod
 
 HERE = Path(__file__).resolve().parent
@@ -86,6 +90,17 @@ def insecure_pcg64_draws() -> Iterator[None]:
         yield
     finally:
         _rand_mod.fill_secure = original
+
+
+@contextlib.contextmanager
+def numpy_packed_write() -> Iterator[None]:
+    """Temporarily write the packed table with the NumPy passes instead of the C kernel."""
+    original = _table_mod._native
+    _table_mod._native = None
+    try:
+        yield
+    finally:
+        _table_mod._native = original
 
 
 # ----------------------------------------------------------------------------- timing
@@ -200,11 +215,16 @@ def bench_config(
         cpu: dict[str, list[float]] = {"panstream": [], "floor": []}
         if masks is not None:
             ts["floor"] = []
+            if getattr(_table_mod, "_native", None) is not None:  # (a tree without the kernel: none)
+                ts["numpy-write"] = []
         for _ in range(repeats):
             ts["limit"].append(run_scatter(limit_table, limit_items, batch, vals))
             if masks is not None:
                 ts["floor"].append(run_packed_floor(limit_table, limit_items, masks, batch, cpu["floor"]))
             ts["panstream"].append(run_panstream(est, items, batch, buf, cpu["panstream"]))
+            if "numpy-write" in ts:
+                with numpy_packed_write():
+                    ts["numpy-write"].append(run_panstream(est, items, batch, buf))
             with insecure_pcg64_draws():
                 ts["insecure-pcg64"].append(run_panstream(est, items, batch, buf))
         row = Row(size_log2, dist, bl, est.layout)
@@ -272,7 +292,7 @@ def bench_2_32(n_batches: int) -> dict[str, object]:
 
 
 # ----------------------------------------------------------------------------- reporting
-COLS = ["panstream", "insecure-pcg64", "limit", "floor", "ds-hll", "ds-cpc", "set"]
+COLS = ["panstream", "numpy-write", "insecure-pcg64", "limit", "floor", "ds-hll", "ds-cpc", "set"]
 
 
 def fmt_rate(r: float | None) -> str:
@@ -287,7 +307,7 @@ def header() -> list[str]:
     return (
         ["cells", "items", "batch", "layout"]
         + [f"{c} M/s" for c in COLS]
-        + ["vs limit", "vs floor", "vs insecure", "vs hll", "vs cpc", "vs set"]
+        + ["vs limit", "vs floor", "numpy-write vs floor", "vs insecure", "vs hll", "vs cpc", "vs set"]
     )
 
 
@@ -297,7 +317,9 @@ def cells(row: Row) -> list[str]:
     return (
         [f"2^{row.size_log2}", row.dist, f"2^{row.batch_log2}", row.layout]
         + [fmt_rate(r.get(c)) for c in COLS]
-        + [ratio(p, r.get(c)) for c in ("limit", "floor", "insecure-pcg64", "ds-hll", "ds-cpc", "set")]
+        + [ratio(p, r.get(c)) for c in ("limit", "floor")]
+        + [ratio(r.get("numpy-write"), r.get("floor"))]
+        + [ratio(p, r.get(c)) for c in ("insecure-pcg64", "ds-hll", "ds-cpc", "set")]
     )
 
 
@@ -328,6 +350,10 @@ def targets(rows: list[Row], big: dict[str, object] | None) -> list[str]:
                 c = r.cpu_rates["panstream"] / r.cpu_rates["floor"]
                 out.append(f"2^32 cells, batch 2^20, {r.dist}: {c:.2f} x the packed floor in items per "
                            "CPU second (both threads; what load does not skew)")
+            if "numpy-write" in r.rates:
+                q = r.rates["numpy-write"] / r.rates["floor"]
+                out.append(f"2^32 cells, batch 2^20, {r.dist}: the NumPy fallback of the packed write "
+                           f"at {q:.2f} x the packed floor")
     if big and "error" not in big:
         for key, limit, unit in (
             ("vmhwm_after_updates_mib", 600, "MiB peak RSS after updates"),
@@ -355,6 +381,8 @@ def machine() -> dict[str, str]:
         "numpy": np.__version__,
         "datasketches": ds_version,
         "kernel": platform.release(),
+        "packed write": ("C kernel" if getattr(_table_mod, "_native", None) is not None
+                         else "NumPy passes (no C kernel)"),
         "panstream commit": git_commit(),
     }
 
@@ -367,7 +395,8 @@ def markdown(rows: list[Row], big: dict[str, object] | None, args: argparse.Name
         f"Command: `{' '.join(['python bench/bench_update.py', *args.argv])}` "
         f"({elapsed:.0f} s). Machine: {m['nproc']} CPUs, {m['cpu']}, Linux {m['kernel']}; "
         f"Python {m['python']}, NumPy {m['numpy']}, datasketches {m['datasketches']}; "
-        f"panstream {m['panstream commit']}. Load average: {args.load}.",
+        f"panstream {m['panstream commit']}, packed write: {m['packed write']}. "
+        f"Load average: {args.load}.",
         "",
         f"Items per configuration: {args.items:,} for the table updates (median of "
         f"{args.repeats} interleaved repeats), {args.peer_items:,} for the peers (prebuilt "
@@ -376,7 +405,9 @@ def markdown(rows: list[Row], big: dict[str, object] | None, args: argparse.Name
         "column named. `insecure-pcg64` is the same loop fed by NumPy PCG64: NOT PRIVATE, a "
         "baseline only. `limit` is a bare `t[idx] = v` scatter of precomputed values into a "
         "byte table of the same memory size; `floor` (packed layout) a bare gather/OR/scatter of "
-        "precomputed bit masks into a packed table of the same layout, same indices, no randomness.",
+        "precomputed bit masks into a packed table of the same layout, same indices, no randomness; "
+        "`numpy-write` (packed layout) panstream's secure loop with the packed write on its NumPy "
+        "fallback instead of the C kernel.",
         "",
         "| " + " | ".join(header()) + " |",
         "|" + "|".join("---:" for _ in header()) + "|",

@@ -10,8 +10,11 @@ Two layouts hold the same logical table of ``size`` bits:
 Semantics of :meth:`BitTable.redraw`: every cell named in the batch ends with exactly one fresh draw
 from Bernoulli(p), however often it is named. In the byte layout duplicates are harmless because the
 scatter keeps one of the independent draws written to the cell, chosen by position, never by value.
-The packed layout writes the eight bit positions of a byte in eight separate passes, so two different
-cells of one byte are never read-modified-written at once.
+The packed layout writes each cell's bit without disturbing the other seven of its byte: by the
+optional C kernel :mod:`panstream.estimators._packed` (one pass in item order, issue 38) when it is
+built, else in eight NumPy passes, one per bit position, so two different cells of one byte are
+never read-modified-written at once. ``PANSTREAM_NATIVE=0`` (read once, at import) forces the NumPy
+path.
 
 Both layouts serialize to the same packed little-endian bit order (:meth:`BitTable.to_packed`).
 """
@@ -19,6 +22,8 @@ Both layouts serialize to the same packed little-endian bit order (:meth:`BitTab
 from __future__ import annotations
 
 import contextlib
+import importlib
+import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -56,6 +61,24 @@ _CHUNK = 1 << 18
 
 #: D0 with q = 1/2 (the default of BitTable.random) is plain CSPRNG bytes.
 _HALF = 1 << 31
+
+
+def _load_native() -> Any:
+    """The optional C kernel ``panstream.estimators._packed`` (issue 38), or None when it was not
+    built, fails to import, or ``PANSTREAM_NATIVE=0`` asks for the NumPy path. Read once, at import."""
+    if os.environ.get("PANSTREAM_NATIVE", "1").strip() == "0":
+        return None
+    try:
+        # By name: the extension is a leaf that imports nothing of panstream, but a `from
+        # panstream.estimators import _packed` reads (to the floor plan's tool, which sees only .py
+        # files) as an import of this package's __init__, a circle that does not exist.
+        return importlib.import_module("panstream.estimators._packed")
+    except ImportError:
+        return None
+
+
+#: The packed write's C kernel, or None: :func:`_packed_write` then runs its NumPy passes.
+_native: Any = _load_native()
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -170,9 +193,10 @@ class BitTable:
 
     def _redraw_packed(self, idx: np.ndarray, numerator: int) -> None:
         """Packed layout: the helper thread reads chunk ``i + 1``'s random bytes while this thread
-        draws and writes chunk ``i``.
+        draws and writes chunk ``i`` (:func:`_packed_write`: the C kernel, one pass in item order,
+        when it is built; it releases the GIL, so the read and the write run at once).
 
-        Each chunk's cells are grouped by bit position ``i % 8`` and written in eight
+        Without the kernel, each chunk's cells are grouped by bit position ``i % 8`` and written in eight
         gather/modify/scatter passes, so two different cells of one byte are never
         read-modified-written at once, and a duplicate byte inside a pass is a duplicate cell (the
         last write keeps one draw, chosen by position). The draws are consumed in pass
@@ -322,10 +346,30 @@ def _pipelined_draws(n: int, numerator: int) -> Iterator[tuple[slice, np.ndarray
 def _packed_write(t: np.ndarray, idx: np.ndarray, v: np.ndarray) -> None:
     """Write the i.i.d. 0/1 draws ``v`` (``uint8``, one per entry of ``idx``) into the packed table.
 
+    With the C kernel (:data:`_native`): one pass in item order, bit ``i % 8`` of byte ``i // 8``
+    set to the entry's draw, a repeated cell keeping the draw of its last entry (by position). The
+    kernel copies nothing and leaves ``v`` as it was (the caller wipes it). An index dtype it does
+    not take (``TypeError``) goes to the NumPy passes below. The kernel runs without the GIL: one
+    thread writes a table at a time, as before (the NumPy passes were never atomic either).
+    """
+    if _native is not None:
+        try:
+            _native.write(t, idx, v)
+            return
+        except TypeError:
+            pass
+    _packed_write_numpy(t, idx, v)
+
+
+def _packed_write_numpy(t: np.ndarray, idx: np.ndarray, v: np.ndarray) -> None:
+    """The NumPy path of :func:`_packed_write` (the fallback without the C kernel).
+
     One pass per bit position ``j``: the cells with ``i % 8 == j`` are selected (``flatnonzero``,
     measured 2x cheaper than a stable argsort on the 3-bit key), their bytes gathered, bit ``j``
-    replaced by the next unused draws, and the bytes scattered back. ``v`` is consumed (shifted in
-    place) and every temporary derived from the indices is wiped before returning.
+    replaced by the next unused draws, and the bytes scattered back. The draws are thus consumed in
+    pass order (entries of position 0 first), not item order; within a pass a repeated cell keeps
+    the draw of its last entry. ``v`` is consumed (shifted in place) and every temporary derived
+    from the indices is wiped before returning.
     """
     key = idx.astype(np.uint8)
     key &= np.uint8(7)  # bit position of each cell in its byte

@@ -3,7 +3,9 @@ rounded up for rr), exactly one D1 = Bernoulli(p) draw per touched cell.
 
 Each binomial or chi-square check below has a false-failure probability of at most 1e-6 (stated at
 the check); sample sizes are fixed and nothing is retried. Both layouts are checked, and batches both
-below and above the size at which drawing is pipelined in a helper thread.
+below and above the size at which drawing is pipelined in a helper thread. The packed layout's
+updates are checked on both of its write paths (issue 38): the C kernel ("packed") and the NumPy
+passes it falls back to ("packed-numpy", as with ``PANSTREAM_NATIVE=0`` or no compiled kernel).
 """
 
 from __future__ import annotations
@@ -13,10 +15,24 @@ import pytest
 from scipy import stats
 
 import panstream as ps
+from panstream.estimators import bittable
 from panstream.estimators.bittable import BitTable
 
 ALPHA = 1e-6
 LAYOUTS = ["bytes", "packed"]
+#: The layouts of an update, the packed one on each write path.
+WRITES = ["bytes", "packed", "packed-numpy"]
+
+
+def use_write(write: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Select the write path named by ``write`` and return its layout. "packed" needs the C kernel
+    (built by ``pip install -e .`` or ``python3 setup.py build_ext --inplace``)."""
+    if write == "packed-numpy":
+        monkeypatch.setattr(bittable, "_native", None)
+        return "packed"
+    if write == "packed" and bittable._native is None:
+        pytest.skip("the C kernel panstream.estimators._packed is not built (or PANSTREAM_NATIVE=0)")
+    return write
 
 
 def binomial_ok(k: int, n: int, p: float, alpha: float = ALPHA) -> bool:
@@ -85,12 +101,14 @@ def test_padding_bits_are_zero_when_packed(layout: str) -> None:
     assert BitTable.from_packed(13, packed, layout).bits().tolist() == t.bits().tolist()
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("write", WRITES)
 @pytest.mark.parametrize(("batch", "calibration"), [(1 << 12, "rr"), (1 << 19, "rr"),
                                                     (1 << 12, "tight"), (1 << 19, "tight")])
-def test_touched_cells_hold_d1_untouched_keep_d0(layout: str, batch: int, calibration: str) -> None:
+def test_touched_cells_hold_d1_untouched_keep_d0(write: str, batch: int, calibration: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Touch every other cell once: touched ones ~ Bin(., p), untouched ~ Bin(., q) (q = 0.269 for
     rr at epsilon 1, 1/2 for tight). Two tests at alpha 5e-7 each: at most 1e-6 together."""
+    layout = use_write(write, monkeypatch)
     n = 1 << 20
     est = ps.DensityEstimator(ps.Universe.range(n), epsilon=1.0, calibration=calibration,
                               layout=layout)
@@ -102,11 +120,13 @@ def test_touched_cells_hold_d1_untouched_keep_d0(layout: str, batch: int, calibr
     assert binomial_ok(int(bits[1::2].sum()), n // 2, float(est.q), alpha=5e-7)
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_duplicates_in_a_batch_leave_exactly_one_d1_draw(layout: str) -> None:
+@pytest.mark.parametrize("write", WRITES)
+def test_duplicates_in_a_batch_leave_exactly_one_d1_draw(write: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Each of 2**16 cells named 7 times in one shuffled batch (plus neighbours sharing its byte):
     its bit is still Bernoulli(p). OR-ing the draws would give 1-(1-p)^7 ~ 0.99999, AND-ing p^7 ~ 0.24:
     both fail the binomial test (alpha 1e-6) by hundreds of standard deviations."""
+    layout = use_write(write, monkeypatch)
     n = 1 << 16
     est = ps.DensityEstimator(ps.Universe.range(n), epsilon=1.0, layout=layout)
     idx = np.repeat(np.arange(n), 7)
@@ -115,9 +135,11 @@ def test_duplicates_in_a_batch_leave_exactly_one_d1_draw(layout: str) -> None:
     assert binomial_ok(est.count_ones(), n, float(est.p))
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_many_batches_on_the_same_cells_still_one_d1_law(layout: str) -> None:
+@pytest.mark.parametrize("write", WRITES)
+def test_many_batches_on_the_same_cells_still_one_d1_law(write: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Ten separate batches touching the same 2**16 cells: the final bits are Bin(n, p) (alpha 1e-6)."""
+    layout = use_write(write, monkeypatch)
     n = 1 << 16
     est = ps.DensityEstimator(ps.Universe.range(n), epsilon=0.5, calibration="paper", layout=layout)
     for _ in range(10):
