@@ -188,13 +188,15 @@ def worker(pid: int) -> int:
     return best
 
 
-def thread_cpu(pid: int) -> dict[int, float]:
-    """User + system CPU seconds of each thread of process ``pid`` so far, by thread id."""
+def thread_cpu(pid: int, faults: bool = False) -> dict[int, float]:
+    """User + system CPU seconds of each thread of process ``pid`` so far, by thread id (or,
+    ``faults``, its minor page faults so far: a fault costs 1-3 µs of kernel time here)."""
     out = {}
     for t in os.listdir(f"/proc/{pid}/task"):
         with contextlib.suppress(OSError, ValueError):
             f = Path(f"/proc/{pid}/task/{t}/stat").read_text().rpartition(")")[2].split()
-            out[int(t)] = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+            out[int(t)] = (float(f[7]) if faults
+                           else (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK"))
     return out
 
 
@@ -218,16 +220,17 @@ def thread_names(pid: int) -> dict[int, str]:
 
 
 def by_thread(before: dict[int, float], after: dict[int, float], names: dict[int, str],
-              lines: int) -> dict[str, float]:
+              lines: int, per: float = 1e6) -> dict[str, float]:
     """CPU µs per line of a member's threads over a window: routing, slices (the main thread:
     the slice stage and its checkpoints), native (librdkafka's threads), other (the member's
-    other Python threads: watches, kafka-python's IO threads)."""
+    other Python threads: watches, kafka-python's IO threads). ``per``: per that many lines
+    (of counters that are not CPU seconds: page faults per 1,000 lines)."""
     out = dict.fromkeys(("routing", "slices", "native", "other"), 0.0)
     for t, cpu in after.items():
         name = names.get(t)
         key = THREADS.get(name, "other") if name else "native"
         out[key] += cpu - before.get(t, 0.0)
-    return {k: round(v / lines * 1e6, 3) for k, v in out.items()}
+    return {k: round(v / lines * per, 3) for k, v in out.items()}
 
 
 def held(errs: list[Path]) -> int:
@@ -301,7 +304,8 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
 
     def mark() -> None:  # the CPU counters at the timed window's start
         marks.update(members=[cpu_seconds(p.pid) for p in procs], broker=cpu_seconds(broker_pid),
-                     self=time.process_time(), threads=thread_cpu(first))
+                     self=time.process_time(), threads=thread_cpu(first),
+                     faults=thread_cpu(first, faults=True))
 
     def timed(batch: list[bytes]) -> tuple[float, float | None, float | None,
                                            dict[int, int | None]]:
@@ -343,12 +347,20 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     # The group's fixed cost, as ingest's is measured on a one-line file: the time from a small
     # batch (one message a partition) to both groups' committed ends, which is the checkpoint
     # clock's phase and the commits' round trips, whatever the batch's size. The median of a few.
+    # --warm: a first backlog drained before anything is timed. A member's heap grows once, on
+    # its first backlog, to what its polls and librdkafka's 64 MiB prefetch queue hold (150-200
+    # MB, 15-20 page faults per 1,000 lines of 2 M: 0.02-0.03 µs a line of a 4 M-line run); a
+    # member running for days pays that once, as it pays its start-up (issue 38, fourth round).
+    if args.warm:
+        timed(msgs[:max(PARTS, args.warm // PER_MSG)])
     fixed = sorted(timed(msgs[:PARTS])[2] or 0.0 for _ in range(args.probes))
     fixed_s = fixed[len(fixed) // 2] if fixed else 0.0
     t_produced, routed_at, sliced_at, cend = timed(msgs)
     cpu0, broker0, self0 = marks["members"], marks["broker"], marks["self"]
     member_cpu = sum(cpu_seconds(p.pid) - c for p, c in zip(procs, cpu0, strict=True))
     threads = by_thread(marks["threads"], thread_cpu(first), names, len(msgs) * PER_MSG)
+    faults = by_thread(marks["faults"], thread_cpu(first, faults=True), names,
+                       len(msgs) * PER_MSG, per=1e3)
     broker_cpu = cpu_seconds(broker_pid) - broker0
     self_cpu = time.process_time() - self0  # the producer and the end reader
     reader.close()
@@ -380,6 +392,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     # machine can go faster in this design, however good the members.
     ceiling = (os.cpu_count() or 1) * 1e6 / sum(per_line.values())
     out = {"what": "group", "members": n, "source_client": client, "backlog": args.backlog,
+           "warm_lines": args.warm,
            "code": "baseline" if tree else "this tree", "startup_s": startup and round(startup, 2),
            "produce_s": round(t_produced, 2), "routed_committed_s": routed_at and round(routed_at, 2),
            "slices_committed_s": sliced_at and round(sliced_at, 2),
@@ -390,8 +403,9 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
            "routed_records": sum(h or 0 for h in cend.values()),
            "producer": args.producer, "compression": args.compression,
            "lines_per_member_cpu_s": round(lines / member_cpu) if member_cpu > 0 else None,
-           "cpu_us_per_line": {k: round(v, 2) for k, v in per_line.items()},
+           "cpu_us_per_line": {k: round(v, 3) for k, v in per_line.items()},
            "first_member_by_thread": threads if names else None,
+           "first_member_faults_per_1000_lines": faults if names else None,
            "ceiling_lines_per_s": round(ceiling),
            "of_ceiling": sliced_at and round(lines / sliced_at / ceiling, 2),
            "rcs": rcs,
@@ -525,6 +539,10 @@ def main() -> None:
                     help="small batches (one message a partition) timed first: the median is the "
                          "group's fixed cost, set apart as ingest's start-up is (0: none)")
     ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--warm", type=int, default=0,
+                    help="lines (of the same clients) each group drains before anything is timed: "
+                         "its steady state, after the heap's first growth (0: none, the first "
+                         "backlog is the one timed)")
     ap.add_argument("--checkpoint-interval", type=float, default=1.0)
     ap.add_argument("--settle", type=float, default=3.0)
     ap.add_argument("--timeout", type=float, default=600.0)
