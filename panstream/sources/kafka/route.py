@@ -466,7 +466,7 @@ class RouteStage:
         total = size = 0
         offsets: dict[TopicPartition, int] = {}
         revokes = self._revokes
-        records = c.poll(timeout_ms=timeout_ms, max_records=self._piece)
+        records = c.poll(timeout_ms=timeout_ms, max_records=min(self._piece, c.max_records))
         if not records:
             return False
         try:
