@@ -18,9 +18,10 @@ every topic, so one size is measured on both sides of the other):
    prints the release and ``sd_from_truth``, its distance from the truth in the release's own
    standard deviations (the summary lists them all; |z| > 5 is about one in 1.7 million by chance).
 
-In the same run, on the same lines: ``panstream ingest -f clf`` of a file holding them (the
-pipeline without Kafka; its rate without the process's fixed start-up cost, measured on a one-line
-file, as the group's rate excludes its start-up too), the producer alone (the same sends to a
+In the same run, on the same lines: ``panstream ingest -f clf`` of a file holding them, before
+the first group run and after each (the pipeline without Kafka; its rate without the process's
+fixed start-up cost, measured on a one-line file, as the group's rate excludes its start-up too),
+the producer alone (the same sends to a
 topic nobody reads), and a bare consumer of that topic, kafka-python and confluent-kafka
 (librdkafka), each in a child process: wall and CPU per line less the child's fixed cost.
 
@@ -46,10 +47,13 @@ broker's and the producer's costs set apart: each group's ``lines_per_member_cpu
 members' CPU seconds: what a member routes a second on a core of its own), ``two_over_one_cpu``
 (2 x the 2-member figure / the 1-member figure: two members on two free cores against one on
 one) and ``one_over_ingest_cpu`` (against ``ingest``'s lines per CPU-second), and
-``members_cpu_over_ingest``: each run's members' CPU per line over ``ingest``'s (issue 38). With
-py-spy installed, each run also splits its first member's CPU per line by thread
+``members_cpu_over_ingest``: each run's members' CPU per line over ``ingest``'s, the mean of
+the two ``ingest`` runs on either side of it (issue 38: on a shared machine ``ingest``'s CPU per
+line moved by 2x between runs minutes apart). With py-spy installed, each run also splits its
+first member's CPU per line (and its page faults per 1,000 lines) by thread
 (``first_member_by_thread``: ``routing``, ``slices`` (the main thread: the slice stage and its
-checkpoints), ``native`` (librdkafka's threads), ``other``).
+checkpoints), ``native`` (librdkafka's threads), ``other``). ``--warm N`` drains N lines before
+anything is timed: a member's heap grows once, on its first backlog.
 ``--codecs none,lz4,zstd`` also produces the lines once per codec to a topic nobody reads, with
 the broker's and the producer's CPU per line. ``--baseline DIR`` runs the members of sizes ending
 in ``b`` from another tree (``git archive COMMIT | tar -x -C DIR``): before and after in one run.
@@ -586,15 +590,19 @@ def main() -> None:
                  seconds=round(dt, 2), lines_per_s=round(lines / dt),
                  cpu_us_per_line={"broker": round((cpu_seconds(proc.pid) - b0) / lines * 1e6, 2),
                                   "producer": round((time.process_time() - s0) / lines * 1e6, 2)})
-        ing, ing_cpu = ingest(msgs, work)
+        # ingest around every group run (the machine's load moves ingest's CPU per line by up
+        # to 2x between runs minutes apart): each run is set against the two next to it
+        ings = [ingest(msgs, work)]
         for client in ("kafka-python", "confluent-kafka"):
             bare_read(client, bootstrap, "nobody", len(msgs))
-        runs = [group_run(bootstrap, proc.pid, n, k, msgs, work, args, client, tree)
-                for k, (n, client, tree) in enumerate(sizes)]
-        ing2, ing2_cpu = ingest(msgs, work)
+        runs = []
+        for k, (n, client, tree) in enumerate(sizes):
+            runs.append(group_run(bootstrap, proc.pid, n, k, msgs, work, args, client, tree))
+            ings.append(ingest(msgs, work))
+        ing, ing_cpu = max(i[0] for i in ings), max(i[1] for i in ings)  # the best of each
         summary: dict[str, Any] = {"what": "summary",
-                                   "ingest_lines_per_s": [round(ing), round(ing2)],
-                                   "ingest_lines_per_cpu_s": [round(ing_cpu), round(ing2_cpu)],
+                                   "ingest_lines_per_s": [round(i[0]) for i in ings],
+                                   "ingest_lines_per_cpu_s": [round(i[1]) for i in ings],
                                    "startup_s": [r["startup_s"] for r in runs],
                                    "sd_from_truth": [r["sd_from_truth"] for r in runs]}
         for client in ("librdkafka", "kafka-python"):
@@ -604,29 +612,30 @@ def main() -> None:
             summary[client] = {"lines_per_s_by_members": by}
             # one_over_ingest, and the most any single member could show against ingest on this
             # machine: the CPU ceiling of the whole pipeline (members, broker, producer, reader).
-            ratios(summary[client], by, "", max(ing, ing2))
+            ratios(summary[client], by, "", ing)
             if 1 in by:
                 ceil1 = max(by_members(runs, client, "ceiling_lines_per_s")[1])
-                summary[client]["ceiling_over_ingest"] = round(ceil1 / max(ing, ing2), 3)
+                summary[client]["ceiling_over_ingest"] = round(ceil1 / ing, 3)
             # The same ratios less each side's fixed cost (the group's: --probes; ingest's: the
             # one-line file), as a long run would see them.
             lf = by_members(runs, client, "lines_per_s_less_fixed")
             if lf:
                 summary[client]["lines_per_s_less_fixed_by_members"] = lf
-                ratios(summary[client], lf, "_less_fixed", max(ing, ing2))
+                ratios(summary[client], lf, "_less_fixed", ing)
             # The same ratios from CPU alone (the broker's and the producer's costs set apart):
             # a member on a core of its own routes lines_per_member_cpu_s lines a second, so N
             # members on N cores route N x the N-member group's figure.
             cpu = by_members(runs, client, "lines_per_member_cpu_s")
             if cpu:
                 summary[client]["lines_per_member_cpu_s"] = cpu
-                ratios(summary[client], cpu, "_cpu", max(ing_cpu, ing2_cpu), per_member=True)
-                # Issue 38's measure: the members' CPU per line over ingest's (the mean of its
-                # two runs, before and after the groups), each run of this tree and the baseline.
-                ing_us = (1e6 / ing_cpu + 1e6 / ing2_cpu) / 2
+                ratios(summary[client], cpu, "_cpu", ing_cpu, per_member=True)
+                # Issue 38's measure: the members' CPU per line over ingest's (the mean of the
+                # ingest runs just before and just after it), each run of this tree and the
+                # baseline.
                 over: dict[str, list[float]] = {}
-                for r in runs:
+                for i, r in enumerate(runs):
                     if r["source_client"] == client:
+                        ing_us = (1e6 / ings[i][1] + 1e6 / ings[i + 1][1]) / 2
                         over.setdefault(f"{r['members']} {r['code']}", []).append(
                             round(r["cpu_us_per_line"]["members"] / ing_us, 2))
                 summary[client]["members_cpu_over_ingest"] = over
