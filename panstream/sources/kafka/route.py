@@ -345,7 +345,7 @@ class _Rebalance(AsyncConsumerRebalanceListener):
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self.stage.last_activity = time.monotonic()  # a rebalance is not idleness
-        self.stage._revokes += 1
+        self.stage._route_fed()  # a poll in pieces: what it read so far is routed first
         self.stage._past_control_records()  # the next owner must not stop one marker short
         offsets = self.stage._take(revoked, flush=True)
         self.stage._owned.difference_update(revoked)
@@ -359,7 +359,7 @@ class _Rebalance(AsyncConsumerRebalanceListener):
         self.stage.last_activity = time.monotonic()
 
     async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
-        self.stage._revokes += 1
+        self.stage._route_fed()  # routed; their offsets are dropped below, as any lost one's
         self.stage._owned.difference_update(lost)
         self.stage._take(lost, flush=False)
         self.stage.metrics.forget(lost)
@@ -397,8 +397,9 @@ class RouteStage:
         self._head_bytes = 0
         self._held: list[tuple[dict[TopicPartition, int], list[tuple[int, bytearray]]]] = []
         self.assignments = 0
-        self._revokes = 0  # partitions revoked or lost so far (a poll in pieces checks it)
         self._piece = 64  # messages a piece of a poll asks for (:meth:`_poll_pieces`)
+        #: The pieces of the poll being read, fed but not yet routed: messages, bytes, offsets.
+        self._fed: list[Any] | None = None
         self.last_activity = time.monotonic()  # records or a rebalance
         self.last_records = self.last_activity  # records only
         self.routed_bytes = 0
@@ -461,39 +462,52 @@ class RouteStage:
         beyond the cache; joining them into the parser's chunks read them back from memory
         (17 ns a line for the copy and the join, 11 ns when each piece is joined while it is
         still cached), and the member's heap grew by a whole poll. No line is kept longer than
-        before: each piece's values are dropped once copied, the cells until the poll's end."""
-        c, d = self.consumer, self.decoder
-        total = size = 0
-        offsets: dict[TopicPartition, int] = {}
-        revokes = self._revokes
+        before: each piece's values are dropped once copied, the cells until the poll's end.
+        librdkafka runs a rebalance inside a poll, so one can fall between two pieces: the
+        pieces fed so far are routed first (:meth:`_route_fed`), and the revoked partitions'
+        offsets committed as far as routed, as when a poll was one call."""
+        c = self.consumer
         records = c.poll(timeout_ms=timeout_ms, max_records=min(self._piece, c.max_records))
         if not records:
             return False
         try:
             while records:
-                values, got = self._values(records)
+                taken, size = self._feed(records)
                 records = {}
-                offsets.update(got)
-                total += len(values)
-                if self._sample is not None:
-                    self._keep_head(values)
-                piece = sum(len(v) for v in values if v)
-                size += piece
-                if piece:  # as many messages as hold about a parser chunk, next time
-                    self._piece = max(1, min(c.max_records, CHUNK_BYTES * len(values) // piece))
-                d.feed(values)
-                values.clear()
-                if total < c.max_records and size < POLL_BYTES:
+                if taken < c.max_records and size < POLL_BYTES:
                     records = c.poll(timeout_ms=0,
-                                     max_records=min(self._piece, c.max_records - total))
+                                     max_records=min(self._piece, c.max_records - taken))
+            self._route_fed()
         except BaseException:
-            d.discard()
+            self._fed = None
+            self.decoder.discard()
             raise
-        dec = d.flush()
-        if self._revokes != revokes:  # partitions went meanwhile: their offsets are not ours
-            offsets = {tp: o for tp, o in offsets.items() if tp in self._owned}
-        self._deliver(total, dec, offsets)
         return True
+
+    def _feed(self, records: Mapping[TopicPartition, list[Any]]) -> tuple[int, int]:
+        """Decode one piece of a poll (its values dropped at once); the poll's messages and
+        bytes so far."""
+        values, offsets = self._values(records)
+        fed = self._fed = self._fed or [0, 0, {}]
+        fed[2].update(offsets)
+        if self._sample is not None:
+            self._keep_head(values)
+        size = sum(len(v) for v in values if v)
+        if size:  # as many messages as hold about a parser chunk, next time
+            self._piece = max(1, min(self.consumer.max_records,
+                                     CHUNK_BYTES * len(values) // size))
+        fed[0] += len(values)
+        fed[1] += size
+        self.decoder.feed(values)
+        values.clear()
+        return fed[0], fed[1]
+
+    def _route_fed(self) -> None:
+        """Route the cells of the pieces fed so far (at the poll's end, or before a rebalance
+        takes partitions away in the middle of one)."""
+        fed, self._fed = self._fed, None
+        if fed is not None:
+            self._deliver(fed[0], self.decoder.flush(), fed[2])
 
     def _past_control_records(self) -> None:
         """Before a commit, move each partition's offset to commit up to the consumer's position.
