@@ -18,9 +18,10 @@ every topic, so one size is measured on both sides of the other):
    prints the release and ``sd_from_truth``, its distance from the truth in the release's own
    standard deviations (the summary lists them all; |z| > 5 is about one in 1.7 million by chance).
 
-In the same run, on the same lines: ``panstream ingest -f clf`` of a file holding them (the
-pipeline without Kafka; its rate without the process's fixed start-up cost, measured on a one-line
-file, as the group's rate excludes its start-up too), the producer alone (the same sends to a
+In the same run, on the same lines: ``panstream ingest -f clf`` of a file holding them, before
+the first group run and after each (the pipeline without Kafka; its rate without the process's
+fixed start-up cost, measured on a one-line file, as the group's rate excludes its start-up too),
+the producer alone (the same sends to a
 topic nobody reads), and a bare consumer of that topic, kafka-python and confluent-kafka
 (librdkafka), each in a child process: wall and CPU per line less the child's fixed cost.
 
@@ -46,10 +47,13 @@ broker's and the producer's costs set apart: each group's ``lines_per_member_cpu
 members' CPU seconds: what a member routes a second on a core of its own), ``two_over_one_cpu``
 (2 x the 2-member figure / the 1-member figure: two members on two free cores against one on
 one) and ``one_over_ingest_cpu`` (against ``ingest``'s lines per CPU-second), and
-``members_cpu_over_ingest``: each run's members' CPU per line over ``ingest``'s (issue 38). With
-py-spy installed, each run also splits its first member's CPU per line by thread
+``members_cpu_over_ingest``: each run's members' CPU per line over ``ingest``'s, the mean of
+the two ``ingest`` runs on either side of it (issue 38: on a shared machine ``ingest``'s CPU per
+line moved by 2x between runs minutes apart). With py-spy installed, each run also splits its
+first member's CPU per line (and its page faults per 1,000 lines) by thread
 (``first_member_by_thread``: ``routing``, ``slices`` (the main thread: the slice stage and its
-checkpoints), ``native`` (librdkafka's threads), ``other``).
+checkpoints), ``native`` (librdkafka's threads), ``other``). ``--warm N`` drains N lines before
+anything is timed: a member's heap grows once, on its first backlog.
 ``--codecs none,lz4,zstd`` also produces the lines once per codec to a topic nobody reads, with
 the broker's and the producer's CPU per line. ``--baseline DIR`` runs the members of sizes ending
 in ``b`` from another tree (``git archive COMMIT | tar -x -C DIR``): before and after in one run.
@@ -188,13 +192,15 @@ def worker(pid: int) -> int:
     return best
 
 
-def thread_cpu(pid: int) -> dict[int, float]:
-    """User + system CPU seconds of each thread of process ``pid`` so far, by thread id."""
+def thread_cpu(pid: int, faults: bool = False) -> dict[int, float]:
+    """User + system CPU seconds of each thread of process ``pid`` so far, by thread id (or,
+    ``faults``, its minor page faults so far: a fault costs 1-3 µs of kernel time here)."""
     out = {}
     for t in os.listdir(f"/proc/{pid}/task"):
         with contextlib.suppress(OSError, ValueError):
             f = Path(f"/proc/{pid}/task/{t}/stat").read_text().rpartition(")")[2].split()
-            out[int(t)] = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+            out[int(t)] = (float(f[7]) if faults
+                           else (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK"))
     return out
 
 
@@ -218,16 +224,17 @@ def thread_names(pid: int) -> dict[int, str]:
 
 
 def by_thread(before: dict[int, float], after: dict[int, float], names: dict[int, str],
-              lines: int) -> dict[str, float]:
+              lines: int, per: float = 1e6) -> dict[str, float]:
     """CPU µs per line of a member's threads over a window: routing, slices (the main thread:
     the slice stage and its checkpoints), native (librdkafka's threads), other (the member's
-    other Python threads: watches, kafka-python's IO threads)."""
+    other Python threads: watches, kafka-python's IO threads). ``per``: per that many lines
+    (of counters that are not CPU seconds: page faults per 1,000 lines)."""
     out = dict.fromkeys(("routing", "slices", "native", "other"), 0.0)
     for t, cpu in after.items():
         name = names.get(t)
         key = THREADS.get(name, "other") if name else "native"
         out[key] += cpu - before.get(t, 0.0)
-    return {k: round(v / lines * 1e6, 3) for k, v in out.items()}
+    return {k: round(v / lines * per, 3) for k, v in out.items()}
 
 
 def held(errs: list[Path]) -> int:
@@ -301,7 +308,8 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
 
     def mark() -> None:  # the CPU counters at the timed window's start
         marks.update(members=[cpu_seconds(p.pid) for p in procs], broker=cpu_seconds(broker_pid),
-                     self=time.process_time(), threads=thread_cpu(first))
+                     self=time.process_time(), threads=thread_cpu(first),
+                     faults=thread_cpu(first, faults=True))
 
     def timed(batch: list[bytes]) -> tuple[float, float | None, float | None,
                                            dict[int, int | None]]:
@@ -343,12 +351,20 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     # The group's fixed cost, as ingest's is measured on a one-line file: the time from a small
     # batch (one message a partition) to both groups' committed ends, which is the checkpoint
     # clock's phase and the commits' round trips, whatever the batch's size. The median of a few.
+    # --warm: a first backlog drained before anything is timed. A member's heap grows once, on
+    # its first backlog, to what its polls and librdkafka's 64 MiB prefetch queue hold (150-200
+    # MB, 15-20 page faults per 1,000 lines of 2 M: 0.02-0.03 µs a line of a 4 M-line run); a
+    # member running for days pays that once, as it pays its start-up (issue 38, fourth round).
+    if args.warm:
+        timed(msgs[:max(PARTS, args.warm // PER_MSG)])
     fixed = sorted(timed(msgs[:PARTS])[2] or 0.0 for _ in range(args.probes))
     fixed_s = fixed[len(fixed) // 2] if fixed else 0.0
     t_produced, routed_at, sliced_at, cend = timed(msgs)
     cpu0, broker0, self0 = marks["members"], marks["broker"], marks["self"]
     member_cpu = sum(cpu_seconds(p.pid) - c for p, c in zip(procs, cpu0, strict=True))
     threads = by_thread(marks["threads"], thread_cpu(first), names, len(msgs) * PER_MSG)
+    faults = by_thread(marks["faults"], thread_cpu(first, faults=True), names,
+                       len(msgs) * PER_MSG, per=1e3)
     broker_cpu = cpu_seconds(broker_pid) - broker0
     self_cpu = time.process_time() - self0  # the producer and the end reader
     reader.close()
@@ -380,6 +396,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     # machine can go faster in this design, however good the members.
     ceiling = (os.cpu_count() or 1) * 1e6 / sum(per_line.values())
     out = {"what": "group", "members": n, "source_client": client, "backlog": args.backlog,
+           "warm_lines": args.warm,
            "code": "baseline" if tree else "this tree", "startup_s": startup and round(startup, 2),
            "produce_s": round(t_produced, 2), "routed_committed_s": routed_at and round(routed_at, 2),
            "slices_committed_s": sliced_at and round(sliced_at, 2),
@@ -390,8 +407,9 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
            "routed_records": sum(h or 0 for h in cend.values()),
            "producer": args.producer, "compression": args.compression,
            "lines_per_member_cpu_s": round(lines / member_cpu) if member_cpu > 0 else None,
-           "cpu_us_per_line": {k: round(v, 2) for k, v in per_line.items()},
+           "cpu_us_per_line": {k: round(v, 3) for k, v in per_line.items()},
            "first_member_by_thread": threads if names else None,
+           "first_member_faults_per_1000_lines": faults if names else None,
            "ceiling_lines_per_s": round(ceiling),
            "of_ceiling": sliced_at and round(lines / sliced_at / ceiling, 2),
            "rcs": rcs,
@@ -525,6 +543,10 @@ def main() -> None:
                     help="small batches (one message a partition) timed first: the median is the "
                          "group's fixed cost, set apart as ingest's start-up is (0: none)")
     ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--warm", type=int, default=0,
+                    help="lines (of the same clients) each group drains before anything is timed: "
+                         "its steady state, after the heap's first growth (0: none, the first "
+                         "backlog is the one timed)")
     ap.add_argument("--checkpoint-interval", type=float, default=1.0)
     ap.add_argument("--settle", type=float, default=3.0)
     ap.add_argument("--timeout", type=float, default=600.0)
@@ -568,15 +590,19 @@ def main() -> None:
                  seconds=round(dt, 2), lines_per_s=round(lines / dt),
                  cpu_us_per_line={"broker": round((cpu_seconds(proc.pid) - b0) / lines * 1e6, 2),
                                   "producer": round((time.process_time() - s0) / lines * 1e6, 2)})
-        ing, ing_cpu = ingest(msgs, work)
+        # ingest around every group run (the machine's load moves ingest's CPU per line by up
+        # to 2x between runs minutes apart): each run is set against the two next to it
+        ings = [ingest(msgs, work)]
         for client in ("kafka-python", "confluent-kafka"):
             bare_read(client, bootstrap, "nobody", len(msgs))
-        runs = [group_run(bootstrap, proc.pid, n, k, msgs, work, args, client, tree)
-                for k, (n, client, tree) in enumerate(sizes)]
-        ing2, ing2_cpu = ingest(msgs, work)
+        runs = []
+        for k, (n, client, tree) in enumerate(sizes):
+            runs.append(group_run(bootstrap, proc.pid, n, k, msgs, work, args, client, tree))
+            ings.append(ingest(msgs, work))
+        ing, ing_cpu = max(i[0] for i in ings), max(i[1] for i in ings)  # the best of each
         summary: dict[str, Any] = {"what": "summary",
-                                   "ingest_lines_per_s": [round(ing), round(ing2)],
-                                   "ingest_lines_per_cpu_s": [round(ing_cpu), round(ing2_cpu)],
+                                   "ingest_lines_per_s": [round(i[0]) for i in ings],
+                                   "ingest_lines_per_cpu_s": [round(i[1]) for i in ings],
                                    "startup_s": [r["startup_s"] for r in runs],
                                    "sd_from_truth": [r["sd_from_truth"] for r in runs]}
         for client in ("librdkafka", "kafka-python"):
@@ -586,29 +612,30 @@ def main() -> None:
             summary[client] = {"lines_per_s_by_members": by}
             # one_over_ingest, and the most any single member could show against ingest on this
             # machine: the CPU ceiling of the whole pipeline (members, broker, producer, reader).
-            ratios(summary[client], by, "", max(ing, ing2))
+            ratios(summary[client], by, "", ing)
             if 1 in by:
                 ceil1 = max(by_members(runs, client, "ceiling_lines_per_s")[1])
-                summary[client]["ceiling_over_ingest"] = round(ceil1 / max(ing, ing2), 3)
+                summary[client]["ceiling_over_ingest"] = round(ceil1 / ing, 3)
             # The same ratios less each side's fixed cost (the group's: --probes; ingest's: the
             # one-line file), as a long run would see them.
             lf = by_members(runs, client, "lines_per_s_less_fixed")
             if lf:
                 summary[client]["lines_per_s_less_fixed_by_members"] = lf
-                ratios(summary[client], lf, "_less_fixed", max(ing, ing2))
+                ratios(summary[client], lf, "_less_fixed", ing)
             # The same ratios from CPU alone (the broker's and the producer's costs set apart):
             # a member on a core of its own routes lines_per_member_cpu_s lines a second, so N
             # members on N cores route N x the N-member group's figure.
             cpu = by_members(runs, client, "lines_per_member_cpu_s")
             if cpu:
                 summary[client]["lines_per_member_cpu_s"] = cpu
-                ratios(summary[client], cpu, "_cpu", max(ing_cpu, ing2_cpu), per_member=True)
-                # Issue 38's measure: the members' CPU per line over ingest's (the mean of its
-                # two runs, before and after the groups), each run of this tree and the baseline.
-                ing_us = (1e6 / ing_cpu + 1e6 / ing2_cpu) / 2
+                ratios(summary[client], cpu, "_cpu", ing_cpu, per_member=True)
+                # Issue 38's measure: the members' CPU per line over ingest's (the mean of the
+                # ingest runs just before and just after it), each run of this tree and the
+                # baseline.
                 over: dict[str, list[float]] = {}
-                for r in runs:
+                for i, r in enumerate(runs):
                     if r["source_client"] == client:
+                        ing_us = (1e6 / ings[i][1] + 1e6 / ings[i + 1][1]) / 2
                         over.setdefault(f"{r['members']} {r['code']}", []).append(
                             round(r["cpu_us_per_line"]["members"] / ing_us, 2))
                 summary[client]["members_cpu_over_ingest"] = over

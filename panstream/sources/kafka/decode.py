@@ -20,6 +20,8 @@ VALUE_FORMATS = ("item", "lines")
 #: call whatever its size, so smaller chunks cost more a line (1 MiB: +10-15 ns a line on the
 #: group bench's CLF lines, issue 38), and one big buffer per poll leaves the cache.
 _LINES_CHUNK = CHUNK_SIZE
+#: The same, for the routing stage's pieces of a poll (:meth:`Decoder.feed`).
+CHUNK_BYTES = _LINES_CHUNK
 
 @dataclass
 class Decoded:
@@ -72,7 +74,12 @@ class Decoder:
         #: chunk (a fresh one per chunk was page-faulted in each time): each chunk overwrites the
         #: one before, and the batch's last is zeroed before the batch's cells are returned.
         self._joined = bytearray()
-        self._used = 0  # its bytes holding values (zero beyond)
+        self._view = memoryview(self._joined)
+        self._used = 0  # its bytes holding the chunk being filled
+        self._kept = 0  # its bytes holding values of a parsed chunk (zero beyond)
+        #: What :meth:`feed` decoded since the last :meth:`flush` (cells and counts only).
+        self._out: list[np.ndarray] = []
+        self._malformed = self._outside = 0
         #: What ``auto`` chose (``None`` until decided, or if a format was given).
         self.detection: Detection | None = None
         if self.format.kind != "auto":
@@ -139,51 +146,99 @@ class Decoder:
         res = self.universe.indices(values)
         return Decoded(res.indices, res.malformed + res.empty, res.outside)
 
-    def _lines(self, values: list[bytes | None]) -> Decoded:
-        nulls = sum(v is None for v in values)
-        parts = [v for v in values if v] if nulls else values
-        out: list[np.ndarray] = []
-        malformed, outside = nulls, 0
-        start = size = 0
+    # ------------------------------------------------------------- a poll in pieces
+    def feed(self, values: list[bytes | None]) -> None:
+        """Decode one piece of a poll: its cells are kept (never its values) until :meth:`flush`.
+
+        A poll read in pieces of about one parser chunk (the routing stage's, issue 38) copies
+        each piece's values into the parser's buffer while they are still in the cache:
+        ``feed(a); feed(b); flush()`` gives the cells ``self(a + b)`` gives, in the same 2 MiB
+        parser chunks for the ``lines`` format (a chunk may span two pieces), and the values of a
+        piece may be dropped as soon as ``feed`` returns."""
+        if self._parser is not None and self.value_format == "lines":
+            self._feed_lines(values)
+        else:  # one decode per piece (items; a format not yet resolved)
+            d = self(values)
+            self._out.append(d.indices)
+            self._malformed += d.malformed
+            self._outside += d.outside
+
+    def flush(self) -> Decoded:
+        """The cells of everything fed since the last flush; no line is left in the buffer."""
         try:
-            for i, v in enumerate(parts):
-                size += len(v) + 1  # type: ignore[arg-type]
-                if size >= _LINES_CHUNK or i == len(parts) - 1:
-                    r = self._parse_joined(parts[start:i + 1])  # type: ignore[arg-type]
-                    out.append(r.indices)
-                    malformed += r.malformed
-                    outside += r.outside
-                    start, size = i + 1, 0
+            if self._used:
+                self._parse_buffer()
         finally:  # the last chunk's bytes (each chunk overwrote the one before)
-            np.frombuffer(self._joined, np.uint8, self._used).fill(0)
-            self._used = 0
+            np.frombuffer(self._joined, np.uint8, self._kept).fill(0)
+            self._kept = self._used = 0
+        out, self._out = self._out, []
         idx = np.concatenate(out) if len(out) > 1 else (out[0] if out else np.empty(0, np.intp))
         for a in out:
             if a is not idx:
                 a.fill(0)
-        return Decoded(idx, malformed, outside)
+        d = Decoded(idx, self._malformed, self._outside)
+        self._malformed = self._outside = 0
+        return d
 
-    def _parse_joined(self, parts: list[bytes]) -> Any:
-        """Parse ``parts`` joined by newlines, in :attr:`_joined` (the caller zeroes it)."""
-        n = sum(map(len, parts)) + len(parts)
-        if n > 4 * _LINES_CHUNK:  # one huge value: a buffer of its own, not kept
-            buf = bytearray(b"\n").join([*parts, b""])  # mutable from the start, wiped below
-            try:
-                return self.parser.parse(buf)
-            finally:
-                wipe_buffer(buf)
-        if len(self._joined) < n:  # a new one (a view of the old may live on in NumPy)
-            np.frombuffer(self._joined, np.uint8, self._used).fill(0)
-            self._joined, self._used = bytearray(max(n, _LINES_CHUNK + (_LINES_CHUNK >> 2))), 0
-        mv = memoryview(self._joined)
-        if self._used > n:  # what this chunk does not overwrite of the one before
-            np.frombuffer(mv, np.uint8, self._used - n, n).fill(0)
-        self._used = n
-        at = 0
-        for p in parts:
-            end = at + len(p)
-            mv[at:end] = p
-            mv[end] = 10  # the newline after each value
-            at = end + 1
-        return self.parser.parse(mv[:n])
+    def _lines(self, values: list[bytes | None]) -> Decoded:
+        self._feed_lines(values)
+        return self.flush()
 
+    def _feed_lines(self, values: list[bytes | None]) -> None:
+        """Copy each value and its newline into :attr:`_joined`; parse whenever it holds a chunk
+        (:data:`_LINES_CHUNK` or more)."""
+        try:
+            for v in values:
+                if not v:
+                    self._malformed += v is None  # a null value; an empty one is no line
+                    continue
+                n = len(v) + 1
+                if self._used + n > len(self._joined):
+                    if self._used:  # the chunk so far first: the buffer is not grown for it
+                        self._parse_buffer()
+                    if n > 4 * _LINES_CHUNK:  # one huge value: a buffer of its own, not kept
+                        self._parse_huge(v)
+                        continue
+                    if n > len(self._joined):  # a new one (a view of the old may live on)
+                        np.frombuffer(self._joined, np.uint8, self._kept).fill(0)
+                        self._joined = bytearray(max(n, _LINES_CHUNK + (_LINES_CHUNK >> 2)))
+                        self._view, self._kept = memoryview(self._joined), 0
+                at = self._used
+                self._view[at:at + n - 1] = v
+                self._view[at + n - 1] = 10  # the newline after each value
+                self._used = at + n
+                if self._used >= _LINES_CHUNK:
+                    self._parse_buffer()
+        except BaseException:
+            self.discard()  # nothing fed is left in the buffer
+            raise
+
+    def _parse_buffer(self) -> None:
+        """Parse the chunk in :attr:`_joined`; the next chunk overwrites it (what it does not
+        overwrite is zeroed here: :attr:`_kept` is the most the buffer holds)."""
+        n, self._used = self._used, 0
+        if self._kept > n:
+            np.frombuffer(self._joined, np.uint8, self._kept - n, n).fill(0)
+        self._kept = n
+        self._take(self.parser.parse(self._view[:n]))
+
+    def _parse_huge(self, value: bytes) -> None:
+        buf = bytearray(value)  # mutable from the start, wiped below
+        buf += b"\n"
+        try:
+            self._take(self.parser.parse(buf))
+        finally:
+            wipe_buffer(buf)
+
+    def discard(self) -> None:
+        """Forget what was fed since the last flush (on an error): buffer and cells zeroed."""
+        np.frombuffer(self._joined, np.uint8, max(self._kept, self._used)).fill(0)
+        self._kept = self._used = self._malformed = self._outside = 0
+        for a in self._out:
+            a.fill(0)
+        self._out.clear()
+
+    def _take(self, r: Any) -> None:
+        self._out.append(r.indices)
+        self._malformed += r.malformed
+        self._outside += r.outside

@@ -243,14 +243,22 @@ class RdKafkaConsumer:
         return SimpleNamespace(_generation=SimpleNamespace(generation_id=self.generation()))
 
     # ------------------------------------------------------------- records
-    def poll(self, timeout_ms: int = 0) -> dict[TopicPartition, list[_Record]]:
-        """Up to ``max_poll_records`` records, by partition, as kafka-python's ``poll`` returns them.
+    @property
+    def max_records(self) -> int:
+        """The most messages one poll of the routing stage takes (``max_poll_records``); it may
+        take them in pieces (``poll(max_records=...)``, :meth:`RouteStage._poll_pieces`)."""
+        return self._batch
+
+    def poll(self, timeout_ms: int = 0, max_records: int | None = None
+             ) -> dict[TopicPartition, list[_Record]]:
+        """Up to ``max_records`` (``max_poll_records``) records, by partition, as kafka-python's
+        ``poll`` returns them.
 
         Raises:
             KafkaError: librdkafka reported a consumer error.
         """
         try:
-            msgs = self._take(max(timeout_ms, 0) / 1000)
+            msgs = self._take(max(timeout_ms, 0) / 1000, max_records or self._batch)
         except self._ck.KafkaException as exc:
             raise KafkaError(f"librdkafka consumer: {exc}") from None
         out: dict[TopicPartition, list[_Record]] = {}
@@ -278,20 +286,20 @@ class RdKafkaConsumer:
             self._consumer.seek(self._ck.TopicPartition(tp.topic, tp.partition, offset))
         return out
 
-    def _take(self, timeout: float) -> list[Any]:
+    def _take(self, timeout: float, batch: int) -> list[Any]:
         """What is queued now (up to the batch), or else the first message within ``timeout``
         and what is queued behind it. librdkafka's ``consume(n, timeout)`` waits until ``n``
         messages are queued or the timeout ends, and its queue (64 MiB) holds fewer than the
         5,000-message batch of 500-line messages: every poll slept its whole 200 ms, and a
         member read its source at half speed (docs/kafka.md, Throughput)."""
         c = self._consumer
-        msgs = c.consume(self._batch, timeout=0)
+        msgs = c.consume(batch, timeout=0)
         if msgs or timeout <= 0:
             return msgs  # a fresh list of librdkafka's: poll() clears it
         first = c.poll(timeout)
         if first is None:
             return []
-        return [first, *c.consume(self._batch - 1, timeout=0)] if self._batch > 1 else [first]
+        return [first, *c.consume(batch - 1, timeout=0)] if batch > 1 else [first]
 
     # ------------------------------------------------------------- positions
     def assignment(self) -> set[TopicPartition]:

@@ -247,6 +247,8 @@ class WindowRouteStage(RouteStage):
         wall_clock: the wall clock the schedule runs on (tests inject one).
     """
 
+    pieces = False  # each partition's values are joined and read with their times (_route)
+
     def __init__(self, config: RouteConfig, metrics: Metrics, spec: WindowSpec,
                  wall_clock: Callable[[], float] = time.time, **kw: Any) -> None:
         super().__init__(config, metrics, **kw)
