@@ -243,6 +243,18 @@ def by_thread(before: dict[int, float], after: dict[int, float], names: dict[int
     return {k: round(v / lines * per, 3) for k, v in out.items()}
 
 
+def others_by_name(before: dict[int, float], after: dict[int, float], names: dict[int, str],
+                   lines: int) -> dict[str, float]:
+    """ns of CPU per line of each of a member's ``other`` threads (by :func:`by_thread`) over a
+    window, by its Python name (the watches, kafka-python's threads): what ``other`` is."""
+    out: dict[str, float] = {}
+    for t, cpu in after.items():
+        name = names.get(t)
+        if name and name not in THREADS:
+            out[name] = out.get(name, 0.0) + cpu - before.get(t, 0.0)
+    return {k: round(v / lines * 1e9, 1) for k, v in sorted(out.items())}
+
+
 def held(errs: list[Path]) -> int:
     """Slices held now, from each member's last ``now holds`` line."""
     total = 0
@@ -368,7 +380,9 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     t_produced, routed_at, sliced_at, cend = timed(msgs)
     cpu0, broker0, self0 = marks["members"], marks["broker"], marks["self"]
     member_cpu = sum(cpu_seconds(p.pid) - c for p, c in zip(procs, cpu0, strict=True))
-    threads = by_thread(marks["threads"], thread_cpu(first), names, len(msgs) * PER_MSG)
+    after = thread_cpu(first)
+    threads = by_thread(marks["threads"], after, names, len(msgs) * PER_MSG)
+    others = others_by_name(marks["threads"], after, names, len(msgs) * PER_MSG)
     faults = by_thread(marks["faults"], thread_cpu(first, faults=True), names,
                        len(msgs) * PER_MSG, per=1e3)
     broker_cpu = cpu_seconds(broker_pid) - broker0
@@ -416,10 +430,12 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
            "cpu_us_per_line": {k: round(v, 3) for k, v in per_line.items()},
            "first_member_by_thread": threads if names else None,
            "first_member_faults_per_1000_lines": faults if names else None,
+           "first_member_other_ns_per_line": others if names else None,
            "ceiling_lines_per_s": round(ceiling),
            "of_ceiling": sliced_at and round(lines / sliced_at / ceiling, 2),
            "rcs": rcs,
-           "distinct": est, "truth": TRUTH, "sd_from_truth": sd_from_truth}
+           "distinct": est, "truth": TRUTH, "sd_from_truth": sd_from_truth,
+           "load": [round(x, 2) for x in os.getloadavg()]}
     emit(**out)
     return out
 
@@ -484,6 +500,8 @@ INGEST_METHODS = ("min_min", "slope", "in_process")
 #: The measure each run's ``members_cpu_over_ingest`` is set against (the others are kept beside
 #: it, ``members_cpu_over_ingest_by_method``).
 JUDGED = "in_process"
+#: Timed passes of each in-process child (after one untimed pass).
+PASSES = 2
 
 
 def ingest_in_process_child(path: str, repeats: int) -> None:
@@ -523,11 +541,20 @@ def ingest(msgs: list[bytes], work: Path, repeats: int = 3) -> dict[str, Any]:
     lines = len(msgs) * PER_MSG
     # Interleaved, repeat by repeat, so a neighbour's burst hits every measure alike: the
     # one-line file, the file, the file given twice (two inputs: the same lines again).
-    fixed, once, twice = [], [], []
+    # in_process: a child per repeat too (the CPU per line of one process's passes agrees
+    # within a few %; between processes it moves by 20-30 %, as a member's does: each process
+    # draws its own memory layout), PASSES timed passes in each
+    fixed, once, twice, loops = [], [], [], []
     for _ in range(repeats):
         fixed.append(child([*argv, str(empty)]))
         once.append(child([*argv, str(path)]))
         twice.append(child([*argv, str(path), str(path)]))
+        got = subprocess.run([sys.executable, __file__, "--ingest-in-process", str(path),
+                              str(PASSES)], capture_output=True, text=True, cwd=ROOT)
+        try:
+            loops.append(json.loads(got.stdout.strip().splitlines()[-1]))
+        except (ValueError, IndexError):
+            raise RuntimeError(f"ingest in process failed: {got.stderr[-500:]}") from None
     # min_min (through the fourth round): the least of each, so one disturbed fixed-cost run does
     # not swing the difference; but the difference of two noisy ~1 s figures whose variable part
     # is ~0.4 s, and biased (the least of a noisy variable part and of a noisy fixed part)
@@ -536,13 +563,7 @@ def ingest(msgs: list[bytes], work: Path, repeats: int = 3) -> dict[str, Any]:
     rc = max(f[2] for f in [*fixed, *once, *twice])
     # slope: the second pass over the file is the only difference within a pair
     slopes = [(t[1] - o[1]) / lines * 1e6 for o, t in zip(once, twice, strict=True)]
-    got = subprocess.run([sys.executable, __file__, "--ingest-in-process", str(path),
-                          str(repeats)], capture_output=True, text=True, cwd=ROOT)
-    try:
-        inproc = json.loads(got.stdout.strip().splitlines()[-1])
-        loop = [c / lines * 1e6 for c in inproc["cpu_s"]]
-    except (ValueError, IndexError, KeyError):
-        raise RuntimeError(f"ingest in process failed: {got.stderr[-500:]}") from None
+    loop = [c / lines * 1e6 for one in loops for c in one["cpu_s"]]
     path.unlink()
     rate = lines / (dt - w0)  # as the group's rate: without start-up
     us = {"min_min": (cpu - c0) / lines * 1e6, "slope": float(np.median(slopes)),
@@ -553,9 +574,10 @@ def ingest(msgs: list[bytes], work: Path, repeats: int = 3) -> dict[str, Any]:
            "cpu_us_per_line_by_method": {k: round(v, 3) for k, v in us.items()},
            "repeats_us_per_line": {"slope": [round(v, 3) for v in slopes],
                                    "in_process": [round(v, 3) for v in loop],
-                                   "in_process_warm_up": round(inproc["warm_up"] / lines * 1e6, 3)},
+                                   "in_process_warm_up": [round(one["warm_up"] / lines * 1e6, 3)
+                                                          for one in loops]},
            "fixed_s": round(w0, 2), "fixed_cpu_s": [round(f[1], 2) for f in fixed],
-           "rc": rc, "load": os.getloadavg()[0]}
+           "rc": rc, "load": [round(x, 2) for x in os.getloadavg()]}
     emit(**out)
     return {"lines_per_s": rate, "us": us}
 
