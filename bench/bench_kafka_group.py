@@ -377,6 +377,13 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
         timed(msgs[:max(PARTS, args.warm // PER_MSG)])
     fixed = sorted(timed(msgs[:PARTS])[2] or 0.0 for _ in range(args.probes))
     fixed_s = fixed[len(fixed) // 2] if fixed else 0.0
+    # The members' idle CPU (no lines: watches, polls, checkpoints on the clock) over --idle
+    # seconds: the timed window lasts at least a checkpoint interval however fast the lines go,
+    # and its idle share is at most this rate x the window (issue 38, fifth round).
+    idle0, t_idle = [cpu_seconds(p.pid) for p in procs], time.monotonic()
+    time.sleep(args.idle)
+    idle_ms_per_s = (sum(cpu_seconds(p.pid) - c for p, c in zip(procs, idle0, strict=True))
+                     / max(time.monotonic() - t_idle, 1e-9) * 1e3) if args.idle else None
     t_produced, routed_at, sliced_at, cend = timed(msgs)
     cpu0, broker0, self0 = marks["members"], marks["broker"], marks["self"]
     member_cpu = sum(cpu_seconds(p.pid) - c for p, c in zip(procs, cpu0, strict=True))
@@ -428,6 +435,9 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
            "producer": args.producer, "compression": args.compression,
            "lines_per_member_cpu_s": round(lines / member_cpu) if member_cpu > 0 else None,
            "cpu_us_per_line": {k: round(v, 3) for k, v in per_line.items()},
+           "members_idle_ms_per_s": idle_ms_per_s and round(idle_ms_per_s, 1),
+           "idle_us_per_line_at_most": (round(idle_ms_per_s * 1e3 * sliced_at / lines, 3)
+                                        if idle_ms_per_s is not None and sliced_at else None),
            "first_member_by_thread": threads if names else None,
            "first_member_faults_per_1000_lines": faults if names else None,
            "first_member_other_ns_per_line": others if names else None,
@@ -647,6 +657,9 @@ def main() -> None:
                          "its steady state, after the heap's first growth (0: none, the first "
                          "backlog is the one timed)")
     ap.add_argument("--checkpoint-interval", type=float, default=1.0)
+    ap.add_argument("--idle", type=float, default=5.0,
+                    help="seconds the members' idle CPU is measured before the timed window "
+                         "(0: not measured)")
     ap.add_argument("--settle", type=float, default=3.0)
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--profile", default=None, help="directory for py-spy flame graphs (1 member)")
@@ -764,6 +777,9 @@ def main() -> None:
                             round(r["cpu_us_per_line"]["members"] / ing_us, 2))
                 summary[client]["members_cpu_over_ingest"] = over[JUDGED]
                 summary[client]["members_cpu_over_ingest_by_method"] = over
+                summary[client]["members_cpu_over_ingest_median_by_method"] = {
+                    m: {k: round(float(np.median(v)), 2) for k, v in by.items()}
+                    for m, by in over.items()}
         emit(**summary)
     finally:
         proc.send_signal(signal.SIGINT)
