@@ -55,7 +55,8 @@ one) and ``one_over_ingest_cpu`` (against ``ingest``'s lines per CPU-second), an
 ``members_cpu_over_ingest``: each run's members' CPU per line over ``ingest``'s (``in_process``),
 the mean of the two ``ingest`` points on either side of it (issue 38: on a shared machine
 ``ingest``'s CPU per line moved by 2x between runs minutes apart), with the same against each
-measure and their medians beside it (``members_cpu_over_ingest_by_method``, ``..._median_by_method``). With py-spy installed, each run also splits its
+measure and their medians beside it (``members_cpu_over_ingest_by_method``,
+``members_cpu_over_ingest_median_by_method``). With py-spy installed, each run also splits its
 first member's CPU per line (and its page faults per 1,000 lines) by thread
 (``first_member_by_thread``: ``routing``, ``slices`` (the main thread: the slice stage and its
 checkpoints), ``native`` (librdkafka's threads), ``other``). ``--warm N`` drains N lines before
