@@ -20,7 +20,12 @@ every topic, so one size is measured on both sides of the other):
 
 In the same run, on the same lines: ``panstream ingest -f clf`` of a file holding them, before
 the first group run and after each (the pipeline without Kafka; its rate without the process's
-fixed start-up cost, measured on a one-line file, as the group's rate excludes its start-up too),
+fixed start-up cost, measured on a one-line file, as the group's rate excludes its start-up too;
+its CPU per line by three measures side by side, ``--ingest-repeats`` each: ``min_min``, the
+least whole-file run less the least one-line run; ``slope``, the file given twice against once,
+paired; ``in_process``, the ingest loop alone in a child, start-up excluded as the members'
+window excludes theirs, the one each run is judged against: issue 38, fifth round;
+``--ingest-only N`` measures only these, N times, and prints each one's spread),
 the producer alone (the same sends to a
 topic nobody reads), and a bare consumer of that topic, kafka-python and confluent-kafka
 (librdkafka), each in a child process: wall and CPU per line less the child's fixed cost.
@@ -47,9 +52,11 @@ broker's and the producer's costs set apart: each group's ``lines_per_member_cpu
 members' CPU seconds: what a member routes a second on a core of its own), ``two_over_one_cpu``
 (2 x the 2-member figure / the 1-member figure: two members on two free cores against one on
 one) and ``one_over_ingest_cpu`` (against ``ingest``'s lines per CPU-second), and
-``members_cpu_over_ingest``: each run's members' CPU per line over ``ingest``'s, the mean of
-the two ``ingest`` runs on either side of it (issue 38: on a shared machine ``ingest``'s CPU per
-line moved by 2x between runs minutes apart). With py-spy installed, each run also splits its
+``members_cpu_over_ingest``: each run's members' CPU per line over ``ingest``'s (``in_process``),
+the mean of the two ``ingest`` points on either side of it (issue 38: on a shared machine
+``ingest``'s CPU per line moved by 2x between runs minutes apart), with the same against each
+measure and their medians beside it (``members_cpu_over_ingest_by_method``,
+``members_cpu_over_ingest_median_by_method``). With py-spy installed, each run also splits its
 first member's CPU per line (and its page faults per 1,000 lines) by thread
 (``first_member_by_thread``: ``routing``, ``slices`` (the main thread: the slice stage and its
 checkpoints), ``native`` (librdkafka's threads), ``other``). ``--warm N`` drains N lines before
@@ -69,6 +76,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -237,6 +245,18 @@ def by_thread(before: dict[int, float], after: dict[int, float], names: dict[int
     return {k: round(v / lines * per, 3) for k, v in out.items()}
 
 
+def others_by_name(before: dict[int, float], after: dict[int, float], names: dict[int, str],
+                   lines: int) -> dict[str, float]:
+    """ns of CPU per line of each of a member's ``other`` threads (by :func:`by_thread`) over a
+    window, by its Python name (the watches, kafka-python's threads): what ``other`` is."""
+    out: dict[str, float] = {}
+    for t, cpu in after.items():
+        name = names.get(t)
+        if name and name not in THREADS:
+            out[name] = out.get(name, 0.0) + cpu - before.get(t, 0.0)
+    return {k: round(v / lines * 1e9, 1) for k, v in sorted(out.items())}
+
+
 def held(errs: list[Path]) -> int:
     """Slices held now, from each member's last ``now holds`` line."""
     total = 0
@@ -359,10 +379,19 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
         timed(msgs[:max(PARTS, args.warm // PER_MSG)])
     fixed = sorted(timed(msgs[:PARTS])[2] or 0.0 for _ in range(args.probes))
     fixed_s = fixed[len(fixed) // 2] if fixed else 0.0
+    # The members' idle CPU (no lines: watches, polls, checkpoints on the clock) over --idle
+    # seconds: the timed window lasts at least a checkpoint interval however fast the lines go,
+    # and its idle share is at most this rate x the window (issue 38, fifth round).
+    idle0, t_idle = [cpu_seconds(p.pid) for p in procs], time.monotonic()
+    time.sleep(args.idle)
+    idle_ms_per_s = (sum(cpu_seconds(p.pid) - c for p, c in zip(procs, idle0, strict=True))
+                     / max(time.monotonic() - t_idle, 1e-9) * 1e3) if args.idle else None
     t_produced, routed_at, sliced_at, cend = timed(msgs)
     cpu0, broker0, self0 = marks["members"], marks["broker"], marks["self"]
     member_cpu = sum(cpu_seconds(p.pid) - c for p, c in zip(procs, cpu0, strict=True))
-    threads = by_thread(marks["threads"], thread_cpu(first), names, len(msgs) * PER_MSG)
+    after = thread_cpu(first)
+    threads = by_thread(marks["threads"], after, names, len(msgs) * PER_MSG)
+    others = others_by_name(marks["threads"], after, names, len(msgs) * PER_MSG)
     faults = by_thread(marks["faults"], thread_cpu(first, faults=True), names,
                        len(msgs) * PER_MSG, per=1e3)
     broker_cpu = cpu_seconds(broker_pid) - broker0
@@ -408,12 +437,17 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
            "producer": args.producer, "compression": args.compression,
            "lines_per_member_cpu_s": round(lines / member_cpu) if member_cpu > 0 else None,
            "cpu_us_per_line": {k: round(v, 3) for k, v in per_line.items()},
+           "members_idle_ms_per_s": idle_ms_per_s and round(idle_ms_per_s, 1),
+           "idle_us_per_line_at_most": (round(idle_ms_per_s * 1e3 * sliced_at / lines, 3)
+                                        if idle_ms_per_s is not None and sliced_at else None),
            "first_member_by_thread": threads if names else None,
            "first_member_faults_per_1000_lines": faults if names else None,
+           "first_member_other_ns_per_line": others if names else None,
            "ceiling_lines_per_s": round(ceiling),
            "of_ceiling": sliced_at and round(lines / sliced_at / ceiling, 2),
            "rcs": rcs,
-           "distinct": est, "truth": TRUTH, "sd_from_truth": sd_from_truth}
+           "distinct": est, "truth": TRUTH, "sd_from_truth": sd_from_truth,
+           "load": [round(x, 2) for x in os.getloadavg()]}
     emit(**out)
     return out
 
@@ -468,9 +502,45 @@ def bare_read(client: str, bootstrap: str, topic: str, messages: int) -> None:
          fixed_s=round(w0, 2), rc=rc)
 
 
-def ingest(msgs: list[bytes], work: Path) -> tuple[float, float]:
-    """``panstream ingest`` of the same lines from a file: (lines/s, lines per CPU-second), both
-    less the process's fixed cost."""
+#: The three measures of ``ingest``'s CPU per line the bench keeps side by side (issue 38, fifth
+#: round; docs/kafka.md): ``min_min`` (the least CPU of whole-file runs less the least of one-line
+#: runs: what the bench used through the fourth round), ``slope`` (the same command on the file
+#: given twice against given once, paired and interleaved: the fixed cost cancels in each pair;
+#: median of the pairs) and ``in_process`` (the ingest loop alone, the process's CPU of all its
+#: threads around it, start-up excluded as the members' timed window excludes theirs; median).
+INGEST_METHODS = ("min_min", "slope", "in_process")
+#: The measure each run's ``members_cpu_over_ingest`` is set against (the others are kept beside
+#: it, ``members_cpu_over_ingest_by_method``).
+JUDGED = "in_process"
+#: Timed passes of each in-process child (after one untimed pass).
+PASSES = 2
+
+
+def ingest_in_process_child(path: str, repeats: int) -> None:
+    """(In a child process.) ``ingest``'s loop over ``path``, one untimed pass (the heap's first
+    growth, as a warm member's) then ``repeats`` timed ones, each on a fresh table: the process's
+    user + system CPU seconds (all threads) around :meth:`Ingestor.run`, printed as JSON."""
+    sys.path.insert(0, str(ROOT))  # this tree's panstream, as its ``python -m`` children
+    from panstream import DensityEstimator
+    from panstream.inputs.parser import Format, tune_allocator
+    from panstream.sources import open_input
+    from panstream.sources.ingest import Ingestor, Input
+
+    tune_allocator()  # as the command line does
+    cpu = []
+    for _ in range(repeats + 1):
+        ing = Ingestor(DensityEstimator(UNIVERSE, epsilon=1.0), Format("clf"))
+        with open_input(path) as f:
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            ing.run([Input(path, f.reader, f.position)])
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu.append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
+    print(json.dumps({"warm_up": cpu[0], "cpu_s": cpu[1:]}), flush=True)
+
+
+def ingest(msgs: list[bytes], work: Path, repeats: int = 3) -> dict[str, Any]:
+    """``panstream ingest`` of the same lines from a file: lines/s less the process's fixed cost
+    (wall), and its CPU µs per line by each of :data:`INGEST_METHODS` (with each one's repeats)."""
     path = work / "all.log"
     with path.open("wb") as f:
         for m in msgs:
@@ -480,20 +550,61 @@ def ingest(msgs: list[bytes], work: Path) -> tuple[float, float]:
     empty.write_bytes(msgs[0].split(b"\n", 1)[0] + b"\n")  # one line: the fixed cost
     argv = [sys.executable, "-m", "panstream", "ingest", "-u", UNIVERSE, "--epsilon", "1", "-f",
             "clf", "-s", str(work / "file.pst")]
-    # the least of a few runs each: one fixed-cost run disturbed by other jobs would swing the
-    # difference (and so the per-line figures) by several times on a loaded machine
-    fixed = [child([*argv, str(empty)]) for _ in range(3)]
-    w0, c0 = min(f[0] for f in fixed), min(f[1] for f in fixed)
-    full = [child([*argv, str(path)]) for _ in range(2)]
-    dt, cpu, rc = min(f[0] for f in full), min(f[1] for f in full), max(f[2] for f in full)
-    path.unlink()
     lines = len(msgs) * PER_MSG
+    # Interleaved, repeat by repeat, so a neighbour's burst hits every measure alike: the
+    # one-line file, the file, the file given twice (two inputs: the same lines again).
+    # in_process: a child per repeat too (the CPU per line of one process's passes agrees
+    # within a few %; between processes it moves by 20-30 %, as a member's does: each process
+    # draws its own memory layout), PASSES timed passes in each
+    fixed, once, twice, loops = [], [], [], []
+    for _ in range(repeats):
+        fixed.append(child([*argv, str(empty)]))
+        once.append(child([*argv, str(path)]))
+        twice.append(child([*argv, str(path), str(path)]))
+        got = subprocess.run([sys.executable, __file__, "--ingest-in-process", str(path),
+                              str(PASSES)], capture_output=True, text=True, cwd=ROOT)
+        try:
+            loops.append(json.loads(got.stdout.strip().splitlines()[-1]))
+        except (ValueError, IndexError):
+            raise RuntimeError(f"ingest in process failed: {got.stderr[-500:]}") from None
+    # min_min (through the fourth round): the least of each, so one disturbed fixed-cost run does
+    # not swing the difference; but the difference of two noisy ~1 s figures whose variable part
+    # is ~0.4 s, and biased (the least of a noisy variable part and of a noisy fixed part)
+    w0, c0 = min(f[0] for f in fixed), min(f[1] for f in fixed)
+    dt, cpu = min(f[0] for f in once), min(f[1] for f in once)
+    rc = max(f[2] for f in [*fixed, *once, *twice])
+    # slope: the second pass over the file is the only difference within a pair
+    slopes = [(t[1] - o[1]) / lines * 1e6 for o, t in zip(once, twice, strict=True)]
+    loop = [c / lines * 1e6 for one in loops for c in one["cpu_s"]]
+    path.unlink()
     rate = lines / (dt - w0)  # as the group's rate: without start-up
-    per_cpu = lines / (cpu - c0)
-    emit(what="ingest_file", seconds=round(dt, 2), lines_per_s=round(lines / dt),
-         lines_per_s_less_fixed=round(rate), lines_per_cpu_s=round(per_cpu),
-         cpu_us_per_line=round((cpu - c0) / lines * 1e6, 2), fixed_s=round(w0, 2), rc=rc)
-    return rate, per_cpu
+    us = {"min_min": (cpu - c0) / lines * 1e6, "slope": float(np.median(slopes)),
+          "in_process": float(np.median(loop))}
+    out = {"what": "ingest_file", "seconds": round(dt, 2), "lines_per_s": round(lines / dt),
+           "lines_per_s_less_fixed": round(rate), "lines_per_cpu_s": round(1e6 / us[JUDGED]),
+           "cpu_us_per_line": round(us[JUDGED], 3),
+           "cpu_us_per_line_by_method": {k: round(v, 3) for k, v in us.items()},
+           "repeats_us_per_line": {"slope": [round(v, 3) for v in slopes],
+                                   "in_process": [round(v, 3) for v in loop],
+                                   "in_process_warm_up": [round(one["warm_up"] / lines * 1e6, 3)
+                                                          for one in loops]},
+           "fixed_s": round(w0, 2), "fixed_cpu_s": [round(f[1], 2) for f in fixed],
+           "rc": rc, "load": [round(x, 2) for x in os.getloadavg()]}
+    emit(**out)
+    return {"lines_per_s": rate, "us": us}
+
+
+def ingest_spread(ings: list[dict[str, Any]]) -> None:
+    """Each measure's CPU µs per line over ``ings`` (measured at one load, one after another):
+    median, least, most, and the spread (most - least) / median."""
+    out: dict[str, Any] = {"what": "ingest_spread", "points": len(ings)}
+    for m in INGEST_METHODS:
+        v = [i["us"][m] for i in ings]
+        med = float(np.median(v))
+        out[m] = {"median": round(med, 4), "min": round(min(v), 4), "max": round(max(v), 4),
+                  "spread": round((max(v) - min(v)) / med, 3) if med > 0 else None,
+                  "all": [round(x, 4) for x in v]}
+    emit(**out)
 
 
 def by_members(runs: list[dict[str, Any]], client: str, key: str) -> dict[int, list[Any]]:
@@ -548,11 +659,21 @@ def main() -> None:
                          "its steady state, after the heap's first growth (0: none, the first "
                          "backlog is the one timed)")
     ap.add_argument("--checkpoint-interval", type=float, default=1.0)
+    ap.add_argument("--idle", type=float, default=5.0,
+                    help="seconds the members' idle CPU is measured before the timed window "
+                         "(0: not measured)")
     ap.add_argument("--settle", type=float, default=3.0)
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--profile", default=None, help="directory for py-spy flame graphs (1 member)")
     ap.add_argument("--keep", default=None, help="directory to copy the members' stderr to")
     ap.add_argument("--log-level", default="warning", help="the members' --log-level")
+    ap.add_argument("--ingest-repeats", type=int, default=3,
+                    help="repeats of each measure of ingest's CPU per line, at each point (3)")
+    ap.add_argument("--ingest-only", type=int, default=0, metavar="N",
+                    help="no broker, no group: measure ingest's CPU per line N times by each "
+                         "measure and print each one's spread (which measure is stable)")
+    ap.add_argument("--ingest-in-process", nargs=2, metavar=("FILE", "REPEATS"),
+                    help=argparse.SUPPRESS)
     ap.add_argument("--bare-read", nargs=4, metavar=("CLIENT", "BOOTSTRAP", "TOPIC", "MESSAGES"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -560,12 +681,22 @@ def main() -> None:
         client, bs, topic, total = args.bare_read
         bare_read_child(client, bs, topic, int(total))
         return
+    if args.ingest_in_process:
+        ingest_in_process_child(args.ingest_in_process[0], int(args.ingest_in_process[1]))
+        return
     sizes = [(int(x.rstrip("rkb")), "kafka-python" if x.endswith("k") else "librdkafka",
               args.baseline if x.endswith("b") else None) for x in args.members.split(",")]
     if any(x.endswith("b") for x in args.members.split(",")) and not args.baseline:
         ap.error("a size ending in b needs --baseline DIR")
     msgs = messages(args.lines)
     work = Path(tempfile.mkdtemp(prefix="panstream-group-"))
+    if args.ingest_only:
+        try:
+            ingest_spread([ingest(msgs, work, args.ingest_repeats)
+                           for _ in range(args.ingest_only)])
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     proc, bootstrap = start_tansu()
     emit(what="setup", cpus=os.cpu_count(), lines=len(msgs) * PER_MSG, per_msg=PER_MSG,
          partitions=PARTS, slices=SLICES, truth=TRUTH, load=os.getloadavg()[0])
@@ -592,17 +723,23 @@ def main() -> None:
                                   "producer": round((time.process_time() - s0) / lines * 1e6, 2)})
         # ingest around every group run (the machine's load moves ingest's CPU per line by up
         # to 2x between runs minutes apart): each run is set against the two next to it
-        ings = [ingest(msgs, work)]
+        ings = [ingest(msgs, work, args.ingest_repeats)]
         for client in ("kafka-python", "confluent-kafka"):
             bare_read(client, bootstrap, "nobody", len(msgs))
         runs = []
         for k, (n, client, tree) in enumerate(sizes):
             runs.append(group_run(bootstrap, proc.pid, n, k, msgs, work, args, client, tree))
-            ings.append(ingest(msgs, work))
-        ing, ing_cpu = max(i[0] for i in ings), max(i[1] for i in ings)  # the best of each
+            ings.append(ingest(msgs, work, args.ingest_repeats))
+        ing = max(i["lines_per_s"] for i in ings)  # the best of each
+        ing_cpu = 1e6 / min(i["us"][JUDGED] for i in ings)
         summary: dict[str, Any] = {"what": "summary",
-                                   "ingest_lines_per_s": [round(i[0]) for i in ings],
-                                   "ingest_lines_per_cpu_s": [round(i[1]) for i in ings],
+                                   "ingest_lines_per_s": [round(i["lines_per_s"]) for i in ings],
+                                   "ingest_lines_per_cpu_s": [round(1e6 / i["us"][JUDGED])
+                                                              for i in ings],
+                                   "ingest_judged_by": JUDGED,
+                                   "ingest_cpu_us_per_line_by_method": {
+                                       m: [round(i["us"][m], 3) for i in ings]
+                                       for m in INGEST_METHODS},
                                    "startup_s": [r["startup_s"] for r in runs],
                                    "sd_from_truth": [r["sd_from_truth"] for r in runs]}
         for client in ("librdkafka", "kafka-python"):
@@ -630,15 +767,21 @@ def main() -> None:
                 summary[client]["lines_per_member_cpu_s"] = cpu
                 ratios(summary[client], cpu, "_cpu", ing_cpu, per_member=True)
                 # Issue 38's measure: the members' CPU per line over ingest's (the mean of the
-                # ingest runs just before and just after it), each run of this tree and the
-                # baseline.
-                over: dict[str, list[float]] = {}
+                # ingest measures just before and just after it), each run of this tree and the
+                # baseline; by the judged measure, and by each measure side by side.
+                over: dict[str, dict[str, list[float]]] = {m: {} for m in INGEST_METHODS}
                 for i, r in enumerate(runs):
-                    if r["source_client"] == client:
-                        ing_us = (1e6 / ings[i][1] + 1e6 / ings[i + 1][1]) / 2
-                        over.setdefault(f"{r['members']} {r['code']}", []).append(
+                    if r["source_client"] != client:
+                        continue
+                    for m in INGEST_METHODS:
+                        ing_us = (ings[i]["us"][m] + ings[i + 1]["us"][m]) / 2
+                        over[m].setdefault(f"{r['members']} {r['code']}", []).append(
                             round(r["cpu_us_per_line"]["members"] / ing_us, 2))
-                summary[client]["members_cpu_over_ingest"] = over
+                summary[client]["members_cpu_over_ingest"] = over[JUDGED]
+                summary[client]["members_cpu_over_ingest_by_method"] = over
+                summary[client]["members_cpu_over_ingest_median_by_method"] = {
+                    m: {k: round(float(np.median(v)), 2) for k, v in by.items()}
+                    for m, by in over.items()}
         emit(**summary)
     finally:
         proc.send_signal(signal.SIGINT)

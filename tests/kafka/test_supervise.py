@@ -101,6 +101,26 @@ def test_a_pause_of_the_command_pauses_the_child() -> None:
             p.wait()
 
 
+def test_every_pause_of_the_command_pauses_the_child_again() -> None:
+    """The child's watch reads the command's state afresh at every look (one descriptor kept
+    open, read again from its start: issue 38, an idle member's CPU), so a second pause is
+    followed as the first was."""
+    p = _start("wait")
+    try:
+        child = int(p.stdout.readline())  # type: ignore[union-attr]
+        for _ in range(2):
+            p.send_signal(signal.SIGSTOP)
+            _until(lambda: _state(child) == "T")
+            p.send_signal(signal.SIGCONT)
+            _until(lambda: _state(child) != "T")
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def test_kill_9_of_the_command_ends_the_child() -> None:
     p = _start("wait")
     child = int(p.stdout.readline())  # type: ignore[union-attr]
