@@ -43,7 +43,9 @@ could show against ``ingest`` here. ``--probes N`` (default 3) first times small
 message a partition) to both committed ends: their median is the group's fixed cost (the
 checkpoint clock's phase, the commits), set apart as ``ingest``'s start-up is
 (``lines_per_s_less_fixed``). ``--backlog`` produces the lines while the joined members are stopped
-(SIGSTOP) and times them draining the backlog: the producer's CPU leaves the window.
+(SIGSTOP) and times them draining the backlog: the producer's CPU leaves the window. ``--pin``
+runs the members and every ``ingest`` measure on the last CPU and the bench, its producer and the
+broker on the others (issue 38, sixth round): no foreign process shares a measured one's core.
 
 Prints one JSON line per measurement, then a summary with the ratios the issue asks for:
 ``two_over_one`` (best 2-member rate / best 1-member rate) and ``one_over_ingest`` (best 1-member
@@ -267,6 +269,21 @@ def held(errs: list[Path]) -> int:
     return total
 
 
+#: ``--pin``: the CPU every measured process runs on (the members, and ``ingest`` in each of its
+#: measures), while the bench, its producer, its readers and the broker run on the others
+#: (issue 38, sixth round): on 2 cores a member shares its core with nothing foreign, as a member
+#: with cores of its own in a 16-core deployment; ``ingest`` has the same core to itself.
+#: ``None``: no pinning (the scheduler places everything).
+PINNED_CPU: int | None = None
+
+
+def pin_measured() -> None:
+    """(``preexec_fn`` of a measured child.) Run on :data:`PINNED_CPU` only, with every thread
+    it starts (threads inherit the affinity)."""
+    if PINNED_CPU is not None:
+        os.sched_setaffinity(0, {PINNED_CPU})
+
+
 def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes], work: Path,
               args: argparse.Namespace, client: str = "librdkafka", tree: str | None = None
               ) -> dict[str, Any]:
@@ -290,7 +307,7 @@ def group_run(bootstrap: str, broker_pid: int, n: int, k: int, msgs: list[bytes]
     # whose code it is meant to run (from this tree's root, a --baseline member ran this tree's
     # code whatever its PYTHONPATH, and before/after compared this tree with itself)
     procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=e.open("w"), env=env,
-                              cwd=tree or ROOT) for e in errs]
+                              cwd=tree or ROOT, preexec_fn=pin_measured) for e in errs]
     startup = None
     settled_at = None
     while time.monotonic() - t_start < 120:
@@ -481,10 +498,12 @@ def bare_read_child(client: str, bootstrap: str, topic: str, total: int) -> None
         cc.close()
 
 
-def child(argv: list[str]) -> tuple[float, float, int]:
-    """Run a child process to its end: wall seconds, CPU seconds, exit code."""
+def child(argv: list[str], measured: bool = False) -> tuple[float, float, int]:
+    """Run a child process to its end: wall seconds, CPU seconds, exit code (``measured``: on
+    the ``--pin`` CPU)."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
+                            preexec_fn=pin_measured if measured else None)
     _, status, usage = os.wait4(proc.pid, 0)
     return (time.monotonic() - t0, usage.ru_utime + usage.ru_stime,
             os.waitstatus_to_exitcode(status))
@@ -558,11 +577,12 @@ def ingest(msgs: list[bytes], work: Path, repeats: int = 3) -> dict[str, Any]:
     # draws its own memory layout), PASSES timed passes in each
     fixed, once, twice, loops = [], [], [], []
     for _ in range(repeats):
-        fixed.append(child([*argv, str(empty)]))
-        once.append(child([*argv, str(path)]))
-        twice.append(child([*argv, str(path), str(path)]))
+        fixed.append(child([*argv, str(empty)], measured=True))
+        once.append(child([*argv, str(path)], measured=True))
+        twice.append(child([*argv, str(path), str(path)], measured=True))
         got = subprocess.run([sys.executable, __file__, "--ingest-in-process", str(path),
-                              str(PASSES)], capture_output=True, text=True, cwd=ROOT)
+                              str(PASSES)], capture_output=True, text=True, cwd=ROOT,
+                             preexec_fn=pin_measured)
         try:
             loops.append(json.loads(got.stdout.strip().splitlines()[-1]))
         except (ValueError, IndexError):
@@ -669,6 +689,10 @@ def main() -> None:
     ap.add_argument("--log-level", default="warning", help="the members' --log-level")
     ap.add_argument("--ingest-repeats", type=int, default=3,
                     help="repeats of each measure of ingest's CPU per line, at each point (3)")
+    ap.add_argument("--pin", action="store_true",
+                    help="run the members and ingest on the last CPU, and the bench, its producer "
+                         "and the broker on the others: each measured process has a core to "
+                         "itself, as a member with cores of its own (the 16-core shape) would")
     ap.add_argument("--ingest-only", type=int, default=0, metavar="N",
                     help="no broker, no group: measure ingest's CPU per line N times by each "
                          "measure and print each one's spread (which measure is stable)")
@@ -688,6 +712,13 @@ def main() -> None:
               args.baseline if x.endswith("b") else None) for x in args.members.split(",")]
     if any(x.endswith("b") for x in args.members.split(",")) and not args.baseline:
         ap.error("a size ending in b needs --baseline DIR")
+    if args.pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            ap.error("--pin needs at least 2 CPUs")
+        global PINNED_CPU  # noqa: PLW0603 - read by the children's preexec_fn
+        PINNED_CPU = cpus[-1]
+        os.sched_setaffinity(0, set(cpus[:-1]))  # the bench, and the broker it starts
     msgs = messages(args.lines)
     work = Path(tempfile.mkdtemp(prefix="panstream-group-"))
     if args.ingest_only:
@@ -698,7 +729,8 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
         return
     proc, bootstrap = start_tansu()
-    emit(what="setup", cpus=os.cpu_count(), lines=len(msgs) * PER_MSG, per_msg=PER_MSG,
+    emit(what="setup", cpus=os.cpu_count(), pinned_cpu=PINNED_CPU, lines=len(msgs) * PER_MSG,
+         per_msg=PER_MSG,
          partitions=PARTS, slices=SLICES, truth=TRUTH, load=os.getloadavg()[0])
     try:
         from kafka import KafkaAdminClient
