@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from panstream._moved import optional_extension
 from panstream.inputs.extractors import windows
 from panstream.inputs.ipv4 import (
     V6Keys,
@@ -354,6 +355,34 @@ def _hex_words(w: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 8,
     return hi, lo, ok, rfc
 
 
+#: The first pass's C kernel (``panstream.inputs._v6``, issue 38), or None: :func:`_first_pass` then
+#: runs :func:`_hex_words`.
+_native: Any = optional_extension("panstream.inputs._v6")
+
+
+def _first_pass(w: np.ndarray, tlen: np.ndarray, text_only: bool
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``_hex_words(w, tlen, 0, fields=8, canon=True, text_only=text_only)``: the first pass of
+    :func:`_tokens`, by the C kernel :data:`_native` when it is built (one loop over the tokens,
+    reading each token's bytes once, without the GIL; ``tests/parse/test_ipv6_kernel.py`` holds
+    it to :func:`_hex_words` output for output), else by NumPy. The kernel's keys of refused rows
+    are 0 (NumPy's are unspecified); arrays it does not take (``TypeError``: another dtype, not
+    contiguous) go to NumPy."""
+    if _native is not None:
+        n = tlen.size
+        hi, lo = np.empty(n, dtype=_U), np.empty(n, dtype=_U)
+        ok, rfc = np.empty(n, dtype=bool), np.empty(n, dtype=bool)
+        try:
+            _native.hex_words(w, tlen, hi, lo, ok, rfc, text_only)
+            return hi, lo, ok, rfc
+        except TypeError:
+            pass
+    zero = np.zeros(tlen.size, dtype=np.intp)
+    hi, lo, ok, canon = _hex_words(w, tlen, zero, fields=8, canon=True, text_only=text_only)
+    assert canon is not None
+    return hi, lo, ok, canon
+
+
 def _tokens(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray,
             text_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Keys ``(hi, lo, ok, rfc)`` of the tokens ``w[i, :tlen[i]]`` (``w``: their windows of 48
@@ -365,9 +394,7 @@ def _tokens(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray,
     quad or nine fields (``1:2:3:4:5:6:7::``), from 64-byte windows. ``text_only``: the keys of
     RFC 5952 tokens are left 0 (:func:`_hex_words`; for a reader that hashes the text).
     """
-    zero = np.zeros(ts.size, dtype=np.intp)
-    hi, lo, ok, rfc = _hex_words(w, tlen, zero, fields=8, canon=True, text_only=text_only)
-    assert rfc is not None
+    hi, lo, ok, rfc = _first_pass(w, tlen, text_only)
     rest = np.flatnonzero(~ok & (tlen <= _MAX_TOKEN) & (tlen >= 2))
     if rest.size:
         w2 = w[rest] if w.shape[1] == _WD else windows(b, ts[rest], _WD)
