@@ -17,9 +17,10 @@
  * Every row is decided here (none is left to NumPy). Where NumPy's hi/lo of a refused row are
  * unspecified ("garbage where not ok"), these are 0.
  *
- *   w      a C-contiguous 2-D buffer of unsigned bytes (n x width, width >= 39): the windows
+ *   w      a C-contiguous 2-D buffer of unsigned bytes (n x width, width >= 48, as NumPy asks):
+ *          the windows
  *   tlen   a C-contiguous buffer of n int64 token lengths (any value: outside 2..39 is refused;
- *          bytes past tlen[i] are never read)
+ *          the bytes past tlen[i] may be read, never used)
  *   hi, lo writable C-contiguous buffers of n uint64
  *   ok, canon writable C-contiguous buffers of n bytes (uint8 or bool), set to 0 or 1
  *
@@ -36,23 +37,100 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define MAX_HEX 39 /* the longest hex part: eight groups of four digits and seven colons */
+#define MIN_WIDTH 48 /* the bytes of a row read at most: 40, and 4 from a field's start (38 at most) */
 
-/* One nibble per byte: the value of a hex digit, 16 for ':', 255 for anything else. */
-static uint8_t NIB[256];
+/* Eight bytes at a time (SWAR): a byte test over a 64-bit word leaves each byte's answer in its
+ * high bit, and movemask() gathers the eight answers into eight bits, as the NumPy path's
+ * _mask64 does over a row. Only bytes below 0x80 are tested; the others are refused apart. */
+#define ONES 0x0101010101010101ULL
+#define HIGH 0x8080808080808080ULL
+#define LOW7 0x7F7F7F7F7F7F7F7FULL
 
-static void
-init_table(void)
+/* The 8 (4) bytes at p as a little-endian word, whatever the machine's order. */
+static inline uint64_t
+load64(const uint8_t *p)
 {
-    memset(NIB, 255, sizeof NIB);
-    for (int c = '0'; c <= '9'; c++)
-        NIB[c] = (uint8_t)(c - '0');
-    for (int c = 'a'; c <= 'f'; c++) {
-        NIB[c] = (uint8_t)(c - 'a' + 10);
-        NIB[c - 32] = (uint8_t)(c - 'a' + 10);
-    }
-    NIB[':'] = 16;
+    uint64_t x;
+    memcpy(&x, p, sizeof x);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    x = __builtin_bswap64(x);
+#endif
+    return x;
+}
+
+static inline uint32_t
+load32(const uint8_t *p)
+{
+    uint32_t x;
+    memcpy(&x, p, sizeof x);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    x = __builtin_bswap32(x);
+#endif
+    return x;
+}
+
+/* The high bit of each byte of x7 (every byte below 0x80) that is >= n (1 <= n <= 0x80): no sum
+ * passes 0xFE, so no carry crosses a byte. */
+#define GE(x7, n) (((x7) + (uint64_t)(0x80 - (n)) * ONES) & HIGH)
+
+/* The high bit of each zero byte of x (exact: no carry crosses a byte). */
+static inline uint64_t
+zero_bytes(uint64_t x)
+{
+    return ~(((x & LOW7) + LOW7) | x | LOW7);
+}
+
+/* The high bits of m (nothing else set) as eight bits, bit j for byte j. */
+static inline uint64_t
+movemask(uint64_t m)
+{
+    return ((m >> 7) * 0x0102040810204080ULL) >> 56;
+}
+
+/* The value of the 1 to 4 hex digits at p (checked already), the first the most significant:
+ * the four bytes become nibbles in place (c & 15, plus 9 for a letter), are right-aligned by
+ * one shift that drops the bytes past the field (the last digit in the top byte), byte-swapped
+ * (the last digit in the low byte) and packed in two steps (the NumPy path's decode). */
+static inline uint16_t
+hex_value(const uint8_t *p, int len)
+{
+    uint32_t x = load32(p);
+    uint32_t d = (x & 0x0F0F0F0Fu) + ((x >> 6) & 0x01010101u) * 9u;
+    d = __builtin_bswap32(d << (32 - 8 * len));
+    d = (d | d >> 4) & 0x00FF00FFu; /* two digits a byte: bytes 0 and 2 */
+    return (uint16_t)(d | d >> 8);
+}
+
+/* Four bits, bit j where 16-bit word j of k (word 0 the highest) is 0: the exact zero test of
+ * zero_bytes, on 16-bit lanes. */
+static inline unsigned
+zero_words(uint64_t k)
+{
+    const uint64_t low15 = 0x7FFF7FFF7FFF7FFFULL;
+    uint64_t y = ~(((k & low15) + low15) | k | low15); /* bit 16i + 15: lane i is 0 */
+    return (unsigned)((y >> 63 & 1) | (y >> 46 & 2) | (y >> 29 & 4) | (y >> 12 & 8));
+}
+
+/* v as it lies in memory big-endian; the 8 bytes at p read big-endian. */
+static inline uint16_t
+big_endian16(uint16_t v)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return v;
+#else
+    return __builtin_bswap16(v);
+#endif
+}
+
+static inline uint64_t
+load_be64(const uint8_t *p)
+{
+    return __builtin_bswap64(load64(p)); /* (load64 reads little-endian on every machine) */
 }
 
 /* For every 8-bit mask of zero words (bit j: word j is 0): where the longest run of two or more
@@ -83,16 +161,59 @@ init_runs(void)
     }
 }
 
-/* The fields of one token as read (their values, and which are empty), then its eight words.
- * Wiped after the loop. */
+/* The first 48 bytes of a row as four 48-bit masks (bit p: byte p): the bytes that are a hex
+ * digit or ':', the colons, the '0's, and the bytes without 0x20 (of the good ones: 'A' to 'F').
+ * SSE2 (every x86-64) tests 16 bytes at once; elsewhere eight at a time in a 64-bit word. */
+static inline void
+row_masks(const uint8_t *s, uint64_t *good, uint64_t *colon, uint64_t *zero, uint64_t *upper)
+{
+    uint64_t g = 0, c = 0, z = 0, u = 0;
+#if defined(__SSE2__)
+    const __m128i k_colon = _mm_set1_epi8(':'), k_zero = _mm_set1_epi8('0');
+    const __m128i k_ten = _mm_set1_epi8(10), k_five = _mm_set1_epi8(5);
+    const __m128i k_a = _mm_set1_epi8('a'), k_20 = _mm_set1_epi8(0x20);
+    for (int k = 0; k < 3; k++) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(s + 16 * k));
+        /* unsigned x - '0' <= 10 ('0' to '9', ':'), (x | 0x20) - 'a' <= 5 ('a' to 'f', either
+         * case): a <= b exactly where min(a, b) == a */
+        __m128i d = _mm_sub_epi8(x, k_zero);
+        __m128i is_digit = _mm_cmpeq_epi8(_mm_min_epu8(d, k_ten), d);
+        __m128i l = _mm_sub_epi8(_mm_or_si128(x, k_20), k_a);
+        __m128i is_letter = _mm_cmpeq_epi8(_mm_min_epu8(l, k_five), l);
+        int sh = 16 * k;
+        g |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_or_si128(is_digit, is_letter)) << sh;
+        c |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, k_colon)) << sh;
+        z |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, k_zero)) << sh;
+        u |= (uint64_t)(unsigned)_mm_movemask_epi8(
+                 _mm_cmpeq_epi8(_mm_and_si128(x, k_20), _mm_setzero_si128())) << sh;
+    }
+#else
+    for (int k = 0; k < 6; k++) {
+        uint64_t x = load64(s + 8 * k), x7 = x & LOW7;
+        uint64_t digit = GE(x7, '0') & ~GE(x7, ':' + 1); /* '0' to '9', and ':' */
+        uint64_t l = x7 | 0x20 * ONES;
+        uint64_t letter = GE(l, 'a') & ~GE(l, 'g'); /* 'a' to 'f', 'A' to 'F' */
+        int sh = 8 * k;
+        g |= movemask((digit | letter) & ~x) << sh; /* (no byte from 0x80 up) */
+        c |= movemask(zero_bytes(x ^ ':' * ONES)) << sh;
+        z |= movemask(zero_bytes(x ^ '0' * ONES)) << sh;
+        u |= movemask(~(x << 2) & HIGH) << sh;
+    }
+#endif
+    *good = g;
+    *colon = c;
+    *zero = z;
+    *upper = u;
+}
+
+/* The eight words of a token with '::'. Wiped after the loop. */
 struct token {
-    uint32_t field[8];
-    uint8_t full[8];
     uint16_t words[8];
 };
 
-/* One token, read in one pass over its bytes: returns ok; sets *hi, *lo (0 unless ok) and
- * *canon. */
+/* One token: returns ok; sets *hi, *lo (0 unless ok) and *canon. The checks are the NumPy
+ * path's, on the same 64-bit masks (bit p: byte p), so a token is refused for the same reasons:
+ * reading the first 48 bytes of its row. */
 static int
 read_token(const uint8_t *s, int64_t h, int text_only, struct token *t, uint64_t *hi,
            uint64_t *lo, uint8_t *canon)
@@ -101,32 +222,12 @@ read_token(const uint8_t *s, int64_t h, int text_only, struct token *t, uint64_t
     *canon = 0;
     if (h < 2 || h > MAX_HEX)
         return 0;
-    uint64_t cm = 0; /* bit p: a colon at p */
-    int run = 0, nf = 0, bad = 0;
-    uint32_t v = 0;
-    for (int p = 0; p < h; p++) {
-        uint8_t c = s[p];
-        uint8_t x = NIB[c];
-        if (x == 16) {
-            if (nf == 7)
-                return 0; /* more than eight fields (nine: the NumPy second pass) */
-            cm |= (uint64_t)1 << p;
-            t->field[nf] = v;
-            t->full[nf++] = (uint8_t)(run != 0);
-            v = 0;
-            run = 0;
-            continue;
-        }
-        if (x == 255)
-            return 0; /* a byte that is neither a hex digit nor ':' */
-        /* an upper-case digit; a leading zero: '0' opening a group with a digit after it */
-        bad |= (c >= 'A' && c <= 'F') | (run == 0 && c == '0' && p + 1 < h && s[p + 1] != ':');
-        if (++run > 4)
-            return 0; /* a group of five digits or more */
-        v = v << 4 | x;
-    }
-    t->field[nf] = v;
-    t->full[nf++] = (uint8_t)(run != 0);
+    uint64_t good, colon, zero, upper;
+    row_masks(s, &good, &colon, &zero, &upper);
+    uint64_t low = ((uint64_t)1 << h) - 1;
+    if ((good & low) != low)
+        return 0; /* a byte that is neither a hex digit nor ':' */
+    uint64_t cm = colon & low, digit = low & ~cm;
     uint64_t dc = cm & (cm >> 1); /* bit p: colons at p and p + 1 */
     if (dc & (dc - 1))
         return 0; /* two '::' (or ':::') */
@@ -134,41 +235,65 @@ read_token(const uint8_t *s, int64_t h, int text_only, struct token *t, uint64_t
         return 0; /* a leading single colon */
     if (((cm >> (h - 2)) & 3) == 2)
         return 0; /* a trailing single colon */
+    uint64_t five = digit & (digit >> 1);
+    five &= five >> 2;
+    five &= digit >> 4;
+    if (five)
+        return 0; /* a group of five digits or more */
+    int colons = __builtin_popcountll(cm);
+    if (colons > 7)
+        return 0; /* more than eight fields (nine: the NumPy second pass) */
     int has_dc = dc != 0;
-    int nfull = nf - has_dc - (int)(dc & 1) - (int)((dc >> (h - 2)) & 1);
+    int nfull = colons + 1 - has_dc - (int)(dc & 1) - (int)((dc >> (h - 2)) & 1);
     if (has_dc ? nfull > 7 : nfull != 8)
         return 0;
+    /* an upper-case digit, or a leading zero ('0' opening a group, a digit after it) */
+    int bad = ((upper | (zero & ((cm << 1) | 1) & (digit >> 1))) & low) != 0;
     /* The words: field j is word j, except after the '::': there the fields move to the right
-     * end (z zero words between). */
-    int z = 8 - nfull, cnt = 0, seen = 0, dcw = 0;
-    if (has_dc) {
+     * end (z zero words between). Each field ends at the next colon, the last at the end. */
+    uint64_t rest = cm | (uint64_t)1 << h; /* (h <= 39) */
+    uint64_t khi = 0, klo = 0;
+    int z = 8 - nfull, dcw = 8, at = 0; /* dcw: the word the '::' starts at */
+    if (!has_dc) { /* eight fields, none empty: shifted in, word after word */
+        for (int j = 0; j < 8; j++) {
+            int end = __builtin_ctzll(rest);
+            rest &= rest - 1;
+            uint64_t v = hex_value(s + at, end - at);
+            at = end + 1;
+            if (j < 4)
+                khi = khi << 16 | v;
+            else
+                klo = klo << 16 | v;
+        }
+    }
+    else { /* placed in t->words, big-endian, so the two halves are two 8-byte loads */
+        int cnt = 0, seen = 0;
+        dcw = 0;
         memset(t->words, 0, sizeof t->words);
-        for (int j = 0; j < nf; j++) {
-            if (t->full[j]) {
-                t->words[(seen ? z : 0) + cnt] = (uint16_t)t->field[j];
+        for (int j = 0; j <= colons; j++) {
+            int end = __builtin_ctzll(rest);
+            rest &= rest - 1;
+            int len = end - at;
+            if (len) {
+                t->words[(seen ? z : 0) + cnt] = big_endian16(hex_value(s + at, len));
                 cnt++;
                 dcw += !seen;
             }
             else
                 seen = 1;
+            at = end + 1;
         }
-    }
-    else {
-        for (int j = 0; j < 8; j++)
-            t->words[j] = (uint16_t)t->field[j];
+        khi = load_be64((const uint8_t *)t->words);
+        klo = load_be64((const uint8_t *)(t->words + 4));
     }
     if (!bad) {
-        unsigned zm = 0;
-        for (int j = 0; j < 8; j++)
-            zm |= (unsigned)(t->words[j] == 0) << j;
+        unsigned zm = zero_words(khi) | zero_words(klo) << 4; /* bit j: word j is 0 */
         *canon = (uint8_t)(has_dc ? (dcw == RUN_BASE[zm] && z == RUN_LEN[zm]) : RUN_LEN[zm] == 0);
     }
-    if (text_only && *canon && !(nf == 5 && h >= 7 && memcmp(s, "::ffff:", 7) == 0))
+    if (text_only && *canon && !(colons == 4 && h >= 7 && memcmp(s, "::ffff:", 7) == 0))
         return 1; /* its text stands for it: the key is left 0 */
-    *hi = (uint64_t)t->words[0] << 48 | (uint64_t)t->words[1] << 32 |
-          (uint64_t)t->words[2] << 16 | t->words[3];
-    *lo = (uint64_t)t->words[4] << 48 | (uint64_t)t->words[5] << 32 |
-          (uint64_t)t->words[6] << 16 | t->words[7];
+    *hi = khi;
+    *lo = klo;
     return 1;
 }
 
@@ -251,9 +376,9 @@ hex_words(PyObject *self, PyObject *args)
         goto done;
     }
     Py_ssize_t n = buf[W].shape[0], width = buf[W].shape[1];
-    if (width < MAX_HEX) {
+    if (width < MIN_WIDTH) {
         PyErr_Format(PyExc_ValueError, "hex_words: w's rows are %zd bytes, fewer than %d",
-                     width, MAX_HEX);
+                     width, MIN_WIDTH);
         goto done;
     }
     for (int k = TLEN; k < NBUF; k++) {
@@ -311,7 +436,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__v6(void)
 {
-    init_table();
     init_runs();
     return PyModule_Create(&module);
 }
