@@ -42,7 +42,7 @@
 #endif
 
 #define MAX_HEX 39 /* the longest hex part: eight groups of four digits and seven colons */
-#define MIN_WIDTH 48 /* the bytes of a row read at most: 40, and 4 from a field's start (38 at most) */
+#define MIN_WIDTH 48 /* the bytes of a row read: its first 48 (the masks), 4 from a field start */
 
 /* Eight bytes at a time (SWAR): a byte test over a 64-bit word leaves each byte's answer in its
  * high bit, and movemask() gathers the eight answers into eight bits, as the NumPy path's

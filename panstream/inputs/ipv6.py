@@ -21,6 +21,13 @@ rejected: ``[v6]`` and ``[v6]:port`` (the port checked as :mod:`panstream.inputs
 (``1:2:3:4:5:6:7::``). An IPv4-mapped result is the IPv4 client, as everywhere
 (:mod:`panstream.universe.addresses`).
 
+**The first pass in C** (issue 38): the optional extension ``panstream.inputs._v6`` (built by
+``setup.py`` where a C compiler is present; ``PANSTREAM_NATIVE=0`` switches it off) runs the first
+pass as one loop over the tokens, reading each row's 48 bytes once (16 at a time) instead of the
+dozens of NumPy passes over the matrix, with exactly :func:`_hex_words`' answers
+(:func:`_first_pass`; ``tests/parse/test_ipv6_kernel.py`` holds the two to each other on a fuzzed
+corpus). :func:`_hex_words` stays the reference and the fallback, and reads the second pass's rows.
+
 **A token that is already its text**: servers log IPv6 clients as ``inet_ntop`` writes them, in
 RFC 5952 text, which is what the sketch hashes (Presto's ``CAST(ipaddress AS varchar)``). The
 first pass tells, from the same masks and words, whether a token is exactly that text
@@ -389,10 +396,11 @@ def _tokens(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray,
     or 64 bytes, gathered at ``ts`` in ``b``), known to hold no byte at or below the space;
     ``rfc``: where the token is the address's RFC 5952 text (:func:`_hex_words`).
 
-    A first pass reads the tokens that are only hex digits and colons in eight fields at most;
-    a second, over the rows it rejected, the spellings with brackets, a port, a zone id, a dotted
-    quad or nine fields (``1:2:3:4:5:6:7::``), from 64-byte windows. ``text_only``: the keys of
-    RFC 5952 tokens are left 0 (:func:`_hex_words`; for a reader that hashes the text).
+    A first pass (:func:`_first_pass`: the C kernel where built) reads the tokens that are only
+    hex digits and colons in eight fields at most; a second, over the rows it rejected, the
+    spellings with brackets, a port, a zone id, a dotted quad or nine fields
+    (``1:2:3:4:5:6:7::``), from 64-byte windows. ``text_only``: the keys of RFC 5952 tokens are
+    left 0 (:func:`_hex_words`; for a reader that hashes the text).
     """
     hi, lo, ok, rfc = _first_pass(w, tlen, text_only)
     rest = np.flatnonzero(~ok & (tlen <= _MAX_TOKEN) & (tlen >= 2))
