@@ -14,6 +14,9 @@
  *   text_only (nonzero): where canon[i] and the token is not IPv4-mapped ("::ffff:x:y"), hi[i]
  *     and lo[i] are 0 (the sketch hashes the text; its key is not needed).
  *
+ * first_blank(w, out) sets out[i] to where row i of w has its first byte at or below the space
+ * (64 if none): where the reader's token ends (_ctz64(_mask64(w <= 32)) of the NumPy path).
+ *
  * Every row is decided here (none is left to NumPy). Where NumPy's hi/lo of a refused row are
  * unspecified ("garbage where not ok"), these are 0.
  *
@@ -413,6 +416,76 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------ first_blank */
+
+/* Where the first byte of a row at or below the space is (a space, a control byte, NUL), 64 if
+ * none: _ctz64(_mask64(w <= 32)) of the NumPy path, for rows of at most 64 bytes. */
+static int64_t
+first_blank_row(const uint8_t *r, Py_ssize_t width)
+{
+#if defined(__SSE2__)
+    if (width == 64) {
+        const __m128i k_space = _mm_set1_epi8(' ');
+        uint64_t m = 0;
+        for (int k = 0; k < 4; k++) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(r + 16 * k));
+            __m128i le = _mm_cmpeq_epi8(_mm_min_epu8(x, k_space), x); /* x <= ' ' */
+            m |= (uint64_t)(unsigned)_mm_movemask_epi8(le) << 16 * k;
+        }
+        return m ? __builtin_ctzll(m) : 64;
+    }
+#endif
+    for (Py_ssize_t p = 0; p < width; p++)
+        if (r[p] <= ' ')
+            return p;
+    return 64;
+}
+
+static PyObject *
+first_blank(PyObject *self, PyObject *args)
+{
+    PyObject *ow, *oout;
+    Py_buffer w, out;
+    PyObject *result = NULL;
+
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO:first_blank", &ow, &oout))
+        return NULL;
+    if (PyObject_GetBuffer(ow, &w, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_SetString(PyExc_TypeError, "first_blank: w must be a C-contiguous buffer");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(oout, &out, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE) < 0) {
+        PyErr_SetString(PyExc_TypeError, "first_blank: out must be a writable C-contiguous buffer");
+        PyBuffer_Release(&w);
+        return NULL;
+    }
+    if (w.ndim != 2 || !is_bytes(&w) || !is_int64(&out)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "first_blank: w must be a 2-D buffer of uint8, out a buffer of int64");
+        goto done;
+    }
+    Py_ssize_t n = w.shape[0], width = w.shape[1];
+    if (width > 64 || out.len / out.itemsize != n) {
+        PyErr_Format(PyExc_ValueError,
+                     "first_blank: w must have rows of at most 64 bytes (%zd) and out one entry "
+                     "a row (%zd rows, %zd entries)", width, n, out.len / out.itemsize);
+        goto done;
+    }
+    const uint8_t *rows = w.buf;
+    int64_t *o = out.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        o[i] = first_blank_row(rows + i * width, width);
+    Py_END_ALLOW_THREADS
+    result = Py_NewRef(Py_None);
+
+done:
+    PyBuffer_Release(&out);
+    PyBuffer_Release(&w);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"hex_words", hex_words, METH_VARARGS,
      "hex_words(w, tlen, hi, lo, ok, canon, text_only)\n--\n\n"
@@ -421,6 +494,10 @@ static PyMethodDef methods[] = {
      "RFC 5952 rows that are not IPv4-mapped get the key 0. The semantics of\n"
      "panstream.inputs.ipv6._hex_words(w, tlen, 0, fields=8, canon=True, text_only=...). Runs\n"
      "without the GIL; allocates nothing."},
+    {"first_blank", first_blank, METH_VARARGS,
+     "first_blank(w, out)\n--\n\n"
+     "out[i] = where row i of w (at most 64 bytes) has its first byte at or below the space, 64\n"
+     "if none: _ctz64(_mask64(w <= 32)) of panstream.inputs.ipv6. Runs without the GIL."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -311,6 +311,51 @@ def test_wrong_buffers_raise_and_nothing_is_written(kernel):
         kernel.hex_words(w, tlen, *outs())  # text_only missing
 
 
+# ------------------------------------------------------------------------- where a token ends
+
+
+@pytest.mark.parametrize("width", [64, 48, 8])
+def test_the_kernel_finds_where_each_token_ends_as_numpy_does(kernel, width):
+    """``first_blank``: the first byte at or below the space in each row (64 if none), as
+    ``_ctz64(_mask64(w <= 32))``: rows of every byte value, with blanks rare, common or absent,
+    at every position."""
+    rng = np.random.default_rng(SEED + 1)  # test data
+    rows = []
+    for p_blank in (0.0, 0.005, 0.05, 0.5):
+        w = rng.integers(33, 256, size=(20_000, width), dtype=np.uint8)
+        blank = rng.random(w.shape) < p_blank
+        w[blank] = rng.integers(0, 33, int(blank.sum()), dtype=np.uint8)
+        rows.append(w)
+    w = np.concatenate(rows + [np.zeros((1, width), np.uint8), np.full((1, width), 32, np.uint8)])
+    for i in range(width):  # one blank at each position
+        r = np.full((1, width), ord("f"), np.uint8)
+        r[0, i] = 10
+        w = np.concatenate([w, r])
+    out = np.full(w.shape[0], -1, dtype=np.intp)
+    kernel.first_blank(w, out)
+    want = ipv6._ctz64(ipv6._mask64(w <= 32))
+    assert out.tolist() == want.tolist()
+    assert set(out.tolist()) == set(range(width)) | {64}
+
+
+def test_first_blank_refuses_what_it_cannot_read(kernel):
+    """Windows not 2-D uint8 or not contiguous, an output not int64, not contiguous or
+    read-only: TypeError; rows over 64 bytes or an output of another length: ValueError."""
+    w = np.zeros((3, 64), dtype=np.uint8)
+    out = np.full(3, -1, dtype=np.intp)
+    frozen = out.copy()
+    frozen.flags.writeable = False
+    for bad_w, bad_out in ((w.reshape(-1), out), (w.view(np.int16), out), (w[:, ::2], out),
+                           (w, out.astype(np.int32)), (w, np.full(6, -1, np.intp)[::2]),
+                           (w, frozen)):
+        with pytest.raises(TypeError):
+            kernel.first_blank(bad_w, bad_out)
+    for bad_w, bad_out in ((np.zeros((3, 72), dtype=np.uint8), out), (w, out[:2])):
+        with pytest.raises(ValueError):
+            kernel.first_blank(bad_w, bad_out)
+    assert (out == -1).all()
+
+
 # ---------------------------------------------------------------------------------- the fallback
 
 
@@ -327,10 +372,13 @@ def test_without_the_kernel_panstream_reads_ipv6_with_numpy(monkeypatch):
 
     data = b"".join(t + b"\n" for t in spellings())
     with_kernel = ipv6.address_lines(data, "plain", 4096)
+    w, _ = as_windows(spellings())
+    blanks = ipv6._first_blank(w)
     monkeypatch.setattr(ipv6, "_native", None)
     without = ipv6.address_lines(data, "plain", 4096)
     assert without[1].tolist() == with_kernel[1].tolist() and without[2:5] == with_kernel[2:5]
     assert [x.tolist() for x in without[5].arrays()] == [x.tolist() for x in with_kernel[5].arrays()]
+    assert ipv6._first_blank(w).tolist() == blanks.tolist()
 
 
 def test_arrays_the_kernel_does_not_take_go_to_numpy(kernel):
