@@ -54,16 +54,24 @@
 #define HIGH 0x8080808080808080ULL
 #define LOW7 0x7F7F7F7F7F7F7F7FULL
 
-/* The 8 (4) bytes at p as a little-endian word, whatever the machine's order. */
+/* The bytes at p as a little-endian word (load64, load32) or a big-endian one (load_be64),
+ * whatever the machine's order; TO_BE16(v): v as it lies in memory big-endian. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define FROM_LE64(x) __builtin_bswap64(x)
+#define FROM_LE32(x) __builtin_bswap32(x)
+#define TO_BE16(x) (x)
+#else
+#define FROM_LE64(x) (x)
+#define FROM_LE32(x) (x)
+#define TO_BE16(x) __builtin_bswap16(x)
+#endif
+
 static inline uint64_t
 load64(const uint8_t *p)
 {
     uint64_t x;
     memcpy(&x, p, sizeof x);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    x = __builtin_bswap64(x);
-#endif
-    return x;
+    return FROM_LE64(x);
 }
 
 static inline uint32_t
@@ -71,10 +79,13 @@ load32(const uint8_t *p)
 {
     uint32_t x;
     memcpy(&x, p, sizeof x);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    x = __builtin_bswap32(x);
-#endif
-    return x;
+    return FROM_LE32(x);
+}
+
+static inline uint64_t
+load_be64(const uint8_t *p)
+{
+    return __builtin_bswap64(load64(p));
 }
 
 /* The high bit of each byte of x7 (every byte below 0x80) that is >= n (1 <= n <= 0x80): no sum
@@ -117,23 +128,6 @@ zero_words(uint64_t k)
     const uint64_t low15 = 0x7FFF7FFF7FFF7FFFULL;
     uint64_t y = ~(((k & low15) + low15) | k | low15); /* bit 16i + 15: lane i is 0 */
     return (unsigned)((y >> 63 & 1) | (y >> 46 & 2) | (y >> 29 & 4) | (y >> 12 & 8));
-}
-
-/* v as it lies in memory big-endian; the 8 bytes at p read big-endian. */
-static inline uint16_t
-big_endian16(uint16_t v)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    return v;
-#else
-    return __builtin_bswap16(v);
-#endif
-}
-
-static inline uint64_t
-load_be64(const uint8_t *p)
-{
-    return __builtin_bswap64(load64(p)); /* (load64 reads little-endian on every machine) */
 }
 
 /* For every 8-bit mask of zero words (bit j: word j is 0): where the longest run of two or more
@@ -278,7 +272,7 @@ read_token(const uint8_t *s, int64_t h, int text_only, struct token *t, uint64_t
             rest &= rest - 1;
             int len = end - at;
             if (len) {
-                t->words[(seen ? z : 0) + cnt] = big_endian16(hex_value(s + at, len));
+                t->words[(seen ? z : 0) + cnt] = TO_BE16(hex_value(s + at, len));
                 cnt++;
                 dcw += !seen;
             }
