@@ -208,6 +208,32 @@ struct token {
     uint16_t words[8];
 };
 
+/* Whether the '::' of a token without upper case or leading zeros stands for its longest run of
+ * two or more zero words, the first of equal runs (RFC 5952), from its colons (cm), length h,
+ * the z words '::' stands for, and its "0" fields (zf, bit p: a field "0" starts at p): the
+ * fields walked as the decode walks them, without reading their digits. */
+static int
+zero_run_is_dc(uint64_t cm, int64_t h, int z, uint64_t zf)
+{
+    uint64_t rest = cm | (uint64_t)1 << h;
+    unsigned zm = 0; /* bit j: word j is 0 */
+    int cnt = 0, seen = 0, dcw = 0, at = 0;
+    while (rest) {
+        int end = __builtin_ctzll(rest);
+        rest &= rest - 1;
+        if (end > at) {
+            zm |= (unsigned)(zf >> at & 1) << ((seen ? z : 0) + cnt);
+            cnt++;
+            dcw += !seen;
+        }
+        else
+            seen = 1;
+        at = end + 1;
+    }
+    zm |= ((1u << z) - 1) << dcw; /* the words of '::' */
+    return dcw == RUN_BASE[zm] && z == RUN_LEN[zm];
+}
+
 /* One token: returns ok; sets *hi, *lo (0 unless ok) and *canon. The checks are the NumPy
  * path's, on the same 64-bit masks (bit p: byte p), so a token is refused for the same reasons:
  * reading the first 48 bytes of its row. */
@@ -246,11 +272,22 @@ read_token(const uint8_t *s, int64_t h, int text_only, struct token *t, uint64_t
         return 0;
     /* an upper-case digit, or a leading zero ('0' opening a group, a digit after it) */
     int bad = ((upper | (zero & ((cm << 1) | 1) & (digit >> 1))) & low) != 0;
+    int z = 8 - nfull, mapped = colons == 4 && h >= 7 && memcmp(s, "::ffff:", 7) == 0;
+    if (text_only && !bad) {
+        /* The sketch's reading: a token that is its RFC 5952 text is not decoded. Its zero words
+         * are its "0" fields (a field of one '0': no leading zero) and the words of '::'. */
+        uint64_t zf = zero & ((cm << 1) | 1) & ((cm >> 1) | (uint64_t)1 << (h - 1)) & low;
+        int rfc = has_dc ? zero_run_is_dc(cm, h, z, zf) : (zf & (zf >> 2)) == 0;
+        if (rfc && !mapped) {
+            *canon = 1;
+            return 1; /* its text stands for it: the key is left 0 */
+        }
+    }
     /* The words: field j is word j, except after the '::': there the fields move to the right
      * end (z zero words between). Each field ends at the next colon, the last at the end. */
     uint64_t rest = cm | (uint64_t)1 << h; /* (h <= 39) */
     uint64_t khi = 0, klo = 0;
-    int z = 8 - nfull, dcw = 8, at = 0; /* dcw: the word the '::' starts at */
+    int dcw = 8, at = 0; /* dcw: the word the '::' starts at */
     if (!has_dc) { /* eight fields, none empty: shifted in, word after word */
         for (int j = 0; j < 8; j++) {
             int end = __builtin_ctzll(rest);
@@ -287,8 +324,8 @@ read_token(const uint8_t *s, int64_t h, int text_only, struct token *t, uint64_t
         unsigned zm = zero_words(khi) | zero_words(klo) << 4; /* bit j: word j is 0 */
         *canon = (uint8_t)(has_dc ? (dcw == RUN_BASE[zm] && z == RUN_LEN[zm]) : RUN_LEN[zm] == 0);
     }
-    if (text_only && *canon && !(colons == 4 && h >= 7 && memcmp(s, "::ffff:", 7) == 0))
-        return 1; /* its text stands for it: the key is left 0 */
+    if (text_only && *canon && !mapped)
+        return 1; /* (not reached: told above without the decode) */
     *hi = khi;
     *lo = klo;
     return 1;
