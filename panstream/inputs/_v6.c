@@ -352,25 +352,14 @@ plain_format(const Py_buffer *b)
     return f;
 }
 
+/* Whether b holds items of `size` bytes of one of the struct-module codes in `codes`, in the
+ * machine's byte order: holds(b, 1, "B?") uint8 or bool, holds(b, 8, "ql") int64,
+ * holds(b, 8, "QL") uint64. */
 static int
-is_bytes(const Py_buffer *b)
+holds(const Py_buffer *b, Py_ssize_t size, const char *codes)
 {
     const char *f = plain_format(b);
-    return f && b->itemsize == 1 && (strcmp(f, "B") == 0 || strcmp(f, "?") == 0);
-}
-
-static int
-is_int64(const Py_buffer *b)
-{
-    const char *f = plain_format(b);
-    return f && b->itemsize == 8 && (strcmp(f, "q") == 0 || strcmp(f, "l") == 0);
-}
-
-static int
-is_uint64(const Py_buffer *b)
-{
-    const char *f = plain_format(b);
-    return f && b->itemsize == 8 && (strcmp(f, "Q") == 0 || strcmp(f, "L") == 0);
+    return f && b->itemsize == size && f[0] != '\0' && f[1] == '\0' && strchr(codes, f[0]);
 }
 
 enum { W, TLEN, HI, LO, OK, CANON, NBUF };
@@ -398,12 +387,12 @@ hex_words(PyObject *self, PyObject *args)
             goto done;
         }
     }
-    if (buf[W].ndim != 2 || !is_bytes(&buf[W])) {
+    if (buf[W].ndim != 2 || !holds(&buf[W], 1, "B?")) {
         PyErr_SetString(PyExc_TypeError, "hex_words: w must be a 2-D buffer of uint8");
         goto done;
     }
-    if (!is_int64(&buf[TLEN]) || !is_uint64(&buf[HI]) || !is_uint64(&buf[LO]) ||
-        !is_bytes(&buf[OK]) || !is_bytes(&buf[CANON])) {
+    if (!holds(&buf[TLEN], 8, "ql") || !holds(&buf[HI], 8, "QL") || !holds(&buf[LO], 8, "QL") ||
+        !holds(&buf[OK], 1, "B?") || !holds(&buf[CANON], 1, "B?")) {
         PyErr_SetString(PyExc_TypeError,
                         "hex_words: tlen must hold int64, hi and lo uint64, ok and canon uint8 "
                         "or bool");
@@ -491,7 +480,7 @@ first_blank(PyObject *self, PyObject *args)
         PyBuffer_Release(&w);
         return NULL;
     }
-    if (w.ndim != 2 || !is_bytes(&w) || !is_int64(&out)) {
+    if (w.ndim != 2 || !holds(&w, 1, "B?") || !holds(&out, 8, "ql")) {
         PyErr_SetString(PyExc_TypeError,
                         "first_blank: w must be a 2-D buffer of uint8, out a buffer of int64");
         goto done;
