@@ -3,6 +3,9 @@
 ``import panstream.parse`` (or ``from panstream import extract``) returns the very module object
 of its new place, so code written against the old layout, and branches merged from before the
 move, keep working; new code imports the new names. Nothing is copied: one module, two names.
+
+Beside the aliases, the other way panstream looks a module up by name: :func:`optional_extension`,
+its optional C kernels (issue 38), each with a NumPy fallback.
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 from types import ModuleType
+from typing import Any
 
 #: old name -> new name.
 MOVED = {
@@ -61,3 +66,20 @@ def install() -> None:
     """Put the alias finder on ``sys.meta_path`` (once)."""
     if not any(isinstance(f, _Alias) for f in sys.meta_path):
         sys.meta_path.insert(0, _Alias())  # before any finder that still knows the old files
+
+
+def optional_extension(name: str) -> Any:
+    """The optional C extension ``name`` (``panstream.estimators._packed``, ``panstream.inputs._v6``;
+    issue 38), or None when it was not built, fails to import, or ``PANSTREAM_NATIVE=0`` asks for
+    the NumPy paths: the caller then runs its NumPy fallback. Its callers read it once, at import.
+
+    By name: an extension is a leaf that imports nothing of panstream, but a ``from
+    panstream.estimators import _packed`` reads (to the floor plan's tool, which sees only .py
+    files) as an import of that package's ``__init__``, a circle that does not exist.
+    """
+    if os.environ.get("PANSTREAM_NATIVE", "1").strip() == "0":
+        return None
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None

@@ -22,8 +22,6 @@ Both layouts serialize to the same packed little-endian bit order (:meth:`BitTab
 from __future__ import annotations
 
 import contextlib
-import importlib
-import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,6 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from panstream._moved import optional_extension
 from panstream.calibration import Calibrated, calibrate
 from panstream.errors import ConfigurationError
 from panstream.randomness import (
@@ -66,15 +65,7 @@ _HALF = 1 << 31
 def _load_native() -> Any:
     """The optional C kernel ``panstream.estimators._packed`` (issue 38), or None when it was not
     built, fails to import, or ``PANSTREAM_NATIVE=0`` asks for the NumPy path. Read once, at import."""
-    if os.environ.get("PANSTREAM_NATIVE", "1").strip() == "0":
-        return None
-    try:
-        # By name: the extension is a leaf that imports nothing of panstream, but a `from
-        # panstream.estimators import _packed` reads (to the floor plan's tool, which sees only .py
-        # files) as an import of this package's __init__, a circle that does not exist.
-        return importlib.import_module("panstream.estimators._packed")
-    except ImportError:
-        return None
+    return optional_extension("panstream.estimators._packed")
 
 
 #: The packed write's C kernel, or None: :func:`_packed_write` then runs its NumPy passes.

@@ -21,6 +21,14 @@ rejected: ``[v6]`` and ``[v6]:port`` (the port checked as :mod:`panstream.inputs
 (``1:2:3:4:5:6:7::``). An IPv4-mapped result is the IPv4 client, as everywhere
 (:mod:`panstream.universe.addresses`).
 
+**The first pass in C** (issue 38): the optional extension ``panstream.inputs._v6`` (built by
+``setup.py`` where a C compiler is present; ``PANSTREAM_NATIVE=0`` switches it off) runs the first
+pass as one loop over the tokens, reading each row's 48 bytes once (16 at a time) instead of the
+dozens of NumPy passes over the matrix, with exactly :func:`_hex_words`' answers
+(:func:`_first_pass`; ``tests/parse/test_ipv6_kernel.py`` holds the two to each other on a fuzzed
+corpus). :func:`_hex_words` stays the reference and the fallback, and reads the second pass's rows.
+The same extension finds where each window's token ends (:func:`_first_blank`).
+
 **A token that is already its text**: servers log IPv6 clients as ``inet_ntop`` writes them, in
 RFC 5952 text, which is what the sketch hashes (Presto's ``CAST(ipaddress AS varchar)``). The
 first pass tells, from the same masks and words, whether a token is exactly that text
@@ -56,6 +64,7 @@ from typing import Any
 
 import numpy as np
 
+from panstream._moved import optional_extension
 from panstream.inputs.extractors import windows
 from panstream.inputs.ipv4 import (
     V6Keys,
@@ -354,20 +363,61 @@ def _hex_words(w: np.ndarray, h: np.ndarray, extra: np.ndarray, fields: int = 8,
     return hi, lo, ok, rfc
 
 
+#: The first pass's C kernel (``panstream.inputs._v6``, issue 38), or None: :func:`_first_pass` then
+#: runs :func:`_hex_words`.
+_native: Any = optional_extension("panstream.inputs._v6")
+
+
+def _first_pass(w: np.ndarray, tlen: np.ndarray, text_only: bool
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``_hex_words(w, tlen, 0, fields=8, canon=True, text_only=text_only)``: the first pass of
+    :func:`_tokens`, by the C kernel :data:`_native` when it is built (one loop over the tokens,
+    reading each token's bytes once, without the GIL; ``tests/parse/test_ipv6_kernel.py`` holds
+    it to :func:`_hex_words` output for output), else by NumPy. The kernel's keys of refused rows
+    are 0 (NumPy's are unspecified); arrays it does not take (``TypeError``: another dtype, not
+    contiguous) go to NumPy."""
+    if _native is not None:
+        n = tlen.size
+        hi, lo = np.empty(n, dtype=_U), np.empty(n, dtype=_U)
+        ok, rfc = np.empty(n, dtype=bool), np.empty(n, dtype=bool)
+        try:
+            _native.hex_words(w, tlen, hi, lo, ok, rfc, text_only)
+            return hi, lo, ok, rfc
+        except TypeError:
+            pass
+    zero = np.zeros(tlen.size, dtype=np.intp)
+    hi, lo, ok, canon = _hex_words(w, tlen, zero, fields=8, canon=True, text_only=text_only)
+    assert canon is not None
+    return hi, lo, ok, canon
+
+
+def _first_blank(w: np.ndarray) -> np.ndarray:
+    """Where each row of the windows ``w`` (64 bytes at most) has its first byte at or below the
+    space (64 if none): where a token ends. By the C kernel where built (one pass of 16-byte
+    compares a row), else ``_ctz64(_mask64(w <= 32))``."""
+    if _native is not None:
+        out = np.empty(w.shape[0], dtype=np.intp)
+        try:
+            _native.first_blank(w, out)
+            return out
+        except TypeError:
+            pass
+    return _ctz64(_mask64(w <= 32))
+
+
 def _tokens(b: np.ndarray, ts: np.ndarray, w: np.ndarray, tlen: np.ndarray,
             text_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Keys ``(hi, lo, ok, rfc)`` of the tokens ``w[i, :tlen[i]]`` (``w``: their windows of 48
     or 64 bytes, gathered at ``ts`` in ``b``), known to hold no byte at or below the space;
     ``rfc``: where the token is the address's RFC 5952 text (:func:`_hex_words`).
 
-    A first pass reads the tokens that are only hex digits and colons in eight fields at most;
-    a second, over the rows it rejected, the spellings with brackets, a port, a zone id, a dotted
-    quad or nine fields (``1:2:3:4:5:6:7::``), from 64-byte windows. ``text_only``: the keys of
-    RFC 5952 tokens are left 0 (:func:`_hex_words`; for a reader that hashes the text).
+    A first pass (:func:`_first_pass`: the C kernel where built) reads the tokens that are only
+    hex digits and colons in eight fields at most; a second, over the rows it rejected, the
+    spellings with brackets, a port, a zone id, a dotted quad or nine fields
+    (``1:2:3:4:5:6:7::``), from 64-byte windows. ``text_only``: the keys of RFC 5952 tokens are
+    left 0 (:func:`_hex_words`; for a reader that hashes the text).
     """
-    zero = np.zeros(ts.size, dtype=np.intp)
-    hi, lo, ok, rfc = _hex_words(w, tlen, zero, fields=8, canon=True, text_only=text_only)
-    assert rfc is not None
+    hi, lo, ok, rfc = _first_pass(w, tlen, text_only)
     rest = np.flatnonzero(~ok & (tlen <= _MAX_TOKEN) & (tlen >= 2))
     if rest.size:
         w2 = w[rest] if w.shape[1] == _WD else windows(b, ts[rest], _WD)
@@ -495,7 +545,7 @@ def _line_tokens(b: np.ndarray, ts: np.ndarray, length: np.ndarray, clf: bool
     line, or in ``clf`` its first field: up to the first space), and where that token holds no
     byte at or below the space and ends within the window (``good``)."""
     w = windows(b, ts, _WD)
-    p = _ctz64(_mask64(w <= 32))  # the first space, control byte, newline or end of the buffer
+    p = _first_blank(w)  # the first space, control byte, newline or end of the buffer
     good = p < _WD
     if clf:
         stop = w[np.arange(ts.size), np.minimum(p, _WD - 1)]
@@ -575,7 +625,7 @@ def address_spans(b: np.ndarray, ts: np.ndarray, te: np.ndarray, v6: V6Keys,
         s = ts[rows]
         w = windows(b, s, _WD)
         tlen = te[rows] - s
-        sel = np.flatnonzero(_ctz64(_mask64(w <= 32)) >= tlen)
+        sel = np.flatnonzero(_first_blank(w) >= tlen)
         if sel.size:
             ws, tl = w[sel], tlen[sel]
             hi, lo, got, rfc = _tokens(b, s[sel], ws, tl, text_only)

@@ -19,6 +19,7 @@ import json
 import numpy as np
 import pytest
 
+from panstream.inputs import ipv6
 from panstream.inputs.ipv4 import V6Keys, _address_lines, _line_bounds
 from panstream.inputs.ipv6 import address_lines, address_spans, format_ipv6_lines, ipv6_text
 from panstream.inputs.normalize import address_key, canonical_text
@@ -27,6 +28,17 @@ from panstream.universe import Universe
 from tests.core.test_address_spellings import HELD_OUT, JUNK, SPELLINGS
 
 SEED = 20261129  # test data only
+
+
+@pytest.fixture(autouse=True, params=["kernel", "numpy"])
+def first_pass(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test on both paths of the first pass (:func:`panstream.inputs.ipv6._first_pass`): the
+    C kernel, skipped where it is not built, and ``_hex_words`` (the kernel switched off)."""
+    if request.param == "numpy":
+        monkeypatch.setattr(ipv6, "_native", None)
+    elif ipv6._native is None:
+        pytest.skip("the C kernel panstream.inputs._v6 is not built (or PANSTREAM_NATIVE=0)")
+    return str(request.param)
 
 
 def _spell_v6(rng: np.random.Generator, key: int) -> str:
