@@ -77,7 +77,8 @@ class SnapshotMismatchError(StateError):
 class FencedError(StateError):
     """A member's snapshot of a slice was refused because another member claimed the slice after
     it (the member was evicted from its group but went on running: a "zombie";
-    :mod:`panstream.state.fence`). The member stops (exit 1) without committing anything."""
+    :mod:`panstream.state.fence`). Nothing of it is written or committed; the group loop drops
+    the refused tasks and goes on (:meth:`panstream.sources.kafka.group.GroupLoop._migrated`)."""
 
 
 class SourceError(PanstreamError):

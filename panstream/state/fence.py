@@ -98,8 +98,8 @@ def claim_epoch(stored: Fence | None, generation: int, current: Callable[[], boo
         return Fence(stored.base + g, stored.base)
     if not current():
         msg = (f"{key} was claimed at epoch {stored.epoch} by a newer owner than this "
-               f"member (generation {g}): this member was evicted from its group (a long pause?) "
-               "and stops without writing or committing; restart it to rejoin")
+               f"member (generation {g}): this member was evicted from its group (a long pause?); "
+               "nothing of it is written or committed")
         raise FencedError(msg)
     return Fence(stored.epoch + g, stored.epoch)
 
@@ -109,8 +109,8 @@ def fenced_message(key: str, mine: int, stored: Fence | None) -> str:
     now = "no claim" if stored is None else f"epoch {stored.epoch}"
     return (f"snapshot {key} not saved: the store shows {now} for it, this member claimed "
             f"epoch {mine}, so another member owns its partition now (this one was evicted, e.g. "
-            "after a long pause); it stops without committing, nothing is lost (the owner holds "
-            "the state); restart it to rejoin the group")
+            "after a long pause); nothing of it is written or committed, and nothing is lost (the "
+            "owner holds the state)")
 
 
 @runtime_checkable

@@ -35,11 +35,18 @@ The life of a member (see also the package docstring):
 store with its generation in the consumer group, before the snapshot is read, and every later
 save carries the claimed epoch: a member evicted while it went on running (a "zombie", e.g.
 SIGSTOPped past its session) can no longer write its older table over the new owner's (a state
-directory refuses the save with :class:`~panstream.errors.FencedError`, exit 1; readers of a
-state topic ignore it). A claim not higher than the stored epoch is allowed only if a commit
-proves the member current (:meth:`GroupLoop._still_current`); a proof that meets a rebalance
-proves neither, so the partition stays unclaimed, unread and paused and is claimed after the
-next poll.
+directory refuses the save with :class:`~panstream.errors.FencedError`; readers of a state topic
+ignore it). A claim not higher than the stored epoch is allowed only if a commit proves the member
+current (:meth:`GroupLoop._still_current`); a proof that meets a rebalance proves neither, so the
+partition stays unclaimed, unread and paused and is claimed after the next poll.
+
+**A member evicted** (issue 38's last round; before, exit 1): a save the fence refuses drops that
+task unsaved, its offsets uncommitted (:meth:`GroupLoop._migrated`), and a claim it refuses waits
+paused like a claim that met a rebalance; either says one line and the member goes on. Its
+consumer learns of the eviction at its next poll and rejoins, as a Kafka Streams member does after
+a ``TaskMigratedException``. Nothing is lost: the new owner holds the state and re-applies the
+records after the last commit. Before, the member stopped, and a member evicted only by a starved
+CPU (a 2-core machine under load) ended a bounded run with exit 1.
 
 **A commit that meets a rebalance** (kafka-python's ``RebalanceInProgressError``, or
 ``CommitFailedError`` for a generation the group has left: librdkafka's ``ILLEGAL_GENERATION``)
@@ -83,6 +90,7 @@ from panstream.calibration import DEFAULT_MODULUS
 from panstream.errors import (
     ClaimDeferredError,
     CommitDeferredError,
+    FencedError,
     PanstreamError,
     SourceError,
 )
@@ -354,15 +362,49 @@ class GroupLoop:
                    "a few messages, which is harmless")
             raise SourceError(msg) from None
 
-    def _durable(self, tasks: Iterable[Task], now: float | None) -> dict[Hashable, int]:
-        """Steps 1-3 of a checkpoint: every task's snapshot durable; the offsets to commit."""
+    def _durable(self, tasks: Iterable[Task], now: float | None,
+                 fenced: list[Task] | None = None) -> dict[Hashable, int]:
+        """Steps 1-3 of a checkpoint: every task's snapshot durable; the offsets to commit.
+
+        A save the fence refuses (another member claimed the partition since: this one was
+        evicted) is not fatal where ``fenced`` collects it: the task is left out of the offsets,
+        and the caller drops it (:meth:`_migrated`)."""
         offsets: dict[Hashable, int] = {}
         with one_directory_sync() if self.kind.one_sync else contextlib.nullcontext():
             for task in tasks:
-                task.snapshot(now)
+                try:
+                    task.snapshot(now)
+                except FencedError:
+                    if fenced is None or self._fenced is None:
+                        raise
+                    fenced.append(task)
+                    continue
                 if task.shard.next_offset is not None:
                     offsets[task.shard.partition] = task.shard.next_offset
         return offsets
+
+    def _migrated(self, fenced: list[Task], revoked: bool = False) -> None:
+        """Drop the tasks whose save the fence refused (module docstring, *A member evicted*):
+        their partitions moved to a newer owner while this member was away, so their tables are
+        wiped unsaved, their offsets left uncommitted (the owner re-applies those records from
+        the last commit: nothing is lost), and the member goes on: its consumer learns of the
+        eviction at its next poll and rejoins the group, as Kafka Streams' members do after a
+        ``TaskMigratedException``. Said once per checkpoint. A final checkpoint counts their
+        offsets as deferred (:meth:`final_checkpoint`)."""
+        tps = [tp for tp, t in self.tasks.items() if any(t is f for f in fenced)]
+        offsets = {f.shard.partition: f.shard.next_offset for f in fenced
+                   if f.shard.next_offset is not None}
+        if not revoked:
+            with contextlib.suppress(Exception):  # a consumer that already dropped them
+                self.consumer.pause(*tps)
+            self._release(set(tps), save=False)
+        self._deferred.update(offsets)
+        self._deferred_why = self._deferred_why or "another member claimed them since"
+        self.notice(f"{self._where(tps)}: another member claimed them since (the store shows a "
+                    "newer epoch: this member was evicted from its group, e.g. by a long pause or "
+                    "a starved CPU); their tables are dropped unsaved and their records after the "
+                    "last commit are left to the new owner (nothing is lost); this member goes on "
+                    "and rejoins the group")
 
     def checkpoint(self, final: bool = False) -> None:
         """Every task durable, then commit (:mod:`panstream.state.checkpoint`), then the records
@@ -370,7 +412,8 @@ class GroupLoop:
         rebalance is said and left to the next checkpoint (module docstring)."""
         tasks = list(self.tasks.values())
         now = self.wall_clock()
-        res = self.checkpointer.run(lambda: self._durable(tasks, now),
+        fenced: list[Task] = []
+        res = self.checkpointer.run(lambda: self._durable(tasks, now, fenced),
                                     tuple(t.shard.key for t in tasks))
         if res.saved or self.kind.every_checkpoint:
             self.metrics.checkpoints.inc()
@@ -379,6 +422,8 @@ class GroupLoop:
         if res.committed:
             self.deleter(res.committed)  # nothing deleted while the commit waits
         self._defer(res.deferred, res.why)
+        if fenced:
+            self._migrated(fenced)
         self.kind.checkpointed(final)
 
     def _where(self, tps: Iterable[Any]) -> str:
@@ -488,9 +533,12 @@ class GroupLoop:
         # On close() after the final checkpoint every task is durable and nothing was processed
         # since: no second write (the same whatever arrived: this is the close path, always).
         if save and tasks and not self._final_checkpoint_done:
-            offsets = self._offsets(self._durable(tasks, None))  # snapshots durable first
+            fenced: list[Task] = []
+            offsets = self._offsets(self._durable(tasks, None, fenced))  # snapshots durable first
             self.checkpointer.done()
             self.metrics.checkpoints.inc()
+            if fenced:  # a zombie told of a revoke: those saves refused, nothing of theirs committed
+                self._migrated(fenced, revoked=True)
         for tp in tps:
             task = self.tasks.pop(tp, None)
             if task is not None:
@@ -532,14 +580,11 @@ class GroupLoop:
         for tp in fresh:
             try:
                 self._restore(tp)
-            except ClaimDeferredError as exc:  # nothing claimed, read or written: try again
-                waiting.add(tp)
-                if tp in self._claim_waits:
-                    continue
-                self._claim_waits.add(tp)
-                self.notice(f"the claim of {self._where([tp])} met a rebalance ({exc}); it stays "
-                            "paused and is claimed after the next poll, unless the rebalance "
-                            "moves it")
+            except (ClaimDeferredError, FencedError) as exc:  # nothing claimed, read, written
+                waiting.add(tp)                                 # try again after the next poll
+                if tp not in self._claim_waits:
+                    self._claim_waits.add(tp)
+                    self.notice(self._claim_wait_line(tp, exc))
         ready = [tp for tp in self._pending if tp not in waiting]
         self._pending = waiting
         self.consumer.resume(*ready)
@@ -548,6 +593,18 @@ class GroupLoop:
         self.kind.restored(fresh)
         if self.on_assign is not None:
             self.on_assign(sorted(tp.partition for tp in self.tasks))
+
+    def _claim_wait_line(self, tp: TopicPartition, exc: Exception) -> str:
+        """The one line of a claim that waits: it met a rebalance, or the fence refused it (the
+        member was assigned in a generation the group has left: it was evicted, and its consumer
+        rejoins at the next poll, which moves the partition)."""
+        if isinstance(exc, ClaimDeferredError):
+            return (f"the claim of {self._where([tp])} met a rebalance ({exc}); it stays paused "
+                    "and is claimed after the next poll, unless the rebalance moves it")
+        return (f"the claim of {self._where([tp])} was refused: a newer owner claimed it and this "
+                "member is not in the group's current generation (it was evicted, e.g. by a long "
+                "pause or a starved CPU); nothing was read or written; it stays paused and is "
+                "claimed again after the next poll, until the member's rejoin moves it")
 
     def _apply(self, records: Mapping[TopicPartition, list[Any]]) -> None:
         """Each partition's records to its task (the group's identity check first, where the

@@ -22,7 +22,8 @@ expire with the topic's ``retention.ms`` (as long as the source topics keep the 
 in the store with its generation in ``<group>-slices`` before reading the snapshot, and every later
 save of the slice carries that epoch: a member evicted while it went on running (a "zombie") can
 no longer replace the new owner's snapshot (the directory store refuses the save with
-:class:`~panstream.errors.FencedError`, exit 1; readers of a state topic ignore it). A claim lower
+:class:`~panstream.errors.FencedError` and the loop drops the slice unsaved and goes on; readers of
+a state topic ignore it). A claim lower
 than the stored epoch is allowed only if a commit proves the member current
 (:meth:`~panstream.sources.kafka.group.GroupLoop._still_current`).
 

@@ -44,8 +44,9 @@ open window, closing one, closing a fresh one, removing an open copy) happens in
 :meth:`~panstream.state.stores.DirectoryStore.claimed` (:meth:`WindowTasks.owned`): under the
 slice's ``flock``, only while the claim is still its own. A member evicted while it went on
 running (a "zombie") therefore cannot write its older tables over the new owner's open windows,
-nor close a window with them (a closed slice is what the window's one release reads): it stops with
-:class:`~panstream.errors.FencedError` (exit 1) before writing anything.
+nor close a window with them (a closed slice is what the window's one release reads): the write is
+refused with :class:`~panstream.errors.FencedError` before anything is written, and the group loop
+drops the slice and goes on (:meth:`~panstream.sources.kafka.group.GroupLoop._migrated`).
 
 **A commit that meets a rebalance** waits for the next checkpoint, as in the other layouts
 (:mod:`panstream.sources.kafka.group`): the checkpoint has already followed the schedule under the
