@@ -30,7 +30,8 @@ What each test proves, for every task kind unless it names one:
   saves it before handing it over: fenced like a checkpoint's save (refused, nothing committed).
 * ``test_a_member_that_claims_late_is_refused``: a member assigned in generation 1 that claims only
   after the generation-2 owner claimed and saved cannot prove itself current: refused, and the
-  task waits paused and unread (said once) until the member's rejoin moves it.
+  task waits paused and unread (said once) until the member's rejoin hands it over again, now
+  claimed above the owner's epoch.
 * ``test_a_recreated_group_whose_generations_restart_takes_its_tasks_back``: Kafka forgets an idle
   group; its next incarnation counts generations from 1 again, below the stored epoch. A commit
   proves the member current: it rebases above the stored epoch, and its saves win.
@@ -173,6 +174,11 @@ def test_a_member_that_claims_late_is_refused(lay: Layout) -> None:
     assert not late.holds() and late.epoch is None
     assert len(late.said) == 1 and f"claim of {lay.where} was refused" in late.said[0], late.said
     assert lay.durable() == set(A)
+    group.rebalance()                                    # its rejoin: generation 3, and the
+    late.rejoin()                                        # task handed to it again
+    late.consumer._events += [("lost", {lay.tp}), ("assigned", {lay.tp})]
+    late.poll()
+    assert late.holds() and late.ones() == set(A) and late.epoch == 3
 
 
 def test_a_recreated_group_whose_generations_restart_takes_its_tasks_back(lay: Layout) -> None:
