@@ -11,7 +11,7 @@ import random
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from _kafka_helpers import Broker, all_exit_0, committed_offsets
@@ -47,6 +47,31 @@ class _Trickle:
         self.hw = send_round_robin(self.producer, self.topic, self.msgs[self.sent:], 8, self.hw)
         self.sent = len(self.msgs)
         return dict(self.hw)
+
+
+class _TwoMembers(NamedTuple):
+    topic: str
+    clients: Any
+    msgs: list[bytes]
+    hw: dict[int, int]
+    group: str
+    state: Path
+    logs: list[Path]
+    procs: list[Any]
+
+
+def _two_members(broker: Broker, admin: Any, producer: Any, tmp_path: Path, name: str,
+                 seed: int, first: tuple[str, ...] = ()) -> _TwoMembers:
+    """A topic ``name`` of 30,000 lines from 6,000 clients, its first 20 messages sent, and two
+    bounded members A and B of group ``g-<name>`` started on it (``first``: A's extra options)."""
+    topic = _topic(admin, name)
+    clients, msgs = _messages(seed, 6_000, 30_000)
+    hw = send_round_robin(producer, topic, msgs[:20], 8, {})
+    group, state = f"g-{name}", tmp_path / "state"
+    argv = _argv(broker, topic, group, state)
+    logs = [tmp_path / "a.log", tmp_path / "b.log"]
+    procs = [start(argv + list(extra), log) for log, extra in zip(logs, (first, ()), strict=True)]
+    return _TwoMembers(topic, clients, msgs, hw, group, state, logs, procs)
 
 
 def test_members_killed_at_random_moments_and_restarted(
@@ -95,13 +120,8 @@ def test_a_member_stopped_by_sigterm_mid_stream_hands_over_its_work(
     """SIGTERM on one of two members while the stream arrives: it drains its own slices, makes its
     final checkpoint and exits 0; the other takes over its partitions and slices, applies what
     was routed to them, and exits 0 once the group has drained."""
-    topic = _topic(admin, "law-term")
-    clients, msgs = _messages(29, 6_000, 30_000)
-    hw = send_round_robin(producer, topic, msgs[:20], 8, {})
-    group, state = "g-law-term", tmp_path / "state"
-    argv = _argv(kafka_broker, topic, group, state)
-    logs = [tmp_path / "a.log", tmp_path / "b.log"]
-    procs = [start(argv, log) for log in logs]
+    r = _two_members(kafka_broker, admin, producer, tmp_path, "law-term", 29)
+    topic, clients, msgs, hw, group, state, logs, procs = r
     try:
         wait_for(lambda: sum(committed_offsets(admin, group).values()) > 0, 90,
                  "a first routed commit", procs)
@@ -125,26 +145,14 @@ def test_a_member_stalled_past_its_session_rejoins_and_the_group_makes_one_table
     group has drained, and the store is one table of every client. The stalled member runs
     kafka-python, which checkpoints before it learns of its eviction (``test_zombie.py``), so
     its save usually meets the fence; the line is printed (``-s``), not required."""
-    from test_zombie import FENCE_LINES, ZOMBIE_CLIENT, pause_outside_a_save
+    from test_zombie import FENCE_LINES, ZOMBIE_CLIENT, evict_the_first
 
-    topic = _topic(admin, "law-stall")
-    clients, msgs = _messages(33, 6_000, 30_000)
-    hw = send_round_robin(producer, topic, msgs[:20], 8, {})
-    group, state = "g-law-stall", tmp_path / "state"
-    argv = _argv(kafka_broker, topic, group, state)
-    logs = [tmp_path / "a.log", tmp_path / "b.log"]
-    procs = [start(argv + list(extra), log)
-             for log, extra in zip(logs, (ZOMBIE_CLIENT, ()), strict=True)]
+    r = _two_members(kafka_broker, admin, producer, tmp_path, "law-stall", 33, ZOMBIE_CLIENT)
+    topic, clients, msgs, hw, group, state, logs, procs = r
     a, _ = procs
     try:
-        wait_for(lambda: all("now holds 4 of 8" in log.read_text() for log in logs), 120,
-                 "both members holding slices", procs)
-        wait_for(lambda: len(committed_offsets(admin, f"{group}-slices")) == 8, 120,
-                 "a checkpoint of every slice", procs)
-        pause_outside_a_save(a, state)                   # the stall
-        hw = send_round_robin(producer, topic, msgs[20:], 8, hw)
-        wait_for(lambda: "now holds 8 of 8" in logs[1].read_text(), 120,  # A evicted
-                 "B holding every slice", procs[1:])
+        hw = evict_the_first(procs, logs, admin, group, state,  # the stall
+                             lambda: send_round_robin(producer, topic, msgs[20:], 8, hw))
         a.send_signal(signal.SIGCONT)                    # A wakes while B goes on
     except BaseException:
         for p in procs:

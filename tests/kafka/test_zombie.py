@@ -85,6 +85,23 @@ def pause_outside_a_save(proc: Any, state: Path) -> None:
     raise AssertionError("the member held a state lock at every try of its pause")
 
 
+def evict_the_first(procs: list[Any], logs: list[Path], admin: Any, group: str, state: Path,
+                    rest: Callable[[], Any]) -> Any:
+    """Two routed members A and B (``procs``, ``logs``) hold 4 of 8 slices each and have
+    checkpointed every slice; then A is paused (SIGSTOP, outside a save), ``rest()`` sends the
+    rest of the stream, and the broker evicts A after its session: B takes every slice over.
+    Returns what ``rest()`` returned."""
+    wait_for(lambda: all("now holds 4 of 8" in log.read_text() for log in logs), 120,
+             "both members holding slices", procs)
+    wait_for(lambda: len(committed_offsets(admin, f"{group}-slices")) == 8, 120,
+             "a checkpoint of every slice", procs)
+    pause_outside_a_save(procs[0], state)                # the pause
+    out = rest()
+    wait_for(lambda: "now holds 8 of 8" in logs[1].read_text(), 120,  # A evicted (its
+             "B holding every slice", procs[1:])         # session), B takes everything over
+    return out
+
+
 def wake_the_zombie_as_the_owner_dies(a: Any, b: Any, zombie_log: Path,
                                       took_over: Callable[[], bool], timeout: float) -> int:
     """The zombie A wakes (SIGCONT) as the owner B dies (``kill -9``); A meets the fence, goes on
@@ -132,14 +149,8 @@ def test_a_zombie_woken_after_a_rebalance_loses_nothing(
                                                                   strict=True)]
     a, b = procs
     try:
-        wait_for(lambda: all("now holds 4 of 8" in log.read_text() for log in logs), 120,
-                 "both members holding slices", procs)
-        wait_for(lambda: len(committed_offsets(admin, f"{group}-slices")) == 8, 120,
-                 "a checkpoint of every slice", procs)
-        pause_outside_a_save(a, state)                   # the pause
-        hw = send_round_robin(producer, topic, msgs[20:], 8, hw)
-        wait_for(lambda: "now holds 8 of 8" in logs[1].read_text(), 120,  # A evicted (its
-                 "B holding every slice", [b])           # session), B takes everything over
+        hw = evict_the_first(procs, logs, admin, group, state,
+                             lambda: send_round_robin(producer, topic, msgs[20:], 8, hw))
         wait_for(lambda: committed_offsets(admin, group) == hw, 120, "B routing everything",
                  [b])
         time.sleep(3.0)                                  # B's checkpoints cover the rest
