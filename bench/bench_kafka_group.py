@@ -58,7 +58,11 @@ one) and ``one_over_ingest_cpu`` (against ``ingest``'s lines per CPU-second), an
 the mean of the two ``ingest`` points on either side of it (issue 38: on a shared machine
 ``ingest``'s CPU per line moved by 2x between runs minutes apart), with the same against each
 measure and their medians beside it (``members_cpu_over_ingest_by_method``,
-``members_cpu_over_ingest_median_by_method``). With py-spy installed, each run also splits its
+``members_cpu_over_ingest_median_by_method``), and the 2-core floor of that ratio
+(``floor_over_ingest``: a bare read of the same topic by the member's client, no parse and no
+group, plus ``ingest``'s loop, over ``ingest``'s loop) with each run's members over that floor
+(``members_cpu_over_floor``: what the member's own machinery adds to reading and parsing the
+lines; issue 38, seventh round). With py-spy installed, each run also splits its
 first member's CPU per line (and its page faults per 1,000 lines) by thread
 (``first_member_by_thread``: ``routing``, ``slices`` (the main thread: the slice stage and its
 checkpoints), ``native`` (librdkafka's threads), ``other``). ``--warm N`` drains N lines before
@@ -509,16 +513,19 @@ def child(argv: list[str], measured: bool = False) -> tuple[float, float, int]:
             os.waitstatus_to_exitcode(status))
 
 
-def bare_read(client: str, bootstrap: str, topic: str, messages: int) -> None:
+def bare_read(client: str, bootstrap: str, topic: str, messages: int) -> float:
     """A bare consumer (no panstream) reads the topic, in a child: wall and CPU per line, less
-    the child's fixed cost (interpreter, imports, connecting: the same child reading nothing)."""
+    the child's fixed cost (interpreter, imports, connecting: the same child reading nothing).
+    Returns its CPU µs a line."""
     argv = [sys.executable, __file__, "--bare-read", client, bootstrap, topic]
     w0, c0, _ = child([*argv, "0"])
     dt, cpu, rc = child([*argv, str(messages)])
     lines = messages * PER_MSG
+    us = (cpu - c0) / lines * 1e6
     emit(what="bare_read", client=client, seconds=round(dt - w0, 2),
-         lines_per_s=round(lines / (dt - w0)), cpu_us_per_line=round((cpu - c0) / lines * 1e6, 2),
+         lines_per_s=round(lines / (dt - w0)), cpu_us_per_line=round(us, 3),
          fixed_s=round(w0, 2), rc=rc)
+    return us
 
 
 #: The three measures of ``ingest``'s CPU per line the bench keeps side by side (issue 38, fifth
@@ -756,8 +763,8 @@ def main() -> None:
         # ingest around every group run (the machine's load moves ingest's CPU per line by up
         # to 2x between runs minutes apart): each run is set against the two next to it
         ings = [ingest(msgs, work, args.ingest_repeats)]
-        for client in ("kafka-python", "confluent-kafka"):
-            bare_read(client, bootstrap, "nobody", len(msgs))
+        bare = {client: bare_read(client, bootstrap, "nobody", len(msgs))
+                for client in ("kafka-python", "confluent-kafka")}
         runs = []
         for k, (n, client, tree) in enumerate(sizes):
             runs.append(group_run(bootstrap, proc.pid, n, k, msgs, work, args, client, tree))
@@ -814,6 +821,23 @@ def main() -> None:
                 summary[client]["members_cpu_over_ingest_median_by_method"] = {
                     m: {k: round(float(np.median(v)), 2) for k, v in by.items()}
                     for m, by in over.items()}
+                # The 2-core floor of that measure (seventh round): a bare read of the same
+                # topic by the member's client (no parse, no group) plus ingest's whole loop.
+                # A member cannot cost less than reading the lines and parsing them; its ratio
+                # over this floor is what its own machinery adds.
+                b = bare["confluent-kafka" if client == "librdkafka" else "kafka-python"]
+                floor: dict[str, list[float]] = {}
+                above: dict[str, list[float]] = {}
+                for i, r in enumerate(runs):
+                    if r["source_client"] != client:
+                        continue
+                    ing_us = (ings[i]["us"][JUDGED] + ings[i + 1]["us"][JUDGED]) / 2
+                    key = f"{r['members']} {r['code']}"
+                    floor.setdefault(key, []).append(round((b + ing_us) / ing_us, 2))
+                    above.setdefault(key, []).append(
+                        round(r["cpu_us_per_line"]["members"] / (b + ing_us), 2))
+                summary[client]["floor_over_ingest"] = floor
+                summary[client]["members_cpu_over_floor"] = above
         emit(**summary)
     finally:
         proc.send_signal(signal.SIGINT)
