@@ -53,7 +53,6 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "kafka"))
 
 import bench_kafka_group as group  # noqa: E402
 

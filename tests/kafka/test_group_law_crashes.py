@@ -120,8 +120,8 @@ def test_a_member_stopped_by_sigterm_mid_stream_hands_over_its_work(
     """SIGTERM on one of two members while the stream arrives: it drains its own slices, makes its
     final checkpoint and exits 0; the other takes over its partitions and slices, applies what
     was routed to them, and exits 0 once the group has drained."""
-    r = _two_members(kafka_broker, admin, producer, tmp_path, "law-term", 29)
-    topic, clients, msgs, hw, group, state, logs, procs = r
+    topic, clients, msgs, hw, group, state, logs, procs = _two_members(
+        kafka_broker, admin, producer, tmp_path, "law-term", 29)
     try:
         wait_for(lambda: sum(committed_offsets(admin, group).values()) > 0, 90,
                  "a first routed commit", procs)
@@ -147,8 +147,8 @@ def test_a_member_stalled_past_its_session_rejoins_and_the_group_makes_one_table
     its save usually meets the fence; the line is printed (``-s``), not required."""
     from test_zombie import FENCE_LINES, ZOMBIE_CLIENT, evict_the_first
 
-    r = _two_members(kafka_broker, admin, producer, tmp_path, "law-stall", 33, ZOMBIE_CLIENT)
-    topic, clients, msgs, hw, group, state, logs, procs = r
+    topic, clients, msgs, hw, group, state, logs, procs = _two_members(
+        kafka_broker, admin, producer, tmp_path, "law-stall", 33, ZOMBIE_CLIENT)
     a, _ = procs
     try:
         hw = evict_the_first(procs, logs, admin, group, state,  # the stall

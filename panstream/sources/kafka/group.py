@@ -392,14 +392,13 @@ class GroupLoop:
         ``TaskMigratedException``. Said once per checkpoint. A final checkpoint counts their
         offsets as deferred (:meth:`final_checkpoint`)."""
         tps = [tp for tp, t in self.tasks.items() if any(t is f for f in fenced)]
-        offsets = {f.shard.partition: f.shard.next_offset for f in fenced
-                   if f.shard.next_offset is not None}
-        if not revoked:
+        if not revoked:  # (a revoke's caller closes them; no later checkpoint reads its offsets)
             with contextlib.suppress(Exception):  # a consumer that already dropped them
                 self.consumer.pause(*tps)
             self._release(set(tps), save=False)
-        self._deferred.update(offsets)
-        self._deferred_why = self._deferred_why or "another member claimed them since"
+            self._deferred.update({f.shard.partition: f.shard.next_offset for f in fenced
+                                   if f.shard.next_offset is not None})
+            self._deferred_why = self._deferred_why or "another member claimed them since"
         self.notice(f"{self._where(tps)}: another member claimed them since (the store shows a "
                     "newer epoch: this member was evicted from its group, e.g. by a long pause or "
                     "a starved CPU); their tables are dropped unsaved and their records after the "
